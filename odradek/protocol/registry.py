@@ -1,0 +1,68 @@
+"""The one table of APIs: key -> name, declarations and the versions declared.
+
+What the broker *serves* is decided by the broker's handler table (which
+reads this registry); ApiVersions, the README compatibility table and the
+tests all derive from those two tables.  Message modules are imported on
+first use so start-up only pays for the APIs a client actually calls.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+from .schema import Message, Versions
+
+
+@dataclass
+class ApiSpec:
+    key: int
+    name: str
+    module: str
+    declared: Versions
+    _mod: object = field(default=None, repr=False)
+
+    def _load(self):
+        if self._mod is None:
+            self._mod = importlib.import_module(f"odradek.protocol.messages.{self.module}")
+        return self._mod
+
+    @property
+    def request(self) -> Message:
+        return self._load().REQUEST
+
+    @property
+    def response(self) -> Message:
+        return self._load().RESPONSE
+
+    def is_flexible(self, version: int) -> bool:
+        return self.request.is_flexible(version)
+
+
+def _spec(key: int, name: str, module: str, declared: str) -> ApiSpec:
+    return ApiSpec(key, name, module, Versions.parse(declared))
+
+
+APIS: dict[int, ApiSpec] = {s.key: s for s in [
+    _spec(0, "Produce", "produce", "3-9"),
+    _spec(1, "Fetch", "fetch", "4-12"),
+    _spec(2, "ListOffsets", "list_offsets", "1-7"),
+    _spec(3, "Metadata", "metadata", "1-12"),
+    _spec(8, "OffsetCommit", "offset_commit", "0-9"),
+    _spec(9, "OffsetFetch", "offset_fetch", "0-9"),
+    _spec(10, "FindCoordinator", "find_coordinator", "0-6"),
+    _spec(11, "JoinGroup", "join_group", "0-9"),
+    _spec(12, "Heartbeat", "heartbeat", "0-4"),
+    _spec(13, "LeaveGroup", "leave_group", "0-5"),
+    _spec(14, "SyncGroup", "sync_group", "0-5"),
+    _spec(15, "DescribeGroups", "describe_groups", "0-5"),
+    _spec(16, "ListGroups", "list_groups", "0-5"),
+    _spec(18, "ApiVersions", "api_versions", "0-4"),
+    _spec(19, "CreateTopics", "create_topics", "2-7"),
+    _spec(20, "DeleteTopics", "delete_topics", "1-6"),
+    _spec(22, "InitProducerId", "init_producer_id", "0-4"),
+    _spec(32, "DescribeConfigs", "describe_configs", "0-4"),
+    _spec(42, "DeleteGroups", "delete_groups", "0-2"),
+    _spec(47, "OffsetDelete", "offset_delete", "0"),
+    _spec(60, "DescribeCluster", "describe_cluster", "0-1"),
+]}
