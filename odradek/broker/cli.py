@@ -1,0 +1,112 @@
+"""``odradek`` command line: serve, health."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+
+from .config import SETTINGS, Config, ConfigError
+
+
+def _run(coro) -> int:
+    try:
+        import uvloop  # noqa: PLC0415 - optional speed-up, absent on some platforms
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def _load_config(args) -> Config:
+    return Config.load(args.config, overrides=args.override or ())
+
+
+def cmd_serve(args) -> int:
+    try:
+        config = _load_config(args)
+    except (ConfigError, OSError) as exc:
+        print(f"odradek: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        width = max(len(s.name) for s in SETTINGS)
+        for name, value in config.items():
+            print(f"{name:<{width}}  {value!s:<40}  ({config.sources[name]})")
+        for name, source in sorted(config.unknown.items()):
+            print(f"{name:<{width}}  (unknown setting, ignored)  ({source})")
+        return 0
+    from . import logs
+    logs.configure(config["log.format"], config["log.level"])
+    return _run(_serve(config))
+
+
+async def _serve(config: Config) -> int:
+    import structlog
+
+    from .app import BrokerApp
+    from .datadir import DataDirError
+
+    log = structlog.get_logger("odradek.cli")
+    for name, source in sorted(config.unknown.items()):
+        log.warning("config.unknown_setting", setting=name, source=source)
+    app = BrokerApp(config)
+    try:
+        await app.start()
+    except (DataDirError, OSError) as exc:
+        log.error("broker.start_failed", error=str(exc))
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            log.warning("broker.exit_now", signal=signal.Signals(signum).name)
+            os._exit(1)
+        log.info("broker.stopping", signal=signal.Signals(signum).name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    await stop.wait()
+    await app.stop()
+    return 0
+
+
+def cmd_health(args) -> int:
+    from .health import check
+
+    ok, message = check(args.bootstrap, timeout=args.timeout)
+    print(message, file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="odradek", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the broker")
+    serve.add_argument("config", nargs="?", help="server.properties file")
+    serve.add_argument("--override", action="append", metavar="KEY=VALUE",
+                       help="set a property (repeatable); beats the file and KAFKA_* variables")
+    serve.add_argument("--print-config", action="store_true",
+                       help="print the effective settings and where each came from, then exit")
+    serve.set_defaults(func=cmd_serve)
+
+    health = sub.add_parser("health", help="send ApiVersions to a broker; exit 0 if it answers")
+    health.add_argument("--bootstrap", default="127.0.0.1:9092", help="host:port")
+    health.add_argument("--timeout", type=float, default=5.0, help="seconds")
+    health.set_defaults(func=cmd_health)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

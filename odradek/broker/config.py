@@ -1,0 +1,248 @@
+"""Broker settings: one table, Kafka's property names, four sources.
+
+Every setting the broker reads is declared once in ``SETTINGS`` (name, type,
+default, Kafka's default where ours differs, meaning).  Values come from, in
+rising priority: defaults, a ``server.properties`` file, ``KAFKA_*``
+environment variables (the convention of the official Kafka images:
+``KAFKA_OFFSETS_RETENTION_MINUTES`` -> ``offsets.retention.minutes``; ``__``
+stands for ``_`` and ``___`` for ``-``), and ``--override key=value``.
+Invalid values stop start-up with a message naming the setting.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+
+class ConfigError(ValueError):
+    """A setting has an invalid value; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listeners(text: str) -> list[Listener]:
+    """``PLAINTEXT://host:port[,NAME://host:port]``; an empty host means all interfaces."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "://" not in part:
+            raise ValueError(f"{part!r} is not NAME://host:port")
+        name, rest = part.split("://", 1)
+        split = urlsplit("//" + rest)
+        if split.port is None:
+            raise ValueError(f"{part!r} has no port")
+        out.append(Listener(name.upper(), split.hostname or "", split.port))
+    if not out:
+        raise ValueError("no listener given")
+    return out
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{text!r} is not a boolean")
+
+
+def _int(text: str) -> int:
+    return int(text.strip().replace("_", ""), 0)
+
+
+def _float(text: str) -> float:
+    return float(text.strip())
+
+
+def _str(text: str) -> str:
+    return text.strip()
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in options:
+            raise ValueError(f"{text!r} is not one of {', '.join(options)}")
+        return value
+    parse.__name__ = "one of " + "|".join(options)
+    return parse
+
+
+def _listeners(text: str) -> str:
+    parse_listeners(text)
+    return text.strip()
+
+
+def _paths(text: str) -> str:
+    if not any(p.strip() for p in text.split(",")):
+        raise ValueError("no directory given")
+    return text.strip()
+
+
+def _default_data_dir() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "odradek")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+    kafka_default: Any = None  # set where our default deliberately differs from Kafka's
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def type_name(self) -> str:
+        return {_int: "int", _bool: "boolean", _float: "double", _str: "string",
+                _listeners: "listeners", _paths: "paths"}.get(self.parse, self.parse.__name__)
+
+    def convert(self, raw: Any) -> Any:
+        value = raw if not isinstance(raw, str) else self.parse(raw)
+        if self.low is not None and value < self.low:
+            raise ValueError(f"{value} is below the minimum {self.low:g}")
+        if self.high is not None and value > self.high:
+            raise ValueError(f"{value} is above the maximum {self.high:g}")
+        return value
+
+
+INT32_MAX = 2**31 - 1
+
+SETTINGS: list[Setting] = [
+    # network
+    Setting("listeners", _listeners, "PLAINTEXT://127.0.0.1:9092",
+            "Where to listen. Port 0 picks a free port (reported in the log and used in Metadata).",
+            kafka_default="PLAINTEXT://:9092"),
+    Setting("advertised.listeners", _str, "",
+            "Address clients are told to connect to (Metadata, FindCoordinator). Empty: the "
+            "bound listener; a wildcard host is replaced by this machine's host name."),
+    Setting("node.id", _int, 1, "This broker's node id (also the controller id).", low=0,
+            high=INT32_MAX, kafka_default=-1),
+    Setting("socket.request.max.bytes", _int, 104857600,
+            "Largest request frame accepted; a bigger one closes the connection.", low=1,
+            high=INT32_MAX),
+    # storage
+    Setting("log.dirs", _paths, _default_data_dir(),
+            "Comma-separated data directories; the first also holds meta.properties.",
+            kafka_default="/tmp/kafka-logs"),
+    # logging and metrics
+    Setting("log.format", _choice("auto", "json", "text"), "auto",
+            "Log line format: text (key=value) on a terminal and JSON otherwise when auto."),
+    Setting("log.level", _choice("debug", "info", "warning", "error"), "info",
+            "Minimum level of log events."),
+]
+
+SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+def env_to_name(var: str) -> str | None:
+    """``KAFKA_LOG_DIRS`` -> ``log.dirs`` (official-image convention), else None."""
+    if not var.startswith("KAFKA_"):
+        return None
+    body = var[len("KAFKA_"):].lower()
+    return body.replace("___", "\0").replace("__", "\1").replace("_", ".").replace(
+        "\0", "-").replace("\1", "_")
+
+
+def read_properties(path: str | os.PathLike) -> dict[str, str]:
+    """Java-style ``key=value`` (or ``key: value``) lines; ``#``/``!`` comments."""
+    out: dict[str, str] = {}
+    text = Path(path).read_text(encoding="utf-8")
+    lines = iter(text.splitlines())
+    for line in lines:
+        line = line.strip()
+        while line.endswith("\\"):
+            line = line[:-1] + next(lines, "").strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            out[line] = ""
+        else:
+            out[line[:sep].strip()] = line[sep + 1:].strip()
+    return out
+
+
+class Config:
+    """Effective settings with the source each value came from."""
+
+    def __init__(self, values: dict[str, Any], sources: dict[str, str], unknown: dict[str, str]):
+        self._values = values
+        self.sources = sources
+        self.unknown = unknown
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._values.get(name, default)
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        return ((s.name, self._values[s.name]) for s in SETTINGS)
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return parse_listeners(self["listeners"])
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        return [Path(p.strip()).expanduser() for p in self["log.dirs"].split(",") if p.strip()]
+
+    @classmethod
+    def load(cls, properties_file: str | os.PathLike | None = None,
+             overrides: Mapping[str, Any] | Iterable[str] = (),
+             environ: Mapping[str, str] | None = None) -> "Config":
+        environ = os.environ if environ is None else environ
+        layers: list[tuple[str, Mapping[str, Any]]] = []
+        if properties_file is not None:
+            layers.append((f"file:{properties_file}", read_properties(properties_file)))
+        env_layer = {}
+        for var, raw in environ.items():
+            name = env_to_name(var)
+            if name in SETTINGS_BY_NAME:
+                env_layer[name] = raw
+        layers.append(("env", env_layer))
+        layers.append(("override", _override_map(overrides)))
+
+        values = {s.name: s.default for s in SETTINGS}
+        sources = {s.name: "default" for s in SETTINGS}
+        unknown: dict[str, str] = {}
+        for source, layer in layers:
+            for name, raw in layer.items():
+                setting = SETTINGS_BY_NAME.get(name)
+                if setting is None:
+                    unknown[name] = source
+                    continue
+                try:
+                    values[name] = setting.convert(raw)
+                except (ValueError, TypeError) as exc:
+                    raise ConfigError(f"invalid value {raw!r} for setting {name!r} "
+                                      f"(from {source}): {exc}") from None
+                sources[name] = source
+        return cls(values, sources, unknown)
+
+
+def _override_map(overrides: Mapping[str, Any] | Iterable[str]) -> dict[str, Any]:
+    if isinstance(overrides, Mapping):
+        return dict(overrides)
+    out = {}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--override {item!r} is not key=value")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value
+    return out

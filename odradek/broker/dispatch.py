@@ -1,0 +1,69 @@
+"""The handler table: which API versions this broker serves, and who serves them.
+
+Only APIs with a handler are advertised in ApiVersions, so the table is the
+one truth about what works end to end; the README compatibility table and the
+tests read it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..protocol.registry import APIS, ApiSpec
+from ..protocol.schema import Versions
+
+# A handler returns the response body as a dict, NO_RESPONSE, or an awaitable of either.
+HandlerFn = Callable[["RequestContext", Any], Any]
+
+
+class _NoResponse:
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+NO_RESPONSE = _NoResponse()  # acks=0 Produce: the client expects nothing back
+
+
+@dataclass
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    connection_id: int
+    header: Any = None
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Handler:
+    spec: ApiSpec
+    versions: Versions
+    fn: HandlerFn
+
+
+class HandlerTable:
+    def __init__(self) -> None:
+        self._handlers: dict[int, Handler] = {}
+
+    def register(self, api_key: int, fn: HandlerFn, versions: str | None = None) -> None:
+        """Serve ``api_key`` (by default over its whole declared range)."""
+        spec = APIS[api_key]
+        served = spec.declared if versions is None else Versions.parse(versions)
+        if served.lo < spec.declared.lo or served.hi is None or served.hi > spec.declared.hi:
+            raise ValueError(f"{spec.name}: served {served} outside declared {spec.declared}")
+        self._handlers[api_key] = Handler(spec, served, fn)
+
+    def get(self, api_key: int) -> Handler | None:
+        return self._handlers.get(api_key)
+
+    def served(self) -> list[tuple[int, int, int]]:
+        """(api key, min, max) for every served API, in key order."""
+        return [(k, h.versions.lo, h.versions.hi) for k, h in sorted(self._handlers.items())]
+
+    def __contains__(self, api_key: int) -> bool:
+        return api_key in self._handlers
+

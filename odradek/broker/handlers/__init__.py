@@ -1,0 +1,1 @@
+"""Request handlers, one module per area; each has ``register(table, app)``."""

@@ -1,0 +1,97 @@
+"""Cluster-level APIs: ApiVersions, Metadata, FindCoordinator, DescribeCluster.
+
+A single node is every partition's leader, the controller and the group
+coordinator; the advertised endpoint is the bound listener (or
+``advertised.listeners``), never a guess, because clients reconnect to it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...protocol.errors import ErrorCode
+from ..dispatch import HandlerTable, RequestContext
+
+if TYPE_CHECKING:
+    from ..app import BrokerApp
+
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+TRANSACTION_KEY_TYPE = 1
+
+
+def register(table: HandlerTable, app: "BrokerApp") -> None:
+    table.register(18, lambda ctx, req: api_versions(table, ctx, req))
+    table.register(3, lambda ctx, req: metadata(app, ctx, req))
+    table.register(10, lambda ctx, req: find_coordinator(app, ctx, req))
+    table.register(60, lambda ctx, req: describe_cluster(app, ctx, req))
+
+
+def api_versions(table: HandlerTable, ctx: RequestContext, req) -> dict:
+    return {
+        "error_code": ErrorCode.NONE,
+        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                     for k, lo, hi in table.served()],
+        "throttle_time_ms": 0,
+    }
+
+
+def _brokers(app: "BrokerApp") -> list[dict]:
+    ep = app.endpoint
+    return [{"node_id": ep.node_id, "broker_id": ep.node_id, "host": ep.host, "port": ep.port,
+             "rack": None}]
+
+
+def metadata(app: "BrokerApp", ctx: RequestContext, req) -> dict:
+    topics_meta = getattr(app, "topic_metadata", None)
+    if topics_meta is not None:
+        topics = topics_meta(ctx, req)
+    elif req.topics is None:
+        topics = []
+    else:
+        topics = [_unknown_topic(t) for t in req.topics]
+    return {
+        "throttle_time_ms": 0,
+        "brokers": _brokers(app),
+        "cluster_id": app.cluster_id,
+        "controller_id": app.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def _unknown_topic(t) -> dict:
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if t.name is not None else ErrorCode.UNKNOWN_TOPIC_ID
+    return {"error_code": code, "name": t.name, "topic_id": t.topic_id, "is_internal": False,
+            "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+
+def _coordinator_for(app: "BrokerApp", key: str, key_type: int) -> dict:
+    if key_type == TRANSACTION_KEY_TYPE:
+        return {"key": key, "node_id": -1, "host": "", "port": -1,
+                "error_code": ErrorCode.INVALID_REQUEST,
+                "error_message": "transactions are not supported by this broker"}
+    ep = app.endpoint
+    return {"key": key, "node_id": ep.node_id, "host": ep.host, "port": ep.port,
+            "error_code": ErrorCode.NONE, "error_message": None}
+
+
+def find_coordinator(app: "BrokerApp", ctx: RequestContext, req) -> dict:
+    if ctx.api_version >= 4:
+        return {"throttle_time_ms": 0,
+                "coordinators": [_coordinator_for(app, k, req.key_type) for k in req.coordinator_keys]}
+    one = _coordinator_for(app, req.key, req.key_type)
+    one["throttle_time_ms"] = 0
+    return one
+
+
+def describe_cluster(app: "BrokerApp", ctx: RequestContext, req) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "endpoint_type": req.endpoint_type,
+        "cluster_id": app.cluster_id,
+        "controller_id": app.node_id,
+        "brokers": _brokers(app),
+        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }

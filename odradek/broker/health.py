@@ -1,0 +1,23 @@
+"""``odradek health``: a real ApiVersions round trip, for container health checks."""
+
+from __future__ import annotations
+
+from .wire_client import SyncClient
+
+
+def _split(bootstrap: str) -> tuple[str, int]:
+    host, _, port = bootstrap.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def check(bootstrap: str, timeout: float = 5.0) -> tuple[bool, str]:
+    """(healthy, message): healthy when ApiVersions v0 answers with error 0."""
+    host, port = _split(bootstrap)
+    try:
+        with SyncClient(host, port, timeout=timeout) as client:
+            response = client.request(18, 0, {})
+    except (OSError, ValueError) as exc:
+        return False, f"unhealthy: {bootstrap}: {exc}"
+    if response.error_code != 0:
+        return False, f"unhealthy: {bootstrap}: ApiVersions error {response.error_code}"
+    return True, f"healthy: {bootstrap} serves {len(response.api_keys)} APIs"

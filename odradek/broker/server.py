@@ -1,0 +1,228 @@
+"""The TCP shell: frames in, handlers, responses out in request order.
+
+Per connection one reader loop decodes size-prefixed frames and starts each
+request's handler at once (clients pipeline; a JoinGroup may be parked for
+seconds), while one writer loop sends responses strictly in request order,
+because every Kafka client matches responses by order and drops the
+connection on a mismatch.  A bad frame costs that connection, never the
+broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import struct
+from collections import deque
+from typing import Any
+
+import structlog
+
+from ..protocol import headers
+from ..protocol.errors import ErrorCode
+from ..protocol.primitives import ProtocolError, Reader
+from ..protocol.registry import APIS
+from .dispatch import NO_RESPONSE, HandlerTable, RequestContext
+
+log = structlog.get_logger("odradek.server")
+
+_SIZE = struct.Struct(">i")
+MAX_IN_FLIGHT = 128  # stop reading a connection that has this many unanswered requests
+WRITE_BUFFER_HIGH = 4 << 20
+
+
+class CloseConnection(Exception):
+    """The request is one Kafka answers by closing the connection."""
+
+
+class KafkaServer:
+    def __init__(self, handlers: HandlerTable, max_request_bytes: int):
+        self.handlers = handlers
+        self.max_request_bytes = max_request_bytes
+        self._servers: list[asyncio.base_events.Server] = []
+        self._connections: set[asyncio.Task] = set()
+        self._ids = itertools.count(1)
+        self.open_connections = 0
+
+    async def listen(self, host: str, port: int) -> tuple[str, int]:
+        """Bind one listener; returns the bound (host, port) -- port 0 picks one."""
+        server = await asyncio.start_server(self._accept, host or None, port,
+                                            reuse_address=True, limit=1 << 16)
+        self._servers.append(server)
+        sock = server.sockets[0]
+        bound = sock.getsockname()
+        return bound[0], bound[1]
+
+    async def stop_accepting(self) -> None:
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
+            await server.wait_closed()
+
+    async def close_all(self, grace: float = 0.0) -> None:
+        """Close connections, letting in-flight requests finish for ``grace`` seconds."""
+        if grace and self._connections:
+            await asyncio.wait(self._connections, timeout=grace)
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections.add(task)
+        try:
+            await Connection(self, next(self._ids), reader, writer).run()
+        finally:
+            self._connections.discard(task)
+
+
+class Connection:
+    def __init__(self, server: KafkaServer, conn_id: int, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter):
+        self.server = server
+        self.id = conn_id
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        self.peer = f"{peer[0]}:{peer[1]}"
+        self.client_host = f"/{peer[0]}"
+        self.queue: deque[Any] = deque()
+        self.wake = asyncio.Event()
+        self.room = asyncio.Event()
+        self.log = log.bind(conn=conn_id, peer=self.peer)
+
+    async def run(self) -> None:
+        self.server.open_connections += 1
+        self.log.info("connection.open")
+        writer_task = asyncio.create_task(self._write_loop())
+        reason = "client closed"
+        try:
+            reason = await self._read_loop()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            reason = "client closed"
+        except asyncio.CancelledError:
+            reason = "broker stopping"
+            raise
+        finally:
+            writer_task.cancel()
+            for item in self.queue:
+                if isinstance(item, asyncio.Task):
+                    item.cancel()
+            self.writer.close()
+            self.server.open_connections -= 1
+            self.log.info("connection.close", reason=reason)
+
+    async def _read_loop(self) -> str:
+        read = self.reader.readexactly
+        limit = self.server.max_request_bytes
+        while True:
+            size = _SIZE.unpack(await read(4))[0]
+            if size < 0 or size > limit:
+                self.log.warning("request.refused", reason="frame size", size=size, limit=limit)
+                return "frame too large"
+            frame = await read(size)
+            try:
+                out = self._process(frame)
+            except CloseConnection as exc:
+                return str(exc)
+            if out is NO_RESPONSE:
+                continue
+            if not self.queue and isinstance(out, bytes):
+                self.writer.write(out)
+            else:
+                self.queue.append(out)
+                self.wake.set()
+            if len(self.queue) >= MAX_IN_FLIGHT:
+                self.room.clear()
+                await self.room.wait()
+            transport = self.writer.transport
+            if transport.get_write_buffer_size() > WRITE_BUFFER_HIGH:
+                await self.writer.drain()
+
+    async def _write_loop(self) -> None:
+        queue = self.queue
+        try:
+            while True:
+                while not queue:
+                    self.wake.clear()
+                    await self.wake.wait()
+                item = queue[0]
+                if not isinstance(item, bytes):
+                    item = await item
+                queue.popleft()
+                if len(queue) < MAX_IN_FLIGHT // 2:
+                    self.room.set()
+                if item is not NO_RESPONSE:
+                    self.writer.write(item)
+                if not queue:
+                    await self.writer.drain()
+        except (ConnectionError, CloseConnection) as exc:
+            self.log.info("connection.write_failed", error=str(exc))
+            self.writer.close()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self.log.exception("request.handler_failed")
+            self.writer.close()
+
+    def _process(self, frame: bytes) -> Any:
+        """Decode and dispatch one request; returns bytes, NO_RESPONSE or a task."""
+        try:
+            api_key, version, correlation_id = headers.peek_request(frame)
+        except ValueError:
+            self.log.warning("request.refused", reason="short header", size=len(frame))
+            raise CloseConnection("malformed header") from None
+        spec = APIS.get(api_key)
+        handler = self.server.handlers.get(api_key)
+        if handler is None or spec is None:
+            self.log.warning("request.refused", reason="unknown api key", api_key=api_key,
+                             version=version)
+            raise CloseConnection(f"unknown api key {api_key}")
+        if version not in handler.versions:
+            if api_key == headers.API_VERSIONS_KEY:
+                return self._api_versions_fallback(correlation_id, handler.versions.hi)
+            self.log.warning("request.refused", reason="unsupported version", api=spec.name,
+                             version=version)
+            raise CloseConnection(f"unsupported version {spec.name} v{version}")
+        flexible = spec.is_flexible(version)
+        reader = Reader(frame)
+        try:
+            header = headers.read_request_header(reader, headers.request_header_version(flexible))
+            body = spec.request.read(reader, version)
+        except (ProtocolError, ValueError, UnicodeDecodeError) as exc:
+            self.log.warning("request.malformed", api=spec.name, version=version, error=str(exc))
+            raise CloseConnection("malformed request") from None
+        ctx = RequestContext(api_key, version, correlation_id, header.client_id,
+                             self.client_host, self.id, header)
+        self.log.debug("request", api=spec.name, version=version, correlation_id=correlation_id,
+                       client_id=header.client_id)
+        hv = headers.response_header_version(api_key, flexible)
+        try:
+            result = handler.fn(ctx, body)
+            if inspect.isawaitable(result):
+                return asyncio.ensure_future(self._finish(result, spec, version, correlation_id, hv))
+            return self._encode(result, spec, version, correlation_id, hv)
+        except Exception:
+            self.log.exception("request.handler_failed", api=spec.name, version=version)
+            raise CloseConnection("handler failed") from None
+
+    async def _finish(self, pending, spec, version, correlation_id, hv):
+        return self._encode(await pending, spec, version, correlation_id, hv)
+
+    @staticmethod
+    def _encode(result, spec, version, correlation_id, hv):
+        if result is NO_RESPONSE:
+            return NO_RESPONSE
+        return headers.encode_response(correlation_id, hv, spec.response.build(result, version))
+
+    def _api_versions_fallback(self, correlation_id: int, max_version: int) -> bytes:
+        """An unsupported ApiVersions version gets a v0 body and v0 header naming our range."""
+        self.log.info("request.api_versions_fallback", correlation_id=correlation_id)
+        body = APIS[headers.API_VERSIONS_KEY].response.build({
+            "error_code": ErrorCode.UNSUPPORTED_VERSION,
+            "api_keys": [{"api_key": headers.API_VERSIONS_KEY, "min_version": 0,
+                          "max_version": max_version}],
+        }, 0)
+        return headers.encode_response(correlation_id, 0, body)
