@@ -41,6 +41,7 @@ class BrokerApp:
         self.endpoint = Endpoint(self.node_id, "", 0)
         self.bound: list[tuple[str, int]] = []
         self._lock: DirLock | None = None
+        cluster.register(self.handlers, self)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -53,7 +54,6 @@ class BrokerApp:
         self._lock.acquire()
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
-            cluster.register(self.handlers, self)
             for listener in self.config.listeners:
                 self.bound.append(await self.server.listen(listener.host, listener.port))
             self.endpoint = self._advertised()

@@ -77,9 +77,16 @@ async def _serve(config: Config) -> int:
 
 
 def cmd_health(args) -> int:
-    from .health import check
+    from .health import check, local_bootstrap
 
-    ok, message = check(args.bootstrap, timeout=args.timeout)
+    bootstrap = args.bootstrap
+    if bootstrap is None:
+        try:
+            bootstrap = local_bootstrap(_load_config(args))
+        except (ConfigError, OSError) as exc:
+            print(f"odradek: {exc}", file=sys.stderr)
+            return 2
+    ok, message = check(bootstrap, timeout=args.timeout)
     print(message, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1
 
@@ -97,7 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     health = sub.add_parser("health", help="send ApiVersions to a broker; exit 0 if it answers")
-    health.add_argument("--bootstrap", default="127.0.0.1:9092", help="host:port")
+    health.add_argument("config", nargs="?", help="server.properties file (to find the listener)")
+    health.add_argument("--bootstrap", default=None,
+                        help="host:port (default: this machine's first configured listener)")
+    health.add_argument("--override", action="append", metavar="KEY=VALUE", help=argparse.SUPPRESS)
     health.add_argument("--timeout", type=float, default=5.0, help="seconds")
     health.set_defaults(func=cmd_health)
     return parser

@@ -11,8 +11,21 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
            "error": logging.ERROR}
 
 
+class _Stderr:
+    """Resolves ``sys.stderr`` at each write, so test capture and redirection work."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
 def configure(fmt: str = "auto", level: str = "info", stream=None) -> None:
-    stream = stream or sys.stderr
+    stream = stream or _Stderr()
     if fmt == "auto":
         fmt = "text" if getattr(stream, "isatty", lambda: False)() else "json"
     renderer = (structlog.processors.JSONRenderer() if fmt == "json"

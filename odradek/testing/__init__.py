@@ -1,0 +1,5 @@
+"""Run an Odradek broker inside a test process: asyncio and thread-backed variants."""
+
+from .broker import Broker, ThreadedBroker
+
+__all__ = ["Broker", "ThreadedBroker"]

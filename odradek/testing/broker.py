@@ -1,0 +1,136 @@
+"""In-process brokers for tests.
+
+``Broker`` is an async context manager for asyncio tests; ``ThreadedBroker``
+runs the same broker on its own event loop in a background thread, for
+synchronous clients (kafka-python, confluent-kafka) that would otherwise
+block the loop the broker needs.  Both bind an ephemeral port on 127.0.0.1
+and use a temporary data directory unless told otherwise, and both can
+restart keeping their data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..broker.app import BrokerApp
+from ..broker.config import Config
+
+
+def _config(data_dir: Path, port: int, overrides: Mapping[str, Any]) -> Config:
+    settings = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(data_dir)}
+    settings.update({k: str(v) for k, v in overrides.items()})
+    return Config.load(None, overrides=settings, environ={})
+
+
+class Broker:
+    """``async with Broker() as b: ... b.bootstrap_servers``"""
+
+    def __init__(self, data_dir: str | Path | None = None, port: int = 0,
+                 overrides: Mapping[str, Any] | None = None):
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-"))
+        self.overrides = dict(overrides or {})
+        self._port = port
+        self.app: BrokerApp | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        assert self.app is not None, "broker not started"
+        return self.app.bootstrap_servers
+
+    @property
+    def port(self) -> int:
+        assert self.app is not None, "broker not started"
+        return self.app.endpoint.port
+
+    async def start(self) -> None:
+        self.app = BrokerApp(_config(self.data_dir, self._port, self.overrides))
+        await self.app.start()
+        self._port = self.app.endpoint.port  # a restart comes back on the same port
+
+    async def stop(self) -> None:
+        if self.app is not None:
+            await self.app.stop()
+            self.app = None
+
+    async def restart(self) -> None:
+        """Stop and start again on the same port and data directory."""
+        await self.stop()
+        await self.start()
+
+    def cleanup(self) -> None:
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    async def __aenter__(self) -> "Broker":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+        self.cleanup()
+
+
+class ThreadedBroker:
+    """The same broker on a private event loop in a daemon thread."""
+
+    def __init__(self, data_dir: str | Path | None = None, port: int = 0,
+                 overrides: Mapping[str, Any] | None = None):
+        self.broker = Broker(data_dir, port, overrides)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="odradek-broker",
+                                        daemon=True)
+        self._thread.start()
+
+    def _call(self, coro, timeout: float = 30.0):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def call(self, fn, *args):
+        """Run ``fn(*args)`` on the broker's loop (for inspecting broker state safely)."""
+        async def run():
+            return fn(*args)
+        return self._call(run())
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.broker.bootstrap_servers
+
+    @property
+    def app(self) -> BrokerApp | None:
+        return self.broker.app
+
+    @property
+    def data_dir(self) -> Path:
+        return self.broker.data_dir
+
+    def start(self) -> "ThreadedBroker":
+        self._call(self.broker.start())
+        return self
+
+    def stop(self) -> None:
+        self._call(self.broker.stop())
+
+    def restart(self) -> None:
+        self._call(self.broker.restart())
+
+    def close(self) -> None:
+        try:
+            if self.broker.app is not None:
+                self.stop()
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            self._loop.close()
+            self.broker.cleanup()
+
+    def __enter__(self) -> "ThreadedBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,27 @@
+"""Shared fixtures: a real broker on 127.0.0.1, in-process, over TCP."""
+
+from __future__ import annotations
+
+import pytest
+
+from odradek.testing import Broker, ThreadedBroker
+
+
+@pytest.fixture
+def broker():
+    """A thread-backed broker for synchronous clients (kafka-python, confluent-kafka)."""
+    with ThreadedBroker() as b:
+        yield b
+
+
+@pytest.fixture
+async def abroker():
+    """A broker on the test's own event loop, for asyncio clients."""
+    async with Broker() as b:
+        yield b
+
+
+def pytest_configure(config):
+    from odradek.broker import logs
+
+    logs.configure("text", "info")

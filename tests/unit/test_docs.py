@@ -1,0 +1,27 @@
+"""The README's promises stay true: generated tables current, CI runs the README command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_compatibility_table_is_generated_from_the_handler_table():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert gen.render(readme) == readme, "run: python scripts/gen_docs.py"
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    commands = re.findall(r"```sh\n(.*?)\n```", readme, re.S)
+    assert len(commands) >= 2
+    test_command = commands[1].strip()
+    assert "pytest" in test_command
+    assert test_command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
