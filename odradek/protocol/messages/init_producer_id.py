@@ -1,0 +1,20 @@
+"""InitProducerId (key 22): idempotent producers (kafka-python's default) get an id here.
+
+We serve 0-4; v5 only adds the TRANSACTION_ABORTABLE error code (KIP-890).
+"""
+
+from ..schema import F, Message
+
+REQUEST = Message("InitProducerIdRequest", [
+    F("transactional_id", "string", nullable="0+"),
+    F("transaction_timeout_ms", "int32"),
+    F("producer_id", "int64", "3+", default=-1),
+    F("producer_epoch", "int16", "3+", default=-1),
+], valid="0-4", flexible="2+")
+
+RESPONSE = Message("InitProducerIdResponse", [
+    F("throttle_time_ms", "int32"),
+    F("error_code", "int16"),
+    F("producer_id", "int64", default=-1),
+    F("producer_epoch", "int16"),
+], valid="0-4", flexible="2+")

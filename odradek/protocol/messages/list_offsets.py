@@ -1,0 +1,37 @@
+"""ListOffsets (key 2): earliest (-2), latest (-1), max-timestamp (-3) or by-time offsets.
+
+We serve 1-7: v0's multi-offset form is gone from modern clients, and v7
+(max timestamp) is what kafka-python's version probe looks for.
+"""
+
+from ..schema import F, Message
+
+REQUEST = Message("ListOffsetsRequest", [
+    F("replica_id", "int32"),
+    F("isolation_level", "int8", "2+"),
+    F("topics", "[]", fields=[
+        F("name", "string"),
+        F("partitions", "[]", fields=[
+            F("partition_index", "int32"),
+            F("current_leader_epoch", "int32", "4+", default=-1),
+            F("timestamp", "int64"),
+            F("max_num_offsets", "int32", "0", default=1),
+        ]),
+    ]),
+    F("timeout_ms", "int32", "10+"),
+], valid="1-7", flexible="6+")
+
+RESPONSE = Message("ListOffsetsResponse", [
+    F("throttle_time_ms", "int32", "2+"),
+    F("topics", "[]", fields=[
+        F("name", "string"),
+        F("partitions", "[]", fields=[
+            F("partition_index", "int32"),
+            F("error_code", "int16"),
+            F("old_style_offsets", "[]int64", "0"),
+            F("timestamp", "int64", "1+", default=-1),
+            F("offset", "int64", "1+", default=-1),
+            F("leader_epoch", "int32", "4+", default=-1),
+        ]),
+    ]),
+], valid="1-7", flexible="6+")
