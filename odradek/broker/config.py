@@ -205,7 +205,7 @@ class Config:
     @classmethod
     def load(cls, properties_file: str | os.PathLike | None = None,
              overrides: Mapping[str, Any] | Iterable[str] = (),
-             environ: Mapping[str, str] | None = None) -> "Config":
+             environ: Mapping[str, str] | None = None) -> Config:
         environ = os.environ if environ is None else environ
         layers: list[tuple[str, Mapping[str, Any]]] = []
         if properties_file is not None:

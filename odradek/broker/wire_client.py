@@ -88,7 +88,7 @@ class AsyncClient:
         self._ids = itertools.count(1)
 
     @classmethod
-    async def connect(cls, host: str, port: int) -> "AsyncClient":
+    async def connect(cls, host: str, port: int) -> AsyncClient:
         reader, writer = await asyncio.open_connection(host, port)
         return cls(reader, writer)
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from construct import Construct, Container, StreamError
 
@@ -420,6 +421,117 @@ Reader = _Reader
 Writer = _Writer
 
 
+
+# --- positional readers (used by compiled structs) ------------------------------
+# Compiled structs keep ``buf``/``pos`` in locals and call these, which return
+# ``(value, new_pos)``; bounds are checked so hostile lengths never over-read.
+
+_I16_from = _I16.unpack_from
+_I32_from = _I32.unpack_from
+
+
+def rd_uvarint(buf, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ProtocolError("varint too long")
+
+
+def _slice(buf, pos: int, n: int) -> bytes:
+    end = pos + n
+    if end > len(buf):
+        raise ProtocolError(f"length {n} runs past the end of the message")
+    return bytes(buf[pos:end])
+
+
+def rd_string(buf, pos: int) -> tuple[str, int]:
+    n = _I16_from(buf, pos)[0]
+    if n < 0:
+        raise ProtocolError("null in a non-nullable string")
+    return _decode_utf8(_slice(buf, pos + 2, n)), pos + 2 + n
+
+
+def rd_nstring(buf, pos: int) -> tuple[str | None, int]:
+    n = _I16_from(buf, pos)[0]
+    if n < 0:
+        return None, pos + 2
+    return _decode_utf8(_slice(buf, pos + 2, n)), pos + 2 + n
+
+
+def rd_cstring(buf, pos: int) -> tuple[str, int]:
+    n, pos = rd_uvarint(buf, pos)
+    if n == 0:
+        raise ProtocolError("null in a non-nullable compact string")
+    return _decode_utf8(_slice(buf, pos, n - 1)), pos + n - 1
+
+
+def rd_cnstring(buf, pos: int) -> tuple[str | None, int]:
+    n, pos = rd_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    return _decode_utf8(_slice(buf, pos, n - 1)), pos + n - 1
+
+
+def rd_bytes(buf, pos: int) -> tuple[bytes, int]:
+    n = _I32_from(buf, pos)[0]
+    if n < 0:
+        raise ProtocolError("null in non-nullable bytes")
+    return _slice(buf, pos + 4, n), pos + 4 + n
+
+
+def rd_nbytes(buf, pos: int) -> tuple[bytes | None, int]:
+    n = _I32_from(buf, pos)[0]
+    if n < 0:
+        return None, pos + 4
+    return _slice(buf, pos + 4, n), pos + 4 + n
+
+
+def rd_cbytes(buf, pos: int) -> tuple[bytes, int]:
+    n, pos = rd_uvarint(buf, pos)
+    if n == 0:
+        raise ProtocolError("null in non-nullable compact bytes")
+    return _slice(buf, pos, n - 1), pos + n - 1
+
+
+def rd_cnbytes(buf, pos: int) -> tuple[bytes | None, int]:
+    n, pos = rd_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    return _slice(buf, pos, n - 1), pos + n - 1
+
+
+def rd_uuid(buf, pos: int) -> tuple[uuid.UUID, int]:
+    return uuid.UUID(bytes=_slice(buf, pos, 16)), pos + 16
+
+
+def rd_varint(buf, pos: int) -> tuple[int, int]:
+    v, pos = rd_uvarint(buf, pos)
+    return zigzag_decode(v), pos
+
+
+def rd_array_len(buf, pos: int, compact: bool, nullable: bool) -> tuple[int, int]:
+    if compact:
+        n, pos = rd_uvarint(buf, pos)
+        n -= 1
+    else:
+        n = _I32_from(buf, pos)[0]
+        pos += 4
+    if n < 0:
+        if not nullable:
+            raise ProtocolError("null in a non-nullable array")
+        return -1, pos
+    if n > len(buf) - pos:  # every element takes at least one byte
+        raise ProtocolError(f"array of {n} elements is longer than the message")
+    return n, pos
+
+
 # --- construct building blocks ------------------------------------------------
 
 _MODULE = __name__
@@ -428,12 +540,15 @@ _MODULE = __name__
 class Prim(Construct):
     """A Kafka primitive backed by a read/write function pair of this module."""
 
-    def __init__(self, name: str, reader: str, writer: str, default: Any):
+    def __init__(self, name: str, reader: str, writer: str, default: Any, fmt: str | None = None,
+                 positional: str | None = None):
         super().__init__()
         self.kname = name
         self.reader = reader
         self.writer = writer
         self.kdefault = default
+        self.fmt = fmt  # struct format char of fixed-width types: merged into one unpack
+        self.positional = positional  # rd_* function of variable-width types
         self._r = globals()[reader]
         self._w = globals()[writer]
 
@@ -458,26 +573,29 @@ class Prim(Construct):
         return f"{self.writer}(io, obj)"
 
 
-INT8 = Prim("int8", "read_int8", "write_int8", 0)
-INT16 = Prim("int16", "read_int16", "write_int16", 0)
-UINT16 = Prim("uint16", "read_uint16", "write_uint16", 0)
-INT32 = Prim("int32", "read_int32", "write_int32", 0)
-UINT32 = Prim("uint32", "read_uint32", "write_uint32", 0)
-INT64 = Prim("int64", "read_int64", "write_int64", 0)
-FLOAT64 = Prim("float64", "read_float64", "write_float64", 0.0)
-BOOL = Prim("bool", "read_bool", "write_bool", False)
-UUID = Prim("uuid", "read_uuid", "write_uuid", ZERO_UUID)
-UVARINT = Prim("uvarint", "read_uvarint", "write_uvarint", 0)
-VARINT = Prim("varint", "read_varint", "write_varint", 0)
-VARLONG = Prim("varlong", "read_varint", "write_varint", 0)
-STRING = Prim("string", "read_string", "write_string", "")
-NULLABLE_STRING = Prim("nullable_string", "read_nstring", "write_nstring", None)
-COMPACT_STRING = Prim("compact_string", "read_cstring", "write_cstring", "")
-COMPACT_NULLABLE_STRING = Prim("compact_nullable_string", "read_cnstring", "write_cnstring", None)
-BYTES = Prim("bytes", "read_bytes", "write_bytes", b"")
-NULLABLE_BYTES = Prim("nullable_bytes", "read_nbytes", "write_nbytes", None)
-COMPACT_BYTES = Prim("compact_bytes", "read_cbytes", "write_cbytes", b"")
-COMPACT_NULLABLE_BYTES = Prim("compact_nullable_bytes", "read_cnbytes", "write_cnbytes", None)
+INT8 = Prim("int8", "read_int8", "write_int8", 0, fmt="b")
+INT16 = Prim("int16", "read_int16", "write_int16", 0, fmt="h")
+UINT16 = Prim("uint16", "read_uint16", "write_uint16", 0, fmt="H")
+INT32 = Prim("int32", "read_int32", "write_int32", 0, fmt="i")
+UINT32 = Prim("uint32", "read_uint32", "write_uint32", 0, fmt="I")
+INT64 = Prim("int64", "read_int64", "write_int64", 0, fmt="q")
+FLOAT64 = Prim("float64", "read_float64", "write_float64", 0.0, fmt="d")
+BOOL = Prim("bool", "read_bool", "write_bool", False, fmt="?")
+UUID = Prim("uuid", "read_uuid", "write_uuid", ZERO_UUID, positional="rd_uuid")
+UVARINT = Prim("uvarint", "read_uvarint", "write_uvarint", 0, positional="rd_uvarint")
+VARINT = Prim("varint", "read_varint", "write_varint", 0, positional="rd_varint")
+VARLONG = Prim("varlong", "read_varint", "write_varint", 0, positional="rd_varint")
+STRING = Prim("string", "read_string", "write_string", "", positional="rd_string")
+NULLABLE_STRING = Prim("nullable_string", "read_nstring", "write_nstring", None,
+                       positional="rd_nstring")
+COMPACT_STRING = Prim("compact_string", "read_cstring", "write_cstring", "", positional="rd_cstring")
+COMPACT_NULLABLE_STRING = Prim("compact_nullable_string", "read_cnstring", "write_cnstring", None,
+                               positional="rd_cnstring")
+BYTES = Prim("bytes", "read_bytes", "write_bytes", b"", positional="rd_bytes")
+NULLABLE_BYTES = Prim("nullable_bytes", "read_nbytes", "write_nbytes", None, positional="rd_nbytes")
+COMPACT_BYTES = Prim("compact_bytes", "read_cbytes", "write_cbytes", b"", positional="rd_cbytes")
+COMPACT_NULLABLE_BYTES = Prim("compact_nullable_bytes", "read_cnbytes", "write_cnbytes", None,
+                              positional="rd_cnbytes")
 
 
 class KArray(Construct):
@@ -501,15 +619,30 @@ class KArray(Construct):
                            self.compact, self.nullable)
 
     def _emitparse(self, code):
-        code.append(f"from {_MODULE} import read_array_len")
+        code.append(f"from {_MODULE} import rd_array_len")
         fname = f"parse_karray_{code.allocateId()}"
-        code.append(f"""
-            def {fname}(io):
-                n = read_array_len(io, {self.compact}, {self.nullable})
-                if n < 0:
-                    return None
-                return [{self.item._compileparse(code)} for _ in range(n)]
-        """)
+        item = self.item
+        lines = [f"def {fname}(io):",
+                 "    buf = io.buf",
+                 f"    n, pos = rd_array_len(buf, io.pos, {self.compact}, {self.nullable})",
+                 "    if n < 0:",
+                 "        io.pos = pos",
+                 "        return None"]
+        if isinstance(item, Prim) and item.fmt:
+            lines += [f"    st = struct.Struct('>%d{item.fmt}' % n)",
+                      "    out = list(st.unpack_from(buf, pos))",
+                      "    pos += st.size"]
+        elif isinstance(item, Prim):
+            code.append(f"from {_MODULE} import {item.positional}")
+            lines += ["    out = [None] * n",
+                      "    for i in range(n):",
+                      f"        out[i], pos = {item.positional}(buf, pos)"]
+        else:
+            lines += ["    io.pos = pos",
+                      f"    out = [{item._compileparse(code)} for _ in range(n)]",
+                      "    pos = io.pos"]
+        lines += ["    io.pos = pos", "    return out"]
+        code.append("\n".join(lines))
         return f"{fname}(io)"
 
     def _emitbuild(self, code):
@@ -522,6 +655,39 @@ class KArray(Construct):
                 return write_array(io, obj, {fname}_item, {self.compact}, {self.nullable})
         """)
         return f"{fname}(obj, io)"
+
+
+def _emit_parse_fields(code, items: list[tuple[str, Construct]]) -> list[str]:
+    """Statements reading ``items`` (target, construct) with ``buf``/``pos`` in locals.
+
+    Consecutive fixed-width fields become one ``struct.unpack_from``; strings
+    and varints call positional readers; nested structs and arrays go through
+    ``io`` (whose ``pos`` is synced around the call).
+    """
+    lines: list[str] = []
+    run: list[tuple[str, str]] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        sname = f"_ST_{code.allocateId()}"
+        code.append(f"{sname} = struct.Struct({'>' + ''.join(f for _, f in run)!r})")
+        lines.append(f"{', '.join(t for t, _ in run)}, = {sname}.unpack_from(buf, pos)")
+        lines.append(f"pos += {sname}.size")
+        run.clear()
+
+    for target, sc in items:
+        if isinstance(sc, Prim) and sc.fmt:
+            run.append((target, sc.fmt))
+            continue
+        flush()
+        if isinstance(sc, Prim):
+            code.append(f"from {_MODULE} import {sc.positional}")
+            lines.append(f"{target}, pos = {sc.positional}(buf, pos)")
+        else:
+            lines += ["io.pos = pos", f"{target} = {sc._compileparse(code)}", "pos = io.pos"]
+    flush()
+    return lines
 
 
 class KStruct(Construct):
@@ -569,11 +735,11 @@ class KStruct(Construct):
     def _emitparse(self, code):
         fid = code.allocateId()
         fname = f"parse_kstruct_{fid}"
-        lines = [f"def {fname}(io):", "    r = Container()"]
+        lines = [f"def {fname}(io):", "    buf = io.buf", "    pos = io.pos", "    r = Container()"]
         for name, default in self.absent:
             lines.append(f"    r[{name!r}] = {_literal(default)}")
-        for name, sc, _ in self.kfields:
-            lines.append(f"    r[{name!r}] = {sc._compileparse(code)}")
+        body = _emit_parse_fields(code, [(f"r[{name!r}]", sc) for name, sc, _ in self.kfields])
+        lines += ["    " + line for line in body]
         if self.tagged is not None:
             code.append(f"from {_MODULE} import read_tagged")
             entries = []
@@ -581,8 +747,11 @@ class KStruct(Construct):
                 lines.append(f"    r[{name!r}] = {_literal(default)}")
                 entries.append(f"{tag}: ({name!r}, lambda io: {sc._compileparse(code)})")
             code.append(f"TAGS_P_{fid} = {{{', '.join(entries)}}}")
-            lines.append(f"    read_tagged(io, r, TAGS_P_{fid})")
-        lines.append("    return r")
+            # an empty tagged section (one zero byte) is by far the common case
+            lines += ["    if buf[pos] == 0:", "        pos += 1", "    else:",
+                      "        io.pos = pos", f"        read_tagged(io, r, TAGS_P_{fid})",
+                      "        pos = io.pos"]
+        lines += ["    io.pos = pos", "    return r"]
         code.append("\n".join(lines))
         return f"{fname}(io)"
 
@@ -591,11 +760,29 @@ class KStruct(Construct):
         fname = f"build_kstruct_{fid}"
         code.append("_MISSING = object()")
         lines = [f"def {fname}(objdict, io):", "    get = objdict.get"]
-        for name, sc, default in self.kfields:
-            lines.append(f"    obj = get({name!r}, _MISSING)")
-            lines.append(f"    if obj is _MISSING: obj = {_literal(default)}")
+        run: list[tuple[str, str]] = []
+
+        def flush() -> None:
+            if run:
+                sname = f"_SB_{code.allocateId()}"
+                code.append(f"{sname} = struct.Struct({'>' + ''.join(f for _, f in run)!r})")
+                lines.append(f"    io.write({sname}.pack({', '.join(v for v, _ in run)}))")
+                run.clear()
+
+        for i, (name, sc, default) in enumerate(self.kfields):
+            var = f"v{i}"
+            lines.append(f"    {var} = get({name!r}, _MISSING)")
+            lines.append(f"    if {var} is _MISSING: {var} = {_literal(default)}")
+            if isinstance(sc, Prim) and sc.fmt:
+                run.append((var, sc.fmt))
+                continue
+            flush()
+            lines.append(f"    obj = {var}")
             lines.append(f"    {sc._compilebuild(code)}")
-        if self.tagged is not None:
+        flush()
+        if self.tagged == []:
+            lines.append("    io.write(b'\\x00')")
+        elif self.tagged is not None:
             code.append(f"from {_MODULE} import write_tagged")
             entries = []
             for tag, name, sc, default in self.tagged:

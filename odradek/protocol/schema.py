@@ -15,11 +15,12 @@ first use and caches it, so start-up pays for nothing it does not use.
 
 from __future__ import annotations
 
+import struct
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from construct import Container, Construct
+from construct import Construct, Container
 
 from . import primitives as p
 
@@ -32,7 +33,7 @@ class Versions:
     hi: int | None
 
     @classmethod
-    def parse(cls, text: str | "Versions" | None) -> "Versions":
+    def parse(cls, text: str | Versions | None) -> Versions:
         if isinstance(text, Versions):
             return text
         if text is None or text == "none":
@@ -95,7 +96,7 @@ class F:
 
     def __init__(self, name: str, type: str, versions: str = "0+", *,
                  nullable: str = "none", tag: int | None = None, tagged: str | None = None,
-                 default: Any = _MISSING, fields: list["F"] | None = None,
+                 default: Any = _MISSING, fields: list[F] | None = None,
                  flexible: str | None = None):
         self.name = name
         self.type = type
@@ -194,9 +195,13 @@ class Message:
                     self._compiled[version] = sc
         return sc
 
-    def read(self, reader, version: int) -> Container:
+    def read(self, reader: p.Reader, version: int) -> Container:
         """Parse from a reader positioned at the message (leaves it after it)."""
-        return self.struct(version).parsefunc(reader, None)
+        parse = self.struct(version).parsefunc
+        try:
+            return parse(reader, None)
+        except (struct.error, IndexError) as exc:
+            raise p.ProtocolError(f"{self.name} v{version} is truncated: {exc}") from None
 
     def parse(self, data: bytes | memoryview, version: int) -> Container:
         return self.read(p.Reader(data), version)

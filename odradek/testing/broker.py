@@ -68,7 +68,7 @@ class Broker:
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
-    async def __aenter__(self) -> "Broker":
+    async def __aenter__(self) -> Broker:
         await self.start()
         return self
 
@@ -109,7 +109,7 @@ class ThreadedBroker:
     def data_dir(self) -> Path:
         return self.broker.data_dir
 
-    def start(self) -> "ThreadedBroker":
+    def start(self) -> ThreadedBroker:
         self._call(self.broker.start())
         return self
 
@@ -129,7 +129,7 @@ class ThreadedBroker:
             self._loop.close()
             self.broker.cleanup()
 
-    def __enter__(self) -> "ThreadedBroker":
+    def __enter__(self) -> ThreadedBroker:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -19,7 +19,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 TRANSACTION_KEY_TYPE = 1
 
 
-def register(table: HandlerTable, app: "BrokerApp") -> None:
+def register(table: HandlerTable, app: BrokerApp) -> None:
     table.register(18, lambda ctx, req: api_versions(table, ctx, req))
     table.register(3, lambda ctx, req: metadata(app, ctx, req))
     table.register(10, lambda ctx, req: find_coordinator(app, ctx, req))
@@ -35,13 +35,13 @@ def api_versions(table: HandlerTable, ctx: RequestContext, req) -> dict:
     }
 
 
-def _brokers(app: "BrokerApp") -> list[dict]:
+def _brokers(app: BrokerApp) -> list[dict]:
     ep = app.endpoint
     return [{"node_id": ep.node_id, "broker_id": ep.node_id, "host": ep.host, "port": ep.port,
              "rack": None}]
 
 
-def metadata(app: "BrokerApp", ctx: RequestContext, req) -> dict:
+def metadata(app: BrokerApp, ctx: RequestContext, req) -> dict:
     topics_meta = getattr(app, "topic_metadata", None)
     if topics_meta is not None:
         topics = topics_meta(ctx, req)
@@ -65,7 +65,7 @@ def _unknown_topic(t) -> dict:
             "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def _coordinator_for(app: "BrokerApp", key: str, key_type: int) -> dict:
+def _coordinator_for(app: BrokerApp, key: str, key_type: int) -> dict:
     if key_type == TRANSACTION_KEY_TYPE:
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": ErrorCode.INVALID_REQUEST,
@@ -75,7 +75,7 @@ def _coordinator_for(app: "BrokerApp", key: str, key_type: int) -> dict:
             "error_code": ErrorCode.NONE, "error_message": None}
 
 
-def find_coordinator(app: "BrokerApp", ctx: RequestContext, req) -> dict:
+def find_coordinator(app: BrokerApp, ctx: RequestContext, req) -> dict:
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0,
                 "coordinators": [_coordinator_for(app, k, req.key_type) for k in req.coordinator_keys]}
@@ -84,7 +84,7 @@ def find_coordinator(app: "BrokerApp", ctx: RequestContext, req) -> dict:
     return one
 
 
-def describe_cluster(app: "BrokerApp", ctx: RequestContext, req) -> dict:
+def describe_cluster(app: BrokerApp, ctx: RequestContext, req) -> dict:
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,

@@ -1,0 +1,44 @@
+"""Classic group states and the one table of allowed transitions (as in Kafka).
+
+Anything not in the table is a bug in the coordinator and raises.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class GroupState(Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+_ALL = frozenset(GroupState)
+
+# target state -> states it may be entered from
+VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE,
+                                               GroupState.EMPTY}),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.DEAD: _ALL,
+}
+
+
+class IllegalStateTransition(RuntimeError):
+    """A transition outside ``VALID_PREVIOUS``: a coordinator bug, never a client error."""
+
+
+def check_transition(group_id: str, current: GroupState, target: GroupState) -> None:
+    if current not in VALID_PREVIOUS[target]:
+        raise IllegalStateTransition(f"group {group_id!r}: {current.value} -> {target.value}")
+
+
+def parse_state_filter(names: list[str]) -> set[GroupState]:
+    """ListGroups v4+ filters by state name, case-insensitively; unknown names match nothing."""
+    by_name = {s.value.lower(): s for s in GroupState}
+    return {by_name[n.lower()] for n in names if n.lower() in by_name}
