@@ -80,6 +80,14 @@ def _choice(*options: str) -> Callable[[str], str]:
     return parse
 
 
+def _opt(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An optional setting: unset (None) by default, else parsed."""
+    def parse_opt(text: str) -> Any:
+        return None if text.strip() in ("", "null", "none") else parse(text)
+    parse_opt.__name__ = f"optional {parse.__name__.lstrip('_')}"
+    return parse_opt
+
+
 def _listeners(text: str) -> str:
     parse_listeners(text)
     return text.strip()
@@ -139,11 +147,69 @@ SETTINGS: list[Setting] = [
     Setting("log.dirs", _paths, _default_data_dir(),
             "Comma-separated data directories; the first also holds meta.properties.",
             kafka_default="/tmp/kafka-logs"),
+    # storage: broker-wide log defaults (topics may override with the topic-level names)
+    Setting("log.segment.bytes", _int, 1073741824, "Roll a segment at this size.", low=14,
+            high=INT32_MAX),
+    Setting("log.roll.hours", _int, 168, "Roll a segment this old.", low=1),
+    Setting("log.roll.ms", _opt(_int), None, "Overrides log.roll.hours when set."),
+    Setting("log.retention.hours", _int, 168, "Delete closed segments older than this."),
+    Setting("log.retention.minutes", _opt(_int), None, "Overrides log.retention.hours when set."),
+    Setting("log.retention.ms", _opt(_int), None,
+            "Overrides log.retention.minutes/hours when set; -1 keeps data forever."),
+    Setting("log.retention.bytes", _int, -1, "Delete oldest segments above this size; -1 unlimited."),
+    Setting("log.retention.check.interval.ms", _int, 300000, "How often retention runs.", low=1),
+    Setting("log.cleanup.policy", _str, "delete", "delete, compact, or both (comma-separated)."),
+    Setting("log.cleaner.delete.retention.ms", _int, 86400000,
+            "How long compaction keeps tombstones.", low=0),
+    Setting("log.cleaner.min.cleanable.ratio", _float, 0.5,
+            "Compact a log once this share of it is dirty.", low=0, high=1),
+    Setting("log.cleaner.min.compaction.lag.ms", _int, 0,
+            "Records younger than this are never compacted.", low=0),
+    Setting("log.cleaner.backoff.ms", _int, 15000, "How often the cleaner looks for work.", low=1),
+    Setting("log.flush.interval.messages", _int, 2**63 - 1,
+            "fsync after this many messages (Kafka's name).", low=1),
+    Setting("log.flush.interval.ms", _opt(_int), None, "fsync at least this often (Kafka's name)."),
+    Setting("log.fsync.mode", _choice("never", "interval", "always"), "never",
+            "Odradek's simple durability switch: never (page cache), interval (every "
+            "log.flush.interval.ms, default 1 s) or always (acknowledge after fsync, group commit)."),
+    Setting("log.message.timestamp.type", _choice("createtime", "logappendtime"), "createtime",
+            "CreateTime or LogAppendTime (case-insensitive)."),
+    Setting("log.index.interval.bytes", _int, 4096, "Bytes between offset-index entries.", low=0),
+    Setting("message.max.bytes", _int, 1048588, "Largest record batch accepted.", low=0,
+            high=INT32_MAX),
+    # topics
+    Setting("auto.create.topics.enable", _bool, True,
+            "Create unknown topics on Metadata/Produce requests that allow it."),
+    Setting("num.partitions", _int, 1, "Partitions of auto-created topics.", low=1),
+    Setting("default.replication.factor", _int, 1, "Only 1 is possible on a single node.", low=1,
+            high=1),
+    Setting("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
+    # group coordinator and committed offsets
+    Setting("group.min.session.timeout.ms", _int, 6000, "Smallest session timeout a member may ask for."),
+    Setting("group.max.session.timeout.ms", _int, 1800000, "Largest session timeout a member may ask for."),
+    Setting("group.initial.rebalance.delay.ms", _int, 0,
+            "How long a new group waits for more members before its first generation.",
+            kafka_default=3000, low=0),
+    Setting("group.max.size", _int, INT32_MAX, "Most members a group may have.", low=1,
+            high=INT32_MAX),
+    Setting("offsets.topic.num.partitions", _int, 1,
+            "Partitions of __consumer_offsets (the coordinator's shards); fixed once created.",
+            kafka_default=50, low=1, high=10000),
+    Setting("offsets.topic.segment.bytes", _int, 104857600, "Segment size of __consumer_offsets.",
+            low=14, high=INT32_MAX),
+    Setting("offsets.retention.minutes", _int, 10080,
+            "KIP-211: how long offsets outlive their group's last member (or their commit).", low=1),
+    Setting("offsets.retention.check.interval.ms", _int, 600000, "Period of the offset expiry sweep.",
+            low=1),
+    Setting("offset.metadata.max.bytes", _int, 4096, "Longest commit metadata string accepted.",
+            low=0),
     # logging and metrics
     Setting("log.format", _choice("auto", "json", "text"), "auto",
             "Log line format: text (key=value) on a terminal and JSON otherwise when auto."),
     Setting("log.level", _choice("debug", "info", "warning", "error"), "info",
             "Minimum level of log events."),
+    Setting("metrics.port", _opt(_int), None,
+            "Serve Prometheus metrics over HTTP on this port (127.0.0.1 unless metrics.host)."),
 ]
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -193,6 +259,15 @@ class Config:
 
     def items(self) -> Iterable[tuple[str, Any]]:
         return ((s.name, self._values[s.name]) for s in SETTINGS)
+
+    def log_defaults(self) -> dict[str, Any]:
+        """The broker-wide ``log.*`` settings that are set, for storage's LogConfig."""
+        names = [s.name for s in SETTINGS if s.name.startswith("log.") or s.name == "message.max.bytes"]
+        out = {n: self._values[n] for n in names if self._values[n] is not None}
+        out["log.message.timestamp.type"] = {"createtime": "CreateTime",
+                                             "logappendtime": "LogAppendTime"}[
+            self._values["log.message.timestamp.type"]]
+        return out
 
     @property
     def listeners(self) -> list[Listener]:

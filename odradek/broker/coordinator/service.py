@@ -1,0 +1,99 @@
+"""The group coordinator: shards by offsets-topic partition, routing and common checks.
+
+``__consumer_offsets`` has ``offsets.topic.num.partitions`` partitions; a
+group belongs to partition ``partition_for(group_id, n)`` (Kafka's exact
+hash), so an imported Kafka data dir maps groups the same way.  Each
+partition is a ``Shard`` that loads independently; requests for a group
+whose shard is still loading get COORDINATOR_LOAD_IN_PROGRESS (§4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from ...protocol.errors import ErrorCode
+from ...storage.offsets_records import partition_for
+from ..clock import Clock
+from .shard import Shard, ShardStatus
+
+log = structlog.get_logger("odradek.coordinator")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    """The coordinator's settings (Kafka names in ``from_config``)."""
+
+    num_partitions: int = 1
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    initial_rebalance_delay_ms: int = 0
+    max_group_size: int = 2**31 - 1
+    new_member_join_timeout_ms: int = 300000  # fixed in Kafka
+    offsets_retention_ms: int = 10080 * 60_000
+    offsets_retention_check_interval_ms: int = 600000
+    offset_metadata_max_bytes: int = 4096
+
+    @classmethod
+    def from_config(cls, config: Any) -> CoordinatorConfig:
+        return cls(
+            num_partitions=config["offsets.topic.num.partitions"],
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            max_group_size=config["group.max.size"],
+            offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+            offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+            offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+        )
+
+
+class Coordinator:
+    def __init__(self, clock: Clock, config: CoordinatorConfig, logs: list[Any],
+                 durable_on_write: bool = True):
+        """``logs[p]`` is the storage Log of ``__consumer_offsets-p``."""
+        if len(logs) != config.num_partitions:
+            raise ValueError("one log per offsets-topic partition")
+        self.clock = clock
+        self.config = config
+        self.shards = [Shard(p, lg, clock, durable_on_write=durable_on_write)
+                       for p, lg in enumerate(logs)]
+        self._tasks: list[asyncio.Task] = []
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.num_partitions)
+
+    def shard_for(self, group_id: str) -> Shard:
+        return self.shards[self.partition_for(group_id)]
+
+    def check(self, group_id: str | None, *, allow_empty: bool) -> tuple[Shard | None, ErrorCode]:
+        """§4 common checks: group id validity, then load state of its shard."""
+        if group_id is None or (not allow_empty and group_id == ""):
+            return None, ErrorCode.INVALID_GROUP_ID
+        shard = self.shard_for(group_id)
+        if shard.status is ShardStatus.LOADING:
+            return shard, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if shard.status is ShardStatus.FAILED:
+            return shard, ErrorCode.NOT_COORDINATOR
+        return shard, ErrorCode.NONE
+
+    def loading(self) -> bool:
+        return any(s.status is ShardStatus.LOADING for s in self.shards)
+
+    async def load(self) -> None:
+        """Replay every shard (each yields to the loop while it loads)."""
+        await asyncio.gather(*(shard.load() for shard in self.shards))
+
+    def start_background(self, coro) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()

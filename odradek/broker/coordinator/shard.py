@@ -1,0 +1,253 @@
+"""One offsets-topic partition: its log, the groups and offsets that hash to it.
+
+Records are the only way state survives.  A handler validates against the
+in-memory state and asks ``write()`` to append records as **one batch**; once
+the batch is durable, the same ``replay()`` that rebuilds state at load time
+applies the records, and only then is the handler's continuation run (which
+answers the client).  Live path and load path share ``replay()``, so "reload
+from disk gives the same state" holds by construction; ``persisted_view()``
+is what a reload must reproduce.
+
+The shard is *Loading* until its log has been replayed, then *Active*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from ...protocol.errors import ErrorCode
+from ...protocol.records import decode_batch, encode_batch
+from ...storage.offsets_records import (
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    RecordDecodeError,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from ..clock import Clock
+from .group import ClassicGroup, Promise
+from .state import GroupState
+
+log = structlog.get_logger("odradek.coordinator")
+
+TopicPartition = tuple[str, int]
+Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
+
+
+class ShardStatus(enum.Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+
+
+@dataclass
+class _Write:
+    records: list[Record]
+    last_offset: int
+    promise: Promise = field(default_factory=Promise)
+
+
+class Shard:
+    def __init__(self, partition: int, log_, clock: Clock, *, durable_on_write: bool = True):
+        self.partition = partition
+        self.log = log_
+        self.clock = clock
+        self.status = ShardStatus.LOADING
+        # live state
+        self.groups: dict[str, ClassicGroup] = {}
+        # persisted view (what replay builds; what a reload must reproduce)
+        self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        self.group_records: dict[str, GroupValue] = {}
+        # in-flight commits per group and partition (OffsetFetch require_stable)
+        self.pending_offsets: dict[str, dict[TopicPartition, int]] = {}
+        self.durable_on_write = durable_on_write
+        self._inflight: deque[_Write] = deque()
+        self._sync_task: asyncio.Task | None = None
+        self.load_time_ms: float = 0.0
+        self.loaded_records = 0
+
+    # --- replay: the one function that turns records into state ----------------
+
+    def replay(self, key: OffsetKey | GroupKey | None, value: Any) -> None:
+        if isinstance(key, OffsetKey):
+            offsets = self.offsets.setdefault(key.group, {})
+            tp = (key.topic, key.partition)
+            if value is None:
+                offsets.pop(tp, None)
+                if not offsets:
+                    del self.offsets[key.group]
+            else:
+                offsets[tp] = value
+        elif isinstance(key, GroupKey):
+            if value is None:
+                self.group_records.pop(key.group, None)
+            else:
+                self.group_records[key.group] = value
+
+    def persisted_view(self) -> tuple[dict, dict]:
+        """(groups -> GroupValue, group -> {tp: OffsetValue}) as the log says."""
+        return ({g: v for g, v in self.group_records.items()},
+                {g: dict(o) for g, o in self.offsets.items() if o})
+
+    # --- writing -------------------------------------------------------------------
+
+    def write(self, records: list[Record]) -> Promise:
+        """Append ``records`` as one batch; the promise yields None or an ErrorCode.
+
+        On success the records have been replayed before the promise completes.
+        """
+        if self.status is not ShardStatus.ACTIVE:
+            return Promise.resolved(ErrorCode.NOT_COORDINATOR)
+        now = self.clock.now_ms()
+        batch = encode_batch([(encode_key(k), encode_value(v)) for k, v in records],
+                             base_timestamp=now)
+        try:
+            _, last = self.log.append(batch)
+        except OSError as exc:
+            log.error("coordinator.write_failed", partition=self.partition, error=str(exc))
+            return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
+        w = _Write(records, last)
+        self._track_pending(records, +1)
+        if self.durable_on_write and not self._inflight:
+            self._apply(w)
+        else:
+            self._inflight.append(w)
+            self._schedule_sync()
+        return w.promise
+
+    def _track_pending(self, records: list[Record], delta: int) -> None:
+        for key, _ in records:
+            if isinstance(key, OffsetKey):
+                pending = self.pending_offsets.setdefault(key.group, {})
+                tp = (key.topic, key.partition)
+                count = pending.get(tp, 0) + delta
+                if count > 0:
+                    pending[tp] = count
+                else:
+                    pending.pop(tp, None)
+                    if not pending:
+                        del self.pending_offsets[key.group]
+
+    def _apply(self, w: _Write) -> None:
+        self._track_pending(w.records, -1)
+        for key, value in w.records:
+            self.replay(key, value)
+        w.promise.set(None)
+
+    def _schedule_sync(self) -> None:
+        if self._sync_task is None or self._sync_task.done():
+            self._sync_task = asyncio.get_running_loop().create_task(self._sync_loop())
+
+    async def _sync_loop(self) -> None:
+        """Group commit: one fsync covers every write made before it started."""
+        while self._inflight:
+            covered = len(self._inflight)  # sync() covers every append made before the call
+            try:
+                await self.log.sync()
+            except OSError as exc:
+                log.error("coordinator.sync_failed", partition=self.partition, error=str(exc))
+                self.status = ShardStatus.FAILED
+                while self._inflight:
+                    w = self._inflight.popleft()
+                    self._track_pending(w.records, -1)
+                    w.promise.set(ErrorCode.KAFKA_STORAGE_ERROR)
+                return
+            for _ in range(covered):
+                self._apply(self._inflight.popleft())
+
+    def has_pending_writes(self) -> bool:
+        return bool(self._inflight)
+
+    # --- loading -------------------------------------------------------------------
+
+    async def load(self, on_loaded: Callable[[Shard], None] | None = None,
+                   yield_every: int = 200) -> None:
+        """Replay the whole log, yielding to the loop regularly, then go Active."""
+        started = time.perf_counter()
+        count = 0
+        batches = 0
+        for header, records in self._iter_log():
+            if header.is_control:
+                continue  # transaction markers: no transactional offsets are ever written here
+            for record in records:
+                try:
+                    key = decode_key(record.key)
+                    if key is None:
+                        continue  # KIP-848/share-group key types: not ours
+                    self.replay(key, decode_value(key, record.value))
+                except RecordDecodeError as exc:
+                    log.error("coordinator.load_failed", partition=self.partition,
+                              offset=record.offset, error=str(exc))
+                    self.status = ShardStatus.FAILED
+                    raise
+                count += 1
+            batches += 1
+            if batches % yield_every == 0:
+                await asyncio.sleep(0)
+        self.materialize()
+        self.loaded_records = count
+        self.load_time_ms = (time.perf_counter() - started) * 1000
+        self.status = ShardStatus.ACTIVE
+        log.info("coordinator.loaded", partition=self.partition, records=count,
+                 groups=len(self.groups), ms=round(self.load_time_ms, 1))
+        if on_loaded is not None:
+            on_loaded(self)
+
+    def _iter_log(self):
+        offset = self.log.log_start_offset
+        end = self.log.log_end_offset
+        while offset < end:
+            chunk = self.log.read(offset, 1 << 20)
+            if not chunk:
+                break
+            pos = 0
+            last = offset
+            while pos < len(chunk):
+                header, records = decode_batch(chunk, pos)
+                pos += header.size
+                last = header.last_offset
+                if header.last_offset >= offset:
+                    yield header, [r for r in records if r.offset >= offset]
+            offset = last + 1
+
+    def materialize(self) -> None:
+        """Build live groups from the persisted view (§16.3)."""
+        self.groups = {}
+        for group_id, value in self.group_records.items():
+            self.groups[group_id] = ClassicGroup.from_record(group_id, value)
+        now = self.clock.now_ms()
+        for group_id in self.offsets:
+            if group_id not in self.groups:
+                self.groups[group_id] = ClassicGroup(group_id, current_state_timestamp=now)
+
+    # --- group lookup ----------------------------------------------------------------
+
+    def group(self, group_id: str) -> ClassicGroup | None:
+        group = self.groups.get(group_id)
+        if group is not None and group.state is GroupState.DEAD:
+            return None
+        return group
+
+    def get_or_create_group(self, group_id: str) -> ClassicGroup:
+        group = self.group(group_id)
+        if group is None:
+            group = ClassicGroup(group_id, current_state_timestamp=self.clock.now_ms())
+            self.groups[group_id] = group
+        return group
+
+    def remove_group(self, group_id: str) -> None:
+        group = self.groups.pop(group_id, None)
+        if group is not None and group.state is not GroupState.DEAD:
+            group.transition(GroupState.DEAD, self.clock.now_ms())
