@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
+from ..storage.config import FsyncMode, LogConfig
+from ..storage.log_manager import LogManager
 from .clock import Clock, RealClock
 from .config import Config, parse_listeners
+from .coordinator.service import OFFSETS_TOPIC, Coordinator, CoordinatorConfig
 from .datadir import DirLock, load_or_create_meta
 from .dispatch import HandlerTable
 from .handlers import cluster
@@ -41,6 +46,14 @@ class BrokerApp:
         self.endpoint = Endpoint(self.node_id, "", 0)
         self.bound: list[tuple[str, int]] = []
         self._lock: DirLock | None = None
+        self.log_config = LogConfig.from_broker_config(config.log_defaults())
+        self.logs = LogManager(config.data_dirs, self.log_config, clock=self.clock.now_ms,
+                               retention_check_interval_ms=config["log.retention.check.interval.ms"],
+                               cleaner_backoff_ms=config["log.cleaner.backoff.ms"])
+        self.coordinator_config = CoordinatorConfig.from_config(config)
+        self.coordinator: Coordinator | None = None
+        self._loading: asyncio.Task | None = None
+        # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
 
     @property
@@ -54,20 +67,56 @@ class BrokerApp:
         self._lock.acquire()
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
+            await self.logs.start()
+            self.coordinator = self._open_coordinator()
+            # like Kafka, serve while the offsets partitions load: group requests get
+            # COORDINATOR_LOAD_IN_PROGRESS until their shard is active
+            self._loading = asyncio.get_running_loop().create_task(self.coordinator.load())
             for listener in self.config.listeners:
                 self.bound.append(await self.server.listen(listener.host, listener.port))
             self.endpoint = self._advertised()
         except BaseException:
             await self.server.stop_accepting()
+            await self._close_storage()
             self._lock.release()
             raise
         log.info("broker.started", node_id=self.node_id, cluster_id=self.cluster_id,
                  listeners=[f"{h}:{p}" for h, p in self.bound],
                  advertised=self.bootstrap_servers, data_dir=str(self.data_dir))
 
+    async def wait_loaded(self) -> None:
+        """Until every offsets partition has been replayed (tests and tools use this)."""
+        if self._loading is not None:
+            await asyncio.shield(self._loading)
+
+    def _open_coordinator(self) -> Coordinator:
+        n = self.coordinator_config.num_partitions
+        existing = sorted(p for t, p in self.logs.logs() if t == OFFSETS_TOPIC)
+        if existing and len(existing) != n:
+            # as in Kafka, the partition count is fixed once the topic exists: the group ->
+            # partition hash depends on it (`odradek import` re-partitions deliberately)
+            log.warning("config.offsets_partitions_fixed", configured=n, existing=len(existing))
+            n = len(existing)
+            self.coordinator_config = dataclasses.replace(self.coordinator_config, num_partitions=n)
+        offsets_config = self.logs.config_for(OFFSETS_TOPIC).with_topic_config(
+            {"segment.bytes": self.config["offsets.topic.segment.bytes"]})
+        logs = [self.logs.create(OFFSETS_TOPIC, p, offsets_config) for p in range(n)]
+        durable_on_write = offsets_config.fsync is not FsyncMode.ALWAYS
+        return Coordinator(self.clock, self.coordinator_config, logs, durable_on_write=durable_on_write)
+
+    async def _close_storage(self) -> None:
+        if self._loading is not None:
+            self._loading.cancel()
+            await asyncio.gather(self._loading, return_exceptions=True)
+            self._loading = None
+        if self.coordinator is not None:
+            await self.coordinator.stop()
+        await self.logs.close()
+
     async def stop(self, grace: float = 5.0) -> None:
         await self.server.stop_accepting()
         await self.server.close_all(grace=min(grace, 0.5))
+        await self._close_storage()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
