@@ -1,0 +1,457 @@
+"""Straight-line readers and writers generated from ``protocol.schema`` declarations.
+
+Why this exists: replaying ``__consumer_offsets`` decodes every record
+(budget: >= 500,000 records/s with everything else a load does), and the
+construct-compiled structs of :mod:`odradek.protocol.schema` cost 2-4 µs per
+OffsetCommitKey or OffsetCommitValue on the 2-core reference machine (a
+function call and a stream read per field, plus a ``Container`` per struct).
+Instead of hand-writing a second codec, this module reads the *same*
+``Message``/``F`` declaration and emits specialised Python source for one
+version:
+
+- consecutive fixed-width fields, together with the length prefix of the
+  variable-size field after them, become one precompiled ``struct`` call over
+  the whole buffer (no stream object, no per-field calls);
+- strings and bytes are sliced out of the buffer directly;
+- results are stored straight into the ``__slots__`` of a dataclass instance
+  made with ``object.__new__`` -- cheaper than calling ``__init__`` (keyword
+  arguments, and frozen dataclasses' ``object.__setattr__``, cost as much as
+  the rest of the decode), and it lets the dataclasses keep a keyword-only,
+  safe-to-call constructor.  Frozen dataclasses are filled through their
+  slot descriptors.
+
+The generated code is checked against the declaration when it is built (the
+dataclass must have exactly the declared fields, with the declared defaults)
+and against ``Message.parse``/``Message.build`` by property tests, byte for
+byte, for every version.  Scope is what the storage records and consumer
+protocol blobs need: fixed-width numbers and bools, (nullable) strings and
+bytes, arrays of those and of structs, classic and compact encodings, and
+tagged-field sections with no declared tagged fields (unknown tags are
+skipped, as Kafka does).  Anything else raises ``NotImplementedError`` at
+generation time, so a declaration can never be silently decoded differently.
+
+Malformed input raises :class:`odradek.protocol.primitives.ProtocolError`
+(truncation, bad lengths, null in a non-nullable field, invalid UTF-8);
+bytes after the struct are left to the caller (the reader returns the end
+position).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from collections.abc import Callable, Container, Mapping
+from typing import Any
+
+from odradek.protocol.primitives import MAX_ARRAY, ProtocolError, encode_uvarint
+from odradek.protocol.schema import F, Message
+
+# type -> (struct format char, size)
+_FIXED: dict[str, tuple[str, int]] = {
+    "int8": ("b", 1), "int16": ("h", 2), "uint16": ("H", 2), "int32": ("i", 4),
+    "uint32": ("I", 4), "int64": ("q", 8), "float64": ("d", 8), "bool": ("?", 1),
+}
+_VAR = ("string", "bytes")
+
+Reader = Callable[[bytes, int], tuple[Any, int]]
+Writer = Callable[[Any], bytes]
+
+
+def _uvarint(buf: bytes, pos: int, blen: int) -> tuple[int, int]:
+    """Unsigned LEB128 varint at ``pos`` (same limits as primitives.read_uvarint)."""
+    result = 0
+    shift = 0
+    while True:
+        if pos >= blen:
+            raise ProtocolError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ProtocolError("varint too long")
+
+
+def _skip_tags(buf: bytes, pos: int, blen: int) -> int:
+    """Skip a tagged-field section; every tag is unknown to these declarations."""
+    count, pos = _uvarint(buf, pos, blen)
+    for _ in range(count):
+        _tag, pos = _uvarint(buf, pos, blen)
+        size, pos = _uvarint(buf, pos, blen)
+        pos += size
+        if pos > blen:
+            raise ProtocolError("truncated tagged field")
+    return pos
+
+
+def _short(what: str) -> ProtocolError:
+    return ProtocolError(f"truncated {what}")
+
+
+def _null(what: str) -> ProtocolError:
+    return ProtocolError(f"null in non-nullable {what}")
+
+
+class _Plan:
+    """The per-version view of one field, mirroring ``schema._build_struct``."""
+
+    __slots__ = ("f", "present", "compact", "nullable")
+
+    def __init__(self, f: F, version: int, flexible: bool):
+        self.f = f
+        self.present = version in f.versions
+        if self.present and version in f.tagged:
+            raise NotImplementedError(f"{f.name}: declared tagged fields are not supported")
+        self.compact = flexible and (f.flexible is None or version in f.flexible)
+        self.nullable = version in f.nullable
+        if f.fields is None and f.elem_type not in _FIXED and f.elem_type not in _VAR:
+            raise NotImplementedError(f"{f.name}: type {f.type} is not supported")
+        if f.fields is not None and not f.is_array:
+            raise NotImplementedError(f"{f.name}: nested structs outside arrays are not supported")
+        if not isinstance(f.default, int | float | str | bytes | list | None):
+            raise NotImplementedError(f"{f.name}: default {f.default!r} has no literal form")
+        if f.fields is None and not f.is_array and f.type in _FIXED and self.nullable:
+            raise ValueError(f"{f.name}: {f.type} cannot be nullable")
+
+
+def _check_class(cls: type, fields: list[F], where: str, extra: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """The dataclass must mirror the declaration: same names, same defaults.
+
+    ``extra`` names fields that are not on the wire (e.g. the version of a
+    blob, read before the struct); they need a plain default, which is
+    returned as ``(name, source literal)`` for the reader to fill in.
+    """
+    if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
+        raise TypeError(f"{where}: {cls!r} must be a dataclass with slots=True")
+    declared = {f.name: f for f in fields}
+    have = {fl.name: fl for fl in dataclasses.fields(cls)}
+    extras = []
+    for name in extra:
+        fl = have.pop(name, None)
+        if fl is None or fl.default is dataclasses.MISSING or name in declared:
+            raise TypeError(f"{where}: extra field {name!r} must be an undeclared field with a default")
+        extras.append((name, repr(fl.default)))
+    if set(declared) != set(have):
+        raise TypeError(f"{where}: {cls.__name__} fields {sorted(have)} != declared {sorted(declared)}")
+    for name, fl in have.items():
+        if fl.default is not dataclasses.MISSING:
+            default = fl.default
+        elif fl.default_factory is not dataclasses.MISSING:
+            default = fl.default_factory()
+        else:
+            continue
+        if default != declared[name].default:
+            raise TypeError(f"{where}: {cls.__name__}.{name} default {default!r} != "
+                            f"declared {declared[name].default!r}")
+    return extras
+
+
+class _Gen:
+    """Accumulates generated functions and the globals they refer to."""
+
+    def __init__(self, message: Message, version: int):
+        self.message = message
+        self.version = version
+        self.flexible = message.is_flexible(version)
+        self.chunks: list[str] = []
+        self.ns: dict[str, Any] = {
+            "_new": object.__new__, "_uvarint": _uvarint, "_skip_tags": _skip_tags,
+            "_short": _short, "_null": _null, "ProtocolError": ProtocolError,
+            "_struct_error": struct.error, "_uv": encode_uvarint, "_unpack_from": struct.unpack_from,
+            "_pack": struct.pack, "MAX_ARRAY": MAX_ARRAY,
+        }
+        self._n = 0
+
+    def name(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def bind(self, value: Any, prefix: str) -> str:
+        name = self.name(prefix)
+        self.ns[name] = value
+        return name
+
+    def finish(self, entry: str) -> Any:
+        source = "\n\n".join(self.chunks)
+        code = compile(source, f"<fastcodec {self.message.name} v{self.version}>", "exec")
+        exec(code, self.ns)  # noqa: S102 - source generated from a declaration above
+        fn = self.ns[entry]
+        fn.source = source
+        return fn
+
+
+def _min_size(plans: list[_Plan], flexible: bool) -> int:
+    """Fewest bytes one struct can occupy (bounds element counts before looping)."""
+    size = 1 if flexible else 0
+    for pl in plans:
+        if not pl.present:
+            continue
+        f = pl.f
+        if f.fields is None and not f.is_array and f.type in _FIXED:
+            size += _FIXED[f.type][1]
+        elif pl.compact:
+            size += 1
+        else:
+            size += 2 if (f.type == "string") else 4
+    return size
+
+
+# --- readers --------------------------------------------------------------------
+
+def _gen_reader(g: _Gen, fields: list[F], cls: type, nested: Mapping[str, type],
+                top: bool, where: str, extra: tuple[str, ...] = ()) -> str:
+    assigns = _check_class(cls, fields, where, extra)  # (attribute, source expression)
+    plans = [_Plan(f, g.version, g.flexible) for f in fields]
+    fname = g.name("read_")
+    clsname = g.bind(cls, "C")
+    body: list[str] = []
+    run: list[tuple[str, str]] = []  # pending fixed-width (format char, variable)
+
+    def flush() -> None:
+        if not run:
+            return
+        fmt = ">" + "".join(c for c, _ in run)
+        unpack = g.bind(struct.Struct(fmt).unpack_from, "U")
+        targets = ", ".join(v for _, v in run) + ","
+        body.append(f"{targets} = {unpack}(buf, pos)")
+        body.append(f"pos += {struct.calcsize(fmt)}")
+        run.clear()
+
+    def length(var: str, compact: bool, prefix: str) -> None:
+        """Read a length/count into ``var`` (-1 = null) after the pending run."""
+        if compact:
+            flush()
+            body.append(f"{var}, pos = _uvarint(buf, pos, blen)")
+            body.append(f"{var} -= 1")
+        else:
+            run.append((prefix, var))
+            flush()
+
+    def read_var(var: str, kind: str, pl: _Plan, what: str, indent: str = "") -> None:
+        """A string or bytes field (or array element) into ``var``."""
+        n = g.name("n")
+        length(n, pl.compact, "h" if kind == "string" else "i")
+        # empty strings are common (offset metadata): skip the slice and decode
+        slice_ = f"buf[pos:{n}]" if kind == "bytes" else f"buf[pos:{n}].decode() if {n} != pos else ''"
+        if pl.nullable:
+            body.extend([f"if {n} < 0:", f"    {var} = None", "else:",
+                         f"    {n} += pos",
+                         f"    if {n} > blen: raise _short({what!r})",
+                         f"    {var} = {slice_}",
+                         f"    pos = {n}"])
+        else:
+            body.extend([f"if {n} < 0: raise _null({what!r})",
+                         f"{n} += pos",
+                         f"if {n} > blen: raise _short({what!r})",
+                         f"{var} = {slice_}",
+                         f"pos = {n}"])
+
+    for pl in plans:
+        f = pl.f
+        if not pl.present:
+            assigns.append((f.name, repr(f.default)))  # a literal: lists are fresh per call
+            continue
+        var = g.name("v")
+        assigns.append((f.name, var))
+        what = f"{where}.{f.name}"
+        if f.fields is None and not f.is_array:
+            if f.type in _FIXED:
+                run.append((_FIXED[f.type][0], var))
+            else:
+                read_var(var, f.type, pl, what)
+            continue
+        # arrays
+        n = g.name("n")
+        length(n, pl.compact, "i")
+        if f.fields is not None:
+            sub_cls = nested.get(f.name)
+            if sub_cls is None:
+                raise TypeError(f"{what}: no dataclass given for struct elements")
+            sub_plans = [_Plan(sf, g.version, g.flexible) for sf in f.fields]
+            minsize = _min_size(sub_plans, g.flexible)
+            sub = _gen_reader(g, f.fields, sub_cls, nested, False, what)
+            loop = [f"for _ in range({n}):", f"    it, pos = {sub}(buf, pos, blen)", f"    {var}.append(it)"]
+        elif f.elem_type in _FIXED:
+            c, minsize = _FIXED[f.elem_type]
+            loop = [f"{var} = list(_unpack_from('>%d{c}' % {n}, buf, pos))", f"pos += {minsize} * {n}"]
+        else:
+            minsize = 1 if pl.compact else (2 if f.elem_type == "string" else 4)
+            saved, body = body, []
+            read_var("it", f.elem_type, _Plan(F("x", f.elem_type), g.version, g.flexible), what + "[]")
+            loop = [f"for _ in range({n}):", *("    " + line for line in body), f"    {var}.append(it)"]
+            body = saved
+        guard = [f"if {n} > MAX_ARRAY or {n} * {max(minsize, 1)} > blen - pos: raise _short({what!r})",
+                 f"{var} = []"]
+        if pl.nullable:
+            body.extend([f"if {n} < 0:", f"    {var} = None", "else:",
+                         *("    " + line for line in guard + loop)])
+        else:
+            body.append(f"if {n} < 0: raise _null({what!r})")
+            body.extend(guard + loop)
+    flush()
+    if g.flexible:
+        body.append("pos = _skip_tags(buf, pos, blen)")
+    body.append(f"o = _new({clsname})")
+    if cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        # a frozen dataclass refuses attribute assignment; its slot descriptors do not
+        body.extend(f"{g.bind(cls.__dict__[name].__set__, 'S')}(o, {value})" for name, value in assigns)
+    else:
+        body.extend(f"o.{name} = {value}" for name, value in assigns)
+    body.append("return o, pos")
+
+    if top:
+        lines = [f"def {fname}(buf, pos):", "    blen = len(buf)", "    try:"]
+        lines += ["        " + line for line in body]
+        lines += ["    except _struct_error as exc:",
+                  f"        raise ProtocolError('truncated {where}: %s' % exc) from None",
+                  "    except UnicodeDecodeError as exc:",
+                  f"        raise ProtocolError('invalid UTF-8 in {where}: %s' % exc) from None"]
+    else:
+        lines = [f"def {fname}(buf, pos, blen):"] + ["    " + line for line in body]
+    g.chunks.append("\n".join(lines))
+    return fname
+
+
+def compile_reader(message: Message, version: int, cls: type,
+                   nested: Mapping[str, type] | None = None, extra: tuple[str, ...] = ()) -> Reader:
+    """``read(buf: bytes, pos) -> (obj, end)`` for ``message`` at ``version``.
+
+    ``cls`` is the dataclass for the top-level struct, ``nested`` maps the
+    name of each array-of-struct field to its element dataclass, ``extra``
+    names top-level dataclass fields that are not declared (set to their
+    defaults; the caller fills them in).  ``buf`` must be ``bytes`` (slices of
+    it become the decoded bytes fields).
+    """
+    if version not in message.valid:
+        raise ValueError(f"{message.name} has no version {version}")
+    g = _Gen(message, version)
+    entry = _gen_reader(g, message.fields, cls, nested or {}, True, message.name, extra)
+    return g.finish(entry)
+
+
+# --- writers --------------------------------------------------------------------
+
+def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str,
+                prefix: int | None) -> str:
+    plans = [_Plan(f, g.version, g.flexible) for f in fields]
+    fname = g.name("write_")
+    body: list[str] = []
+    run: list[tuple[str, str]] = [] if prefix is None else [("h", str(prefix))]
+
+    def flush() -> None:
+        if not run:
+            return
+        fmt = ">" + "".join(c for c, _ in run)
+        pack = g.bind(struct.Struct(fmt).pack, "P")
+        body.append(f"ap({pack}({', '.join(e for _, e in run)}))")
+        run.clear()
+
+    def length(expr: str, compact: bool, prefix_char: str) -> None:
+        if compact:
+            flush()
+            body.append(f"ap(_uv({expr} + 1))")
+        else:
+            run.append((prefix_char, expr))
+            flush()
+
+    def write_var(src: str, kind: str, pl: _Plan, what: str) -> None:
+        """Emit a string/bytes value held in ``src`` (a local)."""
+        b, n = g.name("b"), g.name("n")
+        enc = f"{src}.encode()" if kind == "string" else src
+        limit = 0x7FFF if kind == "string" and not pl.compact else None
+        check = [f"if {n} > {limit}: raise ProtocolError('{what}: string longer than 32767 bytes')"] \
+            if limit else []
+        if pl.nullable:
+            body.extend([f"if {src} is None:", f"    {b} = b''", f"    {n} = -1", "else:",
+                         f"    {b} = {enc}", f"    {n} = len({b})", *("    " + c for c in check)])
+        else:
+            body.extend([f"if {src} is None: raise _null({what!r})",
+                         f"{b} = {enc}", f"{n} = len({b})", *check])
+        length(n, pl.compact, "h" if kind == "string" else "i")
+        body.append(f"ap({b})")
+
+    for pl in plans:
+        f = pl.f
+        if not pl.present:
+            continue  # every such field is ignorable in the records we declare
+        what = f"{where}.{f.name}"
+        if f.fields is None and not f.is_array:
+            if f.type in _FIXED:
+                run.append((_FIXED[f.type][0], f"o.{f.name}"))
+            else:
+                src = g.name("s")
+                body.append(f"{src} = o.{f.name}")
+                write_var(src, f.type, pl, what)
+            continue
+        src, n = g.name("s"), g.name("n")
+        body.append(f"{src} = o.{f.name}")
+        if pl.nullable:
+            body.append(f"{n} = -1 if {src} is None else len({src})")
+        else:
+            body.append(f"if {src} is None: raise _null({what!r})")
+            body.append(f"{n} = len({src})")
+        length(n, pl.compact, "i")
+        if f.fields is not None:
+            sub = _gen_writer(g, f.fields, nested, what, None)
+            loop = [f"for it in {src}:", f"    {sub}(it, ap)"]
+        elif f.elem_type in _FIXED:
+            c = _FIXED[f.elem_type][0]
+            loop = [f"ap(_pack('>%d{c}' % {n}, *{src}))"]
+        else:
+            saved, body = body, []
+            write_var("it", f.elem_type, _Plan(F("x", f.elem_type), g.version, g.flexible), what + "[]")
+            loop = [f"for it in {src}:", *("    " + line for line in body)]
+            body = saved
+        if pl.nullable:
+            body.append(f"if {src} is not None:")
+            body.extend("    " + line for line in loop)
+        else:
+            body.extend(loop)
+    flush()
+    if g.flexible:
+        body.append("ap(b'\\x00')")  # no tagged fields
+    lines = [f"def {fname}(o, ap):"] + ["    " + line for line in (body or ["pass"])]
+    g.chunks.append("\n".join(lines))
+    return fname
+
+
+def compile_writer(message: Message, version: int, prefix: int | None = None,
+                   nested: Mapping[str, type] | None = None) -> Writer:
+    """``write(obj) -> bytes`` for ``message`` at ``version``, from attributes of ``obj``.
+
+    ``prefix`` (if given) is written first as an int16 -- the key type or
+    value version that precedes every ``__consumer_offsets`` key and value.
+    Fields absent from ``version`` are dropped (all of them are ignorable in
+    the declarations this is used for).  Integers out of range raise
+    ``struct.error``.
+    """
+    if version not in message.valid:
+        raise ValueError(f"{message.name} has no version {version}")
+    g = _Gen(message, version)
+    inner = _gen_writer(g, message.fields, nested or {}, message.name, prefix)
+    entry = g.name("encode_")
+    g.chunks.append(f"def {entry}(o):\n    parts = []\n    {inner}(o, parts.append)\n"
+                    f"    return b''.join(parts)")
+    return g.finish(entry)
+
+
+class CodecCache(dict):
+    """version -> generated codec, generated on first use and kept.
+
+    Start-up pays only for the versions a log actually contains (DESIGN:
+    compile lazily).  A version outside ``valid`` raises ``KeyError``.  Two
+    threads racing on a miss both generate the same function; harmless.
+    """
+
+    def __init__(self, factory: Callable[[int], Any], valid: Container[int]):
+        super().__init__()
+        self._factory = factory
+        self._valid = valid
+
+    def __missing__(self, version: int) -> Any:
+        if version not in self._valid:
+            raise KeyError(version)
+        codec = self[version] = self._factory(version)
+        return codec

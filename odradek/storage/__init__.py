@@ -1,0 +1,1 @@
+"""Durable logs on disk in Kafka's format: segments, batches, compaction, offsets-topic records."""

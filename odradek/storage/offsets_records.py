@@ -1,0 +1,344 @@
+"""Keys and values of the ``__consumer_offsets`` topic, in Kafka's exact format.
+
+Records are the only way coordinator state survives, and a real Kafka
+partition directory must be readable (and ours readable by Kafka's tools), so
+the bytes follow Kafka's record schemas exactly.  Each schema is declared
+once below with per-field version ranges, mirroring Kafka's JSON
+(``records/OffsetCommitKey.json`` and friends); field names are the snake_case
+of Kafka's.
+
+Framing: a key is ``int16 key type`` + key struct, a value is ``int16 value
+version`` + value struct, and a tombstone is a null value (``None`` here).
+
+- Key types 0 and 1 are offset commits (same layout; we write 1, as Kafka
+  >= 0.9 does), 2 is group metadata.  Other types (KIP-848 / KIP-932 records)
+  decode to ``None`` so that a classic coordinator skips them, as Kafka does;
+  a *known* type that fails to parse raises :class:`RecordDecodeError`, which
+  aborts a load instead of silently losing state.
+- Values of every version 0-4 are read (v4 is flexible; unknown tagged fields
+  are skipped).  Bytes after the struct are ignored, as Kafka's reader does.
+- The written value version is the smallest that carries the record's
+  fields (project rule, DESIGN.md §3): OffsetCommitValue v1 when the commit
+  has its own expiry, else v3 when it carries a leader epoch, else v2;
+  GroupMetadataValue v3 when a member is static (has a group instance id),
+  else v2.  Kafka itself always writes v3 (or v1 with an expiry), and v1 drops
+  the leader epoch exactly as Kafka's v1 does.
+
+Decoding is on the replay path, so encode/decode run through readers and
+writers generated from these declarations by :mod:`.fastcodec` (about 2x
+faster than the compiled construct structs per key or value, measured side by
+side), and decoded keys are memoised by their bytes, since replay sees each
+partition's key again with every commit.  The declarations remain usable
+with ``Message.parse``/``build``; the tests hold both paths to the same bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from odradek.protocol.primitives import ProtocolError
+from odradek.protocol.schema import F, Message
+
+from ..protocol.fastcodec import CodecCache, compile_reader, compile_writer
+
+__all__ = [
+    "OFFSET_COMMIT_KEY", "OFFSET_COMMIT_VALUE", "GROUP_METADATA_KEY", "GROUP_METADATA_VALUE",
+    "OFFSET_KEY_TYPE", "GROUP_KEY_TYPE",
+    "OffsetKey", "OffsetValue", "GroupKey", "GroupValue", "MemberValue",
+    "RecordDecodeError", "RecordEncodeError",
+    "encode_key", "encode_value", "decode_key", "decode_value",
+    "offset_value_version", "group_value_version",
+    "java_string_hash", "partition_for",
+]
+
+# --- declarations (Kafka's records/*.json, once) ------------------------------
+
+OFFSET_COMMIT_KEY = Message("OffsetCommitKey", [
+    F("group", "string", "0-1"),
+    F("topic", "string", "0-1"),
+    F("partition", "int32", "0-1"),
+], valid="0-1")
+
+OFFSET_COMMIT_VALUE = Message("OffsetCommitValue", [
+    F("offset", "int64", "0+"),
+    F("leader_epoch", "int32", "3+", default=-1),
+    F("metadata", "string", "0+"),
+    F("commit_timestamp", "int64", "0+"),
+    F("expire_timestamp", "int64", "1", default=-1),
+], valid="0-4", flexible="4+")
+
+GROUP_METADATA_KEY = Message("GroupMetadataKey", [
+    F("group", "string", "2"),
+], valid="2")
+
+GROUP_METADATA_VALUE = Message("GroupMetadataValue", [
+    F("protocol_type", "string", "0+"),
+    F("generation", "int32", "0+"),
+    F("protocol", "string", "0+", nullable="0+"),
+    F("leader", "string", "0+", nullable="0+"),
+    F("current_state_timestamp", "int64", "2+", default=-1),
+    F("members", "[]", "0+", fields=[
+        F("member_id", "string", "0+"),
+        F("group_instance_id", "string", "3+", nullable="3+", default=None),
+        F("client_id", "string", "0+"),
+        F("client_host", "string", "0+"),
+        F("rebalance_timeout", "int32", "1+", default=-1),
+        F("session_timeout", "int32", "0+"),
+        F("subscription", "bytes", "0+"),
+        F("assignment", "bytes", "0+"),
+    ]),
+], valid="0-4", flexible="4+")
+
+OFFSET_KEY_TYPE = 1  # what we write; 0 (0.8.2) reads the same
+GROUP_KEY_TYPE = 2
+
+
+class RecordDecodeError(ValueError):
+    """A record of a known key type whose key or value cannot be parsed.
+
+    Kafka aborts loading a partition on such a record rather than skip it:
+    skipping would silently drop committed offsets or group state.
+    """
+
+
+class RecordEncodeError(ValueError):
+    """A record that cannot be represented (e.g. an int out of range, a null name)."""
+
+
+# --- record dataclasses ---------------------------------------------------------
+# Field order and names follow the declarations (checked when the codecs are
+# generated).  Keys are frozen: they identify state (dict keys, compaction).
+# Values are keyword-only, since they carry several same-typed ints that are
+# too easy to swap positionally, and not frozen: replay builds one per record
+# and a frozen instance costs noticeably more to fill.
+
+@dataclass(slots=True, frozen=True)
+class OffsetKey:
+    """Key of a committed offset: (group, topic, partition)."""
+
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(slots=True, kw_only=True)
+class OffsetValue:
+    """A committed offset.  -1 means "absent" for leader_epoch and expire_timestamp."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int
+    expire_timestamp: int = -1
+
+
+@dataclass(slots=True, frozen=True)
+class GroupKey:
+    """Key of a group's metadata record."""
+
+    group: str
+
+
+@dataclass(slots=True)
+class MemberValue:
+    """One member as persisted: its selected protocol's subscription and its assignment."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(slots=True, kw_only=True)
+class GroupValue:
+    """A classic group's persisted state (protocol/leader None when it has no members)."""
+
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int = -1
+    members: list[MemberValue] = field(default_factory=list)
+
+
+# --- generated codecs -------------------------------------------------------------
+
+_NESTED = {"members": MemberValue}
+
+_KEY_READERS = CodecCache(
+    lambda t: compile_reader(GROUP_METADATA_KEY if t == GROUP_KEY_TYPE else OFFSET_COMMIT_KEY, t,
+                             GroupKey if t == GROUP_KEY_TYPE else OffsetKey), (0, 1, 2))
+_OFFSET_VALUE_READERS = CodecCache(
+    lambda v: compile_reader(OFFSET_COMMIT_VALUE, v, OffsetValue), OFFSET_COMMIT_VALUE.valid)
+_GROUP_VALUE_READERS = CodecCache(
+    lambda v: compile_reader(GROUP_METADATA_VALUE, v, GroupValue, _NESTED), GROUP_METADATA_VALUE.valid)
+_KEY_WRITERS = CodecCache(
+    lambda t: compile_writer(GROUP_METADATA_KEY if t == GROUP_KEY_TYPE else OFFSET_COMMIT_KEY, t, prefix=t),
+    (OFFSET_KEY_TYPE, GROUP_KEY_TYPE))
+_OFFSET_VALUE_WRITERS = CodecCache(
+    lambda v: compile_writer(OFFSET_COMMIT_VALUE, v, prefix=v), (1, 2, 3))
+_GROUP_VALUE_WRITERS = CodecCache(
+    lambda v: compile_writer(GROUP_METADATA_VALUE, v, prefix=v, nested=_NESTED), (2, 3))
+
+_INT16 = struct.Struct(">h")
+
+
+# --- keys -----------------------------------------------------------------------------
+
+def encode_key(key: OffsetKey | GroupKey) -> bytes:
+    """Key bytes: offset keys as type 1, group keys as type 2."""
+    try:
+        if type(key) is OffsetKey:
+            return _KEY_WRITERS[OFFSET_KEY_TYPE](key)
+        if type(key) is GroupKey:
+            return _KEY_WRITERS[GROUP_KEY_TYPE](key)
+    except (struct.error, ProtocolError, UnicodeEncodeError) as exc:
+        raise RecordEncodeError(f"cannot encode {key!r}: {exc}") from None
+    raise TypeError(f"not an offsets-topic key: {key!r}")
+
+
+# Replay sees the same few keys over and over (every commit of a partition
+# repeats its key), so decoded keys are remembered by their bytes; keys are
+# frozen, so sharing one instance is safe.  Bounded, and simply emptied when
+# full: a workload with more live keys than this just pays the decode.
+_KEY_CACHE: dict[bytes, OffsetKey | GroupKey] = {}
+_KEY_CACHE_MAX = 16384
+_KEY_CACHE_MAX_BYTES = 512
+
+
+def decode_key(data: bytes | bytearray | memoryview) -> OffsetKey | GroupKey | None:
+    """Parse a key; ``None`` for key types this classic coordinator does not own.
+
+    Unknown types (3+ today: KIP-848 consumer groups, KIP-932 share groups)
+    must be skipped during a load, not fail it -- that is Kafka's behaviour.
+    """
+    if type(data) is not bytes:
+        data = bytes(data)
+    key = _KEY_CACHE.get(data)
+    if key is not None:
+        return key
+    try:
+        (key_type,) = _INT16.unpack_from(data, 0)
+    except struct.error:
+        raise RecordDecodeError(f"key of {len(data)} bytes has no key type") from None
+    try:
+        reader = _KEY_READERS[key_type]
+    except KeyError:
+        return None
+    try:
+        key = reader(data, 2)[0]
+    except ProtocolError as exc:
+        raise RecordDecodeError(f"cannot decode key of type {key_type}: {exc}") from None
+    if len(data) <= _KEY_CACHE_MAX_BYTES:
+        if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
+            _KEY_CACHE.clear()
+        _KEY_CACHE[data] = key
+    return key
+
+
+# --- values ---------------------------------------------------------------------------
+
+def offset_value_version(value: OffsetValue) -> int:
+    """The OffsetCommitValue version we write for ``value`` (see module docstring)."""
+    if value.expire_timestamp != -1:
+        return 1
+    if value.leader_epoch != -1:
+        return 3
+    return 2
+
+
+def group_value_version(value: GroupValue) -> int:
+    """The GroupMetadataValue version we write: 3 with static members, else 2."""
+    for m in value.members:
+        if m.group_instance_id is not None:
+            return 3
+    return 2
+
+
+def encode_value(value: OffsetValue | GroupValue | None) -> bytes | None:
+    """Value bytes in the smallest version carrying its fields; ``None`` stays a tombstone."""
+    if value is None:
+        return None
+    try:
+        if type(value) is OffsetValue:
+            return _OFFSET_VALUE_WRITERS[offset_value_version(value)](value)
+        if type(value) is GroupValue:
+            return _GROUP_VALUE_WRITERS[group_value_version(value)](value)
+    except (struct.error, ProtocolError, UnicodeEncodeError) as exc:
+        raise RecordEncodeError(f"cannot encode {type(value).__name__}: {exc}") from None
+    raise TypeError(f"not an offsets-topic value: {value!r}")
+
+
+def decode_value(key: OffsetKey | GroupKey,
+                 data: bytes | bytearray | memoryview | None) -> OffsetValue | GroupValue | None:
+    """Parse the value stored under ``key`` (as returned by :func:`decode_key`).
+
+    ``None`` data is a tombstone and returns ``None``.  Versions 0-4 are read;
+    fields a version lacks get Kafka's defaults (-1 for leader epoch, expire
+    timestamp, current state timestamp), and a v0 group member's rebalance
+    timeout is its session timeout, as Kafka fills it in.
+    """
+    if data is None:
+        return None
+    if type(data) is not bytes:
+        data = bytes(data)
+    try:
+        (version,) = _INT16.unpack_from(data, 0)
+        if type(key) is OffsetKey:
+            return _OFFSET_VALUE_READERS[version](data, 2)[0]
+        if type(key) is GroupKey:
+            value = _GROUP_VALUE_READERS[version](data, 2)[0]
+            if version == 0:
+                for m in value.members:
+                    m.rebalance_timeout = m.session_timeout
+            return value
+    except (struct.error, KeyError, ProtocolError) as exc:
+        raise _value_error(key, data, exc) from None
+    raise TypeError(f"not an offsets-topic key: {key!r}")
+
+
+def _value_error(key: OffsetKey | GroupKey, data: bytes, exc: Exception) -> RecordDecodeError:
+    """A message that names the record; built only on the failure path."""
+    name = "OffsetCommitValue" if type(key) is OffsetKey else "GroupMetadataValue"
+    if len(data) < 2:
+        return RecordDecodeError(f"{name} for {key} of {len(data)} bytes has no version")
+    (version,) = _INT16.unpack_from(data, 0)
+    if isinstance(exc, KeyError):
+        return RecordDecodeError(f"unknown {name} version {version} for {key}")
+    return RecordDecodeError(f"cannot decode {name} v{version} for {key}: {exc}")
+
+
+# --- group -> offsets partition ------------------------------------------------------------
+
+_UTF16 = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode``: over UTF-16 code units, signed 32-bit wrap-around.
+
+    Characters outside the BMP count as their two surrogates, as in Java.
+    """
+    h = 0
+    for unit in memoryview(s.encode(_UTF16, "surrogatepass")).cast("H"):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+@lru_cache(maxsize=8192)
+def partition_for(group_id: str, n: int) -> int:
+    """The ``__consumer_offsets`` partition owning ``group_id``, exactly as Kafka.
+
+    ``Utils.abs(hashCode) % n`` where Kafka's ``abs`` maps ``Integer.MIN_VALUE``
+    to 0 (not 2**31).  Cached: every group request is routed through it.
+    """
+    if n <= 0:
+        raise ValueError(f"number of offsets partitions must be positive, got {n}")
+    h = java_string_hash(group_id)
+    return (0 if h == -0x80000000 else abs(h)) % n
