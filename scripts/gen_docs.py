@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from odradek.broker.compat import markdown  # noqa: E402
+from odradek.broker.compat import configuration_markdown, markdown  # noqa: E402
 
 BEGIN, END = "<!-- compat:begin -->", "<!-- compat:end -->"
 
@@ -20,13 +20,25 @@ def render(readme: str) -> str:
     return pattern.sub(lambda _: f"{BEGIN}\n{markdown()}\n{END}", readme)
 
 
+CONFIGURATION = ROOT / "docs" / "CONFIGURATION.md"
+
+
+def outputs() -> dict[Path, str]:
+    """Every generated file and the text it should hold."""
+    readme = ROOT / "README.md"
+    return {readme: render(readme.read_text(encoding="utf-8")),
+            CONFIGURATION: configuration_markdown()}
+
+
 def main() -> int:
-    path = ROOT / "README.md"
-    text = path.read_text(encoding="utf-8")
-    new = render(text)
+    stale = [p for p, text in outputs().items()
+             if not p.exists() or p.read_text(encoding="utf-8") != text]
     if "--check" in sys.argv:
-        return 0 if new == text else 1
-    path.write_text(new, encoding="utf-8")
+        for p in stale:
+            print(f"stale: {p.relative_to(ROOT)}")
+        return 1 if stale else 0
+    for p, text in outputs().items():
+        p.write_text(text, encoding="utf-8")
     return 0
 
 

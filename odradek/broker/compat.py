@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..protocol.registry import APIS
-from .config import Config
+from .config import SETTINGS, Config
 
 CLIENTS_TESTED = [
     ("kafka-python", "3.0.12"),
@@ -33,3 +33,38 @@ def markdown() -> str:
     lines.append("")
     lines.append("Clients tested in CI: " + ", ".join(f"{n} {v}" for n, v in CLIENTS_TESTED) + ".")
     return "\n".join(lines)
+
+
+def configuration_markdown() -> str:
+    """docs/CONFIGURATION.md: every setting the broker reads, from the one settings table."""
+    lines = [
+        "# Configuration",
+        "",
+        "Generated from `odradek/broker/config.py` by `python scripts/gen_docs.py`; do not edit.",
+        "",
+        "Settings use Kafka's property names. Sources, in rising priority: defaults, a",
+        "`server.properties` file, `KAFKA_*` environment variables (`KAFKA_LOG_DIRS` ->",
+        "`log.dirs`; `__` stands for `_`, `___` for `-`), and `--override key=value`.",
+        "`odradek serve --print-config` shows the effective values and their sources.",
+        "",
+        "| setting | type | default | Kafka's default | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for s in SETTINGS:
+        default = ("(unset)" if s.default is None else "(empty)" if s.default == ""
+                   else f"`{s.default}`")
+        if s.name == "log.dirs":
+            default = "`$XDG_DATA_HOME/odradek` (`~/.local/share/odradek`)"
+        kafka = "" if s.kafka_default is None else f"`{s.kafka_default}`"
+        bounds = ""
+        if s.low is not None or s.high is not None:
+            lo = "" if s.low is None else _num(s.low)
+            hi = "" if s.high is None else _num(s.high)
+            bounds = f" Range: {lo}..{hi}."
+        lines.append(f"| `{s.name}` | {s.type_name} | {default} | {kafka} | {s.doc}{bounds} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)

@@ -1,0 +1,77 @@
+"""What the pytest fixture yields: a thread-backed broker plus conveniences."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..broker.wire_client import SyncClient
+from .broker import ThreadedBroker
+
+CREATE_TOPICS = 19
+CREATE_TOPICS_VERSION = 5
+
+
+class TopicError(RuntimeError):
+    pass
+
+
+class BrokerHandle:
+    def __init__(self, data_dir: str | Path | None = None,
+                 overrides: Mapping[str, Any] | None = None):
+        self._broker = ThreadedBroker(data_dir=data_dir, overrides=overrides)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self._broker.bootstrap_servers
+
+    @property
+    def host(self) -> str:
+        return self.bootstrap_servers.rsplit(":", 1)[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.bootstrap_servers.rsplit(":", 1)[1])
+
+    @property
+    def data_dir(self) -> Path:
+        return self._broker.data_dir
+
+    @property
+    def app(self):
+        """The running BrokerApp (inspect it only through ``call``: it lives on another thread)."""
+        return self._broker.app
+
+    def call(self, fn, *args):
+        return self._broker.call(fn, *args)
+
+    def create_topic(self, name: str, partitions: int = 1,
+                     config: Mapping[str, str] | None = None) -> None:
+        """Create a topic through the real CreateTopics API; an existing one is an error."""
+        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": -1,
+                            "assignments": [],
+                            "configs": [{"name": k, "value": str(v)} for k, v in (config or {}).items()]}],
+                "timeout_ms": 30000, "validate_only": False}
+        with SyncClient(self.host, self.port) as client:
+            response = client.request(CREATE_TOPICS, CREATE_TOPICS_VERSION, body)
+        result = response.topics[0]
+        if result.error_code != 0:
+            raise TopicError(f"CreateTopics {name!r}: error {result.error_code} {result.error_message}")
+
+    def restart(self) -> None:
+        """Stop and start again on the same port with the same data (a broker 'crash-free' restart)."""
+        self._broker.restart()
+
+    def start(self) -> BrokerHandle:
+        self._broker.start()
+        return self
+
+    def close(self) -> None:
+        self._broker.close()
+
+    def __enter__(self) -> BrokerHandle:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
