@@ -23,7 +23,7 @@ ENV KAFKA_LISTENERS=PLAINTEXT://0.0.0.0:9092 \
     PYTHONUNBUFFERED=1
 VOLUME ["/var/lib/odradek"]
 EXPOSE 9092
-USER odradek
+USER 10001:10001
 HEALTHCHECK --interval=5s --timeout=5s --start-period=5s --retries=3 CMD ["odradek", "health"]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["odradek", "serve"]
