@@ -91,6 +91,43 @@ def cmd_health(args) -> int:
     return 0 if ok else 1
 
 
+def cmd_dump_log(args) -> int:
+    from .dump_log import dump
+
+    return dump(args.paths, sys.stdout, as_json=args.json)
+
+
+def cmd_import(args) -> int:
+    from .datadir import DataDirError, DirLock
+    from .import_kafka import ImportError_, import_offsets
+
+    try:
+        config = _load_config(args)
+    except (ConfigError, OSError) as exc:
+        print(f"odradek: {exc}", file=sys.stderr)
+        return 2
+    data_dir = config.data_dirs[0]
+    data_dir.mkdir(parents=True, exist_ok=True)
+    lock = DirLock(data_dir)
+    try:
+        lock.acquire()
+    except DataDirError as exc:
+        print(f"odradek: {exc}", file=sys.stderr)
+        return 1
+    try:
+        stats = import_offsets(args.kafka_log_dir, data_dir, config["offsets.topic.num.partitions"])
+    except (ImportError_, OSError, ValueError) as exc:
+        print(f"odradek: import failed: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        lock.release()
+    print(f"imported {stats.records} records of {len(stats.groups)} groups from "
+          f"{stats.source_partitions} into {stats.target_partitions} partitions of {data_dir} "
+          f"(skipped {stats.skipped_unknown} records of other key types, "
+          f"{stats.aborted_txn_records} of aborted transactions)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="odradek", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -110,6 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("--override", action="append", metavar="KEY=VALUE", help=argparse.SUPPRESS)
     health.add_argument("--timeout", type=float, default=5.0, help="seconds")
     health.set_defaults(func=cmd_health)
+    dump_log = sub.add_parser("dump-log", help="print the batches and records of .log files")
+    dump_log.add_argument("paths", nargs="+", help=".log files, partition dirs or data dirs")
+    dump_log.add_argument("--json", action="store_true", help="one JSON object per batch")
+    dump_log.set_defaults(func=cmd_dump_log)
+
+    imp = sub.add_parser("import", help="copy a Kafka __consumer_offsets into our data dir")
+    imp.add_argument("kafka_log_dir", help="a Kafka log dir holding __consumer_offsets-N dirs")
+    imp.add_argument("config", nargs="?", help="server.properties file (for log.dirs etc.)")
+    imp.add_argument("--override", action="append", metavar="KEY=VALUE",
+                     help="set a property, e.g. log.dirs=/path")
+    imp.set_defaults(func=cmd_import)
     return parser
 
 

@@ -1,0 +1,115 @@
+"""``odradek import``: bring a real Kafka ``__consumer_offsets`` into our data dir.
+
+Every record is routed to ``partition_for(group, n)`` of *our* partition
+count, so a Kafka cluster with 50 offsets partitions imports into a dev
+broker with 1 (or any n).  Records of one group all live in one source
+partition, so per-group order -- all that replay needs -- is preserved.
+Transactional offset commits are imported only if their transaction
+committed (as Kafka's loader does); records of unknown key types (KIP-848,
+share groups) are skipped.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..protocol.records import Record, decode_batch, encode_batch, parse_control_key
+from ..storage.config import LogConfig
+from ..storage.files import LOG_SUFFIX, parse_partition_dir, partition_dir_name
+from ..storage.log import Log
+from ..storage.log_manager import offsets_topic_config
+from ..storage.offsets_records import GroupKey, OffsetKey, decode_key, partition_for
+
+OFFSETS_TOPIC = "__consumer_offsets"
+COMMIT = 1
+BATCH_RECORDS = 500
+
+
+class ImportError_(RuntimeError):
+    """The import cannot proceed (nothing to import, or the target already has offsets)."""
+
+
+@dataclass
+class ImportStats:
+    source_partitions: int = 0
+    target_partitions: int = 0
+    records: int = 0
+    skipped_unknown: int = 0
+    aborted_txn_records: int = 0
+    groups: set[str] = field(default_factory=set)
+
+
+def source_partitions(kafka_dir: Path) -> list[Path]:
+    found = []
+    for child in kafka_dir.iterdir():
+        parsed = parse_partition_dir(child.name)
+        if child.is_dir() and parsed is not None and parsed[0] == OFFSETS_TOPIC:
+            found.append((parsed[1], child))
+    return [p for _, p in sorted(found)]
+
+
+def _records_in_order(partition_dir: Path, stats: ImportStats):
+    """Yield (record) in log order, resolving transactional commits by their markers."""
+    pending: dict[int, list[Record]] = defaultdict(list)
+    for segment in sorted(partition_dir.glob(f"*{LOG_SUFFIX}")):
+        data = segment.read_bytes()
+        pos = 0
+        while pos < len(data):
+            header, records = decode_batch(data, pos)
+            pos += header.size
+            if header.is_control:
+                control = parse_control_key(records[0].key) if records else None
+                done = pending.pop(header.producer_id, [])
+                if control is not None and control.type == COMMIT:
+                    yield from done
+                else:
+                    stats.aborted_txn_records += len(done)
+            elif header.is_transactional:
+                pending[header.producer_id].extend(records)
+            else:
+                yield from records
+
+
+def import_offsets(kafka_dir: str | Path, data_dir: str | Path, num_partitions: int) -> ImportStats:
+    """Copy and re-partition; the target's ``__consumer_offsets`` must be absent or empty."""
+    kafka_dir, data_dir = Path(kafka_dir), Path(data_dir)
+    sources = source_partitions(kafka_dir)
+    if not sources:
+        raise ImportError_(f"no {OFFSETS_TOPIC}-N directories under {kafka_dir}")
+    stats = ImportStats(source_partitions=len(sources), target_partitions=num_partitions)
+    config = offsets_topic_config(LogConfig())
+    logs = [Log.open(data_dir / partition_dir_name(OFFSETS_TOPIC, p), config)
+            for p in range(num_partitions)]
+    try:
+        if any(lg.log_end_offset > 0 for lg in logs):
+            raise ImportError_(f"{data_dir} already holds committed offsets; import into an empty data dir")
+        buffers: list[list[Record]] = [[] for _ in range(num_partitions)]
+        for source in sources:
+            for record in _records_in_order(source, stats):
+                key = decode_key(record.key)
+                if not isinstance(key, OffsetKey | GroupKey):
+                    stats.skipped_unknown += 1
+                    continue
+                target = partition_for(key.group, num_partitions)
+                buffers[target].append(record)
+                stats.records += 1
+                stats.groups.add(key.group)
+                if len(buffers[target]) >= BATCH_RECORDS:
+                    _flush(logs[target], buffers[target])
+        for log, buffer in zip(logs, buffers, strict=True):
+            _flush(log, buffer)
+    finally:
+        for log in logs:
+            log.close()
+    return stats
+
+
+def _flush(log: Log, records: list[Record]) -> None:
+    if not records:
+        return
+    # new consecutive offsets (our log's own), original commit times
+    renumbered = [Record(i, r.timestamp, r.key, r.value, r.headers) for i, r in enumerate(records)]
+    log.append(encode_batch(renumbered))
+    records.clear()
