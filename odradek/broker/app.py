@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from .coordinator.service import OFFSETS_TOPIC, Coordinator, CoordinatorConfig
 from .datadir import DirLock, load_or_create_meta
 from .dispatch import HandlerTable
 from .handlers import cluster
+from .metrics import Metrics
 from .server import KafkaServer
 
 log = structlog.get_logger("odradek.broker")
@@ -41,7 +43,11 @@ class BrokerApp:
         self.node_id: int = config["node.id"]
         self.data_dir: Path = config.data_dirs[0]
         self.handlers = HandlerTable()
-        self.server = KafkaServer(self.handlers, config["socket.request.max.bytes"])
+        self.metrics = Metrics()
+        self.server = KafkaServer(self.handlers, config["socket.request.max.bytes"], self.metrics)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.loop_thread: threading.Thread | None = None
+        self.metrics_port: int | None = None
         self.cluster_id = ""
         self.endpoint = Endpoint(self.node_id, "", 0)
         self.bound: list[tuple[str, int]] = []
@@ -61,6 +67,8 @@ class BrokerApp:
         return f"{self.endpoint.host}:{self.endpoint.port}"
 
     async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.loop_thread = threading.current_thread()
         for d in self.config.data_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self._lock = DirLock(self.data_dir)
@@ -75,6 +83,10 @@ class BrokerApp:
             for listener in self.config.listeners:
                 self.bound.append(await self.server.listen(listener.host, listener.port))
             self.endpoint = self._advertised()
+            self.metrics.attach(self)
+            if self.config["metrics.port"] is not None:
+                self.metrics_port = self.metrics.serve(self.config["metrics.host"],
+                                                       self.config["metrics.port"])
         except BaseException:
             await self.server.stop_accepting()
             await self._close_storage()
@@ -82,7 +94,8 @@ class BrokerApp:
             raise
         log.info("broker.started", node_id=self.node_id, cluster_id=self.cluster_id,
                  listeners=[f"{h}:{p}" for h, p in self.bound],
-                 advertised=self.bootstrap_servers, data_dir=str(self.data_dir))
+                 advertised=self.bootstrap_servers, data_dir=str(self.data_dir),
+                 metrics_port=self.metrics_port)
 
     async def wait_loaded(self) -> None:
         """Until every offsets partition has been replayed (tests and tools use this)."""
@@ -116,6 +129,7 @@ class BrokerApp:
     async def stop(self, grace: float = 5.0) -> None:
         await self.server.stop_accepting()
         await self.server.close_all(grace=min(grace, 0.5))
+        self.metrics.close()
         await self._close_storage()
         if self._lock is not None:
             self._lock.release()

@@ -121,6 +121,8 @@ class Setting:
 
     def convert(self, raw: Any) -> Any:
         value = raw if not isinstance(raw, str) else self.parse(raw)
+        if value is None:
+            return None
         if self.low is not None and value < self.low:
             raise ValueError(f"{value} is below the minimum {self.low:g}")
         if self.high is not None and value > self.high:
@@ -209,7 +211,9 @@ SETTINGS: list[Setting] = [
     Setting("log.level", _choice("debug", "info", "warning", "error"), "info",
             "Minimum level of log events."),
     Setting("metrics.port", _opt(_int), None,
-            "Serve Prometheus metrics over HTTP on this port (127.0.0.1 unless metrics.host)."),
+            "Serve Prometheus metrics over HTTP on this port (0 picks one); unset: no endpoint.",
+            low=0, high=65535),
+    Setting("metrics.host", _str, "127.0.0.1", "Interface of the metrics endpoint."),
 ]
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import itertools
 import struct
+import time
 from collections import deque
 from typing import Any
 
@@ -37,8 +38,9 @@ class CloseConnection(Exception):
 
 
 class KafkaServer:
-    def __init__(self, handlers: HandlerTable, max_request_bytes: int):
+    def __init__(self, handlers: HandlerTable, max_request_bytes: int, metrics=None):
         self.handlers = handlers
+        self.metrics = metrics
         self.max_request_bytes = max_request_bytes
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[asyncio.Task] = set()
@@ -199,17 +201,28 @@ class Connection:
         self.log.debug("request", api=spec.name, version=version, correlation_id=correlation_id,
                        client_id=header.client_id)
         hv = headers.response_header_version(api_key, flexible)
+        started = time.perf_counter()
         try:
             result = handler.fn(ctx, body)
             if inspect.isawaitable(result):
-                return asyncio.ensure_future(self._finish(result, spec, version, correlation_id, hv))
-            return self._encode(result, spec, version, correlation_id, hv)
+                return asyncio.ensure_future(self._finish(result, spec, version, correlation_id, hv,
+                                                          started))
+            out = self._encode(result, spec, version, correlation_id, hv)
+            self._observe(api_key, version, started)
+            return out
         except Exception:
             self.log.exception("request.handler_failed", api=spec.name, version=version)
             raise CloseConnection("handler failed") from None
 
-    async def _finish(self, pending, spec, version, correlation_id, hv):
-        return self._encode(await pending, spec, version, correlation_id, hv)
+    async def _finish(self, pending, spec, version, correlation_id, hv, started):
+        out = self._encode(await pending, spec, version, correlation_id, hv)
+        self._observe(spec.key, version, started)
+        return out
+
+    def _observe(self, api_key: int, version: int, started: float) -> None:
+        metrics = self.server.metrics
+        if metrics is not None:
+            metrics.observe(api_key, version, time.perf_counter() - started)
 
     @staticmethod
     def _encode(result, spec, version, correlation_id, hv):

@@ -58,4 +58,4 @@ def test_listener_parsing():
 def test_every_setting_documents_itself():
     for s in SETTINGS:
         assert s.doc and s.type_name
-        assert s.convert(s.default) == s.default or s.default is not None
+        assert s.convert(s.default) == s.default

@@ -1,0 +1,161 @@
+"""Prometheus metrics: request counters and latencies, plus state read at scrape time.
+
+Counters and histograms are updated on the request path (one cached child
+per API and version, so an observation is a couple of attribute lookups).
+Everything that is *state* -- groups by state, members, log sizes, consumer
+lag, load times -- is computed when Prometheus scrapes, by a collector that
+reads the broker's own structures on its event loop, so the hot paths carry
+no bookkeeping for it.  Each broker has its own registry: tests run several
+brokers in one process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter as Tally
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import generate_latest, start_http_server
+
+from ..protocol.registry import APIS
+
+if TYPE_CHECKING:
+    from .app import BrokerApp
+
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                   0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._requests = Counter("odradek_requests", "Requests handled, by API and version",
+                                 ["api", "version"], registry=self.registry)
+        self._latency = Histogram("odradek_request_latency_seconds",
+                                  "Time from decoding a request to its encoded response",
+                                  ["api", "version"], buckets=LATENCY_BUCKETS,
+                                  registry=self.registry)
+        self._children: dict[tuple[int, int], tuple] = {}
+        self.events: Tally[str] = Tally()  # rebalances, commits, compactions ...
+        self._http = None
+
+    def observe(self, api_key: int, version: int, seconds: float) -> None:
+        child = self._children.get((api_key, version))
+        if child is None:
+            labels = (APIS[api_key].name, str(version))
+            child = (self._requests.labels(*labels), self._latency.labels(*labels))
+            self._children[(api_key, version)] = child
+        child[0].inc()
+        child[1].observe(seconds)
+
+    def count(self, event: str, n: int = 1) -> None:
+        self.events[event] += n
+
+    def attach(self, app: BrokerApp) -> None:
+        self.registry.register(_StateCollector(app, self))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def serve(self, host: str, port: int) -> int:
+        """Start the HTTP endpoint (a daemon thread); returns the bound port."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._http = server
+        return server.server_address[1]
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+
+
+_EVENT_HELP = {
+    "rebalances": "Rebalances started (groups entering PreparingRebalance)",
+    "offset_commits": "Committed offsets written (one per partition)",
+    "compactions": "Compaction runs that rewrote a log",
+}
+
+
+class _StateCollector:
+    """Reads broker state at scrape time, on the broker's loop when called from another thread."""
+
+    def __init__(self, app: BrokerApp, metrics: Metrics):
+        self.app = app
+        self.metrics = metrics
+
+    def collect(self):
+        app = self.app
+        if app.loop is not None and app.loop.is_running() and threading.current_thread() is not app.loop_thread:
+            future = asyncio.run_coroutine_threadsafe(_call(self._families), app.loop)
+            yield from future.result(timeout=10)
+        else:
+            yield from self._families()
+
+    def _families(self) -> list:
+        app = self.app
+        out = []
+        connections = GaugeMetricFamily("odradek_connections", "Open client connections")
+        connections.add_metric([], app.server.open_connections)
+        out.append(connections)
+        for name, help_text in _EVENT_HELP.items():
+            c = CounterMetricFamily(f"odradek_{name}", help_text)
+            c.add_metric([], self.metrics.events[name])
+            out.append(c)
+        out.extend(_log_families(app))
+        if app.coordinator is not None:
+            out.extend(_coordinator_families(app))
+        return out
+
+
+async def _call(fn):
+    return fn()
+
+
+def _log_families(app: BrokerApp) -> list:
+    size = GaugeMetricFamily("odradek_log_size_bytes", "Bytes on disk per partition",
+                             labels=["topic", "partition"])
+    end = GaugeMetricFamily("odradek_log_end_offset", "Next offset per partition",
+                            labels=["topic", "partition"])
+    for (topic, partition), log in sorted(app.logs.logs().items()):
+        labels = [topic, str(partition)]
+        size.add_metric(labels, log.size_bytes)
+        end.add_metric(labels, log.log_end_offset)
+    return [size, end]
+
+
+def _coordinator_families(app: BrokerApp) -> list:
+    from .coordinator.state import GroupState
+
+    coordinator = app.coordinator
+    states = GaugeMetricFamily("odradek_groups", "Groups by state", labels=["state"])
+    members = GaugeMetricFamily("odradek_group_members", "Members per group", labels=["group"])
+    committed = GaugeMetricFamily("odradek_committed_offsets", "Committed offsets held",
+                                  labels=["group"])
+    lag = GaugeMetricFamily("odradek_consumer_lag",
+                            "Log end offset minus committed offset, for local topics",
+                            labels=["group", "topic", "partition"])
+    load = GaugeMetricFamily("odradek_offsets_load_seconds",
+                             "Time to replay each __consumer_offsets partition",
+                             labels=["partition"])
+    by_state: Tally[str] = Tally({s.value: 0 for s in GroupState if s is not GroupState.DEAD})
+    for shard in coordinator.shards:
+        load.add_metric([str(shard.partition)], shard.load_time_ms / 1000.0)
+        for group_id, group in shard.groups.items():
+            if group.state is GroupState.DEAD:
+                continue
+            by_state[group.state.value] += 1
+            members.add_metric([group_id], len(group.members))
+        for group_id, offsets in shard.offsets.items():
+            committed.add_metric([group_id], len(offsets))
+            for (topic, partition), value in offsets.items():
+                log = app.logs.get(topic, partition)
+                if log is not None:
+                    lag.add_metric([group_id, topic, str(partition)],
+                                   max(0, log.log_end_offset - value.offset))
+    for state, n in sorted(by_state.items()):
+        states.add_metric([state], n)
+    return [states, members, committed, lag, load]
