@@ -1,0 +1,209 @@
+"""Record compression codecs as Kafka frames them (record-batch-v2.md §4).
+
+cramjam does the byte crunching; this module owns the *framing* Kafka puts
+around it, because that is where interoperability breaks:
+
+- snappy: Java clients write the xerial stream (magic, versions, then
+  length-prefixed raw blocks); librdkafka and old brokers write bare raw
+  snappy.  Both are read; xerial is written, as the Java client does.
+- lz4: Kafka readers (Java, kafka-python) only accept frames with
+  *independent* blocks, and cramjam's frame encoder links them, so frames
+  are written here from raw blocks.  Magic-0 messages carry a descriptor
+  checksum computed over the magic bytes too (a kept Kafka bug), which is
+  repaired before decoding.
+- raw snappy announces its output size up front and cramjam allocates it
+  blindly (an unsatisfiable size aborts the process), so the claim is
+  checked against snappy's maximum expansion first.
+
+Errors are raised as :class:`CompressionError` (a ``ValueError``); the record
+codec turns them into ``CorruptRecordError``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import cramjam
+
+NONE = 0
+GZIP = 1
+SNAPPY = 2
+LZ4 = 3
+ZSTD = 4
+CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+
+GZIP_LEVEL = 6  # java.util.zip default, Kafka's default gzip level
+ZSTD_LEVEL = 3  # Kafka's default compression.zstd.level
+XERIAL_BLOCK_SIZE = 32 * 1024  # snappy-java SnappyOutputStream default
+LZ4_BLOCK_SIZE = 64 * 1024
+
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_U32BE = struct.Struct(">I")
+_U32LE = struct.Struct("<I")
+
+LZ4_MAGIC = b"\x04\x22\x4d\x18"
+# FLG 0x60: version 01, independent blocks, no checksums, no content size;
+# BD 0x40: 64 KiB blocks; 0x82 = (xxh32(FLG BD) >> 8) & 0xFF.
+_LZ4_FRAME_HEADER = LZ4_MAGIC + b"\x60\x40\x82"
+_LZ4_END_MARK = b"\x00\x00\x00\x00"
+_LZ4_UNCOMPRESSED_BLOCK = 0x80000000
+
+# Longest output a raw snappy stream can produce per input byte: a 3-byte
+# copy emits at most 64 bytes.
+_SNAPPY_MAX_RATIO = 22
+
+
+class CompressionError(ValueError):
+    """Compressed data could not be decoded, or the codec id is unknown."""
+
+
+# --- snappy -----------------------------------------------------------------
+
+def _snappy_raw_decompress(block: bytes | memoryview) -> bytes:
+    try:
+        size = cramjam.snappy.decompress_raw_len(block)
+    except Exception as exc:  # cramjam raises its own, undocumented types
+        raise CompressionError(f"snappy: {exc}") from None
+    if size > _SNAPPY_MAX_RATIO * len(block) + 32:
+        raise CompressionError(f"snappy block of {len(block)} bytes claims {size} bytes")
+    try:
+        return bytes(cramjam.snappy.decompress_raw(block))
+    except Exception as exc:
+        raise CompressionError(f"snappy: {exc}") from None
+
+
+def snappy_decompress(data: bytes | memoryview) -> bytes:
+    """Xerial stream (all blocks) or a bare raw snappy block."""
+    data = memoryview(data)
+    if data[:8] != XERIAL_MAGIC:
+        return _snappy_raw_decompress(data)
+    pos, end = 16, len(data)
+    if end < pos:
+        raise CompressionError("truncated xerial snappy header")
+    out = []
+    while pos < end:
+        if end - pos < 4:
+            raise CompressionError("truncated xerial snappy block length")
+        (n,) = _U32BE.unpack_from(data, pos)
+        pos += 4
+        if n > end - pos:
+            raise CompressionError("xerial snappy block runs past the end")
+        out.append(_snappy_raw_decompress(data[pos:pos + n]))
+        pos += n
+    return b"".join(out)
+
+
+def snappy_compress(data: bytes) -> bytes:
+    """Xerial framing with 32 KiB blocks, byte-compatible in shape with snappy-java."""
+    parts = [_XERIAL_HEADER]
+    view = memoryview(data)
+    for start in range(0, len(data), XERIAL_BLOCK_SIZE):
+        block = bytes(cramjam.snappy.compress_raw(view[start:start + XERIAL_BLOCK_SIZE]))
+        parts.append(_U32BE.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+# --- lz4 --------------------------------------------------------------------
+
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32_short(data: bytes) -> int:
+    """XXH32 with seed 0 for inputs under 16 bytes (an lz4 frame descriptor is at most 15)."""
+    if len(data) >= 16:
+        raise ValueError("xxh32_short handles fewer than 16 bytes")
+    h = (_P5 + len(data)) & _M32
+    p = 0
+    while p + 4 <= len(data):
+        h = _rotl32((h + _U32LE.unpack_from(data, p)[0] * _P3) & _M32, 17) * _P4 & _M32
+        p += 4
+    while p < len(data):
+        h = _rotl32((h + data[p] * _P5) & _M32, 11) * _P1 & _M32
+        p += 1
+    h ^= h >> 15
+    h = h * _P2 & _M32
+    h ^= h >> 13
+    h = h * _P3 & _M32
+    return h ^ (h >> 16)
+
+
+def _lz4_fix_descriptor_checksum(data: bytes | memoryview) -> bytes:
+    """Rewrite the frame-descriptor checksum (HC) to the correct value (magic-0 frames)."""
+    if len(data) < 7 or data[:4] != LZ4_MAGIC:
+        return bytes(data)
+    flg = data[4]
+    hc_pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    if len(data) <= hc_pos:
+        return bytes(data)
+    fixed = bytearray(data)
+    fixed[hc_pos] = (xxh32_short(bytes(data[4:hc_pos])) >> 8) & 0xFF
+    return bytes(fixed)
+
+
+def lz4_decompress(data: bytes | memoryview, *, broken_checksum: bool = False) -> bytes:
+    """LZ4 frame; ``broken_checksum`` accepts magic-0's miscomputed descriptor checksum."""
+    if broken_checksum:
+        data = _lz4_fix_descriptor_checksum(data)
+    try:
+        return bytes(cramjam.lz4.decompress(data))
+    except Exception as exc:
+        raise CompressionError(f"lz4: {exc}") from None
+
+
+def lz4_compress(data: bytes) -> bytes:
+    """LZ4 frame with independent 64 KiB blocks, as Kafka's KafkaLZ4BlockOutputStream writes."""
+    parts = [_LZ4_FRAME_HEADER]
+    view = memoryview(data)
+    for start in range(0, len(data), LZ4_BLOCK_SIZE):
+        chunk = view[start:start + LZ4_BLOCK_SIZE]
+        block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
+        if len(block) >= len(chunk):
+            parts.append(_U32LE.pack(len(chunk) | _LZ4_UNCOMPRESSED_BLOCK))
+            parts.append(bytes(chunk))
+        else:
+            parts.append(_U32LE.pack(len(block)))
+            parts.append(block)
+    parts.append(_LZ4_END_MARK)
+    return b"".join(parts)
+
+
+# --- dispatch ---------------------------------------------------------------
+
+def compress(codec: int, data: bytes) -> bytes:
+    """Compress a records area (magic 2) or an inner message set with ``codec``."""
+    if codec == GZIP:
+        return bytes(cramjam.gzip.compress(data, level=GZIP_LEVEL))
+    if codec == SNAPPY:
+        return snappy_compress(data)
+    if codec == LZ4:
+        return lz4_compress(data)
+    if codec == ZSTD:
+        return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL))
+    if codec == NONE:
+        return bytes(data)
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+def decompress(codec: int, data: bytes | memoryview, *, magic: int = 2) -> bytes:
+    """Inverse of :func:`compress`; ``magic`` selects legacy quirks (lz4 on magic 0, no zstd before 2)."""
+    try:
+        if codec == GZIP:
+            return bytes(cramjam.gzip.decompress(data))
+        if codec == ZSTD and magic >= 2:
+            return bytes(cramjam.zstd.decompress(data))
+    except Exception as exc:
+        raise CompressionError(f"{CODEC_NAMES[codec]}: {exc}") from None
+    if codec == SNAPPY:
+        return snappy_decompress(data)
+    if codec == LZ4:
+        return lz4_decompress(data, broken_checksum=magic == 0)
+    if codec == NONE:
+        return bytes(data)
+    raise CompressionError(f"unknown compression codec {codec} for magic {magic}")
