@@ -1,0 +1,337 @@
+"""Log compaction (cleanup.policy=compact): keep the newest record per key.
+
+One pass, in a worker thread holding the log's ``_maint`` lock:
+
+1. Cleanable range = closed segments (never the active one), cut at the first
+   segment younger than ``min.compaction.lag.ms``.  Dirty part = segments at
+   or past the cleaner checkpoint.
+2. Key map = {key bytes: newest offset} over the dirty part (exact byte keys,
+   in memory: about 100 bytes per distinct key plus the key).
+3. Cleanable segments are grouped (consecutive, input bytes <= segment.bytes,
+   offsets fit the 32-bit relative index) and each group is rewritten into one
+   segment with the first one's base offset.  A record survives if it has a
+   key, no newer offset for that key is in the map, and it is not a tombstone
+   whose delete horizon has passed.  Batches keep baseOffset, lastOffsetDelta,
+   producer fields, compression and timestamp type; an untouched batch is
+   copied byte for byte; a batch left empty is dropped.  A group whose single
+   segment would come out unchanged is left alone.
+4. Tombstones use KIP-534's delete horizon: the first pass that keeps a batch
+   with a tombstone rewrites it with attribute bit 6 set and baseTimestamp =
+   now + delete.retention.ms; a pass at or after that time drops its
+   tombstones.  Control batches (no transactions are written here) get the
+   same treatment as a whole.
+
+Swap protocol per group (every step through FileOps, crash-safe at each):
+write ``B.log.cleaned`` + ``B.index.cleaned`` and fsync them; rename the index
+then the log to ``.swap`` and fsync the directory -- the ``.log.swap`` rename
+is the commit point; rename the old segments' files to ``.deleted``; rename
+the swap files to ``B.index`` / ``B.log``; fsync the directory; swap the live
+segment list; unlink the ``.deleted`` files.  Recovery removes ``.cleaned``
+and ``.deleted`` files and completes any ``.log.swap`` (recovery.py), so a
+crash before the commit keeps the old segments and one after it keeps the new
+one; either holds the newest value of every key.
+
+Concurrency: the group's old Segment objects stay valid for readers that
+hold them (their fds outlive the unlink); the live list is swapped under the
+log's short ``_lock``; appends go to the active segment, which the cleaner
+never touches.  The pass checks ``log.stop_cleaning`` between batches.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+
+from odradek.protocol.records import (
+    CONTROL_MASK,
+    DELETE_HORIZON_MASK,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    decode_batch,
+    encode_batch,
+)
+from odradek.storage.files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    FileOps,
+    SimulatedCrash,
+    index_path,
+    log_path,
+    segment_name,
+    write_all,
+)
+from odradek.storage.index import OffsetIndex, encode_entries
+from odradek.storage.segment import Segment
+
+if TYPE_CHECKING:
+    from odradek.storage.log import Log
+
+logger = structlog.get_logger("odradek.storage")
+
+_MAX_REL = 0x7FFFFFFF
+_WRITE_CHUNK = 1 << 20
+
+
+class CleaningAborted(Exception):
+    """The log was closed or deleted while a pass was running."""
+
+
+@dataclass
+class CleanStats:
+    segments_in: int = 0
+    segments_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    records_in: int = 0
+    records_kept: int = 0
+    tombstones_dropped: int = 0
+    keys: int = 0
+    end_offset: int = 0  # first offset not cleaned (the active segment's base)
+    seconds: float = 0.0
+
+
+def clean_log(log: Log, now_ms: int, *, ops: FileOps) -> CleanStats | None:
+    """One compaction pass over ``log``; None when there is nothing to clean."""
+    if not log.config.compact:
+        return None
+    with log._maint:
+        if log.closed:
+            return None
+        started = time.perf_counter()
+        segs = log.segments
+        cleanable = list(segs[:-1])
+        lag = log.config.min_compaction_lag_ms
+        if lag > 0:
+            for i, seg in enumerate(cleanable):
+                if seg.compute_max_timestamp() > now_ms - lag:
+                    cleanable = cleanable[:i]
+                    break
+        if not cleanable:
+            return None
+        following = segs[len(cleanable)].base_offset
+        first_dirty = max(log.cleaner_checkpoint, cleanable[0].base_offset)
+        stats = CleanStats(end_offset=following)
+        key_map = _build_key_map(log, [s for s in cleanable if s.base_offset >= first_dirty])
+        stats.keys = len(key_map)
+        _rewrite(log, cleanable, following, key_map, now_ms, ops, stats)
+        log.cleaner_checkpoint = max(log.cleaner_checkpoint, following)
+        stats.seconds = time.perf_counter() - started
+        logger.info("log.cleaner.pass", dir=log.directory.name, segments_in=stats.segments_in,
+                    segments_out=stats.segments_out, bytes_in=stats.bytes_in, bytes_out=stats.bytes_out,
+                    records_in=stats.records_in, records_kept=stats.records_kept, keys=stats.keys,
+                    seconds=round(stats.seconds, 3))
+        return stats
+
+
+def _build_key_map(log: Log, dirty: list[Segment]) -> dict[bytes, int]:
+    key_map: dict[bytes, int] = {}
+    stop = log.stop_cleaning
+    for seg in dirty:
+        for _pos, buf, off, h in seg.iter_batches():
+            if stop.is_set():
+                raise CleaningAborted(log.directory.name)
+            if h.attributes & CONTROL_MASK:
+                continue
+            for r in decode_batch(buf, off, verify_crc=False)[1]:
+                if r.key is not None:
+                    key_map[r.key] = r.offset
+    return key_map
+
+
+def _rewrite(log: Log, cleanable: list[Segment], following: int, key_map: dict[bytes, int], now_ms: int,
+             ops: FileOps, stats: CleanStats) -> None:
+    """Filter segment after segment, starting a new output segment when the next input might
+    not fit (output so far + next input > segment.bytes) or offsets would overflow the index."""
+    max_bytes = log.config.segment_bytes
+    writer: _GroupWriter | None = None
+    try:
+        for i, seg in enumerate(cleanable):
+            upper = cleanable[i + 1].base_offset if i + 1 < len(cleanable) else following
+            if writer is not None and (writer.size + seg.size > max_bytes
+                                       or upper - 1 - writer.base > _MAX_REL):
+                writer.finish()
+                writer = None
+            if writer is None:
+                writer = _GroupWriter(log, seg.base_offset, key_map, now_ms, ops, stats)
+            writer.add(seg)
+        if writer is not None:
+            writer.finish()
+    except BaseException as exc:
+        if writer is not None:
+            writer.abort(exc)
+        raise
+
+
+def _filter_batch(buf: bytes, off: int, h: BatchHeader, key_map: dict[bytes, int], now_ms: int,
+                  delete_retention_ms: int, stats: CleanStats) -> tuple[bytes | memoryview | None, bool]:
+    """The bytes to keep for one batch (None: drop it) and whether they differ from the input."""
+    size = h.batch_length + LOG_OVERHEAD
+    raw = memoryview(buf)[off:off + size]
+    horizon_set = bool(h.attributes & DELETE_HORIZON_MASK)
+    horizon_passed = horizon_set and now_ms >= h.base_timestamp
+    records = decode_batch(buf, off, verify_crc=False)[1]
+    stats.records_in += len(records)
+    if h.attributes & CONTROL_MASK:
+        if horizon_passed:
+            return None, True
+        if horizon_set:
+            stats.records_kept += len(records)
+            return raw, False
+        kept = records
+        tombstones = True
+    else:
+        kept = []
+        for r in records:
+            k = r.key
+            if k is None or key_map.get(k, -1) > r.offset:
+                continue
+            if r.value is None and horizon_passed:
+                stats.tombstones_dropped += 1
+                continue
+            kept.append(r)
+        tombstones = any(r.value is None for r in kept)
+        if len(kept) == len(records) and (horizon_set or not tombstones):
+            stats.records_kept += len(kept)
+            return raw, False
+        if not kept:
+            return None, True
+    stats.records_kept += len(kept)
+    if horizon_set and tombstones:
+        horizon: int | None = h.base_timestamp
+    elif tombstones:
+        horizon = now_ms + delete_retention_ms
+    else:
+        horizon = None
+    append_time = bool(h.attributes & TIMESTAMP_TYPE_MASK)
+    new = encode_batch(
+        kept, base_offset=h.base_offset, compression=h.compression, timestamp_type=1 if append_time else 0,
+        producer_id=h.producer_id, producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
+        partition_leader_epoch=h.partition_leader_epoch, transactional=h.is_transactional,
+        control=h.is_control, delete_horizon=horizon, last_offset_delta=h.last_offset_delta,
+        max_timestamp=h.max_timestamp if append_time else None)
+    return new, True
+
+
+class _GroupWriter:
+    """Filters consecutive segments into one ``B.log.cleaned`` and swaps it in (module docstring)."""
+
+    def __init__(self, log: Log, base: int, key_map: dict[bytes, int], now_ms: int, ops: FileOps,
+                 stats: CleanStats) -> None:
+        self.log = log
+        self.base = base
+        self.key_map = key_map
+        self.now_ms = now_ms
+        self.ops = ops
+        self.stats = stats
+        self.group: list[Segment] = []
+        self.stem = segment_name(base)
+        directory = log.directory
+        self.log_cleaned = directory / (self.stem + LOG_SUFFIX + CLEANED_SUFFIX)
+        self.idx_cleaned = directory / (self.stem + INDEX_SUFFIX + CLEANED_SUFFIX)
+        self.fd = os.open(self.log_cleaned, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        self.out = bytearray()
+        self.written = 0
+        self.entries: list[tuple[int, int]] = []
+        self.since = 0
+        self.changed = False
+        self.max_ts = -1
+        self.next_offset = base
+        self.committed = False
+
+    @property
+    def size(self) -> int:
+        return self.written + len(self.out)
+
+    def add(self, seg: Segment) -> None:
+        stats = self.stats
+        self.group.append(seg)
+        self.changed |= len(self.group) > 1
+        stats.segments_in += 1
+        stats.bytes_in += seg.size
+        stop = self.log.stop_cleaning
+        interval = self.log.config.index_interval_bytes
+        retention = self.log.config.delete_retention_ms
+        for _pos, buf, off, h in seg.iter_batches():
+            if stop.is_set():
+                raise CleaningAborted(self.log.directory.name)
+            kept, diff = _filter_batch(buf, off, h, self.key_map, self.now_ms, retention, stats)
+            self.changed |= diff
+            if kept is None:
+                continue
+            last = h.base_offset + h.last_offset_delta
+            if self.since > interval:
+                self.entries.append((last - self.base, self.size))
+                self.since = 0
+            self.since += len(kept)
+            self.out += kept
+            self.next_offset = last + 1
+            if h.max_timestamp > self.max_ts:
+                self.max_ts = h.max_timestamp
+            if len(self.out) >= _WRITE_CHUNK:
+                write_all(self.fd, self.out)
+                self.written += len(self.out)
+                self.out.clear()
+
+    def abort(self, exc: BaseException) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if not self.committed and not isinstance(exc, SimulatedCrash):  # a crash leaves them to recovery
+            for p in (self.log_cleaned, self.idx_cleaned):
+                try:
+                    os.unlink(p)
+                except FileNotFoundError:
+                    pass
+
+    def finish(self) -> None:
+        """Swap the cleaned file in (or drop it when a lone segment came out unchanged)."""
+        log, ops, stats = self.log, self.ops, self.stats
+        directory = log.directory
+        if not self.changed:
+            stats.segments_in -= 1
+            stats.bytes_in -= self.group[0].size
+            os.close(self.fd)
+            self.fd = -1
+            os.unlink(self.log_cleaned)
+            return
+        write_all(self.fd, self.out)
+        self.written += len(self.out)
+        self.out = bytearray()
+        ops.fsync_fd(self.fd, self.log_cleaned.name)
+        ops.write_file(self.idx_cleaned, encode_entries(self.entries))
+        idx_fd = os.open(self.idx_cleaned, os.O_RDWR | os.O_APPEND)
+        new_seg = Segment(directory, self.base, self.fd,
+                          OffsetIndex(index_path(directory, self.base), self.base, self.entries, idx_fd),
+                          self.written, next_offset=self.next_offset, max_timestamp=self.max_ts,
+                          created_ms=self.now_ms)
+        self.fd = -1  # owned by new_seg now
+        log_swap = directory / (self.stem + LOG_SUFFIX + SWAP_SUFFIX)
+        idx_swap = directory / (self.stem + INDEX_SUFFIX + SWAP_SUFFIX)
+        ops.rename(self.idx_cleaned, idx_swap)
+        ops.rename(self.log_cleaned, log_swap)
+        ops.fsync_dir(directory)  # commit point: recovery completes the swap from here on
+        self.committed = True
+        deleted: list[Path] = []
+        for old in sorted(self.group, key=lambda s: -s.base_offset):
+            for p in (log_path(directory, old.base_offset), index_path(directory, old.base_offset)):
+                if p.exists():
+                    target = p.with_name(p.name + DELETED_SUFFIX)
+                    ops.rename(p, target)
+                    deleted.append(target)
+        ops.rename(idx_swap, index_path(directory, self.base))
+        ops.rename(log_swap, log_path(directory, self.base))
+        ops.fsync_dir(directory)
+        log._swap_segments(self.group, new_seg)
+        stats.segments_out += 1
+        stats.bytes_out += self.written
+        for p in deleted:
+            ops.unlink(p)

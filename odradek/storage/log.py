@@ -1,0 +1,555 @@
+"""A partition's log: ordered segments, offsets assigned on append, reads by offset.
+
+Threading model (why the event loop never waits on the disk or the cleaner):
+
+- Appends, rolls and truncation happen on one thread (the event loop); an
+  append is an ``os.write`` of a patched copy of the batch to the active
+  segment's fd, so it never blocks on another thread.
+- The segment list is copy-on-write: readers (any thread) take the current
+  ``(segments, bases)`` tuple without a lock and read whole batches below
+  each segment's published ``size``.  ``_lock`` only serialises the short
+  in-memory list replacements (roll, retention, cleaner swap).
+- ``_maint`` makes retention, compaction, truncation and deletion mutually
+  exclusive.  Worker threads hold it for long; the loop never blocks on it
+  (the async wrappers acquire it in a thread).
+- fsync runs in worker threads (flush.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import os
+import shutil
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from odradek.protocol.records import (
+    CRC_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    CorruptRecordError,
+    compute_crc,
+    decode_batch,
+)
+from odradek.storage.cleaner import CleanStats, clean_log
+from odradek.storage.config import FsyncMode, LogConfig
+from odradek.storage.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
+from odradek.storage.files import (
+    DEFAULT_OPS,
+    DELETE_DIR_SUFFIX,
+    DELETED_SUFFIX,
+    FileOps,
+    parse_partition_dir,
+)
+from odradek.storage.flush import Durability
+from odradek.storage.recovery import load_segments
+from odradek.storage.segment import Segment
+
+logger = structlog.get_logger("odradek.storage")
+
+Clock = Callable[[], int]
+
+_HEAD = struct.Struct(">qiibIhiqqqhii")  # baseOffset .. recordsCount
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+_MAX_REL = 0x7FFFFFFF
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Log:
+    """One partition directory (``<topic>-<partition>/``)."""
+
+    def __init__(self, directory: Path, config: LogConfig, segments: list[Segment], *, clock: Clock,
+                 recovery_point: int, cleaner_checkpoint: int) -> None:
+        self.directory = directory
+        self._config = config
+        self._flush_interval = 0
+        self.config = config
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._maint = threading.Lock()
+        self._view: tuple[tuple[Segment, ...], list[int]] = ((), [])
+        self._set_segments(segments)
+        self._next_offset = segments[-1].compute_next_offset()
+        self.durability = Durability(directory, min(recovery_point, self._next_offset), clock())
+        self.cleaner_checkpoint = max(cleaner_checkpoint, self.log_start_offset)
+        self.closed = False
+        self.stop_cleaning = threading.Event()
+        self.on_truncate: Callable[[Log], None] | None = None
+        parsed = parse_partition_dir(directory.name)
+        self.topic, self.partition = parsed if parsed else (directory.name, -1)
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike[str], config: LogConfig | None = None, *,
+             recovery_point: int = 0, log_start_offset: int = 0, cleaner_checkpoint: int = 0,
+             clock: Clock | None = None, ops: FileOps = DEFAULT_OPS) -> Log:
+        """Open (creating if needed) and recover a partition directory; blocking I/O."""
+        config = config or LogConfig()
+        clock = clock or wall_clock_ms
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        segments = load_segments(path, recovery_point=recovery_point, log_start_offset=log_start_offset,
+                                 now_ms=clock(), index_interval=config.index_interval_bytes, ops=ops,
+                                 contiguous=not config.compact)
+        return cls(path, config, segments, clock=clock, recovery_point=recovery_point,
+                   cleaner_checkpoint=cleaner_checkpoint)
+
+    # --- state ---------------------------------------------------------------------------
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """New settings (AlterConfigs) apply from the next append or maintenance pass."""
+        self._config = config
+        if config.fsync is FsyncMode.INTERVAL and config.flush_ms >= (1 << 62):
+            self._flush_interval = 1000
+        else:
+            self._flush_interval = config.flush_ms
+
+    def _set_segments(self, segments: list[Segment] | tuple[Segment, ...]) -> None:
+        segs = tuple(segments)
+        self._view = (segs, [s.base_offset for s in segs])
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return self._view[0]
+
+    @property
+    def active_segment(self) -> Segment:
+        return self._view[0][-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._view[0][0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be assigned."""
+        return self._next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self.durability.recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._view[0])
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise LogClosedError(f"log {self.directory.name} is closed")
+
+    def __repr__(self) -> str:
+        return f"<Log {self.directory.name} [{self.log_start_offset}, {self._next_offset})>"
+
+    # --- append --------------------------------------------------------------------------
+
+    def append(self, records: bytes | bytearray | memoryview, *, validate: bool = True) -> tuple[int, int]:
+        return self._append(records, validate, True)
+
+    def _append(self, records: bytes | bytearray | memoryview, validate: bool, schedule: bool) -> tuple[int, int]:
+        """Append a record set (one or more v2 batches); returns (first offset, last offset).
+
+        Offsets are assigned by rewriting each batch's baseOffset in a copy
+        (outside the CRC), the partition leader epoch becomes 0, producer
+        fields are kept.  With ``validate`` every batch's CRC is checked
+        first; nothing is written unless the whole set is valid.
+        """
+        self._check_open()
+        if self.durability.failed is not None:
+            raise self.durability.failed
+        buf = bytearray(records)
+        n = len(buf)
+        if n == 0:
+            raise CorruptRecordError("empty record set")
+        config = self._config
+        append_time = config.log_append_time
+        now = self.clock()
+        next_offset = first = self._next_offset
+        batches: list[tuple[int, int, int, int]] = []
+        messages = 0
+        max_ts_in = -1
+        pos = 0
+        while pos < n:
+            if n - pos < HEADER_SIZE:
+                raise CorruptRecordError(f"truncated batch at {pos}")
+            (_b, length, _e, magic, crc, attributes, last_delta, _bt, max_ts, _pid, _pe, _bs,
+             count) = _HEAD.unpack_from(buf, pos)
+            size = length + LOG_OVERHEAD
+            if magic != 2:
+                raise CorruptRecordError(f"unsupported magic {magic}")
+            if size < HEADER_SIZE or pos + size > n:
+                raise CorruptRecordError(f"invalid batch length {length} at {pos}")
+            if size > config.max_message_bytes:
+                raise RecordBatchTooLargeError(f"batch of {size} bytes exceeds max.message.bytes={config.max_message_bytes}")
+            if last_delta < 0 or count < 0:
+                raise CorruptRecordError(f"invalid lastOffsetDelta {last_delta} / count {count}")
+            if validate and compute_crc(buf, pos, size) != crc:
+                raise CorruptRecordError(f"CRC mismatch in batch at {pos}")
+            _INT64.pack_into(buf, pos, next_offset)
+            _INT32.pack_into(buf, pos + 12, 0)
+            if append_time:
+                _INT16.pack_into(buf, pos + 21, attributes | TIMESTAMP_TYPE_MASK)
+                _INT64.pack_into(buf, pos + 35, now)
+                _UINT32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
+                max_ts = now
+            if max_ts > max_ts_in:
+                max_ts_in = max_ts
+            next_offset += last_delta + 1
+            batches.append((pos, size, next_offset - 1, max_ts))
+            messages += last_delta + 1
+            pos += size
+        seg = self._view[0][-1]
+        # roll on size, on 32-bit relative offsets, and on segment.ms (Kafka's rule: compare
+        # record timestamps when the batches carry them, else the segment's wall-clock age)
+        if seg.size > 0 and (
+            seg.size + n > config.segment_bytes
+            or next_offset - 1 - seg.base_offset > _MAX_REL
+            or (now - seg.created_ms > config.segment_ms if seg.first_timestamp is None or max_ts_in < 0
+                else max_ts_in - seg.first_timestamp > config.segment_ms)
+        ):
+            seg = self.roll()
+        seg.append(buf, batches, config.index_interval_bytes)
+        self._next_offset = next_offset
+        d = self.durability
+        d.written(seg, messages)
+        if schedule and (config.fsync is FsyncMode.ALWAYS or d.unflushed_messages >= config.flush_messages
+                         or now - d.last_flush_ms >= self._flush_interval):
+            d.schedule(self._end_offset, self.clock)
+        return first, next_offset - 1
+
+    async def append_async(self, records: bytes | bytearray | memoryview, *,
+                           validate: bool = True) -> tuple[int, int]:
+        """append(); with fsync.mode=always (or flush.messages reached) resolve once durable."""
+        base, last = self._append(records, validate, False)
+        d = self.durability
+        if self.clock() - d.last_flush_ms >= self._flush_interval:
+            d.schedule(self._end_offset, self.clock)
+        if self.config.fsync is FsyncMode.ALWAYS or d.unflushed_messages >= self.config.flush_messages:
+            await d.sync(self._end_offset, self.clock)
+        return base, last
+
+    def _end_offset(self) -> int:
+        return self._next_offset
+
+    def roll(self) -> Segment:
+        """Close the active segment and start a new one at the log end offset."""
+        self._check_open()
+        old = self._view[0][-1]
+        if old.size == 0:
+            return old
+        new = Segment.create(self.directory, self._next_offset, self.clock())
+        with self._lock:
+            self._set_segments(self._view[0] + (new,))
+        self.durability.directory_changed()
+        self.durability.schedule(self._end_offset, self.clock)  # Kafka flushes a rolled segment
+        return new
+
+    # --- durability ----------------------------------------------------------------------
+
+    async def sync(self) -> None:
+        """Resolve once everything appended before the call is fsynced (group commit)."""
+        await self.durability.sync(self._end_offset, self.clock)
+
+    def flush(self) -> None:
+        """fsync all unflushed data in this thread (never call it on the event loop)."""
+        self.durability.flush_blocking(self._next_offset, self.clock())
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Start a background fsync when flush.ms (or the interval mode) says so."""
+        now = self.clock() if now_ms is None else now_ms
+        d = self.durability
+        if d.pending and now - d.last_flush_ms >= self._flush_interval:
+            d.schedule(self._end_offset, self.clock)
+            return True
+        return False
+
+    # --- read ----------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+        """Whole batches from the one containing ``offset`` (or the next one after it).
+
+        At most ``max_bytes`` unless the first batch alone is bigger: that one
+        is returned whole (KIP-74).  ``max_offset`` (exclusive) stops before
+        a batch starting at or past it.  Empty at the log end.
+        """
+        self._check_open()
+        segs, bases = self._view
+        end_offset = self._next_offset
+        if offset == end_offset:
+            return b""
+        if offset < segs[0].base_offset or offset > end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} outside [{segs[0].base_offset}, {end_offset}] of {self.directory.name}")
+        i = max(bisect.bisect_right(bases, offset) - 1, 0)
+        parts: list[bytes] = []
+        remaining = max_bytes
+        for seg in segs[i:]:
+            end = seg.size
+            if not parts and offset > seg.base_offset:
+                loc = seg.find(offset, end)
+                if loc is None:
+                    continue
+                pos = loc[0]
+            else:
+                pos = 0
+            if pos >= end:
+                continue
+            want = min(max(remaining, 0), end - pos)
+            data = seg.read(pos, want) if want > 0 else b""
+            cut, stop = _whole_batches(data, max_offset)
+            if cut == 0 and not parts and not stop:
+                head = seg.read(pos, LOG_OVERHEAD)
+                first_size = _INT32.unpack_from(head, 8)[0] + LOG_OVERHEAD
+                data = seg.read(pos, first_size)
+                cut, stop = _whole_batches(data, max_offset)
+            if cut:
+                parts.append(data[:cut] if cut < len(data) else data)
+                remaining -= cut
+            if stop or remaining <= 0 or pos + cut < end:
+                break
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    async def read_async(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+        """read() in a worker thread, for big fetches."""
+        return await asyncio.to_thread(self.read, offset, max_bytes, max_offset=max_offset)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``; None if none.
+
+        A scan of batch headers (segments whose max timestamp is too small are
+        skipped); blocking I/O, call it in a worker thread for big logs.
+        """
+        for seg in self._view[0]:
+            if seg.compute_max_timestamp() < timestamp:
+                continue
+            for _pos, buf, off, h in seg.iter_batches(0, seg.size):
+                if h.max_timestamp >= timestamp:
+                    _h, records = decode_batch(buf, off, verify_crc=False)
+                    for r in records:
+                        if r.timestamp >= timestamp:
+                            return r.offset, r.timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(timestamp, offset) of the earliest record carrying the largest timestamp."""
+        best_ts = -1
+        best_seg: Segment | None = None
+        for seg in self._view[0]:
+            ts = seg.compute_max_timestamp()
+            if ts > best_ts:
+                best_ts, best_seg = ts, seg
+        if best_seg is None:
+            return None
+        for _pos, buf, off, h in best_seg.iter_batches(0, best_seg.size):
+            if h.max_timestamp == best_ts:
+                _h, records = decode_batch(buf, off, verify_crc=False)
+                for r in records:
+                    if r.timestamp == best_ts:
+                        return best_ts, r.offset
+        return None
+
+    # --- retention -----------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None, *, ops: FileOps = DEFAULT_OPS) -> int:
+        """Apply retention.ms / retention.bytes to closed segments; blocking, returns bytes freed."""
+        if not self.config.delete:
+            return 0
+        now = self.clock() if now_ms is None else now_ms
+        with self._maint:
+            if self.closed:
+                return 0
+            segs = self._view[0]
+            closed = segs[:-1]
+            doomed: list[Segment] = []
+            if self.config.retention_ms >= 0:
+                for seg in closed:
+                    if now - seg.compute_max_timestamp() > self.config.retention_ms:
+                        doomed.append(seg)
+                    else:
+                        break
+            if self.config.retention_bytes >= 0:
+                total = sum(s.size for s in segs) - sum(s.size for s in doomed)
+                for seg in closed[len(doomed):]:
+                    if total - seg.size >= self.config.retention_bytes:
+                        doomed.append(seg)
+                        total -= seg.size
+                    else:
+                        break
+            if not doomed:
+                return 0
+            gone = set(doomed)
+            with self._lock:
+                self._set_segments([s for s in self._view[0] if s not in gone])
+            self.cleaner_checkpoint = max(self.cleaner_checkpoint, self.log_start_offset)
+            freed = sum(s.size for s in doomed)
+            self._delete_segment_files(doomed, ops)
+            logger.info("log.retention.deleted", dir=self.directory.name, segments=len(doomed), bytes=freed,
+                        log_start_offset=self.log_start_offset)
+            return freed
+
+    async def enforce_retention(self) -> int:
+        return await asyncio.to_thread(self.delete_old_segments)
+
+    def _delete_segment_files(self, segments: list[Segment], ops: FileOps) -> None:
+        """Kafka's two steps: rename to .deleted (recovery removes leftovers), then unlink."""
+        renamed = []
+        for seg in sorted(segments, key=lambda s: -s.base_offset):
+            for p in (seg.path, seg.index.path):
+                if p.exists():
+                    target = p.with_name(p.name + DELETED_SUFFIX)
+                    ops.rename(p, target)
+                    renamed.append(target)
+        for p in renamed:
+            ops.unlink(p)
+
+    # --- compaction ----------------------------------------------------------------------
+
+    def dirty_ratio(self) -> float:
+        """Dirty bytes / cleanable bytes (closed segments only), as the cleaner sees it."""
+        segs = self._view[0][:-1]
+        total = sum(s.size for s in segs)
+        if total == 0:
+            return 0.0
+        dirty = sum(s.size for s in segs if s.base_offset >= self.cleaner_checkpoint)
+        return dirty / total
+
+    def needs_cleaning(self) -> bool:
+        segs = self._view[0][:-1]
+        return (self.config.compact and any(s.base_offset >= self.cleaner_checkpoint and s.size for s in segs)
+                and self.dirty_ratio() >= self.config.min_cleanable_dirty_ratio)
+
+    def clean(self, now_ms: int | None = None, *, ops: FileOps = DEFAULT_OPS) -> CleanStats | None:
+        """Compact the closed segments now (blocking; run it in a worker thread)."""
+        return clean_log(self, self.clock() if now_ms is None else now_ms, ops=ops)
+
+    async def compact(self, now_ms: int | None = None) -> CleanStats | None:
+        """On-demand compaction in a worker thread; the log stays readable and appendable."""
+        return await asyncio.to_thread(self.clean, now_ms)
+
+    def _swap_segments(self, old: list[Segment], new: Segment | None) -> None:
+        """Replace consecutive ``old`` segments by ``new`` in the live view (cleaner, under _maint)."""
+        with self._lock:
+            segs = list(self._view[0])
+            i = segs.index(old[0])
+            if segs[i:i + len(old)] != old:
+                raise RuntimeError("segments changed under the cleaner")
+            segs[i:i + len(old)] = [new] if new is not None else []
+            self._set_segments(segs)
+
+    # --- truncation and deletion ---------------------------------------------------------
+
+    def truncate_to(self, offset: int, *, ops: FileOps = DEFAULT_OPS) -> None:
+        """Drop every batch with an offset >= ``offset`` (whole batches: a batch holding
+        ``offset`` goes too).  Call it on the appending thread; it waits for any maintenance."""
+        with self._maint:
+            self._truncate_locked(offset, ops)
+
+    async def truncate_to_async(self, offset: int) -> None:
+        await asyncio.to_thread(self._maint.acquire)
+        try:
+            self._truncate_locked(offset, DEFAULT_OPS)
+        finally:
+            self._maint.release()
+
+    def _truncate_locked(self, offset: int, ops: FileOps) -> None:
+        self._check_open()
+        if offset >= self._next_offset:
+            return
+        segs = list(self._view[0])
+        if offset <= segs[0].base_offset:  # Kafka's truncateFullyAndStartAt
+            self._delete_segment_files(segs, ops)
+            fresh = Segment.create(self.directory, offset, self.clock())
+            with self._lock:
+                self._set_segments([fresh])
+            self._next_offset = offset
+        else:
+            doomed = [s for s in segs if s.base_offset >= offset]
+            keep = [s for s in segs if s.base_offset < offset]
+            with self._lock:
+                self._set_segments(keep)
+            self._delete_segment_files(doomed, ops)
+            last = keep[-1]
+            loc = last.find(offset)
+            if loc is not None:
+                pos, h = loc
+                new_next = h.base_offset
+                last.truncate_to_position(pos, new_next)
+            else:
+                new_next = last.compute_next_offset()
+            self._next_offset = new_next
+        self.durability.truncated(self._next_offset)
+        self.durability.directory_changed()
+        self.cleaner_checkpoint = min(self.cleaner_checkpoint, self.active_segment.base_offset)
+        logger.info("log.truncated", dir=self.directory.name, log_end_offset=self._next_offset)
+        if self.on_truncate is not None:
+            self.on_truncate(self)
+
+    def close(self) -> None:
+        """fsync and close (blocking; the async variant is aclose)."""
+        if self.closed:
+            return
+        self.stop_cleaning.set()
+        with self._maint:
+            try:
+                self.flush()
+            finally:
+                self._close_files()
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        await self.durability.drain()
+        await asyncio.to_thread(self.close)
+
+    def _close_files(self) -> None:
+        self.closed = True
+        for seg in self._view[0]:
+            seg.close()
+
+    async def delete(self) -> None:
+        """Remove the partition: rename the directory to ``*-delete`` then remove it in a thread."""
+        await self.durability.drain()
+        await asyncio.to_thread(self.delete_blocking)
+
+    def delete_blocking(self) -> None:
+        self.stop_cleaning.set()
+        with self._maint:
+            if not self.closed:
+                self._close_files()
+            target = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            if self.directory.exists():
+                os.replace(self.directory, target)
+                shutil.rmtree(target, ignore_errors=True)
+            logger.info("log.deleted", dir=self.directory.name)
+
+
+def _whole_batches(data: bytes, max_offset: int | None) -> tuple[int, bool]:
+    """Length of the whole-batch prefix of ``data``; True when max_offset stopped it."""
+    p = 0
+    n = len(data)
+    while n - p >= LOG_OVERHEAD:
+        if max_offset is not None and _INT64.unpack_from(data, p)[0] >= max_offset:
+            return p, True
+        size = _INT32.unpack_from(data, p + 8)[0] + LOG_OVERHEAD
+        if p + size > n or size < HEADER_SIZE or data[p + MAGIC_OFFSET] != 2:
+            break
+        p += size
+    return p, False

@@ -1,0 +1,257 @@
+"""All partition logs of a broker's ``log.dirs``, and their background maintenance.
+
+Start-up opens every ``<topic>-<partition>/`` directory (recovery uses the
+per-dir ``recovery-point-offset-checkpoint``; compaction resumes from
+``cleaner-offset-checkpoint``).  New partitions go to the first log dir
+unless told otherwise.  One asyncio task drives the schedule; every piece of
+disk work (retention, compaction, checkpoints, fsync) runs in worker threads,
+compaction in its own single thread so it never starves fsync rounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import structlog
+
+from odradek.storage.checkpoint import (
+    CLEANER_FILE,
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    read_checkpoint,
+    write_checkpoint,
+)
+from odradek.storage.cleaner import CleaningAborted
+from odradek.storage.config import COMPACT, LogConfig
+from odradek.storage.files import DELETE_DIR_SUFFIX, parse_partition_dir, partition_dir_name
+from odradek.storage.log import Clock, Log, wall_clock_ms
+
+logger = structlog.get_logger("odradek.storage")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TopicPartition = tuple[str, int]
+
+
+def offsets_topic_config(base: LogConfig) -> LogConfig:
+    """Kafka's fixed settings for ``__consumer_offsets`` (compact, 100 MiB segments)."""
+    return base.with_topic_config({"cleanup.policy": COMPACT, "segment.bytes": 100 * 1024 * 1024})
+
+
+class LogManager:
+    """Owns the Log objects of one broker."""
+
+    def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], default_config: LogConfig | None = None, *,
+                 topic_config: Callable[[str], LogConfig | None] | None = None, clock: Clock | None = None,
+                 retention_check_interval_ms: int = 300_000, cleaner_backoff_ms: int = 15_000,
+                 flush_check_interval_ms: int = 1_000, checkpoint_interval_ms: int = 60_000) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        if not self.log_dirs:
+            raise ValueError("invalid value for log.dirs: empty")
+        self.default_config = default_config or LogConfig()
+        self._topic_config = topic_config
+        self.clock = clock or wall_clock_ms
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.cleaner_backoff_ms = cleaner_backoff_ms
+        self.flush_check_interval_ms = flush_check_interval_ms
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._logs: dict[TopicPartition, Log] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._cleaner_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-cleaner")
+        self._opened = False
+        self._checkpoint_lock = threading.Lock()
+        self._background: set[asyncio.Task[None]] = set()
+
+    # --- configuration ---------------------------------------------------------------------
+
+    def config_for(self, topic: str) -> LogConfig:
+        cfg = self._topic_config(topic) if self._topic_config else None
+        if cfg is not None:
+            return cfg
+        if topic == OFFSETS_TOPIC:
+            return offsets_topic_config(self.default_config)
+        return self.default_config
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        """New settings for every partition of ``topic`` (AlterConfigs); applied from the next append."""
+        for (t, _p), log in self._logs.items():
+            if t == topic:
+                log.config = config
+
+    # --- open / create / delete ------------------------------------------------------------
+
+    def open(self) -> None:
+        """Recover and open every partition directory (blocking; start() runs it in a thread)."""
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            rp = read_checkpoint(d / RECOVERY_POINT_FILE)
+            cleaned = read_checkpoint(d / CLEANER_FILE)
+            starts = read_checkpoint(d / LOG_START_FILE)
+            for entry in sorted(os.listdir(d)):
+                path = d / entry
+                if not path.is_dir():
+                    continue
+                if entry.endswith(DELETE_DIR_SUFFIX):
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                tp = parse_partition_dir(entry)
+                if tp is None:
+                    continue
+                if tp in self._logs:
+                    raise RuntimeError(f"partition {entry} found in both {self._logs[tp].directory.parent} and {d}")
+                log = Log.open(path, self.config_for(tp[0]), recovery_point=rp.get(tp, 0),
+                               log_start_offset=starts.get(tp, 0), cleaner_checkpoint=cleaned.get(tp, 0),
+                               clock=self.clock)
+                log.on_truncate = self._after_truncate
+                self._logs[tp] = log
+            logger.info("log.manager.opened", dir=str(d), partitions=sum(1 for lg in self._logs.values()
+                                                                      if lg.directory.parent == d))
+        self._opened = True
+
+    async def start(self) -> None:
+        """Open the logs in a worker thread and start the maintenance task."""
+        if not self._opened:
+            await asyncio.to_thread(self.open)
+        self._task = asyncio.create_task(self._scheduler(), name="odradek-log-maintenance")
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def create(self, topic: str, partition: int, config: LogConfig | None = None, *,
+               log_dir: str | os.PathLike[str] | None = None) -> Log:
+        """The partition's log, created in ``log_dir`` (default: the first log dir) if new."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        parent = Path(log_dir) if log_dir is not None else self.log_dirs[0]
+        log = Log.open(parent / partition_dir_name(topic, partition), config or self.config_for(topic),
+                       clock=self.clock)
+        log.on_truncate = self._after_truncate
+        self._logs[(topic, partition)] = log
+        return log
+
+    async def delete(self, topic: str, partition: int) -> bool:
+        """Remove a partition and its directory (topic deletion)."""
+        log = self._logs.pop((topic, partition), None)
+        if log is None:
+            return False
+        await log.delete()
+        return True
+
+    # --- checkpoints -----------------------------------------------------------------------
+
+    def write_checkpoints(self) -> None:
+        """Recovery points, cleaner checkpoints, log starts: one file each per log dir (blocking)."""
+        with self._checkpoint_lock:
+            self._write_checkpoints()
+
+    def _write_checkpoints(self) -> None:
+        for d in self.log_dirs:
+            logs = {tp: lg for tp, lg in self._logs.items() if lg.directory.parent == d}
+            write_checkpoint(d / RECOVERY_POINT_FILE, {tp: lg.recovery_point for tp, lg in logs.items()})
+            write_checkpoint(d / CLEANER_FILE, {tp: lg.cleaner_checkpoint for tp, lg in logs.items()
+                                                if lg.config.compact})
+            write_checkpoint(d / LOG_START_FILE, {tp: lg.log_start_offset for tp, lg in logs.items()})
+
+    def _after_truncate(self, log: Log) -> None:
+        # The recovery point went down: the file must not keep vouching for bytes past it.
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self.write_checkpoints()
+            return
+        task = asyncio.ensure_future(asyncio.to_thread(self.write_checkpoints))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # --- maintenance -----------------------------------------------------------------------
+
+    async def run_retention(self) -> int:
+        freed = 0
+        for log in list(self._logs.values()):
+            if log.config.delete and not log.closed:
+                freed += await asyncio.to_thread(log.delete_old_segments)
+        return freed
+
+    async def run_cleaner(self, *, force: bool = False) -> int:
+        """Compact every log whose dirty ratio calls for it (all compacted logs with ``force``)."""
+        loop = asyncio.get_running_loop()
+        cleaned = 0
+        for log in list(self._logs.values()):
+            if log.closed or not log.config.compact or not (force or log.needs_cleaning()):
+                continue
+            try:
+                if await loop.run_in_executor(self._cleaner_pool, log.clean) is not None:
+                    cleaned += 1
+            except CleaningAborted:
+                pass
+        return cleaned
+
+    async def run_flushes(self) -> None:
+        now = self.clock()
+        for log in list(self._logs.values()):
+            if not log.closed:
+                log.maybe_flush(now)
+
+    async def maintenance_once(self) -> None:
+        """One full round (the scheduler's work, for tests and the CLI)."""
+        await self.run_flushes()
+        await self.run_retention()
+        await self.run_cleaner()
+        await asyncio.to_thread(self.write_checkpoints)
+
+    async def _scheduler(self) -> None:
+        tick = max(self.flush_check_interval_ms, 10) / 1000
+        now = self.clock()
+        next_retention = now + self.retention_check_interval_ms
+        next_clean = now + self.cleaner_backoff_ms
+        next_checkpoint = now + self.checkpoint_interval_ms
+        while True:
+            await asyncio.sleep(tick)
+            try:
+                await self.run_flushes()
+                now = self.clock()
+                if now >= next_retention:
+                    next_retention = now + self.retention_check_interval_ms
+                    await self.run_retention()
+                if now >= next_clean:
+                    next_clean = now + self.cleaner_backoff_ms
+                    await self.run_cleaner()
+                if now >= next_checkpoint:
+                    next_checkpoint = now + self.checkpoint_interval_ms
+                    await asyncio.to_thread(self.write_checkpoints)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # keep the broker up; the next round retries
+                logger.exception("log.manager.maintenance_failed", error=str(exc))
+
+    async def close(self) -> None:
+        """Stop maintenance, fsync and close every log, write final checkpoints."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for log in self._logs.values():
+            log.stop_cleaning.set()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        await asyncio.gather(*(log.aclose() for log in self._logs.values()))
+        await asyncio.to_thread(self.write_checkpoints)
+        self._cleaner_pool.shutdown(wait=True)
+
+    def close_blocking(self) -> None:
+        """close() for code without an event loop."""
+        for log in self._logs.values():
+            log.close()
+        self.write_checkpoints()
+        self._cleaner_pool.shutdown(wait=True)

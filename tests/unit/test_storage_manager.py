@@ -1,0 +1,94 @@
+"""LogManager: log dirs, partition create/delete, checkpoints, background retention and compaction."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from odradek.protocol.records import encode_batch
+from odradek.storage.checkpoint import read_checkpoint
+from odradek.storage.config import LogConfig
+from odradek.storage.log_manager import OFFSETS_TOPIC, LogManager
+
+
+def batch(key: bytes, value: bytes | None = b"v" * 50, ts: int | None = None) -> bytes:
+    return encode_batch([(key, value)], base_timestamp=ts)
+
+
+async def test_create_reopen_delete(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    mgr = LogManager(dirs, LogConfig(segment_bytes=1000))
+    await mgr.start()
+    orders = mgr.create("orders", 0)
+    other = mgr.create("orders", 1, log_dir=dirs[1])
+    offsets = mgr.create(OFFSETS_TOPIC, 3)
+    assert orders.directory == dirs[0] / "orders-0" and other.directory == dirs[1] / "orders-1"
+    assert offsets.config.compact and offsets.config.segment_bytes == 100 * 1024 * 1024
+    assert mgr.create("orders", 0) is orders
+    for i in range(30):
+        orders.append(batch(b"k%d" % i))
+    other.append(batch(b"x"))
+    await mgr.close()
+    rp = read_checkpoint(dirs[0] / "recovery-point-offset-checkpoint")
+    assert rp[("orders", 0)] == 30 and rp[(OFFSETS_TOPIC, 3)] == 0
+    assert (dirs[0] / "recovery-point-offset-checkpoint").read_text().startswith("0\n2\n")
+
+    mgr = LogManager(dirs, LogConfig(segment_bytes=1000))
+    await mgr.start()
+    assert set(mgr.logs()) == {("orders", 0), ("orders", 1), (OFFSETS_TOPIC, 3)}
+    log = mgr.get("orders", 0)
+    assert log is not None and log.log_end_offset == 30 and log.recovery_point == 30
+    assert await mgr.delete("orders", 1)
+    assert not (dirs[1] / "orders-1").exists() and mgr.get("orders", 1) is None
+    await mgr.close()
+
+
+def test_same_partition_in_two_dirs_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a" / "t-0").mkdir(parents=True)
+    (tmp_path / "b" / "t-0").mkdir(parents=True)
+    with pytest.raises(RuntimeError, match="t-0"):
+        LogManager([tmp_path / "a", tmp_path / "b"]).open()
+
+
+def test_leftover_delete_dirs_are_removed(tmp_path: Path) -> None:
+    (tmp_path / "a" / "t-0.0123abc-delete").mkdir(parents=True)
+    mgr = LogManager([tmp_path / "a"])
+    mgr.open()
+    assert not (tmp_path / "a" / "t-0.0123abc-delete").exists() and mgr.logs() == {}
+    mgr.close_blocking()
+
+
+async def test_background_compaction_and_retention(tmp_path: Path) -> None:
+    now = [1_700_000_000_000]
+
+    def clock() -> int:
+        return now[0]
+
+    def topic_config(topic: str) -> LogConfig | None:
+        if topic == "compacted":
+            return LogConfig(cleanup_policy=frozenset({"compact"}), segment_bytes=1000)
+        return LogConfig(segment_bytes=1000, retention_ms=60_000)
+
+    mgr = LogManager([tmp_path], topic_config=topic_config, clock=clock, retention_check_interval_ms=10,
+                     cleaner_backoff_ms=10, flush_check_interval_ms=10, checkpoint_interval_ms=10)
+    await mgr.start()
+    await asyncio.sleep(0.05)  # let the scheduler take its first reading of the clock
+    c = mgr.create("compacted", 0)
+    d = mgr.create("deleted", 0)
+    for i in range(200):
+        c.append(batch(b"k%d" % (i % 3)))
+        d.append(batch(b"k", ts=now[0]))
+    segs_before = len(c.segments)
+    now[0] += 120_000
+    checkpoint = tmp_path / "cleaner-offset-checkpoint"
+    for _ in range(300):
+        await asyncio.sleep(0.01)
+        if (len(c.segments) < segs_before and len(d.segments) == 1
+                and read_checkpoint(checkpoint).get(("compacted", 0), 0) > 0):
+            break
+    assert len(c.segments) < segs_before, "the cleaner did not run"
+    assert len(d.segments) == 1 and d.log_start_offset == d.active_segment.base_offset
+    assert read_checkpoint(checkpoint)[("compacted", 0)] == c.active_segment.base_offset
+    await mgr.close()
