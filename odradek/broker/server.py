@@ -76,6 +76,8 @@ class KafkaServer:
         self._connections.add(task)
         try:
             await Connection(self, next(self._ids), reader, writer).run()
+        except asyncio.CancelledError:
+            pass  # broker stopping; a cancelled task here would make asyncio log a traceback
         finally:
             self._connections.discard(task)
 
