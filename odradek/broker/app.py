@@ -17,8 +17,14 @@ from .clock import Clock, RealClock
 from .config import Config, parse_listeners
 from .coordinator.service import OFFSETS_TOPIC, Coordinator, CoordinatorConfig
 from .datadir import DirLock, load_or_create_meta
+from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable
-from .handlers import cluster
+from .handlers import cluster, groups
+from .handlers import configs as config_handlers
+from .handlers import fetch as fetch_handlers
+from .handlers import offsets as offset_handlers
+from .handlers import produce as produce_handlers
+from .handlers import topics as topic_handlers
 from .metrics import Metrics
 from .server import KafkaServer
 
@@ -53,14 +59,23 @@ class BrokerApp:
         self.bound: list[tuple[str, int]] = []
         self._lock: DirLock | None = None
         self.log_config = LogConfig.from_broker_config(config.log_defaults())
+        self.topics = TopicRegistry(self.data_dir, self.log_config, default_partitions=config["num.partitions"])
         self.logs = LogManager(config.data_dirs, self.log_config, clock=self.clock.now_ms,
+                               topic_config=self.topics.log_config,
                                retention_check_interval_ms=config["log.retention.check.interval.ms"],
                                cleaner_backoff_ms=config["log.cleaner.backoff.ms"])
+        self.dataplane = DataPlane(self.topics, self.logs, self.data_dir)
         self.coordinator_config = CoordinatorConfig.from_config(config)
         self.coordinator: Coordinator | None = None
         self._loading: asyncio.Task | None = None
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
+        offset_handlers.register(self.handlers, self)
+        groups.register(self.handlers, self)
+        topic_handlers.register(self.handlers, self)
+        produce_handlers.register(self.handlers, self)
+        fetch_handlers.register(self.handlers, self)
+        config_handlers.register(self.handlers, self)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -75,8 +90,10 @@ class BrokerApp:
         self._lock.acquire()
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
+            self.topics.load()  # before the logs open: per-topic configs steer their recovery
             await self.logs.start()
             self.coordinator = self._open_coordinator()
+            await self.dataplane.start()
             # like Kafka, serve while the offsets partitions load: group requests get
             # COORDINATOR_LOAD_IN_PROGRESS until their shard is active
             self._loading = asyncio.get_running_loop().create_task(self.coordinator.load())

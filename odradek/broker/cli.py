@@ -1,4 +1,4 @@
-"""``odradek`` command line: serve, health."""
+"""``odradek`` command line: serve, health, dump-log, import, offsets."""
 
 from __future__ import annotations
 
@@ -128,6 +128,12 @@ def cmd_import(args) -> int:
     return 0
 
 
+def cmd_offsets(args) -> int:
+    from .offsets_view import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="odradek", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -158,6 +164,25 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--override", action="append", metavar="KEY=VALUE",
                      help="set a property, e.g. log.dirs=/path")
     imp.set_defaults(func=cmd_import)
+
+    offsets = sub.add_parser("offsets", help="committed offsets of a data dir, at any point of its "
+                             "history (reads the logs; no broker needed)")
+    offsets.add_argument("config", nargs="?", help="server.properties file (log.dirs, retention)")
+    offsets.add_argument("--data-dir", action="append", metavar="DIR",
+                         help="log dir holding __consumer_offsets-N (repeatable; default: log.dirs)")
+    offsets.add_argument("--group", help="only this group (reads only its offsets partition)")
+    point = offsets.add_mutually_exclusive_group()
+    point.add_argument("--at", metavar="TIME",
+                       help="replay records written up to TIME (epoch ms or ISO 8601, UTC if no zone)")
+    point.add_argument("--offset", type=int, metavar="N", help="replay log offsets up to N inclusive")
+    offsets.add_argument("--expiry-preview", action="store_true",
+                         help="list when each offset expires under offsets.retention.minutes (KIP-211)")
+    offsets.add_argument("--retention-minutes", type=int, metavar="M",
+                         help="override offsets.retention.minutes for the preview")
+    offsets.add_argument("--override", action="append", metavar="KEY=VALUE",
+                         help="set a property, as for serve")
+    offsets.add_argument("--json", action="store_true", help="one JSON document")
+    offsets.set_defaults(func=cmd_offsets)
     return parser
 
 

@@ -132,10 +132,11 @@ def test_metadata_every_version_names_this_broker(broker):
     ep = broker.app.endpoint
     with _client(broker) as c:
         for v in range(1, 13):
-            r = c.request(3, v, {"topics": [{"name": "nope"}], "allow_auto_topic_creation": False})
+            r = c.request(3, v, {"topics": [{"name": f"nope-{v}"}], "allow_auto_topic_creation": False})
             assert [(b.node_id, b.host, b.port) for b in r.brokers] == [(ep.node_id, ep.host, ep.port)]
             assert r.controller_id == ep.node_id
             if v >= 2:
                 assert r.cluster_id == broker.app.cluster_id
-            assert [(t.name, t.error_code) for t in r.topics] == [
-                ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+            # Metadata v1-3 cannot opt out of auto-creation (the flag is v4+), as in Kafka
+            expected = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if v >= 4 else ErrorCode.NONE
+            assert [(t.name, t.error_code) for t in r.topics] == [(f"nope-{v}", expected)]

@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from ...protocol.errors import ErrorCode
 from ...storage.consumer_protocol import decode_subscription_topics
 from ...storage.offsets_records import GroupValue, MemberValue
 from ..clock import TimerHandle
@@ -84,6 +85,10 @@ class Member:
     sync_promise: Promise | None = None
     is_new: bool = False
     heartbeat_timer: TimerHandle | None = None
+    # liveness: the member is expired at session_deadline_ms; the armed timer may fire
+    # earlier (it re-arms itself), so a heartbeat only moves the deadline (no timer churn)
+    session_deadline_ms: int = 0
+    timer_deadline_ms: int = 0
 
     @property
     def is_static(self) -> bool:
@@ -109,6 +114,27 @@ class Member:
     def same_protocols(self, protocols: list[tuple[str, bytes]]) -> bool:
         return self.protocols == protocols
 
+    def park_sync(self) -> Promise:
+        """Park a SyncGroup answer; a superseded parked answer gets the same result."""
+        return self._park("sync_promise")
+
+    def _park(self, attr: str) -> Promise:
+        promise = Promise()
+        old: Promise | None = getattr(self, attr)
+        if old is not None and not old.done:
+            # Kafka overwrites the callback; we chain it so no connection waits forever
+            promise.add_done_callback(old.set)
+        setattr(self, attr, promise)
+        return promise
+
+    def answer_sync(self, result: Any) -> bool:
+        """Complete the parked SyncGroup, if any (Kafka's maybeInvokeSyncCallback)."""
+        promise, self.sync_promise = self.sync_promise, None
+        if promise is None:
+            return False
+        promise.set(result)
+        return True
+
     def to_value(self, protocol: str | None) -> MemberValue:
         return MemberValue(member_id=self.member_id, group_instance_id=self.group_instance_id,
                            client_id=self.client_id, client_host=self.client_host,
@@ -133,7 +159,13 @@ class ClassicGroup:
     subscribed_topics: set[str] | None = None  # None: unknown (treated as "everything")
     new_member_added: bool = False
     initial_rebalance_remaining_ms: int = 0
+    # kept up to date by the member methods below: each JoinGroup asks "has everyone
+    # rejoined?" and "does every member support this protocol?", which must not cost O(members)
+    awaiting_join_count: int = 0
+    protocol_counts: dict[str, int] = field(default_factory=dict)
     join_timer: TimerHandle | None = None
+    join_is_initial: bool = False  # an initial delayed join never completes early (§6.5)
+    join_token: int = 0  # bumped whenever the join deadline is re-armed or cancelled
     sync_timer: TimerHandle | None = None
 
     # --- state -----------------------------------------------------------------
@@ -141,14 +173,14 @@ class ClassicGroup:
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
 
-    def transition(self, target: GroupState, now_ms: int) -> None:
-        """The only way to change state: checked against the table, logged once."""
+    def transition(self, target: GroupState, now_ms: int, reason: str | None = None) -> None:
+        """The only way to change state: checked against the table, logged once (with why)."""
         check_transition(self.group_id, self.state, target)
         previous = self.state
         self.state = target
         self.current_state_timestamp = now_ms
         log.info("group.state", group=self.group_id, from_state=previous.value, to=target.value,
-                 generation=self.generation, members=len(self.members))
+                 generation=self.generation, members=len(self.members), reason=reason)
 
     # --- members ---------------------------------------------------------------
 
@@ -165,15 +197,33 @@ class ClassicGroup:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        self._count_protocols(member, +1)
+        if member.join_promise is not None:
+            self.awaiting_join_count += 1
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
             self.leader_id = member.member_id
+        self.drop_pending(member.member_id)
+
+    def drop_pending(self, member_id: str) -> bool:
+        """Forget a MEMBER_ID_REQUIRED id (it joined, left, was rejected or expired)."""
+        if member_id not in self.pending_members:
+            return False
+        timer = self.pending_members.pop(member_id)
+        if timer is not None:
+            timer.cancel()
+        return True
 
     def remove_member(self, member_id: str) -> Member | None:
+        """Raw removal (Kafka's ``GroupMetadata.remove``): no answers, no rebalance."""
+        self.drop_pending(member_id)
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self._count_protocols(member, -1)
+        if member.join_promise is not None:
+            self.awaiting_join_count -= 1
         if member.group_instance_id is not None and \
                 self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
@@ -184,37 +234,108 @@ class ClassicGroup:
             self.leader_id = next(iter(self.members), None)
         return member
 
+    def update_member(self, member: Member, protocols: list[tuple[str, bytes]],
+                      rebalance_timeout_ms: int, session_timeout_ms: int) -> None:
+        """A rejoin replaces the member's protocols and timeouts (Kafka's updateMember)."""
+        same_names = [name for name, _ in protocols] == member.protocol_names()
+        if not same_names:
+            self._count_protocols(member, -1)
+        member.protocols = protocols
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        if not same_names:
+            self._count_protocols(member, +1)
+
+    def _count_protocols(self, member: Member, delta: int) -> None:
+        counts = self.protocol_counts
+        for name in set(member.protocol_names()):
+            counts[name] = counts.get(name, 0) + delta
+            if not counts[name]:
+                del counts[name]
+
+    def park_join(self, member: Member) -> Promise:
+        """Park the member's JoinGroup answer until the join phase completes."""
+        if member.join_promise is None:
+            self.awaiting_join_count += 1
+        return member._park("join_promise")
+
+    def answer_join(self, member: Member, result: Any) -> bool:
+        """Complete its parked JoinGroup, if any (Kafka's maybeInvokeJoinCallback)."""
+        promise = member.join_promise
+        if promise is None:
+            return False
+        member.join_promise = None
+        if self.members.get(member.member_id) is member:
+            self.awaiting_join_count -= 1
+        promise.set(result)
+        return True
+
+    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
+        """A static member came back with a new member id: same member, new id (KIP-345).
+
+        The caller fences whatever the old id had parked.  A sync still owed by
+        the old id is owed by the new one.
+        """
+        member = self.members.pop(old_id)
+        member.member_id = new_id
+        self.members[new_id] = member
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
+        self.static_members[instance_id] = new_id
+        return member
+
+    def not_yet_rejoined(self) -> list[Member]:
+        return [m for m in self.members.values() if not m.awaiting_join]
+
+    def elect_joined_leader(self) -> bool:
+        """Keep the leader if it rejoined, else pick any rejoined member; False if none did."""
+        if self.leader_id is None:
+            return False
+        leader = self.members.get(self.leader_id)
+        if leader is not None and leader.awaiting_join:
+            return True
+        joined = next((m for m in self.members.values() if m.awaiting_join), None)
+        if joined is None:
+            return False
+        self.leader_id = joined.member_id
+        return True
+
+    def current_member_metadata(self) -> list[tuple[str, str | None, bytes]]:
+        """(member id, instance id, metadata for the selected protocol): what the leader gets."""
+        return [(m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
+                for m in self.members.values()]
+
     def rebalance_timeout_ms(self) -> int:
         """KIP-62: the group waits as long as its most patient member asked for."""
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def all_members_joined(self) -> bool:
-        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
+        return not self.pending_members and self.awaiting_join_count == len(self.members)
 
     def joined_count(self) -> int:
-        return sum(1 for m in self.members.values() if m.awaiting_join)
+        return self.awaiting_join_count
 
     # --- protocols -------------------------------------------------------------
 
     def candidate_protocols(self) -> list[str]:
         """Protocol names every member supports, in the first member's order."""
-        members = list(self.members.values())
-        if not members:
+        first = next(iter(self.members.values()), None)
+        if first is None:
             return []
-        common = set(members[0].protocol_names())
-        for m in members[1:]:
-            common &= set(m.protocol_names())
-        return [p for p in members[0].protocol_names() if p in common]
+        size, counts = len(self.members), self.protocol_counts
+        return [p for p in first.protocol_names() if counts.get(p) == size]
 
     def supports_protocols(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         """§6.3: the check behind INCONSISTENT_GROUP_PROTOCOL."""
-        names = [name for name, _ in protocols]
         if self.state == GroupState.EMPTY or not self.members:
-            return bool(protocol_type) and bool(names)
+            return bool(protocol_type) and bool(protocols)
         if protocol_type != self.protocol_type:
             return False
-        common = set.intersection(*(set(m.protocol_names()) for m in self.members.values()))
-        return any(n in common for n in names)
+        size, counts = len(self.members), self.protocol_counts
+        return any(counts.get(name) == size for name, _ in protocols)
 
     def select_protocol(self) -> str | None:
         """Each member votes for its first candidate; the most votes wins."""
@@ -246,6 +367,10 @@ class ClassicGroup:
                 return
             topics.update(found)
         self.subscribed_topics = topics
+
+    def validate_member(self, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        """§4 "validateCurrentMember"; see the module-level :func:`validate_member`."""
+        return validate_member(self, member_id, group_instance_id)
 
     def is_subscribed_to(self, topic: str) -> bool:
         return self.subscribed_topics is None or topic in self.subscribed_topics
@@ -281,7 +406,28 @@ class ClassicGroup:
                             protocols=[(value.protocol or "", mv.subscription)],
                             assignment=mv.assignment)
             group.members[member.member_id] = member
+            group._count_protocols(member, +1)
             if member.group_instance_id is not None:
                 group.static_members[member.group_instance_id] = member.member_id
         group.compute_subscribed_topics()
         return group
+
+
+def validate_member(group: ClassicGroup, member_id: str, group_instance_id: str | None) -> ErrorCode:
+    """§4 "validateCurrentMember", shared by Join (known member), Sync, Heartbeat, Leave, OffsetCommit.
+
+    A request naming a ``group.instance.id`` must name the member id that
+    instance is currently mapped to: an unknown instance is 25, an instance
+    now held by another member id is 82 (the caller is a fenced zombie).
+    Then the member id itself must be a member.  Pending (MEMBER_ID_REQUIRED)
+    ids are not members, so they get 25.  Pure: no state changes.
+    """
+    if group_instance_id is not None:
+        current = group.static_members.get(group_instance_id)
+        if current is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if current != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+    if member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return ErrorCode.NONE

@@ -10,6 +10,7 @@ whose shard is still loading get COORDINATOR_LOAD_IN_PROGRESS (§4).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,9 @@ import structlog
 from ...protocol.errors import ErrorCode
 from ...storage.offsets_records import partition_for
 from ..clock import Clock
+from . import rebalance
+from .expiry import OffsetExpiry
+from .offsets import delete_topic_offsets
 from .shard import Shard, ShardStatus
 
 log = structlog.get_logger("odradek.coordinator")
@@ -61,9 +65,13 @@ class Coordinator:
             raise ValueError("one log per offsets-topic partition")
         self.clock = clock
         self.config = config
-        self.shards = [Shard(p, lg, clock, durable_on_write=durable_on_write)
+        self.shards = [Shard(p, lg, clock, durable_on_write=durable_on_write, config=config)
                        for p, lg in enumerate(logs)]
         self._tasks: list[asyncio.Task] = []
+        self.expiry = OffsetExpiry(self)  # KIP-211 sweep; started by load()
+        # run in order when a shard has replayed its log: expiry sweep, session timers
+        self.load_listeners: list[Callable[[Shard], None]] = [self.expiry.on_shard_loaded,
+                                                              rebalance.on_shard_loaded]
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)
@@ -86,13 +94,32 @@ class Coordinator:
         return any(s.status is ShardStatus.LOADING for s in self.shards)
 
     async def load(self) -> None:
-        """Replay every shard (each yields to the loop while it loads)."""
-        await asyncio.gather(*(shard.load() for shard in self.shards))
+        """Replay every shard (each yields to the loop while it loads).
+
+        The offset-expiry sweep starts here (first run at start-up, as in
+        Kafka); a shard still loading then is swept once its load completes.
+        """
+        self.expiry.start()
+        await asyncio.gather(*(shard.load(on_loaded=self._on_loaded) for shard in self.shards))
+
+    def _on_loaded(self, shard: Shard) -> None:
+        for listener in self.load_listeners:
+            listener(shard)
+
+    def on_topics_deleted(self, topics: list[str]) -> list:
+        """DeleteTopics: tombstone every group's offsets of ``topics`` (one batch per shard).
+
+        Returns the shards' write promises (callers may ignore them).
+        """
+        return delete_topic_offsets(self, topics)
 
     def start_background(self, coro) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
 
     async def stop(self) -> None:
+        self.expiry.stop()
+        for shard in self.shards:
+            rebalance.unload_shard(shard)  # no group timer may outlive the coordinator
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

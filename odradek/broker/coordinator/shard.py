@@ -19,12 +19,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from ...protocol.errors import ErrorCode
 from ...protocol.records import decode_batch, encode_batch
+from ...storage.errors import RecordBatchTooLargeError, StorageError
 from ...storage.offsets_records import (
     GroupKey,
     GroupValue,
@@ -40,7 +41,16 @@ from ..clock import Clock
 from .group import ClassicGroup, Promise
 from .state import GroupState
 
+if TYPE_CHECKING:
+    from .service import CoordinatorConfig
+
 log = structlog.get_logger("odradek.coordinator")
+
+
+def _default_config() -> CoordinatorConfig:
+    from .service import CoordinatorConfig  # service imports this module
+
+    return CoordinatorConfig()
 
 TopicPartition = tuple[str, int]
 Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
@@ -60,10 +70,12 @@ class _Write:
 
 
 class Shard:
-    def __init__(self, partition: int, log_, clock: Clock, *, durable_on_write: bool = True):
+    def __init__(self, partition: int, log_, clock: Clock, *, durable_on_write: bool = True,
+                 config: CoordinatorConfig | None = None):
         self.partition = partition
         self.log = log_
         self.clock = clock
+        self.config = config if config is not None else _default_config()
         self.status = ShardStatus.LOADING
         # live state
         self.groups: dict[str, ClassicGroup] = {}
@@ -114,17 +126,21 @@ class Shard:
         batch = encode_batch([(encode_key(k), encode_value(v)) for k, v in records],
                              base_timestamp=now)
         try:
-            _, last = self.log.append(batch)
-        except OSError as exc:
+            _, last = self.log.append(batch, validate=False)  # built just above: CRC is right
+        except RecordBatchTooLargeError as exc:  # callers map it (OffsetCommit: 28)
+            log.warning("coordinator.write_too_large", partition=self.partition, error=str(exc))
+            return Promise.resolved(ErrorCode.MESSAGE_TOO_LARGE)
+        except (OSError, StorageError) as exc:
             log.error("coordinator.write_failed", partition=self.partition, error=str(exc))
             return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
+        if self.durable_on_write and not self._inflight:
+            for key, value in records:  # durable on return: replay now, never pending
+                self.replay(key, value)
+            return Promise.resolved(None)
         w = _Write(records, last)
         self._track_pending(records, +1)
-        if self.durable_on_write and not self._inflight:
-            self._apply(w)
-        else:
-            self._inflight.append(w)
-            self._schedule_sync()
+        self._inflight.append(w)
+        self._schedule_sync()
         return w.promise
 
     def _track_pending(self, records: list[Record], delta: int) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
 from ..dispatch import HandlerTable, RequestContext
+from .topics import topic_metadata
 
 if TYPE_CHECKING:
     from ..app import BrokerApp
@@ -41,28 +42,15 @@ def _brokers(app: BrokerApp) -> list[dict]:
              "rack": None}]
 
 
-def metadata(app: BrokerApp, ctx: RequestContext, req) -> dict:
-    topics_meta = getattr(app, "topic_metadata", None)
-    if topics_meta is not None:
-        topics = topics_meta(ctx, req)
-    elif req.topics is None:
-        topics = []
-    else:
-        topics = [_unknown_topic(t) for t in req.topics]
+async def metadata(app: BrokerApp, ctx: RequestContext, req) -> dict:
     return {
         "throttle_time_ms": 0,
         "brokers": _brokers(app),
         "cluster_id": app.cluster_id,
         "controller_id": app.node_id,
-        "topics": topics,
+        "topics": await topic_metadata(app, ctx, req),
         "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
     }
-
-
-def _unknown_topic(t) -> dict:
-    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if t.name is not None else ErrorCode.UNKNOWN_TOPIC_ID
-    return {"error_code": code, "name": t.name, "topic_id": t.topic_id, "is_internal": False,
-            "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
 def _coordinator_for(app: BrokerApp, key: str, key_type: int) -> dict:

@@ -1,0 +1,164 @@
+"""DescribeGroups, ListGroups and DeleteGroups (coordinator-facts §14).
+
+Read-only views of the live groups for admin tools, and deletion of Empty
+groups: the group goes Dead and leaves the cache at once (so nothing can join
+it meanwhile), and its offset tombstones plus the group tombstone are written
+as one batch before the answer goes out.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+
+from ...protocol.errors import ErrorCode
+from ...storage.offsets_records import GroupKey, OffsetKey, RecordEncodeError
+from .api import GroupDescription, GroupOverview, MemberDescription
+from .group import ClassicGroup, Promise
+from .offsets import restore_group
+from .shard import Record, Shard, ShardStatus
+from .state import GroupState, parse_state_filter
+
+if TYPE_CHECKING:
+    from .service import Coordinator
+
+log = structlog.get_logger("odradek.coordinator")
+
+CLASSIC_GROUP_TYPE = "classic"
+
+
+# --- DescribeGroups ---------------------------------------------------------------------
+
+
+def describe_groups(coordinator: Coordinator, group_ids: list[str]) -> list[GroupDescription]:
+    return [describe_group(coordinator, group_id) for group_id in group_ids]
+
+
+def describe_group(coordinator: Coordinator, group_id: str) -> GroupDescription:
+    """Kafka's ``GroupMetadata.summary``: metadata and assignments only when Stable."""
+    shard, error = coordinator.check(group_id, allow_empty=True)
+    if error is not ErrorCode.NONE:
+        return GroupDescription(error, group_id, "", "", "")
+    group = shard.groups.get(group_id)
+    if group is None or group.state is GroupState.DEAD:
+        return GroupDescription(ErrorCode.NONE, group_id, GroupState.DEAD.value, "", "")
+    stable = group.state is GroupState.STABLE
+    members = [MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                 m.metadata(group.protocol_name) if stable else b"",
+                                 m.assignment if stable else b"")
+               for m in group.members.values()]
+    return GroupDescription(ErrorCode.NONE, group_id, group.state.value, group.protocol_type or "",
+                            (group.protocol_name or "") if stable else "", members)
+
+
+# --- ListGroups -------------------------------------------------------------------------
+
+
+def list_groups(coordinator: Coordinator, states: list[str] | None = None,
+                types: list[str] | None = None) -> tuple[ErrorCode, list[GroupOverview]]:
+    """Every live group (simple ones too), filtered; error 14 while any shard still loads."""
+    wanted_states = parse_state_filter(states) if states else None
+    if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
+        return _loading_error(coordinator), []
+    out = []
+    for shard in coordinator.shards:
+        for group in shard.groups.values():
+            if group.state is GroupState.DEAD:
+                continue
+            if wanted_states is not None and group.state not in wanted_states:
+                continue
+            out.append(GroupOverview(group.group_id, group.protocol_type or "", group.state.value))
+    return _loading_error(coordinator), out
+
+
+def _loading_error(coordinator: Coordinator) -> ErrorCode:
+    if any(s.status is ShardStatus.LOADING for s in coordinator.shards):
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return ErrorCode.NONE
+
+
+# --- DeleteGroups -----------------------------------------------------------------------
+
+
+def delete_groups(coordinator: Coordinator, group_ids: list[str]) -> Promise:
+    """A Promise of {group id: error}, duplicates collapsed, once every batch is durable."""
+    results: dict[str, ErrorCode] = {}
+    writes: list[tuple[str, Promise]] = []
+    for group_id in dict.fromkeys(group_ids):
+        error, write = _delete_one(coordinator, group_id)
+        results[group_id] = error
+        if write is not None:
+            writes.append((group_id, write))
+    answer = Promise()
+    remaining = [len(writes)]
+
+    def finish(group_id: str, error: ErrorCode | None) -> None:
+        if error is not None:
+            results[group_id] = _DELETE_ERRORS.get(error, error)
+        remaining[0] -= 1
+        if remaining[0] == 0:
+            answer.set(results)
+
+    if not writes:
+        answer.set(results)
+    for group_id, write in writes:
+        write.add_done_callback(lambda error, g=group_id: finish(g, error))
+    return answer
+
+
+_DELETE_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+
+
+def _delete_one(coordinator: Coordinator, group_id: str) -> tuple[ErrorCode, Promise | None]:
+    shard, error = coordinator.check(group_id, allow_empty=True)
+    if error is not ErrorCode.NONE:
+        return error, None
+    group = shard.groups.get(group_id)
+    if group is None or group.state is GroupState.DEAD:
+        return ErrorCode.GROUP_ID_NOT_FOUND, None
+    if group.state is not GroupState.EMPTY:
+        return ErrorCode.NON_EMPTY_GROUP, None
+    records = _tombstones(shard, group)
+    _forget(shard, group)
+    log.info("group.deleted", group=group_id, offsets=len(shard.offsets.get(group_id) or ()))
+    if not records:
+        return ErrorCode.NONE, None
+    try:
+        write = shard.write(records)
+    except RecordEncodeError as exc:
+        log.error("group.delete_unencodable", group=group_id, error=str(exc))
+        restore_group(shard, group_id)
+        return ErrorCode.UNKNOWN_SERVER_ERROR, None
+    write.add_done_callback(lambda error: _restore_on_failure(shard, group_id, error))
+    return ErrorCode.NONE, write
+
+
+def _tombstones(shard: Shard, group: ClassicGroup) -> list[Record]:
+    """Every committed offset of the group, and its group record if one can exist (generation > 0)."""
+    group_id = group.group_id
+    records: list[Record] = [(OffsetKey(group_id, topic, partition), None)
+                             for topic, partition in sorted(shard.offsets.get(group_id) or ())]
+    if group.generation > 0:
+        records.append((GroupKey(group_id), None))
+    return records
+
+
+def _forget(shard: Shard, group: ClassicGroup) -> None:
+    """Empty -> Dead and out of the cache; pending member ids die with it."""
+    for member_id in list(group.pending_members):
+        group.drop_pending(member_id)
+    shard.remove_group(group.group_id)
+
+
+def _restore_on_failure(shard: Shard, group_id: str, error: ErrorCode | None) -> None:
+    """If the tombstones did not land, the log still has the group: so must the cache."""
+    if error is not None and group_id not in shard.groups:
+        log.warning("group.delete_failed", group=group_id, error=error.name)
+        restore_group(shard, group_id)

@@ -1,0 +1,172 @@
+"""Offset expiry under KIP-211 (facts §15): the rules, and the periodic sweep that applies them.
+
+The rules are one pure function of a group's state and an offset's value
+(``group_rule`` + ``expires_at``), shared by the live sweep and by
+``odradek offsets --expiry-preview``, so the preview cannot drift from what
+the broker will actually do:
+
+| group                                          | base time                  | offsets |
+| ---------------------------------------------- | -------------------------- | ------- |
+| protocol type set, Empty                       | when it became Empty       | all     |
+|   (no state timestamp: value v0/v1)            | the offset's commit time   | all     |
+| ``consumer``, Stable, subscription known       | the offset's commit time   | topics not subscribed |
+| no protocol type (simple, commit-only group)   | the offset's commit time   | all     |
+| anything else (rebalancing, unknown subscription, other protocol) | -  | none    |
+
+An offset carrying its own ``expire_timestamp`` (value v1, a v2-v4 commit
+with a retention) expires at that time instead, when its group's row lets it
+expire at all.  Offsets with a commit in flight never expire.  Tombstones go
+through ``offsets.remove_offsets`` -- one batch per shard -- which also turns
+groups left Empty with no offsets into Dead ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, NamedTuple
+
+import structlog
+
+from ...storage.offsets_records import OffsetValue
+from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
+from .offsets import remove_offsets
+from .shard import Shard, ShardStatus, TopicPartition
+from .state import GroupState
+
+if TYPE_CHECKING:
+    from .service import Coordinator  # service imports this module
+
+log = structlog.get_logger("odradek.coordinator")
+
+EMPTY_GROUP = "empty-group"
+UNSUBSCRIBED_TOPIC = "unsubscribed-topic"
+SIMPLE_GROUP = "simple-group"
+
+
+class Rule(NamedTuple):
+    """How a group's offsets expire in its current state."""
+
+    reason: str  # EMPTY_GROUP, UNSUBSCRIBED_TOPIC or SIMPLE_GROUP
+    state_base: int  # the group's base time (Empty since), -1: each offset's commit time
+    kept_topics: frozenset[str]  # topics whose offsets never expire in this state
+
+
+def group_rule(group: ClassicGroup) -> Rule | None:
+    """Which row of the KIP-211 table applies to ``group`` now (None: nothing expires)."""
+    if group.protocol_type is not None and group.state is GroupState.EMPTY:
+        return Rule(EMPTY_GROUP, group.current_state_timestamp, frozenset())
+    if (group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.state is GroupState.STABLE
+            and group.subscribed_topics is not None):
+        return Rule(UNSUBSCRIBED_TOPIC, -1, frozenset(group.subscribed_topics))
+    if group.protocol_type is None:
+        return Rule(SIMPLE_GROUP, -1, frozenset())
+    return None
+
+
+def expires_at(rule: Rule, topic: str, value: OffsetValue, retention_ms: int) -> int | None:
+    """When this offset expires while its group stays as it is (None: not in this state)."""
+    if topic in rule.kept_topics:
+        return None
+    if value.expire_timestamp != -1:
+        return value.expire_timestamp  # an explicit expiry (pre-KIP-211 commit semantics)
+    base = rule.state_base if rule.state_base != -1 else value.commit_timestamp
+    return base + retention_ms
+
+
+def expired_offsets(group: ClassicGroup, offsets: Mapping[TopicPartition, OffsetValue],
+                    pending: Mapping[TopicPartition, int] | None, now_ms: int,
+                    retention_ms: int) -> list[TopicPartition]:
+    """The offsets of ``group`` that have expired at ``now_ms``."""
+    rule = group_rule(group)
+    if rule is None:
+        return []
+    out = []
+    for tp, value in offsets.items():
+        if pending and tp in pending:
+            continue
+        at = expires_at(rule, tp[0], value, retention_ms)
+        if at is not None and now_ms >= at:
+            out.append(tp)
+    return out
+
+
+class SweepStats(NamedTuple):
+    shards: int
+    groups: int
+    offsets_expired: int
+    groups_removed: int
+
+
+def sweep_shard(shard: Shard, now_ms: int, retention_ms: int) -> tuple[int, int, int]:
+    """Expire one shard's offsets; returns (groups looked at, offsets expired, groups removed).
+
+    Every group is offered to ``remove_offsets``, even with nothing expired,
+    because an Empty group with no offsets dies in the sweep too.
+    """
+    selection = {}
+    for group_id, group in list(shard.groups.items()):
+        offsets = shard.offsets.get(group_id) or {}
+        selection[group_id] = expired_offsets(group, offsets, shard.pending_offsets.get(group_id),
+                                              now_ms, retention_ms)
+    removed = remove_offsets(shard, selection, reason="expired")
+    return len(selection), removed.offsets, len(removed.groups)
+
+
+class OffsetExpiry:
+    """Runs the sweep every ``offsets.retention.check.interval.ms`` on the coordinator's clock.
+
+    The first run is at start-up: each shard is swept as soon as its load
+    completes (``on_shard_loaded``) -- Kafka sweeps at start-up too, but
+    skips partitions still loading, which then wait a whole interval.
+    """
+
+    def __init__(self, coordinator: Coordinator) -> None:
+        self.coordinator = coordinator
+        self.clock = coordinator.clock
+        self._timer = None
+        self.sweeps = 0
+
+    def start(self) -> None:
+        """Arm the periodic sweep; the start-up run is each shard's ``on_shard_loaded``."""
+        if self._timer is None:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        interval = self.coordinator.config.offsets_retention_check_interval_ms
+        self._timer = self.clock.call_at(self.clock.now_ms() + interval, self._tick)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _tick(self) -> None:
+        try:
+            self.sweep()
+        except Exception:  # a bug here must not stop future sweeps
+            log.exception("offsets.expiry_failed")
+        finally:
+            self._schedule()
+
+    def on_shard_loaded(self, shard: Shard) -> None:
+        if self._timer is not None:
+            self.sweep([shard])
+
+    def sweep(self, shards: Iterable[Shard] | None = None) -> SweepStats:
+        """One pass over the active shards; one log event with the counts."""
+        started = time.perf_counter()
+        now = self.clock.now_ms()
+        retention = self.coordinator.config.offsets_retention_ms
+        shards = [s for s in (self.coordinator.shards if shards is None else shards)
+                  if s.status is ShardStatus.ACTIVE]
+        groups = offsets = removed = 0
+        for shard in shards:
+            g, o, r = sweep_shard(shard, now, retention)
+            groups, offsets, removed = groups + g, offsets + o, removed + r
+        self.sweeps += 1
+        stats = SweepStats(len(shards), groups, offsets, removed)
+        log.info("offsets.expiry_sweep", shards=stats.shards, groups=stats.groups,
+                 offsets_expired=stats.offsets_expired, groups_removed=stats.groups_removed,
+                 ms=round((time.perf_counter() - started) * 1000, 2))
+        return stats

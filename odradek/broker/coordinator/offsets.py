@@ -1,0 +1,420 @@
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, deleted topics (facts §11-§13).
+
+Sans-I/O, like the rest of the coordinator: each operation validates against
+the shard's in-memory state, turns what it accepts into records, and hands
+them to ``Shard.write`` as **one batch**; the answer is delivered through a
+``Promise`` that completes only once the batch is durable and replayed.  The
+shard's persisted view (``shard.offsets``) is the only copy of committed
+offsets, so what OffsetFetch returns is exactly what a reload would rebuild.
+
+Topic existence is not the coordinator's knowledge: callers pass a
+``partition_count(topic) -> int | None`` accessor (the data plane's), used
+for the request-level UNKNOWN_TOPIC_OR_PARTITION filtering Kafka does before
+the coordinator sees a request (§11.2, §13).
+
+``remove_offsets`` is Kafka's ``cleanupGroupMetadata``: the one routine that
+drops offsets (OffsetDelete, expiry, deleted topics) and kills groups that
+end up Empty with no offsets, so the three paths cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, NamedTuple
+
+import structlog
+
+from ...protocol.errors import ErrorCode
+from ...storage.offsets_records import GroupKey, OffsetKey, OffsetValue, RecordEncodeError
+from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, Promise, validate_member
+from .membership import reset_session
+from .shard import Record, Shard, ShardStatus, TopicPartition
+from .state import GroupState
+
+if TYPE_CHECKING:
+    from .service import Coordinator  # service imports this module
+
+log = structlog.get_logger("odradek.coordinator")
+
+PartitionCount = Callable[[str], "int | None"]
+
+_E = ErrorCode
+# §11.4: storage errors as an OffsetCommit answers them
+_COMMIT_WRITE_ERRORS = {
+    _E.UNKNOWN_TOPIC_OR_PARTITION: _E.COORDINATOR_NOT_AVAILABLE,
+    _E.NOT_ENOUGH_REPLICAS: _E.COORDINATOR_NOT_AVAILABLE,
+    _E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: _E.COORDINATOR_NOT_AVAILABLE,
+    _E.NOT_LEADER_OR_FOLLOWER: _E.NOT_COORDINATOR,
+    _E.KAFKA_STORAGE_ERROR: _E.NOT_COORDINATOR,
+    _E.MESSAGE_TOO_LARGE: _E.INVALID_COMMIT_OFFSET_SIZE,
+    _E.RECORD_LIST_TOO_LARGE: _E.INVALID_COMMIT_OFFSET_SIZE,
+    _E.INVALID_FETCH_SIZE: _E.INVALID_COMMIT_OFFSET_SIZE,
+    _E.NETWORK_EXCEPTION: _E.COORDINATOR_LOAD_IN_PROGRESS,
+}
+
+
+class PartitionCommit(NamedTuple):
+    """One partition of an OffsetCommit request, version differences already folded in.
+
+    The hot path (the handler) passes plain tuples of these six fields, in
+    this order: building a NamedTuple costs a Python-level call per partition.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1  # -1: none (before v6, or the client did not know)
+    metadata: str | None = ""  # None is stored as ""
+    commit_timestamp: int = -1  # v1 only; -1: the broker's clock
+
+
+class CommitRequest(NamedTuple):
+    """The group-level fields of an OffsetCommit request."""
+
+    group_id: str | None
+    generation: int = -1  # v0 has none: a simple commit
+    member_id: str = ""
+    group_instance_id: str | None = None
+    retention_ms: int = -1  # v2-v4; -1: the broker's KIP-211 rules
+    version: int = 9
+
+
+class FetchedOffset(NamedTuple):
+    """One partition of an OffsetFetch answer."""
+
+    topic: str
+    partition: int
+    offset: int = -1
+    leader_epoch: int = -1
+    metadata: str = ""
+    error: ErrorCode = ErrorCode.NONE
+
+
+# --- topic existence ---------------------------------------------------------------------------
+
+def partition_exists(partition_count: PartitionCount, cache: dict[str, int | None],
+                     topic: str, partition: int) -> bool:
+    """Whether ``topic``-``partition`` exists, asking the accessor once per topic per request."""
+    if topic in cache:
+        count = cache[topic]
+    else:
+        count = cache[topic] = partition_count(topic)
+    return count is not None and 0 <= partition < count
+
+
+def metadata_length(metadata: str) -> int:
+    """Java's ``String.length()`` (UTF-16 code units), which is what Kafka compares (§2)."""
+    return len(metadata) + sum(1 for c in metadata if c > "\uffff")
+
+
+def metadata_too_large(metadata: str | None, limit: int) -> bool:
+    """``offset.metadata.max.bytes`` check; null metadata is stored as "" and always fits."""
+    if metadata is None:
+        return False
+    n = len(metadata)
+    if n > limit:
+        return True
+    return 2 * n > limit and metadata_length(metadata) > limit  # only non-BMP text can tip it
+
+
+# --- OffsetCommit --------------------------------------------------------------------------------
+
+def commit_offsets(coordinator: Coordinator, request: CommitRequest, partitions: list[PartitionCommit],
+                   partition_count: PartitionCount) -> Promise:
+    """§11: validate, write one batch, answer once durable.
+
+    The promise yields one ErrorCode per entry of ``partitions``, in order.
+    """
+    errors = [ErrorCode.NONE] * len(partitions)
+    cache: dict[str, int | None] = {}
+    accepted = []
+    for i, p in enumerate(partitions):
+        if partition_exists(partition_count, cache, p[0], p[1]):  # topic, partition
+            accepted.append(i)
+        else:
+            errors[i] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if not accepted:
+        return Promise.resolved(errors)  # Kafka answers without asking the coordinator
+    shard, error = coordinator.check(request.group_id, allow_empty=True)
+    if error is ErrorCode.NONE:
+        error = validate_commit(shard, request)
+    if error is not ErrorCode.NONE:
+        for i in accepted:
+            errors[i] = error
+        return Promise.resolved(errors)
+    return _store(shard, coordinator.config.offset_metadata_max_bytes, request, partitions,
+                  accepted, errors)
+
+
+def validate_commit(shard: Shard, request: CommitRequest) -> ErrorCode:
+    """The §11.3 matrix, in Kafka's order; resets the member's session when it accepts.
+
+    An absent group with generation < 0 passes: the caller creates a simple
+    group once it has something to write.
+    """
+    group = shard.groups.get(request.group_id)
+    generation = request.generation
+    if group is None:
+        if generation < 0:
+            return ErrorCode.NONE
+        return ErrorCode.GROUP_ID_NOT_FOUND if request.version >= 9 else ErrorCode.ILLEGAL_GENERATION
+    state = group.state
+    if state is GroupState.DEAD:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if generation < 0 and state is GroupState.EMPTY:
+        return ErrorCode.NONE  # admin tools and manually assigned consumers
+    if generation >= 0 or request.member_id or request.group_instance_id is not None:
+        error = validate_member(group, request.member_id, request.group_instance_id)
+        if error is not ErrorCode.NONE:
+            return error
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+    elif state is not GroupState.EMPTY:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if state is GroupState.COMPLETING_REBALANCE:
+        return ErrorCode.REBALANCE_IN_PROGRESS  # it has the new generation but has not synced
+    if state is GroupState.STABLE or state is GroupState.PREPARING_REBALANCE:
+        member = group.members.get(request.member_id)
+        if member is not None:
+            reset_session(shard, group, member)
+    return ErrorCode.NONE
+
+
+def _store(shard: Shard, max_metadata: int, request: CommitRequest,
+           partitions: list[PartitionCommit], accepted: list[int], errors: list[ErrorCode]) -> Promise:
+    """Build the records (§11.4), write them as one batch, map the outcome onto ``errors``."""
+    now = shard.clock.now_ms()
+    expire = now + request.retention_ms if request.retention_ms != -1 else -1
+    group_id = request.group_id
+    records: list[Record] = []
+    written: list[int] = []
+    for i in accepted:
+        topic, partition, offset, epoch, metadata, timestamp = partitions[i]
+        if metadata_too_large(metadata, max_metadata):
+            errors[i] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            continue
+        value = OffsetValue(offset=offset, leader_epoch=epoch, metadata=metadata or "",
+                            commit_timestamp=now if timestamp == -1 else timestamp,
+                            expire_timestamp=expire)
+        records.append((OffsetKey(group_id, topic, partition), value))
+        written.append(i)
+    if not records:
+        return Promise.resolved(errors)
+    if shard.groups.get(group_id) is None:
+        shard.get_or_create_group(group_id)  # a simple group: no protocol type (§11.3)
+    try:
+        pending = shard.write(records)
+    except RecordEncodeError as exc:  # e.g. a string too long for its int16 length prefix
+        log.warning("offsets.commit_unencodable", group=group_id, error=str(exc))
+        pending = Promise.resolved(ErrorCode.INVALID_COMMIT_OFFSET_SIZE)
+    if pending.done:  # durable at once (fsync never/interval): no second promise, no closure
+        _committed(shard, group_id, pending.result(), written, errors)
+        return Promise.resolved(errors)
+    result = Promise()
+    pending.add_done_callback(
+        lambda error: result.set(_committed(shard, group_id, error, written, errors)))
+    return result
+
+
+def _committed(shard: Shard, group_id: str, error: ErrorCode | None, written: list[int],
+               errors: list[ErrorCode]) -> list[ErrorCode]:
+    """Fold the write's outcome into the per-partition answer (§11.4 error mapping)."""
+    if error is None:
+        ensure_group(shard, group_id)
+    else:
+        mapped = _COMMIT_WRITE_ERRORS.get(error, error)
+        for i in written:
+            errors[i] = mapped
+    return errors
+
+
+def ensure_group(shard: Shard, group_id: str) -> None:
+    """Keep "every group with offsets exists" true, as a reload would (§16.3).
+
+    Only matters when a group was removed while a commit to it was in flight.
+    """
+    if group_id not in shard.groups and shard.offsets.get(group_id):
+        restore_group(shard, group_id)
+
+
+def restore_group(shard: Shard, group_id: str) -> None:
+    """Rebuild one group from the persisted view, exactly as ``Shard.materialize`` does."""
+    value = shard.group_records.get(group_id)
+    if value is not None:
+        shard.groups[group_id] = ClassicGroup.from_record(group_id, value)
+    elif shard.offsets.get(group_id):
+        shard.groups[group_id] = ClassicGroup(group_id, current_state_timestamp=shard.clock.now_ms())
+
+
+# --- OffsetFetch ----------------------------------------------------------------------------------
+
+def fetch_offsets(coordinator: Coordinator, group_id: str | None, topics: list[tuple[str, list[int]]] | None,
+                  require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
+    """§12: (group-level error, partitions).  ``topics`` None: every committed partition.
+
+    The group's state does not matter; an absent group just has no offsets.
+    With ``require_stable`` a partition whose commit is still in flight
+    answers UNSTABLE_OFFSET_COMMIT instead of a value that may change.
+    """
+    shard, error = coordinator.check(group_id, allow_empty=True)
+    if error is not ErrorCode.NONE:
+        return error, []
+    committed = shard.offsets.get(group_id) or {}
+    pending = shard.pending_offsets.get(group_id) if require_stable else None
+    if topics is None:
+        wanted: Iterable[TopicPartition] = sorted(committed)
+    else:
+        wanted = [(name, p) for name, indexes in topics for p in indexes]
+    out = []
+    none, unstable = ErrorCode.NONE, ErrorCode.UNSTABLE_OFFSET_COMMIT
+    for topic, partition in wanted:  # 10,000 partitions is a real request: keep this loop lean
+        if pending and (topic, partition) in pending:
+            out.append(_fetched((topic, partition, -1, -1, "", unstable)))
+            continue
+        value = committed.get((topic, partition))
+        if value is None:
+            out.append(_fetched((topic, partition, -1, -1, "", none)))
+        else:
+            out.append(_fetched((topic, partition, value.offset, value.leader_epoch, value.metadata, none)))
+    return ErrorCode.NONE, out
+
+
+def _fetched(fields: tuple) -> FetchedOffset:
+    """``FetchedOffset(*fields)`` without the Python-level ``__new__`` of a NamedTuple."""
+    return tuple.__new__(FetchedOffset, fields)
+
+
+# --- OffsetDelete -----------------------------------------------------------------------------------
+
+def delete_offsets(coordinator: Coordinator, group_id: str | None, topics: list[tuple[str, list[int]]],
+                   partition_count: PartitionCount) -> Promise:
+    """§13 (KIP-496): yields (group error, [(topic, partition, error)]) once tombstones are durable.
+
+    With a group error the partition list is empty, as Kafka answers.
+    """
+    cache: dict[str, int | None] = {}
+    errors: dict[TopicPartition, ErrorCode] = {}
+    candidates: list[TopicPartition] = []
+    for name, indexes in topics:
+        for p in indexes:
+            if partition_exists(partition_count, cache, name, p):
+                candidates.append((name, p))
+            else:
+                errors[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    shard, error = coordinator.check(group_id, allow_empty=False)
+    group = None
+    if error is ErrorCode.NONE:
+        group = shard.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            error = ErrorCode.GROUP_ID_NOT_FOUND
+    if error is not ErrorCode.NONE:
+        return Promise.resolved((error, []))
+    eligible = candidates
+    if not group.is_in(GroupState.EMPTY):
+        if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return Promise.resolved((ErrorCode.NON_EMPTY_GROUP, []))
+        eligible = []
+        for tp in candidates:
+            if group.is_subscribed_to(tp[0]):
+                errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                eligible.append(tp)
+    for tp in eligible:
+        errors[tp] = ErrorCode.NONE
+    answer = [(name, p, errors[(name, p)]) for name, indexes in topics for p in indexes]
+    if not eligible:
+        return Promise.resolved((ErrorCode.NONE, answer))
+    result = Promise()
+
+    def done(write_error: ErrorCode | None) -> None:
+        if write_error is None:
+            result.set((ErrorCode.NONE, answer))
+        else:
+            result.set((_COMMIT_WRITE_ERRORS.get(write_error, write_error), []))
+
+    removed = remove_offsets(shard, {group_id: eligible}, reason="offset-delete")
+    removed.promise.add_done_callback(done)
+    if removed.offsets:
+        log.info("offsets.deleted", group=group_id, offsets=removed.offsets,
+                 group_removed=bool(removed.groups))
+    return result
+
+
+# --- removal: OffsetDelete, expiry, deleted topics ------------------------------------------------
+
+class Removal(NamedTuple):
+    """What one ``remove_offsets`` call tombstoned, and the promise of its batch."""
+
+    promise: Promise
+    offsets: int
+    groups: list[str]
+
+
+def remove_offsets(shard: Shard, selection: dict[str, Iterable[TopicPartition]],
+                   reason: str) -> Removal:
+    """Tombstone the selected offsets of each group, in one batch for the shard (§15).
+
+    Each selected group that is then Empty with no offsets and nothing pending
+    becomes Dead at once and leaves the cache, as Kafka's cache does; its
+    GroupMetadata tombstone joins the batch when its generation is > 0 (a
+    commit-only group never had a group record).  If the batch cannot be
+    written, the removed groups are rebuilt from the persisted view, which
+    still holds them -- so live state never drifts from what a reload shows.
+    """
+    records: list[Record] = []
+    dead: list[str] = []
+    for group_id, tps in selection.items():
+        committed = shard.offsets.get(group_id) or {}
+        removed = {tp for tp in tps if tp in committed}
+        records.extend((OffsetKey(group_id, t, p), None) for t, p in sorted(removed))
+        group = shard.groups.get(group_id)
+        if group is None or not _dies(shard, group, len(committed) - len(removed)):
+            continue
+        generation = group.generation
+        shard.remove_group(group_id)
+        dead.append(group_id)
+        if generation > 0:
+            records.append((GroupKey(group_id), None))
+    offsets = len(records) - sum(1 for k, _ in records if type(k) is GroupKey)
+    if not records:
+        return Removal(Promise.resolved(None), 0, dead)
+    promise = shard.write(records)
+
+    def done(error: ErrorCode | None) -> None:
+        if error is not None:
+            log.warning("offsets.remove_failed", partition=shard.partition, reason=reason,
+                        error=error.name)
+            for group_id in dead:
+                if group_id not in shard.groups:
+                    restore_group(shard, group_id)
+
+    promise.add_done_callback(done)
+    return Removal(promise, offsets, dead)
+
+
+def _dies(shard: Shard, group: ClassicGroup, remaining: int) -> bool:
+    return (group.state is GroupState.EMPTY and remaining == 0
+            and not shard.pending_offsets.get(group.group_id))
+
+
+def delete_topic_offsets(coordinator: Coordinator, topics: Iterable[str]) -> list[Promise]:
+    """DeleteTopics: every group's offsets of those topics get tombstones (one batch per shard).
+
+    Returns one promise per shard that wrote something.  Shards still loading
+    are skipped (as in Kafka, their offsets of the deleted topics survive
+    until the next deletion or expiry).
+    """
+    gone = set(topics)
+    promises = []
+    for shard in coordinator.shards:
+        if shard.status is not ShardStatus.ACTIVE:
+            continue
+        selection = {g: [tp for tp in offs if tp[0] in gone] for g, offs in shard.offsets.items()}
+        selection = {g: tps for g, tps in selection.items() if tps}
+        if not selection:
+            continue
+        removed = remove_offsets(shard, selection, reason="topics-deleted")
+        log.info("offsets.topics_deleted", partition=shard.partition, topics=sorted(gone),
+                 offsets=removed.offsets, groups_removed=len(removed.groups))
+        promises.append(removed.promise)
+    return promises

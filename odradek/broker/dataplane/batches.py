@@ -1,0 +1,120 @@
+"""What a broker checks on a Produce partition's records before appending them.
+
+Kafka's order (``ProduceRequest.validateRecords``, then ``UnifiedLog`` /
+``LogValidator``): exactly one magic-2 batch, zstd only from Produce v7, then
+size against max.message.bytes, then the CRC, then the batch's own
+consistency; keyless records are refused only on compacted topics, the one
+case where records are decoded.  Everything else moves as bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from ...protocol.errors import ErrorCode
+from ...protocol.records import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    CorruptRecordError,
+    compute_crc,
+    decode_batch,
+)
+
+ZSTD = 4
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LENGTH = struct.Struct(">i")
+
+
+@dataclass
+class RecordError:
+    batch_index: int  # index of the record inside the batch (Kafka's name)
+    message: str
+
+
+class BatchRejected(Exception):
+    """A Produce partition refused with ``code`` (and, v8+, per-record errors)."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[RecordError] | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.record_errors = record_errors or []
+
+
+def validate_batch(data: bytes | None, *, api_version: int, max_bytes: int, compacted: bool) -> BatchHeader:
+    """The header of the single valid batch in ``data``; raises BatchRejected."""
+    if not data:
+        raise BatchRejected(ErrorCode.INVALID_RECORD, "Produce v3+ needs exactly one record batch per partition")
+    n = len(data)
+    if n < MAGIC_OFFSET + 1:
+        raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"{n} bytes cannot hold a record batch")
+    if data[MAGIC_OFFSET] != 2:
+        raise BatchRejected(ErrorCode.INVALID_RECORD,
+                            f"Produce v{api_version} accepts only magic 2 batches, got magic {data[MAGIC_OFFSET]}")
+    if n < HEADER_SIZE:
+        raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"truncated batch header ({n} bytes)")
+    h = BatchHeader(*_HEADER.unpack_from(data, 0))
+    codec = h.attributes & COMPRESSION_MASK
+    if codec == ZSTD and api_version < 7:
+        raise BatchRejected(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                            f"zstd needs Produce v7 or later (got v{api_version})")
+    size = h.size
+    if size < HEADER_SIZE or size > n:
+        raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"batch length {h.batch_length} does not match {n} bytes")
+    if size < n:
+        _reject_trailing(data, size)
+    if size > max_bytes:
+        raise BatchRejected(ErrorCode.MESSAGE_TOO_LARGE,
+                            f"batch of {size} bytes is larger than max.message.bytes={max_bytes}")
+    if compute_crc(data, 0, size) != h.crc:
+        raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, "record batch CRC does not match its contents")
+    if codec > ZSTD:
+        raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+    _check_fields(h)
+    if compacted:
+        _check_keys(data, h)
+    return h
+
+
+def _reject_trailing(data: bytes, size: int) -> None:
+    rest = len(data) - size
+    if rest >= LOG_OVERHEAD and size + _LENGTH.unpack_from(data, size + 8)[0] + LOG_OVERHEAD <= len(data):
+        raise BatchRejected(ErrorCode.INVALID_RECORD,
+                            "Produce v3+ allows exactly one record batch per partition")
+    raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"{rest} stray bytes after the record batch")
+
+
+def _check_fields(h: BatchHeader) -> None:
+    if h.attributes & CONTROL_MASK:
+        raise BatchRejected(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+    if h.attributes & TRANSACTIONAL_MASK:
+        raise BatchRejected(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                            "transactions are not supported by this broker")
+    if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
+        raise BatchRejected(ErrorCode.INVALID_RECORD,
+                            f"batch claims {h.records_count} records but lastOffsetDelta {h.last_offset_delta}")
+    if h.producer_id >= 0 and (h.base_sequence < 0 or h.producer_epoch < 0):
+        raise BatchRejected(ErrorCode.INVALID_RECORD,
+                            f"idempotent batch of producer {h.producer_id} without a sequence or epoch")
+
+
+def _check_keys(data: bytes, h: BatchHeader) -> None:
+    """Compacted topics keep the newest record per key, so a record without a key is refused."""
+    try:
+        _h, records = decode_batch(data, 0, verify_crc=False)
+    except CorruptRecordError as exc:
+        raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"undecodable records: {exc}") from None
+    if len(records) != h.records_count:
+        raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, "record count does not match the batch header")
+    missing = [RecordError(i, "Compacted topic cannot accept message without key.")
+               for i, r in enumerate(records) if r.key is None]
+    if missing:
+        raise BatchRejected(ErrorCode.INVALID_RECORD,
+                            "Compacted topic cannot accept message without key in topic partition.",
+                            missing)

@@ -1,0 +1,170 @@
+"""The data plane's shared state and its storage-facing operations.
+
+Handlers (``broker/handlers/``) speak the protocol; this object owns what
+they share: the topic registry, producer ids and sequence state, and the
+long-poll waiters.  ``append_now`` is the one way a client batch reaches a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...protocol.errors import ErrorCode
+from ...protocol.records import HEADER_SIZE
+from ...storage.config import FsyncMode
+from ...storage.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
+from ...storage.log import Log
+from ...storage.log_manager import LogManager
+from . import topic_configs
+from .batches import BatchRejected, validate_batch
+from .producers import ProducerIdAllocator, ProducerStates, SequenceError
+from .topics import TopicRegistry
+from .waiters import AppendWaiters
+
+_MAX_TS = struct.Struct(">q")
+MAX_TIMESTAMP_OFFSET = 35
+BIG_READ_BYTES = 64 << 10  # reads that may return more than this go to a worker thread
+BIG_READ_LAG = 64  # ... when the reader is at least this many offsets behind the end
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+class DataPlane:
+    def __init__(self, topics: TopicRegistry, logs: LogManager, data_dir: Path):
+        self.topics = topics
+        self.logs = logs
+        self.producer_ids = ProducerIdAllocator(data_dir)
+        self.producers = ProducerStates()
+        self.waiters = AppendWaiters()
+        self._gate = asyncio.Lock()
+        self._ordered = 0
+
+    async def start(self) -> None:
+        await self.topics.reconcile(self.logs)
+
+    # --- produce --------------------------------------------------------------------------
+    #
+    # Appends must happen in arrival order: an idempotent producer pipelines
+    # up to five requests, and the sequence check rejects a later batch that
+    # overtakes an earlier one.  The common path (topic known, producer state
+    # loaded) never yields, so order is kept for free.  A request that must
+    # wait (auto-create a topic, rebuild producer state from the log) enters
+    # the *ordered* section, and while anyone is in it every request does,
+    # queueing FIFO on one lock behind it.
+
+    def fast_path_ok(self, logs: list[Log]) -> bool:
+        """True when these appends need no await and nobody is queued in the ordered section."""
+        if self._ordered:
+            return False
+        return all(self.producers.get(lg.topic, lg.partition).loaded for lg in logs)
+
+    @contextlib.asynccontextmanager
+    async def ordered(self) -> AsyncIterator[None]:
+        """FIFO section for requests that await before appending (see above)."""
+        self._ordered += 1
+        try:
+            async with self._gate:
+                yield
+        finally:
+            self._ordered -= 1
+
+    async def barrier(self) -> None:
+        """Readers call this first: appends that arrived earlier but are queued in the ordered
+        section land before the read, as on Kafka, which handles a connection's requests in turn."""
+        if self._ordered:
+            async with self.ordered():
+                pass
+
+    async def load_producers(self, log: Log) -> None:
+        await self.producers.ensure_loaded(self.producers.get(log.topic, log.partition), log)
+
+    def append_now(self, log: Log, data: bytes | None, *, api_version: int, acks: int) -> AppendResult:
+        """Validate, dedupe and append one partition's batch without yielding; raises BatchRejected.
+
+        The partition's producer state must be loaded (``load_producers``).
+        """
+        config = log.config
+        h = validate_batch(data, api_version=api_version, max_bytes=config.max_message_bytes,
+                           compacted=config.compact)
+        if acks == -1 and topic_configs.min_insync_replicas(self._overrides(log.topic)) > 1:
+            raise BatchRejected(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                "min.insync.replicas is above the one replica a single broker has")
+        state = self.producers.get(log.topic, log.partition)
+        if h.producer_id >= 0:
+            try:
+                dup = state.check(h)
+            except SequenceError as exc:
+                raise BatchRejected(exc.code, exc.message) from None
+            if dup is not None:
+                return AppendResult(dup.first_offset, dup.append_time, log.log_start_offset)
+        first = _append(log, data)  # type: ignore[arg-type]
+        append_time = _stamped_time(log, h.size) if config.log_append_time else -1
+        if h.producer_id >= 0:
+            state.record(h, first, append_time)
+        self.waiters.notify(log.topic, log.partition)
+        return AppendResult(first, append_time, log.log_start_offset)
+
+    @staticmethod
+    def needs_sync(log: Log, acks: int) -> bool:
+        return acks != 0 and log.config.fsync is FsyncMode.ALWAYS
+
+    @staticmethod
+    async def durable(log: Log) -> None:
+        """Wait for the fsync round covering earlier appends (fsync mode ``always``)."""
+        try:
+            await log.sync()
+        except OSError as exc:
+            raise BatchRejected(ErrorCode.KAFKA_STORAGE_ERROR, f"fsync failed: {exc}") from None
+
+    def _overrides(self, topic: str) -> dict[str, str]:
+        t = self.topics.get(topic)
+        return t.configs if t is not None else {}
+
+    # --- fetch ----------------------------------------------------------------------------
+
+    async def read(self, log: Log, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from ``offset`` (the first one whole even past ``max_bytes``, KIP-74).
+
+        A reader at the tail reads a few fresh batches from the page cache on
+        the loop; a reader far behind may pull megabytes, which go through a
+        worker thread so other connections keep being served.
+        """
+        if max_bytes > BIG_READ_BYTES and log.log_end_offset - offset > BIG_READ_LAG:
+            return await log.read_async(offset, max_bytes)
+        return log.read(offset, max_bytes)
+
+    def forget_topic(self, topic: str) -> None:
+        """After a delete: drop producer state and wake long polls so they see the error now."""
+        self.producers.drop_topic(topic)
+        self.waiters.notify_topic(topic)
+
+
+def _append(log: Log, data: bytes) -> int:
+    try:
+        first, _last = log.append(data, validate=False)
+    except RecordBatchTooLargeError as exc:
+        raise BatchRejected(ErrorCode.MESSAGE_TOO_LARGE, str(exc)) from None
+    except LogClosedError:
+        raise BatchRejected(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition was just deleted") from None
+    except (OffsetOutOfRangeError, ValueError) as exc:
+        raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+    except OSError as exc:
+        raise BatchRejected(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {exc}") from None
+    return first
+
+
+def _stamped_time(log: Log, size: int) -> int:
+    """The LogAppendTime storage just wrote into the batch (61 bytes from the page cache)."""
+    seg = log.active_segment
+    head = seg.read(seg.size - size, HEADER_SIZE)
+    return _MAX_TS.unpack_from(head, MAX_TIMESTAMP_OFFSET)[0]

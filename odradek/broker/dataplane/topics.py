@@ -1,0 +1,393 @@
+"""The topic registry: which topics exist, their ids, partition counts and config overrides.
+
+State lives in ``topics.json`` in the first data directory (written whole:
+temp file, fsync, rename, fsync dir).  Like Kafka, each partition directory
+also gets a ``partition.metadata`` file naming the topic id, so a data dir
+whose registry is missing (an imported Kafka dir, or one written before the
+registry existed) is *adopted* on start: every ``<topic>-<n>/`` directory
+becomes a topic again, with its recorded id.
+
+Ordering makes every crash point recoverable:
+
+- create: registry entry first, then the logs; a crash in between leaves an
+  entry whose missing partitions are created on the next start (the config
+  overrides survive, which matters: a compacted log must be recovered as one).
+- delete: the entry is replaced by a *deleting* marker, then the logs go,
+  then the marker; leftover logs of a marked topic are removed on start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from ...protocol.errors import ErrorCode
+from ...storage.config import LogConfig
+from ...storage.files import fsync_dir
+from ...storage.log import Log
+from ...storage.log_manager import OFFSETS_TOPIC, LogManager
+from . import topic_configs
+
+log = structlog.get_logger("odradek.topics")
+
+REGISTRY_FILE = "topics.json"
+PARTITION_METADATA = "partition.metadata"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+MAX_NAME_LENGTH = 249
+MAX_PARTITIONS = 10_000  # per topic: each partition holds two open files
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+_CREATE_YIELD_EVERY = 16
+
+
+class TopicError(Exception):
+    """A topic operation refused with a Kafka error code."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)  # overrides only
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "id": str(self.topic_id), "partitions": self.partitions,
+                "configs": self.configs}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> Topic:
+        return cls(d["name"], uuid.UUID(d["id"]), int(d["partitions"]), dict(d.get("configs") or {}))
+
+
+def name_error(name: str | None) -> str | None:
+    """Why ``name`` is not a legal Kafka topic name, or None (Kafka's ``Topic.validate``)."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"topic name is longer than {MAX_NAME_LENGTH} characters"
+    if not _LEGAL_NAME.fullmatch(name):
+        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def kafka_uuid(u: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode()
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (ValueError, TypeError):
+        return None
+
+
+def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
+    """Kafka's ``partition.metadata`` (version 0); blocking, fsynced."""
+    path = directory / PARTITION_METADATA
+    tmp = path.with_name(PARTITION_METADATA + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(f"version: 0\ntopic_id: {kafka_uuid(topic_id)}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_partition_metadata(directory: Path) -> uuid.UUID | None:
+    try:
+        text = (directory / PARTITION_METADATA).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "topic_id":
+            return parse_kafka_uuid(value.strip())
+    return None
+
+
+def _collision_key(name: str) -> str:
+    """Kafka refuses names that differ only by '.' vs '_' (they clash in metric names)."""
+    return name.replace(".", "_")
+
+
+class TopicRegistry:
+    """Topics by name and id; creates and deletes their partition logs."""
+
+    def __init__(self, data_dir: Path, defaults: LogConfig, *, default_partitions: int = 1):
+        self.path = data_dir / REGISTRY_FILE
+        self.defaults = defaults
+        self.default_partitions = default_partitions
+        self.logs: LogManager | None = None
+        self._topics: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+        self._collisions: dict[str, str] = {}
+        self._log_configs: dict[str, LogConfig] = {}
+        self._creating: dict[str, tuple[Topic, asyncio.Future[Topic]]] = {}
+        self._deleting: set[str] = set()
+        self._save_lock = asyncio.Lock()
+
+    # --- lookups (event loop) -----------------------------------------------------------
+
+    def get(self, name: str) -> Topic | None:
+        return self._topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    def names(self) -> list[str]:
+        return sorted(self._topics)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._topics
+
+    def partition_count(self, topic: str) -> int | None:
+        """Partitions of ``topic`` (internal topics included), or None if it does not exist."""
+        t = self._topics.get(topic)
+        if t is not None:
+            return t.partitions
+        if topic in INTERNAL_TOPICS and self.logs is not None:
+            n = sum(1 for t, _p in self.logs.logs() if t == topic)
+            return n or None
+        return None
+
+    def internal_topic_id(self, name: str, cluster_id: str) -> uuid.UUID:
+        """A stable id for an internal topic (Kafka gives them ids too; we derive one)."""
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"odradek:{cluster_id}:{name}")
+
+    def log(self, topic: str, partition: int) -> Log | None:
+        return None if self.logs is None else self.logs.get(topic, partition)
+
+    def log_config(self, topic: str) -> LogConfig | None:
+        """LogManager's per-topic hook: None means the broker defaults."""
+        return self._log_configs.get(topic)
+
+    # --- start-up -----------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read the registry file (blocking, small); call before the logs are opened."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return
+        for entry in data.get("topics", []):
+            self._publish(Topic.from_json(entry))
+        self._deleting = set(data.get("deleting", []))
+
+    async def reconcile(self, logs: LogManager) -> None:
+        """Finish interrupted deletes, adopt unregistered partition dirs, create missing partitions."""
+        self.logs = logs
+        changed = bool(self._deleting)
+        for name in sorted(self._deleting):
+            await self._delete_logs(name, None)
+        self._deleting.clear()
+        on_disk: dict[str, list[int]] = {}
+        for t, p in logs.logs():
+            on_disk.setdefault(t, []).append(p)
+        for name, parts in sorted(on_disk.items()):
+            if name in INTERNAL_TOPICS or name in self._topics:
+                continue
+            self._publish(self._adopt(name, parts))
+            changed = True
+        for topic in list(self._topics.values()):
+            await self._create_logs(topic)
+        if changed or not self.path.exists():
+            await self._save()
+
+    def _adopt(self, name: str, parts: list[int]) -> Topic:
+        logs = self.logs
+        assert logs is not None
+        ids = {read_partition_metadata(lg.directory) for p in parts if (lg := logs.get(name, p)) is not None}
+        ids.discard(None)
+        topic_id = next(iter(ids)) if len(ids) == 1 else uuid.uuid4()
+        if topic_id in self._by_id:
+            topic_id = uuid.uuid4()
+        log.warning("topic.adopted", topic=name, partitions=max(parts) + 1, topic_id=str(topic_id))
+        return Topic(name, topic_id, max(parts) + 1)  # type: ignore[arg-type]
+
+    # --- validation ---------------------------------------------------------------------
+
+    def check_name(self, name: str) -> None:
+        why = name_error(name)
+        if why is not None:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, why)
+
+    def check_identity(self, name: str) -> None:
+        """The name is free: not internal, not taken, not being deleted, no '.'/'_' clash."""
+        if name in INTERNAL_TOPICS:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"{name} is an internal topic; the broker manages it")
+        if name in self._topics or name in self._creating:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if name in self._deleting:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} is marked for deletion")
+        key = _collision_key(name)
+        other = self._collisions.get(key) or next((n for n in self._creating if _collision_key(n) == key), None)
+        if other is not None:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"topic {name!r} collides with existing topic {other!r} ('.' and '_' clash)")
+
+    def check_new(self, name: str, partitions: int, overrides: Mapping[str, str | None]) -> LogConfig:
+        """Everything CreateTopics checks before creating; returns the topic's LogConfig."""
+        self.check_name(name)
+        self.check_identity(name)
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"number of partitions must be between 1 and {MAX_PARTITIONS}, got {partitions}")
+        try:
+            return topic_configs.validate(overrides, self.defaults)
+        except topic_configs.TopicConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+    # --- create / delete ----------------------------------------------------------------
+
+    async def create(self, name: str, partitions: int, overrides: Mapping[str, str | None] | None = None,
+                     *, validate_only: bool = False) -> Topic:
+        """Create a topic (or only validate it); raises TopicError."""
+        overrides = dict(overrides or {})
+        config = self.check_new(name, partitions, overrides)
+        topic = Topic(name, uuid.uuid4(), partitions, {k: v for k, v in overrides.items() if v is not None})
+        if validate_only:
+            return topic
+        done: asyncio.Future[Topic] = asyncio.get_running_loop().create_future()
+        self._creating[name] = (topic, done)
+        try:
+            await self._save()
+            self._log_configs[name] = config
+            await self._create_logs(topic)
+        except BaseException as exc:
+            self._log_configs.pop(name, None)
+            self._creating.pop(name, None)
+            await self._rollback(topic)
+            done.set_exception(TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"creating {name!r} failed: {exc}"))
+            done.exception()  # retrieved: nobody else may be waiting
+            raise
+        finally:
+            self._creating.pop(name, None)
+        self._publish(topic)
+        done.set_result(topic)
+        log.info("topic.created", topic=name, partitions=partitions, topic_id=str(topic.topic_id),
+                 configs=topic.configs)
+        return topic
+
+    async def ensure(self, name: str) -> Topic:
+        """The topic, auto-created with ``num.partitions`` if absent (caller checked the policy)."""
+        topic = self._topics.get(name)
+        if topic is not None:
+            return topic
+        pending = self._creating.get(name)
+        if pending is not None:
+            return await asyncio.shield(pending[1])
+        return await self.create(name, self.default_partitions)
+
+    async def delete(self, name: str) -> Topic:
+        """Remove the topic and its logs; raises TopicError if unknown or internal."""
+        if name in INTERNAL_TOPICS:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is an internal topic")
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        self._unpublish(topic)
+        self._deleting.add(name)
+        try:
+            await self._save()
+            await self._delete_logs(name, topic.partitions)
+        finally:
+            self._deleting.discard(name)
+            self._log_configs.pop(name, None)
+        await self._save()
+        log.info("topic.deleted", topic=name, topic_id=str(topic.topic_id))
+        return topic
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _publish(self, topic: Topic) -> None:
+        self._topics[topic.name] = topic
+        self._by_id[topic.topic_id] = topic
+        self._collisions[_collision_key(topic.name)] = topic.name
+        if topic.configs:
+            self._log_configs[topic.name] = self.defaults.with_topic_config(topic.configs)
+
+    def _unpublish(self, topic: Topic) -> None:
+        self._topics.pop(topic.name, None)
+        self._by_id.pop(topic.topic_id, None)
+        self._collisions.pop(_collision_key(topic.name), None)
+
+    async def _create_logs(self, topic: Topic) -> None:
+        """Open (creating if needed) every partition; file creation is quick, so it stays on the
+        loop but yields every few partitions; partition.metadata is written and fsynced in a thread."""
+        logs = self.logs
+        assert logs is not None, "registry not started"
+        config = logs.config_for(topic.name)
+        fresh: list[Path] = []
+        for p in range(topic.partitions):
+            if logs.get(topic.name, p) is None:
+                fresh.append(logs.create(topic.name, p, config).directory)
+                if len(fresh) % _CREATE_YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+        if fresh:
+            await asyncio.to_thread(_write_all_metadata, fresh, topic.topic_id)
+
+    async def _rollback(self, topic: Topic) -> None:
+        try:
+            await self._delete_logs(topic.name, topic.partitions)
+            await self._save()
+        except Exception as exc:  # the next start reconciles whatever is left
+            log.error("topic.create_rollback_failed", topic=topic.name, error=str(exc))
+
+    async def _delete_logs(self, name: str, partitions: int | None) -> None:
+        logs = self.logs
+        assert logs is not None
+        parts = [p for t, p in logs.logs() if t == name]
+        if partitions is not None:
+            parts = sorted(set(parts) | set(range(partitions)))
+        for p in parts:
+            await logs.delete(name, p)
+
+    def _snapshot(self) -> dict:
+        """Published topics and those being created (their entry is written before their logs)."""
+        every = list(self._topics.values()) + [t for t, _done in self._creating.values()]
+        topics = [t.to_json() for t in sorted(every, key=lambda t: t.name)]
+        return {"version": 1, "topics": topics, "deleting": sorted(self._deleting)}
+
+    async def _save(self) -> None:
+        """Persist the registry durably; saves run one at a time, each writing the state of its turn."""
+        async with self._save_lock:
+            snapshot = self._snapshot()
+            await asyncio.to_thread(_write_json, self.path, snapshot)
+
+
+def _write_all_metadata(dirs: Iterable[Path], topic_id: uuid.UUID) -> None:
+    parents = set()
+    for d in dirs:
+        write_partition_metadata(d, topic_id)
+        parents.add(d.parent)
+    for parent in parents:
+        fsync_dir(parent)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)

@@ -1,0 +1,162 @@
+"""Fetch (v4-v12) and ListOffsets (v1-v7).
+
+Fetch returns stored batches as they are, from the one holding the fetch
+offset, within partition_max_bytes and the response's max_bytes; the first
+batch of the response is whole even when it is bigger (KIP-74), so a
+consumer always makes progress.  Without transactions the last stable
+offset is the high watermark (= log end on one node), so read_committed
+consumers (librdkafka's default) see everything.
+
+Fetch sessions (KIP-227) are not kept: every reply says session_id 0, which
+all clients read as "no session, send full requests" (kafka-python starts a
+new session each time, librdkafka and aiokafka ask for none), and every
+requested partition is in every reply, as kafka-python checks for a full
+response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from ...protocol.errors import ErrorCode
+from ...storage.errors import LogClosedError, OffsetOutOfRangeError
+from ...storage.log import Log
+from ..dispatch import HandlerTable, RequestContext
+
+if TYPE_CHECKING:
+    from ..app import BrokerApp
+
+READ_COMMITTED = 1
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+LEADER_EPOCH = 0
+
+
+def register(table: HandlerTable, app: BrokerApp) -> None:
+    table.register(1, lambda ctx, req: fetch(app, ctx, req))
+    table.register(2, lambda ctx, req: list_offsets(app, ctx, req))
+
+
+def _epoch_error(requested: int) -> ErrorCode | None:
+    """Our leader epoch is always 0: a newer one is unknown here, an older one fenced."""
+    if requested > LEADER_EPOCH:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return None
+
+
+# --- Fetch ----------------------------------------------------------------------------
+
+def _partition_error(index: int, code: ErrorCode, aborted) -> dict:
+    return {"partition_index": index, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
+            "log_start_offset": -1, "aborted_transactions": aborted, "preferred_read_replica": -1,
+            "records": b""}
+
+
+class _Pass:
+    """One read over every requested partition."""
+
+    __slots__ = ("budget", "bytes", "errors", "waitable", "first")
+
+    def __init__(self, max_bytes: int):
+        self.budget = max_bytes
+        self.bytes = 0
+        self.errors = False
+        self.waitable: list[tuple[str, int]] = []
+        self.first = True  # no data yet: the next batch goes out whole whatever the limits (KIP-74)
+
+
+async def fetch(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    """Answer once min_bytes are there, on an error, or at max_wait_ms; appends wake us early."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
+    await app.dataplane.barrier()
+    while True:
+        state = _Pass(req.max_bytes)
+        responses = [{"topic": t.topic, "partitions": [await _read(app, req, t.topic, p, state)
+                                                       for p in t.partitions]}
+                     for t in req.topics]
+        remaining = deadline - loop.time()
+        if state.bytes >= req.min_bytes or state.errors or not state.waitable or remaining <= 0:
+            break
+        await app.dataplane.waiters.wait(state.waitable, remaining)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+
+
+async def _read(app: BrokerApp, req, topic: str, p, state: _Pass) -> dict:
+    aborted = [] if req.isolation_level == READ_COMMITTED else None
+    log = app.topics.log(topic, p.partition)
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None else _epoch_error(p.current_leader_epoch)
+    if code is None and not log.log_start_offset <= p.fetch_offset <= log.log_end_offset:  # type: ignore[union-attr]
+        code = ErrorCode.OFFSET_OUT_OF_RANGE
+    if code is not None:
+        state.errors = True
+        return _partition_error(p.partition, code, aborted)
+    assert log is not None
+    records = b""
+    limit = min(p.partition_max_bytes, state.budget)
+    if p.fetch_offset < log.log_end_offset and (limit > 0 or state.first):
+        try:
+            records = await app.dataplane.read(log, p.fetch_offset, max(limit, 0))
+        except OffsetOutOfRangeError:  # retention moved the start meanwhile
+            state.errors = True
+            return _partition_error(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE, aborted)
+        except LogClosedError:  # deleted meanwhile
+            state.errors = True
+            return _partition_error(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted)
+    if records:
+        state.first = False
+        state.bytes += len(records)
+        state.budget -= len(records)
+    state.waitable.append((topic, p.partition))
+    hw = log.log_end_offset
+    return {"partition_index": p.partition, "error_code": ErrorCode.NONE, "high_watermark": hw,
+            "last_stable_offset": hw, "log_start_offset": log.log_start_offset,
+            "aborted_transactions": aborted, "preferred_read_replica": -1, "records": records}
+
+
+# --- ListOffsets ----------------------------------------------------------------------
+
+async def list_offsets(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    await app.dataplane.barrier()
+    topics = []
+    for t in req.topics:
+        parts = [await _list_one(app, ctx.api_version, t.name, p) for p in t.partitions]
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _offset(index: int, code: ErrorCode, offset: int = -1, timestamp: int = -1, epoch: int = -1) -> dict:
+    return {"partition_index": index, "error_code": code, "old_style_offsets": [],
+            "timestamp": timestamp, "offset": offset, "leader_epoch": epoch}
+
+
+async def _list_one(app: BrokerApp, version: int, topic: str, p) -> dict:
+    log = app.topics.log(topic, p.partition_index)
+    if log is None:
+        return _offset(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    code = _epoch_error(p.current_leader_epoch)
+    if code is not None:
+        return _offset(p.partition_index, code)
+    ts = p.timestamp
+    if ts == EARLIEST:
+        return _offset(p.partition_index, ErrorCode.NONE, log.log_start_offset, -1, LEADER_EPOCH)
+    if ts == LATEST:
+        return _offset(p.partition_index, ErrorCode.NONE, log.log_end_offset, -1, LEADER_EPOCH)
+    if ts == MAX_TIMESTAMP and version < 7:
+        return _offset(p.partition_index, ErrorCode.UNSUPPORTED_VERSION)
+    try:
+        found = await asyncio.to_thread(_search, log, ts)
+    except LogClosedError:
+        return _offset(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if found is None:
+        return _offset(p.partition_index, ErrorCode.NONE)
+    offset, timestamp = found
+    return _offset(p.partition_index, ErrorCode.NONE, offset, timestamp, LEADER_EPOCH)
+
+
+def _search(log: Log, ts: int) -> tuple[int, int] | None:
+    """(offset, timestamp) by time or of the max timestamp; header scans, so in a worker thread."""
+    if ts == MAX_TIMESTAMP:
+        found = log.max_timestamp_offset()
+        return None if found is None else (found[1], found[0])
+    return log.offset_for_timestamp(ts)

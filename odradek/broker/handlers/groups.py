@@ -1,0 +1,221 @@
+"""Group membership and admin APIs: JoinGroup, Heartbeat, LeaveGroup, SyncGroup,
+DescribeGroups, ListGroups, DeleteGroups (keys 11-16, 42).
+
+Wire glue only: decoded request -> coordinator call -> response dict shaped
+for the request's version.  Parked answers (a JoinGroup waits for the join
+phase, a SyncGroup for the leader's durable assignment) come back as
+coordinator Promises and are handed to the server as futures, so pipelined
+requests behind them keep their order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ...protocol.errors import ErrorCode
+from ..coordinator.admin import delete_groups, describe_groups, list_groups
+from ..coordinator.api import (
+    GroupDescription,
+    JoinRequest,
+    JoinResult,
+    LeaveMember,
+    LeaveResult,
+    SyncRequest,
+    SyncResult,
+)
+from ..coordinator.group import Promise
+from ..coordinator.membership import heartbeat, join_group, leave_group, sync_group
+from ..dispatch import HandlerTable, RequestContext
+
+if TYPE_CHECKING:
+    from ..app import BrokerApp
+
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+# no authorizer: every operation a group supports (READ=3, DELETE=6, DESCRIBE=8) as a bit field
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+def register(table: HandlerTable, app: BrokerApp) -> None:
+    table.register(11, lambda ctx, req: handle_join_group(app, ctx, req))
+    table.register(12, lambda ctx, req: handle_heartbeat(app, ctx, req))
+    table.register(13, lambda ctx, req: handle_leave_group(app, ctx, req))
+    table.register(14, lambda ctx, req: handle_sync_group(app, ctx, req))
+    table.register(15, lambda ctx, req: handle_describe_groups(app, ctx, req))
+    table.register(16, lambda ctx, req: handle_list_groups(app, ctx, req))
+    table.register(42, lambda ctx, req: handle_delete_groups(app, ctx, req))
+
+
+def _answer(promise: Promise, shape: Callable[[Any], dict]) -> dict | asyncio.Future:
+    """The shaped response now if the coordinator already answered, else a future of it."""
+    if promise.done:
+        return shape(promise.result())
+    future = asyncio.get_running_loop().create_future()
+
+    def deliver(result: Any) -> None:
+        if not future.done():  # the connection may have gone (the future is cancelled then)
+            future.set_result(shape(result))
+
+    promise.add_done_callback(deliver)
+    return future
+
+
+def _unavailable(app: BrokerApp) -> bool:
+    return app.coordinator is None
+
+
+# Decoded requests are dicts (construct Containers): item access is used on the hot paths,
+# since attribute access on a Container costs about a microsecond each.
+
+# --- JoinGroup ------------------------------------------------------------------------------
+
+
+def handle_join_group(app: BrokerApp, ctx: RequestContext, req) -> dict | asyncio.Future:
+    version = ctx.api_version
+    if _unavailable(app):
+        return join_response(JoinResult.failed(req.member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                             version)
+    session = req["session_timeout_ms"]
+    request = JoinRequest(
+        group_id=req["group_id"], member_id=req["member_id"],
+        group_instance_id=req["group_instance_id"], client_id=ctx.client_id or "",
+        client_host=ctx.client_host, session_timeout_ms=session,
+        # v0 has no rebalance timeout: the session timeout stands in (§6.1)
+        rebalance_timeout_ms=req["rebalance_timeout_ms"] if version >= 1 else session,
+        protocol_type=req["protocol_type"],
+        protocols=[(p["name"], bytes(p["metadata"])) for p in req["protocols"]],
+        require_known_member_id=version >= 4, supports_skip_assignment=version >= 9,
+        reason=req["reason"])
+    return _answer(join_group(app.coordinator, request), lambda r: join_response(r, version))
+
+
+def join_response(result: JoinResult, version: int) -> dict:
+    # "no protocol" is "" before v7 (non-nullable there), null from v7 (§6.1)
+    name = result.protocol_name if version >= 7 else (result.protocol_name or "")
+    return {
+        "throttle_time_ms": 0,
+        "error_code": result.error,
+        "generation_id": result.generation,
+        "protocol_type": result.protocol_type,
+        "protocol_name": name,
+        "leader": result.leader,
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [{"member_id": m, "group_instance_id": i, "metadata": meta}
+                    for m, i, meta in result.members],
+    }
+
+
+# --- SyncGroup -------------------------------------------------------------------------------
+
+
+def handle_sync_group(app: BrokerApp, ctx: RequestContext, req) -> dict | asyncio.Future:
+    version = ctx.api_version
+    if _unavailable(app):
+        return sync_response(SyncResult.failed(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    request = SyncRequest(
+        group_id=req["group_id"], generation=req["generation_id"], member_id=req["member_id"],
+        group_instance_id=req["group_instance_id"], protocol_type=req["protocol_type"],
+        protocol_name=req["protocol_name"],
+        assignments={a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]},
+        require_protocol=version >= 5)
+    return _answer(sync_group(app.coordinator, request), sync_response)
+
+
+def sync_response(result: SyncResult) -> dict:
+    return {"throttle_time_ms": 0, "error_code": result.error,
+            "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
+            "assignment": result.assignment}
+
+
+# --- Heartbeat (hot) --------------------------------------------------------------------------
+
+
+def handle_heartbeat(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    coordinator = app.coordinator
+    if coordinator is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    error = heartbeat(coordinator, req["group_id"], req["generation_id"], req["member_id"],
+                      req["group_instance_id"])
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+# --- LeaveGroup -------------------------------------------------------------------------------
+
+
+def handle_leave_group(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    version = ctx.api_version
+    if version >= 3:
+        leaving = [LeaveMember(m.member_id, m.group_instance_id, m.reason) for m in req.members]
+    else:
+        leaving = [LeaveMember(req.member_id)]
+    if _unavailable(app):
+        result = LeaveResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    else:
+        result = leave_group(app.coordinator, req.group_id, leaving)
+    return leave_response(result, version)
+
+
+def leave_response(result: LeaveResult, version: int) -> dict:
+    if version < 3:
+        # down-conversion: the top-level error, else the (single) member's error
+        error = result.error
+        if error is ErrorCode.NONE:
+            error = next((e for _, e in result.members if e is not ErrorCode.NONE), ErrorCode.NONE)
+        return {"throttle_time_ms": 0, "error_code": error}
+    return {"throttle_time_ms": 0, "error_code": result.error,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "error_code": e} for m, e in result.members]}
+
+
+# --- DescribeGroups / ListGroups / DeleteGroups -------------------------------------------------
+
+
+def handle_describe_groups(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    with_ops = ctx.api_version >= 3 and bool(req.include_authorized_operations)
+    if _unavailable(app):
+        described = [GroupDescription(ErrorCode.COORDINATOR_NOT_AVAILABLE, g, "", "", "")
+                     for g in req.groups]
+    else:
+        described = describe_groups(app.coordinator, list(req.groups))
+    return {"throttle_time_ms": 0, "groups": [_described(d, with_ops) for d in described]}
+
+
+def _described(d: GroupDescription, with_ops: bool) -> dict:
+    ops = GROUP_AUTHORIZED_OPERATIONS if with_ops and d.error is ErrorCode.NONE \
+        else AUTHORIZED_OPERATIONS_OMITTED
+    return {
+        "error_code": d.error, "group_id": d.group_id, "group_state": d.state,
+        "protocol_type": d.protocol_type, "protocol_data": d.protocol,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "client_id": m.client_id, "client_host": m.client_host,
+                     "member_metadata": m.metadata, "member_assignment": m.assignment}
+                    for m in d.members],
+        "authorized_operations": ops,
+    }
+
+
+def handle_list_groups(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    version = ctx.api_version
+    states = list(req.states_filter) if version >= 4 else None
+    types = list(req.types_filter) if version >= 5 else None
+    if _unavailable(app):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                "groups": []}
+    error, groups = list_groups(app.coordinator, states, types)
+    return {"throttle_time_ms": 0, "error_code": error,
+            "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type,
+                        "group_state": g.state, "group_type": g.group_type} for g in groups]}
+
+
+def handle_delete_groups(app: BrokerApp, ctx: RequestContext, req) -> dict | asyncio.Future:
+    names = list(req.groups_names)
+    if _unavailable(app):
+        return _deleted({g: ErrorCode.COORDINATOR_NOT_AVAILABLE for g in names})
+    return _answer(delete_groups(app.coordinator, names), _deleted)
+
+
+def _deleted(results: dict[str, ErrorCode]) -> dict:
+    return {"throttle_time_ms": 0,
+            "results": [{"group_id": g, "error_code": e} for g, e in results.items()]}

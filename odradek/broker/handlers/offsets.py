@@ -1,0 +1,176 @@
+"""Offset APIs on the wire: OffsetCommit (8) v0-v9, OffsetFetch (9) v0-v9, OffsetDelete (47) v0.
+
+This module only translates between each version's fields and the sans-I/O
+coordinator (``coordinator/offsets.py``), and places errors where each
+version expects them:
+
+- OffsetCommit has no top-level error in any version: group-level errors
+  are repeated on every partition (§11.1).
+- OffsetFetch v0/v1 have no top-level error either: a group-level error is
+  put on every requested partition with offset -1; v2-v7 answer it at the
+  top level with no partitions; v8+ per group (§12).  v0 reads the same
+  committed offsets as v1 (real Kafka read ZooKeeper for v0 and KRaft
+  brokers reject it; a single store is what a dev broker's users expect).
+- OffsetCommit v0 likewise stores into ``__consumer_offsets`` (Kafka: ZooKeeper).
+
+Responses that wait on a write are answered when the coordinator's promise
+completes, i.e. once the batch is durable (``log.fsync.mode=always``: after
+fsync); otherwise the answer is built synchronously, without a task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ...protocol.errors import ErrorCode
+from ..coordinator.group import Promise
+from ..coordinator.offsets import (
+    CommitRequest,
+    FetchedOffset,
+    PartitionCount,
+    commit_offsets,
+    delete_offsets,
+    fetch_offsets,
+)
+from ..dispatch import HandlerTable, RequestContext
+
+if TYPE_CHECKING:
+    from ..app import BrokerApp
+
+OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+
+
+def register(table: HandlerTable, app: BrokerApp) -> None:
+    table.register(OFFSET_COMMIT, lambda ctx, req: offset_commit(app, ctx, req))
+    table.register(OFFSET_FETCH, lambda ctx, req: offset_fetch(app, ctx, req))
+    table.register(OFFSET_DELETE, lambda ctx, req: offset_delete(app, ctx, req))
+
+
+def _no_topics(topic: str) -> int | None:
+    return None
+
+
+def partition_counter(app: Any) -> PartitionCount:
+    """The one accessor for "does this topic exist": the data plane's, if it is there.
+
+    Without a data plane every topic is unknown (UNKNOWN_TOPIC_OR_PARTITION).
+    """
+    topics = getattr(app, "topics", None)
+    return _no_topics if topics is None else topics.partition_count
+
+
+def respond(promise: Promise, build: Callable[[Any], dict]) -> Any:
+    """The response now if the promise is done, else an awaitable of it."""
+    if promise.done:
+        return build(promise.result())
+    future = asyncio.get_running_loop().create_future()
+
+    def complete(result: Any) -> None:
+        if future.done():
+            return  # the connection went away
+        try:
+            future.set_result(build(result))
+        except Exception as exc:  # surfaces in the server's handler-failure path
+            future.set_exception(exc)
+
+    promise.add_done_callback(complete)
+    return future
+
+
+# --- OffsetCommit ---------------------------------------------------------------------------------
+
+# The hottest request: decoded structs are read by key (``c["x"]``, C speed) rather than
+# by attribute (construct's ``Container.__getattr__`` is Python code), and partitions
+# travel as plain ``PartitionCommit``-shaped tuples.
+
+def offset_commit(app: BrokerApp, ctx: RequestContext, req) -> Any:
+    partitions = [(t["name"], p["partition_index"], p["committed_offset"],
+                   p["committed_leader_epoch"], p["committed_metadata"], p["commit_timestamp"])
+                  for t in req["topics"] for p in t["partitions"]]
+    coordinator = app.coordinator
+    if coordinator is None:
+        promise = Promise.resolved([ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(partitions))
+    else:
+        request = CommitRequest(req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
+                                req["group_instance_id"], req["retention_time_ms"], ctx.api_version)
+        promise = commit_offsets(coordinator, request, partitions, partition_counter(app))
+    return respond(promise, lambda errors: commit_response(req, errors))
+
+
+def commit_response(req, errors: list[ErrorCode]) -> dict:
+    """Per-partition errors in the request's own shape and order."""
+    it = iter(errors)
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": next(it)}
+                                           for p in t["partitions"]]}
+        for t in req["topics"]]}
+
+
+# --- OffsetFetch ------------------------------------------------------------------------------------
+
+def offset_fetch(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    version = ctx.api_version
+    if version >= 8:
+        return {"throttle_time_ms": 0,
+                "groups": [_fetch_group(app, g.group_id, g.topics, req.require_stable)
+                           for g in req.groups]}
+    topics = _wanted(req.topics)
+    error, parts = _fetch(app, req.group_id, topics, req.require_stable)
+    if error is not ErrorCode.NONE:
+        if version >= 2:
+            return {"throttle_time_ms": 0, "error_code": error, "topics": []}
+        # v0/v1 have no top-level error: every requested partition carries it (§12)
+        parts = [FetchedOffset(name, p, error=error) for name, indexes in topics or () for p in indexes]
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "topics": fetched_topics(parts)}
+
+
+def _fetch_group(app: BrokerApp, group_id: str, topics, require_stable: bool) -> dict:
+    error, parts = _fetch(app, group_id, _wanted(topics), require_stable)
+    return {"group_id": group_id, "error_code": error, "topics": fetched_topics(parts)}
+
+
+def _wanted(topics) -> list[tuple[str, list[int]]] | None:
+    return None if topics is None else [(t["name"], t["partition_indexes"]) for t in topics]
+
+
+def _fetch(app: BrokerApp, group_id: str, topics, require_stable: bool
+           ) -> tuple[ErrorCode, list[FetchedOffset]]:
+    if app.coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    return fetch_offsets(app.coordinator, group_id, topics, require_stable)
+
+
+def fetched_topics(parts: list[FetchedOffset]) -> list[dict]:
+    """Partitions grouped under their topic, in first-seen order."""
+    by_topic: dict[str, list[dict]] = {}
+    for topic, partition, offset, epoch, metadata, error in parts:
+        entry = {"partition_index": partition, "committed_offset": offset,
+                 "committed_leader_epoch": epoch, "metadata": metadata, "error_code": error}
+        group = by_topic.get(topic)
+        if group is None:
+            by_topic[topic] = [entry]
+        else:
+            group.append(entry)
+    return [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
+
+
+# --- OffsetDelete -------------------------------------------------------------------------------------
+
+def offset_delete(app: BrokerApp, ctx: RequestContext, req) -> Any:
+    topics = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+    if app.coordinator is None:
+        promise = Promise.resolved((ErrorCode.COORDINATOR_NOT_AVAILABLE, []))
+    else:
+        promise = delete_offsets(app.coordinator, req.group_id, topics, partition_counter(app))
+    return respond(promise, delete_response)
+
+
+def delete_response(result: tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]) -> dict:
+    error, parts = result
+    by_topic: dict[str, list[dict]] = {}
+    for topic, partition, code in parts:
+        by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": code})
+    return {"error_code": error, "throttle_time_ms": 0,
+            "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}

@@ -1,0 +1,212 @@
+"""Produce (v3-v9) and InitProducerId (v0-v4).
+
+Transactions are out of scope and fail loudly rather than half-work: an
+InitProducerId or Produce carrying a transactional id, and any transactional
+batch, get TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), which every client
+surfaces as a fatal, clearly named error (FindCoordinator for a transaction
+coordinator already answers INVALID_REQUEST with a message).  Idempotent
+producers work: ids from InitProducerId, sequence checks and dedupe on
+Produce.  acks=0 gets no response at all, as clients expect (errors are
+logged; Kafka would close the connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import structlog
+
+from ...protocol.errors import ErrorCode
+from ...storage.log import Log
+from ..dataplane import AppendResult
+from ..dataplane.batches import BatchRejected
+from ..dataplane.topics import INTERNAL_TOPICS, TopicError
+from ..dispatch import NO_RESPONSE, HandlerTable, RequestContext
+
+if TYPE_CHECKING:
+    from ..app import BrokerApp
+
+log = structlog.get_logger("odradek.produce")
+
+TXN_ERROR = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+TXN_MESSAGE = "transactions are not supported by this broker"
+
+
+def register(table: HandlerTable, app: BrokerApp) -> None:
+    table.register(0, lambda ctx, req: produce(app, ctx, req))
+    table.register(22, lambda ctx, req: init_producer_id(app, ctx, req))
+
+
+# --- InitProducerId -------------------------------------------------------------------
+
+async def init_producer_id(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    """A fresh producer id, epoch 0; like Kafka, a non-transactional re-init always gets a new id."""
+    if req.transactional_id is not None:
+        return {"throttle_time_ms": 0, "error_code": TXN_ERROR, "producer_id": -1, "producer_epoch": -1}
+    try:
+        pid = await app.dataplane.producer_ids.allocate()
+    except OSError as exc:
+        log.error("producer_id.allocate_failed", error=str(exc))
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.KAFKA_STORAGE_ERROR, "producer_id": -1,
+                "producer_epoch": -1}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid, "producer_epoch": 0}
+
+
+# --- Produce --------------------------------------------------------------------------
+
+def _partition(index: int, code: ErrorCode = ErrorCode.NONE, message: str | None = None,
+               result: AppendResult | None = None, record_errors: list | None = None) -> dict:
+    return {"index": index, "error_code": code,
+            "base_offset": result.base_offset if result else -1,
+            "log_append_time_ms": result.log_append_time if result else -1,
+            "log_start_offset": result.log_start_offset if result else -1,
+            "record_errors": record_errors or [], "error_message": message}
+
+
+def produce(app: BrokerApp, ctx: RequestContext, req):
+    """Answer synchronously on the common path (no await needed), else through a task."""
+    refused = _refused(req)
+    if refused is not None:
+        code, message = refused
+        return _finish(app, req, [(td.name, [_partition(pd.index, code, message) for pd in td.partition_data])
+                                  for td in req.topic_data])
+    plan = _plan(app, req)
+    if plan is not None and app.dataplane.fast_path_ok(_logs(plan)):
+        return _finish(app, req, _append_all(app, plan, ctx.api_version, req.acks))
+    return _produce_ordered(app, ctx, req)
+
+
+def _refused(req) -> tuple[ErrorCode, str] | None:
+    """A request-wide refusal (bad acks, a transactional producer), or None."""
+    if req.acks not in (0, 1, -1):
+        return ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {req.acks}"
+    if req.transactional_id is not None:
+        return TXN_ERROR, TXN_MESSAGE
+    return None
+
+
+Plan = list[tuple[str, list[tuple[int, "Log | tuple[ErrorCode, str]", bytes | None]]]]
+
+
+def _plan(app: BrokerApp, req, *, may_create: bool = True) -> Plan | None:
+    """Each partition's log or error; None when a topic is to be auto-created first (an await)."""
+    plan: Plan = []
+    for td in req.topic_data:
+        topic = app.topics.get(td.name)
+        if topic is None:
+            err = _topic_refusal(app, td.name)
+            if err is None and may_create:
+                return None
+            err = err or (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {td.name!r} could not be created")
+            plan.append((td.name, [(pd.index, err, None) for pd in td.partition_data]))
+            continue
+        parts = []
+        for pd in td.partition_data:
+            lg = app.topics.log(td.name, pd.index) if 0 <= pd.index < topic.partitions else None
+            target = lg if lg is not None else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                f"{td.name} has no partition {pd.index}")
+            parts.append((pd.index, target, pd.records))
+        plan.append((td.name, parts))
+    return plan
+
+
+def _logs(plan: Plan) -> list[Log]:
+    return [target for _t, parts in plan for _i, target, _d in parts if isinstance(target, Log)]
+
+
+def _topic_refusal(app: BrokerApp, name: str) -> tuple[ErrorCode, str] | None:
+    """Why an unknown topic cannot be produced to, or None when it may be auto-created."""
+    if name in INTERNAL_TOPICS:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, f"clients may not produce to internal topic {name}"
+    try:
+        app.topics.check_name(name)
+    except TopicError as exc:
+        return exc.code, exc.message
+    if not app.config["auto.create.topics.enable"]:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+    return None
+
+
+async def _produce_ordered(app: BrokerApp, ctx: RequestContext, req):
+    """Requests that must await (auto-create, producer-state rebuild) run in arrival order."""
+    dp = app.dataplane
+    async with dp.ordered():
+        for td in req.topic_data:
+            if app.topics.get(td.name) is None and _topic_refusal(app, td.name) is None:
+                try:
+                    await app.topics.ensure(td.name)
+                except TopicError as exc:
+                    log.warning("topic.auto_create_failed", topic=td.name, error=exc.message)
+        plan = _plan(app, req, may_create=False)
+        assert plan is not None
+        for target in _logs(plan):
+            await dp.load_producers(target)
+        results = _append_all(app, plan, ctx.api_version, req.acks)
+    out = _finish(app, req, results)
+    return await out if asyncio.iscoroutine(out) else out
+
+
+def _append_all(app: BrokerApp, plan: Plan, version: int, acks: int) -> list[tuple[str, list[dict]]]:
+    dp = app.dataplane
+    out = []
+    for name, parts in plan:
+        responses = []
+        for index, target, data in parts:
+            if not isinstance(target, Log):
+                responses.append(_partition(index, *target))
+                continue
+            try:
+                result = dp.append_now(target, data, api_version=version, acks=acks)
+            except BatchRejected as exc:
+                errors = [{"batch_index": e.batch_index, "batch_index_error_message": e.message}
+                          for e in exc.record_errors]
+                responses.append(_partition(index, exc.code, exc.message, record_errors=errors))
+                continue
+            responses.append(_partition(index, result=result))
+        out.append((name, responses))
+    return out
+
+
+def _finish(app: BrokerApp, req, results):
+    """The response, or an awaitable of it when fsync mode ``always`` must be waited for."""
+    if req.acks == 0:
+        _log_unacknowledged(results)
+        return NO_RESPONSE
+    if any(app.dataplane.needs_sync(lg, req.acks) for lg in _ok_logs(app, results)):
+        return _await_durable(app, req, results)
+    return {"responses": [{"name": n, "partition_responses": p} for n, p in results], "throttle_time_ms": 0}
+
+
+async def _await_durable(app: BrokerApp, req, results):
+    logs = [lg for lg in _ok_logs(app, results) if app.dataplane.needs_sync(lg, req.acks)]
+    outcomes = await asyncio.gather(*(app.dataplane.durable(lg) for lg in logs), return_exceptions=True)
+    failed = {(lg.topic, lg.partition): o for lg, o in zip(logs, outcomes, strict=True)
+              if isinstance(o, BaseException)}
+    if failed:
+        for name, parts in results:
+            for i, p in enumerate(parts):
+                exc = failed.get((name, p["index"]))
+                if exc is not None:
+                    code = exc.code if isinstance(exc, BatchRejected) else ErrorCode.KAFKA_STORAGE_ERROR
+                    parts[i] = _partition(p["index"], code, str(exc))
+    return {"responses": [{"name": n, "partition_responses": p} for n, p in results], "throttle_time_ms": 0}
+
+
+def _ok_logs(app: BrokerApp, results) -> list[Log]:
+    out = []
+    for name, parts in results:
+        for p in parts:
+            if p["error_code"] == ErrorCode.NONE:
+                lg = app.topics.log(name, p["index"])
+                if lg is not None:
+                    out.append(lg)
+    return out
+
+
+def _log_unacknowledged(results) -> None:
+    for name, parts in results:
+        for p in parts:
+            if p["error_code"] != ErrorCode.NONE:
+                log.info("produce.acks0_rejected", topic=name, partition=p["index"],
+                         error=ErrorCode(p["error_code"]).name, message=p["error_message"])

@@ -1,0 +1,269 @@
+"""Topic APIs: Metadata's topic list, CreateTopics, DeleteTopics.
+
+A single node leads every partition with a constant leader epoch 0 (an
+advancing epoch would send kafka-python and librdkafka into
+OffsetForLeaderEpoch, which we do not serve).  ``__consumer_offsets`` is
+listed as internal; like Kafka, where it appears with the first consumer
+group, an all-topics listing includes it once it holds data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import Counter
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import structlog
+
+from ...protocol.errors import ErrorCode
+from ...protocol.primitives import ZERO_UUID
+from ..dataplane import topic_configs
+from ..dataplane.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicError
+from ..dispatch import HandlerTable, RequestContext
+
+if TYPE_CHECKING:
+    from ..app import BrokerApp
+
+log = structlog.get_logger("odradek.topics")
+
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what Kafka
+# without an authorizer reports for a topic when asked (bit n = AclOperation code n)
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+
+
+def register(table: HandlerTable, app: BrokerApp) -> None:
+    table.register(19, lambda ctx, req: create_topics(app, ctx, req))
+    table.register(20, lambda ctx, req: delete_topics(app, ctx, req))
+
+
+# --- Metadata ---------------------------------------------------------------------------
+
+@lru_cache(maxsize=256)
+def _partitions(count: int, node_id: int) -> tuple[dict, ...]:
+    """Partition entries never change on one node, so they are built once per (count, node)."""
+    return tuple({"error_code": ErrorCode.NONE, "partition_index": p, "leader_id": node_id,
+                  "leader_epoch": 0, "replica_nodes": [node_id], "isr_nodes": [node_id],
+                  "offline_replicas": []} for p in range(count))
+
+
+def _topic_entry(app: BrokerApp, name: str, topic_id, count: int, ops: int) -> dict:
+    return {"error_code": ErrorCode.NONE, "name": name, "topic_id": topic_id,
+            "is_internal": name in INTERNAL_TOPICS, "partitions": list(_partitions(count, app.node_id)),
+            "topic_authorized_operations": ops}
+
+
+def _error_entry(code: ErrorCode, name: str | None, topic_id=ZERO_UUID) -> dict:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
+            "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+
+def _describe(app: BrokerApp, name: str, ops: int) -> dict | None:
+    topic = app.topics.get(name)
+    if topic is not None:
+        return _topic_entry(app, name, topic.topic_id, topic.partitions, ops)
+    if name == OFFSETS_TOPIC:
+        count = app.topics.partition_count(name)
+        if count:
+            return _topic_entry(app, name, app.topics.internal_topic_id(name, app.cluster_id), count, ops)
+    return None
+
+
+def _offsets_topic_used(app: BrokerApp) -> bool:
+    return any(lg.log_end_offset > 0 for (t, _p), lg in app.logs.logs().items() if t == OFFSETS_TOPIC)
+
+
+async def topic_metadata(app: BrokerApp, ctx: RequestContext, req) -> list[dict]:
+    """The ``topics`` of a Metadata response: null = all, [] = none; auto-creates if allowed."""
+    ops = TOPIC_OPERATIONS if req.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
+    if req.topics is None:
+        names = app.topics.names()
+        if _offsets_topic_used(app):
+            names.append(OFFSETS_TOPIC)
+        return [e for n in sorted(names) if (e := _describe(app, n, ops)) is not None]
+    out = []
+    seen: set = set()
+    for t in req.topics:
+        key = t.name if t.name is not None else t.topic_id
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(await _requested_topic(app, t, req.allow_auto_topic_creation, ops))
+    return out
+
+
+async def _requested_topic(app: BrokerApp, t, allow_auto: bool, ops: int) -> dict:
+    name = t.name
+    if name is None:  # v10+: by topic id
+        topic = app.topics.by_id(t.topic_id)
+        if topic is None:
+            return _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, t.topic_id)
+        name = topic.name
+    entry = _describe(app, name, ops)
+    if entry is not None:
+        return entry
+    if not (allow_auto and app.config["auto.create.topics.enable"]) or name in INTERNAL_TOPICS:
+        return _error_entry(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
+    try:
+        app.topics.check_name(name)
+        topic = await app.topics.ensure(name)
+    except TopicError as exc:
+        return _error_entry(exc.code, name)
+    return _topic_entry(app, name, topic.topic_id, topic.partitions, ops)
+
+
+# --- CreateTopics -----------------------------------------------------------------------
+
+def _config_entries(app: BrokerApp, overrides: dict[str, str]) -> list[dict]:
+    entries = topic_configs.describe(overrides, app.log_config, broker_values(app))
+    return [{"name": e.name, "value": e.value, "read_only": False, "config_source": e.source,
+             "is_sensitive": False} for e in entries]
+
+
+def broker_values(app: BrokerApp) -> dict[str, tuple[str | None, bool]]:
+    """Broker settings as strings, with whether they were set explicitly (not defaults)."""
+    return {name: (config_string(value), app.config.sources.get(name, "default") != "default")
+            for name, value in app.config.items()}
+
+
+def config_string(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+async def create_topics(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    for t in req.topics:
+        if counts[t.name] > 1:
+            results.append(_create_error(t.name, ErrorCode.INVALID_REQUEST,
+                                         f"topic {t.name!r} appears more than once in the request"))
+            continue
+        try:
+            results.append(await _create_one(app, t, req.validate_only))
+        except TopicError as exc:
+            results.append(_create_error(t.name, exc.code, exc.message))
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+def _create_error(name: str, code: ErrorCode, message: str) -> dict:
+    return {"name": name, "topic_id": ZERO_UUID, "error_code": code, "error_message": message,
+            "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": None}
+
+
+async def _create_one(app: BrokerApp, t, validate_only: bool) -> dict:
+    registry = app.topics
+    registry.check_name(t.name)
+    registry.check_identity(t.name)
+    partitions = _partition_count(app, t)
+    configs = {c.name: c.value for c in t.configs}
+    topic = await registry.create(t.name, partitions, configs, validate_only=validate_only)
+    return {"name": t.name, "topic_id": ZERO_UUID if validate_only else topic.topic_id,
+            "error_code": ErrorCode.NONE, "error_message": None, "topic_config_error_code": 0,
+            "num_partitions": topic.partitions, "replication_factor": 1,
+            "configs": _config_entries(app, topic.configs)}
+
+
+def _partition_count(app: BrokerApp, t) -> int:
+    """Partitions asked for, by count or by assignment; one replica on this node is all there is."""
+    if t.assignments:
+        if t.num_partitions != -1 or t.replication_factor != -1:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             "both num_partitions/replication_factor and replica assignments were given")
+        indexes = sorted(a.partition_index for a in t.assignments)
+        if indexes != list(range(len(indexes))):
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "assigned partitions must be numbered 0..n-1, each once")
+        for a in t.assignments:
+            if list(a.broker_ids) != [app.node_id]:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"partition {a.partition_index}: the only replica can be broker {app.node_id}")
+        return len(indexes)
+    partitions = app.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions
+    if partitions <= 0:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, got {partitions}")
+    rf = app.config["default.replication.factor"] if t.replication_factor == -1 else t.replication_factor
+    if rf <= 0:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor must be positive, got {rf}")
+    if rf > 1:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"replication factor {rf} is larger than the 1 available broker")
+    return partitions
+
+
+# --- DeleteTopics -----------------------------------------------------------------------
+
+async def delete_topics(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in req.topic_names]
+    counts = Counter(wanted)
+    results, deleted = [], []
+    for name, topic_id in wanted:
+        try:
+            if counts[(name, topic_id)] > 1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "topic appears more than once in the request")
+            name = await _delete_one(app, name, topic_id)
+            deleted.append(name)
+            results.append({"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE,
+                            "error_message": None})
+        except TopicError as exc:
+            results.append({"name": name, "topic_id": topic_id, "error_code": exc.code,
+                            "error_message": exc.message})
+    if deleted:
+        await _offsets_forget(app, deleted)
+    return {"throttle_time_ms": 0, "responses": results}
+
+
+async def _delete_one(app: BrokerApp, name: str | None, topic_id) -> str:
+    if not app.config["delete.topic.enable"]:
+        raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+    if name is not None and topic_id != ZERO_UUID:
+        raise TopicError(ErrorCode.INVALID_REQUEST, "give a topic name or a topic id, not both")
+    if name is None:
+        topic = app.topics.by_id(topic_id)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
+        name = topic.name
+    await app.topics.delete(name)
+    app.dataplane.forget_topic(name)
+    return name
+
+
+OFFSETS_CLEANUP_WAIT_S = 10.0
+
+
+async def _offsets_forget(app: BrokerApp, names: list[str]) -> None:
+    """Committed offsets of deleted topics go too (the coordinator implements the hook).
+
+    The hook returns promises of its tombstone writes; waiting for them means
+    a client that deletes and re-creates a topic never sees its old offsets.
+    """
+    hook = getattr(app.coordinator, "on_topics_deleted", None)
+    if hook is None:
+        return
+    try:
+        result = hook(names)
+        pending = [_as_future(p) for p in (result if isinstance(result, list) else [result])]
+        pending = [f for f in pending if f is not None]
+        if pending:
+            await asyncio.wait_for(asyncio.gather(*pending), OFFSETS_CLEANUP_WAIT_S)
+    except Exception:
+        log.exception("topic.offsets_cleanup_failed", topics=names)
+
+
+def _as_future(promise) -> asyncio.Future | None:
+    """An awaitable for a coroutine/future or a coordinator Promise (add_done_callback(result))."""
+    if inspect.isawaitable(promise):
+        return asyncio.ensure_future(promise)
+    if not hasattr(promise, "add_done_callback"):
+        return None
+    fut = asyncio.get_running_loop().create_future()
+    promise.add_done_callback(lambda result: fut.done() or fut.set_result(result))
+    return fut

@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+"""Consumer-group rebalance latency and heartbeat throughput against ``odradek serve``.
+
+The broker runs in its own process (its CPU is its own on this 2-core
+machine); the client is one asyncio process.  Printed figures are medians of
+``--runs`` runs:
+
+1. Rebalance of N = 10, 100, 1000 raw-protocol members (JoinGroup v5,
+   SyncGroup v3 via ``wire_client.AsyncClient``, pipelined over up to 32
+   connections): a Stable group of N; the leader rejoins first (which starts
+   the rebalance), then every follower; the clock starts when the last
+   JoinGroup has been written and stops when every member has its SyncGroup
+   answer (the leader's assignment durable in the offsets log first).
+2. Heartbeat v3 throughput with 1000 members in a Stable group: 16
+   connections each keeping ``--window`` pre-encoded heartbeats in flight,
+   responses counted without decoding.  Beside it, the same load against a
+   broker whose Heartbeat handler answers 0 without asking the coordinator
+   (this script's ``--child canned`` launcher; framing, codec, metrics and
+   socket writes unchanged), so the ratio is what the coordinator costs.
+
+    python scripts/bench_groups.py [--runs 5] [--seconds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from odradek.broker.wire_client import AsyncClient, SyncClient, encode  # noqa: E402
+from odradek.storage.consumer_protocol import (  # noqa: E402
+    Assignment,
+    Subscription,
+    TopicPartitions,
+    encode_assignment,
+    encode_subscription,
+)
+
+JOIN_V, SYNC_V, HEARTBEAT_V = 5, 3, 3
+MAX_CONNECTIONS = 32
+SUBSCRIPTION = encode_subscription(Subscription(version=0, topics=["orders", "payments"]))
+_SIZE = struct.Struct(">i")
+
+
+# --- broker process ----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BrokerProcess:
+    def __init__(self, canned_heartbeat: bool = False) -> None:
+        self.port = free_port()
+        self.data = tempfile.mkdtemp(prefix="bench-groups-")
+        settings = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={self.data}",
+                    "log.level=warning", "log.format=json",
+                    # the first generation gathers every member instead of forming with a few
+                    "group.initial.rebalance.delay.ms=2000"]
+        args = [x for s in settings for x in ("--override", s)]
+        launcher = [__file__, "--child", "canned"] if canned_heartbeat else ["-m", "odradek.broker.cli"]
+        self.proc = subprocess.Popen([sys.executable, *launcher, "serve", *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not self._answers():
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("broker did not start")
+            time.sleep(0.05)
+
+    def _answers(self) -> bool:
+        try:
+            with SyncClient("127.0.0.1", self.port, timeout=1.0) as c:
+                return c.request(18, 0, {}).error_code == 0
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        subprocess.run(["rm", "-rf", self.data], check=False)
+
+
+# --- a group of raw-protocol members ------------------------------------------------------------
+
+
+def join_body(group: str, member_id: str) -> dict:
+    return {"group_id": group, "session_timeout_ms": 60000, "rebalance_timeout_ms": 60000,
+            "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": SUBSCRIPTION}]}
+
+
+def sync_body(group: str, generation: int, member_id: str, assignments: list[dict]) -> dict:
+    return {"group_id": group, "generation_id": generation, "member_id": member_id,
+            "group_instance_id": None, "assignments": assignments}
+
+
+def assignment_for(i: int) -> bytes:
+    return encode_assignment(Assignment(version=0, assigned_partitions=[
+        TopicPartitions("orders", [i]), TopicPartitions("payments", [i])]))
+
+
+class Group:
+    """N members spread round-robin over up to 32 connections; requests pipelined."""
+
+    def __init__(self, group_id: str, clients: list[AsyncClient], control: AsyncClient, n: int):
+        self.group_id = group_id
+        self.clients = clients
+        self.control = control  # DescribeGroups, never behind a parked JoinGroup
+        self.n = n
+        self.member_ids = [""] * n
+        self.generation = -1
+        self.leader = 0
+
+    def conn(self, i: int) -> AsyncClient:
+        return self.clients[i % len(self.clients)]
+
+    async def _gather(self, api: int, version: int, order: list[int]) -> dict[int, object]:
+        """Responses for members in ``order`` (each connection answers in its send order)."""
+        per_conn: dict[int, list[int]] = {}
+        for i in order:
+            per_conn.setdefault(i % len(self.clients), []).append(i)
+
+        async def drain(c: int, members: list[int]) -> list[tuple[int, object]]:
+            return [(i, (await self.clients[c].recv(api, version))[1]) for i in members]
+
+        results = await asyncio.gather(*(drain(c, ms) for c, ms in per_conn.items()))
+        return {i: r for part in results for i, r in part}
+
+    async def form(self) -> None:
+        """MEMBER_ID_REQUIRED round, then the first generation (gathered by the initial delay)."""
+        for i in range(self.n):
+            self.conn(i).send(11, JOIN_V, join_body(self.group_id, ""))
+        for i, r in (await self._gather(11, JOIN_V, list(range(self.n)))).items():
+            assert r.error_code == 79, r.error_code
+            self.member_ids[i] = r.member_id
+        await self.rebalance(order=list(range(self.n)))
+
+    async def state(self) -> str:
+        [described] = (await self.control.request(15, 0, {"groups": [self.group_id]})).groups
+        return described.group_state
+
+    async def rebalance(self, order: list[int] | None = None) -> float:
+        """Everyone (leader first) rejoins and syncs; seconds from the last JoinGroup sent.
+
+        The leader's JoinGroup must start the rebalance before the followers
+        rejoin (a follower rejoining a Stable group with unchanged metadata is
+        simply told the current generation), so the followers wait until a
+        control connection sees PreparingRebalance.
+        """
+        if order is None:
+            order = [self.leader] + [i for i in range(self.n) if i != self.leader]
+            self.conn(self.leader).send(11, JOIN_V, join_body(self.group_id, self.member_ids[self.leader]))
+            while await self.state() != "PreparingRebalance":
+                await asyncio.sleep(0.001)
+            rest = order[1:]
+        else:
+            rest = order
+        for i in rest:
+            self.conn(i).send(11, JOIN_V, join_body(self.group_id, self.member_ids[i]))
+        started = time.perf_counter()
+        joined = await self._gather(11, JOIN_V, order)
+        index = {m: i for i, m in enumerate(self.member_ids)}
+        first = joined[order[0]]
+        assert all(r.error_code == 0 for r in joined.values()), {r.error_code for r in joined.values()}
+        self.generation = first.generation_id
+        self.leader = index[first.leader]
+        everyone = [{"member_id": m, "assignment": assignment_for(index[m])} for m in self.member_ids]
+        for i in order:
+            assignments = everyone if i == self.leader else []
+            self.conn(i).send(14, SYNC_V, sync_body(self.group_id, self.generation,
+                                                    self.member_ids[i], assignments))
+        synced = await self._gather(14, SYNC_V, order)
+        elapsed = time.perf_counter() - started
+        assert all(r.error_code == 0 for r in synced.values()), {r.error_code for r in synced.values()}
+        assert synced[order[-1]].assignment == assignment_for(order[-1])
+        return elapsed
+
+
+async def connect(port: int, n: int) -> list[AsyncClient]:
+    clients = [await AsyncClient.connect("127.0.0.1", port) for _ in range(n)]
+    for c in clients:
+        c.writer.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP,
+                                                                socket.TCP_NODELAY, 1)
+    return clients
+
+
+async def rebalance_times(port: int, n: int, runs: int) -> list[float]:
+    clients = await connect(port, min(n, MAX_CONNECTIONS) + 1)
+    group = Group(f"bench-{n}", clients[1:], clients[0], n)
+    try:
+        await group.form()
+        await group.rebalance()  # warm-up
+        return [await group.rebalance() for _ in range(runs)]
+    finally:
+        for c in clients:
+            await c.close()
+
+
+# --- closed-loop throughput ----------------------------------------------------------------------
+
+
+class Counter(asyncio.Protocol):
+    """Counts size-prefixed responses without decoding them; refills the window."""
+
+    def __init__(self, frames: list[bytes], window: int) -> None:
+        self.frames = frames
+        self.window = window
+        self.next = 0
+        self.buf = bytearray()
+        self.done = 0
+        self.stopping = False
+        self.sample: bytes | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send(self, count: int) -> None:
+        frames, n = self.frames, len(self.frames)
+        out = []
+        for _ in range(count):
+            out.append(frames[self.next % n])
+            self.next += 1
+        self.transport.write(b"".join(out))
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        pos = answered = 0
+        while len(buf) - pos >= 4:
+            size = _SIZE.unpack_from(buf, pos)[0]
+            if len(buf) - pos - 4 < size:
+                break
+            if self.sample is None:
+                self.sample = bytes(buf[pos + 4:pos + 4 + size])
+            pos += 4 + size
+            answered += 1
+        del buf[:pos]
+        self.done += answered
+        if answered and not self.stopping:
+            self.send(answered)
+
+
+async def closed_loop(port: int, frames_per_conn: list[list[bytes]], window: int,
+                      seconds: float) -> tuple[float, bytes | None]:
+    loop = asyncio.get_running_loop()
+    conns = []
+    for frames in frames_per_conn:
+        _, proto = await loop.create_connection(lambda f=frames: Counter(f, window), "127.0.0.1", port)
+        conns.append(proto)
+    for c in conns:
+        c.send(window)
+    await asyncio.sleep(0.3)  # warm-up
+    start_count, started = sum(c.done for c in conns), time.perf_counter()
+    await asyncio.sleep(seconds)
+    count, elapsed = sum(c.done for c in conns) - start_count, time.perf_counter() - started
+    for c in conns:
+        c.stopping = True
+    await asyncio.sleep(0.2)
+    for c in conns:
+        c.transport.close()
+    return count / elapsed, conns[0].sample
+
+
+async def heartbeat_rate(port: int, members: int, seconds: float, window: int,
+                         connections: int = 16) -> float:
+    """Heartbeats/s from ``members`` members of a Stable group."""
+    clients = await connect(port, min(members, MAX_CONNECTIONS) + 1)
+    group = Group("bench-heartbeat", clients[1:], clients[0], members)
+    try:
+        await group.form()
+        frames = [encode(12, HEARTBEAT_V, 1, {"group_id": group.group_id,
+                                              "generation_id": group.generation, "member_id": m,
+                                              "group_instance_id": None})
+                  for m in group.member_ids]
+        per_conn = [frames[i::connections] for i in range(connections)]
+        rate, sample = await closed_loop(port, per_conn, window, seconds)
+        # correlation id 1, throttle 0, error code: every heartbeat must have been accepted
+        assert sample is not None and sample[-2:] == b"\x00\x00", sample
+        return rate
+    finally:
+        for c in clients:
+            await c.close()
+
+
+# --- main ------------------------------------------------------------------------------------------
+
+
+async def rebalances(args) -> None:
+    broker = BrokerProcess()
+    try:
+        print(f"rebalance: N members rejoin + sync, from the last JoinGroup written "
+              f"(median of {args.runs})")
+        for n in (10, 100, 1000):
+            times = await rebalance_times(broker.port, n, args.runs)
+            print(f"  N={n:>5}: {statistics.median(times) * 1000:8.1f} ms   "
+                  f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})")
+    finally:
+        broker.stop()
+
+
+async def heartbeats(args) -> None:
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(args.runs):  # alternate, so both see the same background load
+        for canned in (False, True):
+            broker = BrokerProcess(canned_heartbeat=canned)
+            try:
+                rates[canned].append(await heartbeat_rate(broker.port, 1000, args.seconds,
+                                                          args.window))
+            finally:
+                broker.stop()
+    real, canned = statistics.median(rates[False]), statistics.median(rates[True])
+    print(f"heartbeat v{HEARTBEAT_V}, 1000 members, 16 connections x {args.window} in flight "
+          f"(median of {args.runs} x {args.seconds}s):")
+    print(f"  coordinator        {real:10,.0f} req/s   {sorted(round(r) for r in rates[False])}")
+    print(f"  canned handler     {canned:10,.0f} req/s   (same server, no coordinator work)")
+    print(f"  ratio              {real / canned:10.2f}")
+
+
+def child(argv: list[str]) -> None:
+    """``--child canned serve ...``: the broker, with a Heartbeat handler that always says 0."""
+    from odradek.broker import cli
+    from odradek.broker.handlers import groups
+
+    groups.handle_heartbeat = lambda app, ctx, req: {"throttle_time_ms": 0, "error_code": 0}
+    sys.argv = ["odradek", *argv]
+    cli.main()
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        child(sys.argv[3:])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--window", type=int, default=64)
+    args = parser.parse_args()
+    asyncio.run(rebalances(args))
+    asyncio.run(heartbeats(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,486 @@
+#!/usr/bin/env python3
+"""OffsetCommit / OffsetFetch throughput and latency against ``odradek serve`` over loopback.
+
+The broker runs in its own process (so its CPU is its own on this 2-core
+machine); the client is one asyncio process sending pre-encoded frames and
+counting size-prefixed responses without decoding them, so it costs little.
+Each figure is the median of ``--runs`` runs:
+
+1. OffsetCommit v8, 1 partition per request, 16 connections each keeping
+   ``--window`` requests in flight (closed loop): requests/s, p50/p99 latency.
+   With ``log.fsync.mode`` never and always (always: acknowledged after fsync,
+   group commit).
+2. The same at half the measured max rate, paced (open loop): p50/p99.
+3. OffsetCommit with 1000 partitions per request: partition-offsets/s.
+4. OffsetFetch v8 of 10,000 committed partitions in one request: latency.
+
+Topics are created with CreateTopics.  10,000 partitions do not fit as real
+logs under this machine's open-file limit (about two descriptors per
+partition, ``ulimit -n`` 20000), so the 1000-partition and fetch runs start
+the broker through this script's ``--child`` launcher, which answers "does
+this topic-partition exist" from a fixed table instead of the data plane;
+everything else (coordinator, offsets log, codec, server) is the real broker.
+
+    python scripts/bench_offsets.py [--runs 3] [--seconds 3] [--profile]
+
+``--profile`` runs the never-fsync commit load with the broker under
+cProfile and prints where its time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from odradek.broker.wire_client import SyncClient, encode  # noqa: E402
+
+TOPIC = "bench"  # 1000 partitions
+FETCH_TOPICS = [f"bench-fetch-{i}" for i in range(10)]  # 10 x 1000 partitions
+CONNECTIONS = 16
+_SIZE = struct.Struct(">i")
+
+
+# --- broker process -------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def overrides(port: int, data: str, fsync: str) -> list[str]:
+    return [f"listeners=PLAINTEXT://127.0.0.1:{port}", f"log.dirs={data}", f"log.fsync.mode={fsync}",
+            "log.level=warning", "log.format=json"]
+
+
+def serves(port: int, api_key: int) -> bool | None:
+    """Whether the broker advertises ``api_key`` (None: not answering yet)."""
+    try:
+        with SyncClient("127.0.0.1", port, timeout=1.0) as c:
+            r = c.request(18, 3, {"client_software_name": "bench", "client_software_version": "1"})
+    except OSError:
+        return None
+    return any(k.api_key == api_key for k in r.api_keys)
+
+
+class BrokerProcess:
+    def __init__(self, fsync: str, profile: str | None = None, child: bool = False):
+        self.port = free_port()
+        self.data = tempfile.mkdtemp(prefix="bench-offsets-")
+        args = [x for o in overrides(self.port, self.data, fsync) for x in ("--override", o)]
+        if child or profile:
+            cmd = [sys.executable, __file__, "--child", *args, *(["--fixed-topics"] if child else [])]
+            if profile:
+                cmd += ["--child-profile", profile]
+        else:
+            cmd = [sys.executable, "-m", "odradek.broker.cli", "serve", *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while serves(self.port, 8) is None:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError("broker did not start")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        subprocess.run(["rm", "-rf", self.data], check=False)
+
+
+def create_topics(port: int) -> None:
+    topics = [{"name": TOPIC, "num_partitions": 1000, "replication_factor": 1, "assignments": [],
+               "configs": []}]
+    with SyncClient("127.0.0.1", port, timeout=30) as c:
+        r = c.request(19, 5, {"topics": topics, "timeout_ms": 30000, "validate_only": False})
+    bad = [(t.name, t.error_code) for t in r.topics if t.error_code not in (0, 36)]
+    if bad:
+        raise RuntimeError(f"CreateTopics failed: {bad}")
+
+
+def start_broker(fsync: str, profile: str | None = None, fixed_topics: bool = False) -> BrokerProcess:
+    """A broker with the bench topics (created with CreateTopics unless ``fixed_topics``)."""
+    broker = BrokerProcess(fsync, profile, child=fixed_topics)
+    if not fixed_topics:
+        if not serves(broker.port, 19):
+            broker.stop()
+            raise RuntimeError("the broker does not serve CreateTopics")
+        create_topics(broker.port)
+    return broker
+
+
+# --- requests -------------------------------------------------------------------------------------------
+
+def commit_frame(group: str, partitions: list[int], topic: str = TOPIC) -> bytes:
+    body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "retention_time_ms": -1,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "committed_offset": 1000 + p, "committed_leader_epoch": 0,
+                 "commit_timestamp": -1, "committed_metadata": ""} for p in partitions]}]}
+    return encode(8, 8, 1, body)
+
+
+def fetch_frame(group: str, topics: list[str], partitions: int) -> bytes:
+    body = {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
+                        "topics": [{"name": t, "partition_indexes": list(range(partitions))}
+                                   for t in topics]}], "require_stable": False}
+    return encode(9, 8, 1, body)
+
+
+class Counter(asyncio.Protocol):
+    """Counts size-prefixed responses; records each one's latency (responses come in order)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.sent: deque[float] = deque()
+        self.latencies: list[float] = []
+        self.done = 0
+        self.waiter: asyncio.Future | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send(self, frame: bytes) -> None:
+        self.sent.append(time.perf_counter())
+        self.transport.write(frame)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        now = time.perf_counter()
+        pos = 0
+        while len(buf) - pos >= 4:
+            size = _SIZE.unpack_from(buf, pos)[0]
+            if len(buf) - pos - 4 < size:
+                break
+            pos += 4 + size
+            self.latencies.append(now - self.sent.popleft())
+            self.done += 1
+            if self.waiter is not None and not self.waiter.done():
+                self.waiter.set_result(None)
+        del buf[:pos]
+
+
+async def connect(port: int, n: int) -> list[Counter]:
+    loop = asyncio.get_running_loop()
+    out = []
+    for _ in range(n):
+        _, proto = await loop.create_connection(Counter, "127.0.0.1", port)
+        out.append(proto)
+    return out
+
+
+async def closed_loop(port: int, frames: list[bytes], window: int, seconds: float
+                      ) -> tuple[float, list[float]]:
+    """Each connection keeps ``window`` requests in flight; returns (requests/s, latencies)."""
+    conns = await connect(port, len(frames))
+    stop = time.perf_counter() + seconds
+
+    async def drive(c: Counter, frame: bytes) -> None:
+        for _ in range(window):
+            c.send(frame)
+        while time.perf_counter() < stop:
+            c.waiter = asyncio.get_running_loop().create_future()
+            await c.waiter
+            while len(c.sent) < window:
+                c.send(frame)
+        while c.sent:
+            c.waiter = asyncio.get_running_loop().create_future()
+            await c.waiter
+
+    for c in conns:  # warm-up: one round trip each
+        c.send(frames[0])
+    await asyncio.sleep(0.2)
+    for c in conns:
+        c.latencies.clear()
+        c.done = 0
+    t0 = time.perf_counter()
+    await asyncio.gather(*(drive(c, f) for c, f in zip(conns, frames, strict=True)))
+    elapsed = time.perf_counter() - t0
+    for c in conns:
+        c.transport.close()
+    lat = [x for c in conns for x in c.latencies]
+    return len(lat) / elapsed, lat
+
+
+async def paced(port: int, frames: list[bytes], rate: float, seconds: float) -> list[float]:
+    """Open loop at ``rate`` requests/s spread over the connections; returns latencies."""
+    conns = await connect(port, len(frames))
+    per_conn = rate / len(conns)
+
+    async def drive(c: Counter, frame: bytes) -> None:
+        start = time.perf_counter()
+        sent = 0
+        while (now := time.perf_counter()) - start < seconds:
+            due = int((now - start) * per_conn) + 1
+            while sent < due:
+                c.send(frame)
+                sent += 1
+            await asyncio.sleep(0.0005)
+        while c.done < sent:
+            c.waiter = asyncio.get_running_loop().create_future()
+            await c.waiter
+
+    await asyncio.gather(*(drive(c, f) for c, f in zip(conns, frames, strict=True)))
+    for c in conns:
+        c.transport.close()
+    return [x for c in conns for x in c.latencies]
+
+
+async def one_shot(port: int, frame: bytes, repeat: int) -> list[float]:
+    (c,) = await connect(port, 1)
+    for _ in range(repeat):
+        c.waiter = asyncio.get_running_loop().create_future()
+        c.send(frame)
+        await c.waiter
+    c.transport.close()
+    return c.latencies
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(p / 100 * len(values)))] * 1000
+
+
+# --- scenarios ------------------------------------------------------------------------------------------
+
+def commit_frames() -> list[bytes]:
+    return [commit_frame(f"bench-{i}", [i]) for i in range(CONNECTIONS)]
+
+
+def run_commit(fsync: str, args) -> dict:
+    rates, p50s, p99s, half50, half99, cpu = [], [], [], [], [], []
+    for _ in range(args.runs):
+        broker = start_broker(fsync)
+        try:
+            before = cpu_seconds(broker.proc.pid)
+            rate, lat = asyncio.run(closed_loop(broker.port, commit_frames(), args.window, args.seconds))
+            cpu.append((cpu_seconds(broker.proc.pid) - before) / (rate * args.seconds) * 1e6)
+            rates.append(rate)
+            p50s.append(pct(lat, 50))
+            p99s.append(pct(lat, 99))
+            lat = asyncio.run(paced(broker.port, commit_frames(), rate / 2, args.seconds))
+            half50.append(pct(lat, 50))
+            half99.append(pct(lat, 99))
+        finally:
+            broker.stop()
+    return {"fsync": fsync, "rate": statistics.median(rates), "cpu_us": statistics.median(cpu),
+            "p50": statistics.median(p50s), "p99": statistics.median(p99s),
+            "half_p50": statistics.median(half50), "half_p99": statistics.median(half99)}
+
+
+def run_baseline(args) -> dict:
+    """A server that only frames and answers a canned OffsetCommit reply, same client, same run.
+
+    The ratio to it is what the broker's own work costs (DESIGN.md §7 quotes ~120k/s).
+    """
+    rates, cpu = [], []
+    for _ in range(args.runs):
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, __file__, "--canned", str(port)])
+        try:
+            while serves_tcp(port) is False:
+                time.sleep(0.05)
+            before = cpu_seconds(proc.pid)
+            rate, _ = asyncio.run(closed_loop(port, commit_frames(), args.window, args.seconds))
+            cpu.append((cpu_seconds(proc.pid) - before) / (rate * args.seconds) * 1e6)
+            rates.append(rate)
+        finally:
+            proc.kill()
+            proc.wait()
+    return {"rate": statistics.median(rates), "cpu_us": statistics.median(cpu)}
+
+
+def serves_tcp(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def canned(port: int) -> int:
+    """The canned server: read size-prefixed frames, answer each with a fixed v8 reply."""
+    reply = encode_canned_reply()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                size = _SIZE.unpack(await reader.readexactly(4))[0]
+                await reader.readexactly(size)
+                writer.write(reply)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def serve() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", port)
+        async with server:
+            await server.serve_forever()
+
+    try:
+        import uvloop
+        uvloop.run(serve())
+    except ImportError:
+        asyncio.run(serve())
+    return 0
+
+
+def encode_canned_reply() -> bytes:
+    from odradek.protocol import headers
+    from odradek.protocol.registry import APIS
+
+    body = APIS[8].response.build({"throttle_time_ms": 0, "topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 0, "error_code": 0}]}]}, 8)
+    return headers.encode_response(1, 1, body)
+
+
+def run_bulk(args) -> dict:
+    rates, fetch_ms = [], []
+    for _ in range(args.runs):
+        broker = start_broker("never", fixed_topics=True)
+        try:
+            frames = [commit_frame(f"bulk-{i}", list(range(1000))) for i in range(4)]
+            rate, _ = asyncio.run(closed_loop(broker.port, frames, 2, args.seconds))
+            rates.append(rate * 1000)
+            for i, topic in enumerate(FETCH_TOPICS):  # 10,000 committed partitions in one group
+                asyncio.run(one_shot(broker.port, commit_frame("fetch-group", list(range(1000)), topic), 1))
+                del i
+            lat = asyncio.run(one_shot(broker.port, fetch_frame("fetch-group", FETCH_TOPICS, 1000), 20))
+            fetch_ms.append(statistics.median(lat) * 1000)
+        finally:
+            broker.stop()
+    return {"partition_offsets": statistics.median(rates),
+            "fetch_ms": statistics.median(fetch_ms)}
+
+
+def run_profile(args) -> None:
+    out = tempfile.mktemp(prefix="bench-offsets-", suffix=".prof")
+    broker = start_broker("never", profile=out)
+    try:
+        rate, _ = asyncio.run(closed_loop(broker.port, commit_frames(), args.window, args.seconds))
+    finally:
+        broker.stop()
+    import pstats
+
+    print(f"profiled broker: {rate:,.0f} OffsetCommit/s (under cProfile)")
+    stats = pstats.Stats(out)
+    stats.sort_stats("tottime").print_stats(25)
+
+
+# --- the --child launcher ---------------------------------------------------------------------------------
+
+class FixedTopics:
+    """Stands in for the data plane's registry when the broker has none (benchmarks only)."""
+
+    def __init__(self) -> None:
+        self.counts = {TOPIC: 1000, **{t: 1000 for t in FETCH_TOPICS}}
+
+    def partition_count(self, topic: str) -> int | None:
+        return self.counts.get(topic)
+
+
+def child(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--override", action="append", default=[])
+    parser.add_argument("--child-profile")
+    parser.add_argument("--fixed-topics", action="store_true")
+    args = parser.parse_args(argv)
+    from odradek.broker import logs
+    from odradek.broker.app import BrokerApp
+    from odradek.broker.config import Config
+
+    config = Config.load(None, overrides=args.override)
+    logs.configure(config["log.format"], config["log.level"])
+
+    async def serve() -> None:
+        app = BrokerApp(config)
+        await app.start()
+        if args.fixed_topics:
+            app.topics = FixedTopics()  # what the offsets handlers ask; the data plane keeps its own
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        await stop.wait()
+        await app.stop()
+
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:
+        runner = asyncio.run
+    if args.child_profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+        runner(serve())
+        prof.disable()
+        prof.dump_stats(args.child_profile)
+    else:
+        runner(serve())
+    return 0
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        return child(sys.argv[2:])
+    if len(sys.argv) > 2 and sys.argv[1] == "--canned":
+        return canned(int(sys.argv[2]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--window", type=int, default=8, help="requests in flight per connection")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    if args.profile:
+        run_profile(args)
+        return 0
+    print(f"OffsetCommit v8, 1 partition/request, {CONNECTIONS} connections x {args.window} in flight; "
+          f"medians of {args.runs} runs of {args.seconds:g} s; {os.cpu_count()} cores shared with the client")
+    never = None
+    for fsync in ("never", "always"):
+        r = run_commit(fsync, args)
+        never = never or r
+        print(f"  fsync={r['fsync']:<6}  {r['rate']:>9,.0f} commits/s   p50 {r['p50']:6.2f} ms  "
+              f"p99 {r['p99']:6.2f} ms   | at half rate: p50 {r['half_p50']:5.2f} ms  "
+              f"p99 {r['half_p99']:5.2f} ms   | broker CPU {r['cpu_us']:.0f} us/commit "
+              f"(= {1e6 / r['cpu_us']:,.0f}/s per core)")
+    base = run_baseline(args)
+    print(f"  canned-reply server     {base['rate']:>9,.0f} replies/s   (same client, same run; "
+          f"{base['cpu_us']:.0f} us CPU/reply): the broker does {never['rate'] / base['rate']:.0%} of it")
+    print(f"  (load average when done: {open('/proc/loadavg').read().split()[0]}; other work on "
+          "the machine lowers the first figures, not the CPU per commit)")
+    b = run_bulk(args)
+    print(f"OffsetCommit, 1000 partitions/request (4 connections x 2): "
+          f"{b['partition_offsets']:,.0f} partition-offsets/s")
+    print(f"OffsetFetch v8 of 10,000 partitions: {b['fetch_ms']:.1f} ms per request (median)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
