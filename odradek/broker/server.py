@@ -133,8 +133,8 @@ class Connection:
                 return str(exc)
             if out is NO_RESPONSE:
                 continue
-            if not self.queue and isinstance(out, bytes):
-                self.writer.write(out)
+            if not self.queue and isinstance(out, tuple):
+                self.writer.writelines(out)
             else:
                 self.queue.append(out)
                 self.wake.set()
@@ -153,13 +153,13 @@ class Connection:
                     self.wake.clear()
                     await self.wake.wait()
                 item = queue[0]
-                if not isinstance(item, bytes):
+                if not isinstance(item, tuple):
                     item = await item
                 queue.popleft()
                 if len(queue) < MAX_IN_FLIGHT // 2:
                     self.room.set()
                 if item is not NO_RESPONSE:
-                    self.writer.write(item)
+                    self.writer.writelines(item)
                 if not queue:
                     await self.writer.drain()
         except (ConnectionError, CloseConnection) as exc:
@@ -172,7 +172,7 @@ class Connection:
             self.writer.close()
 
     def _process(self, frame: bytes) -> Any:
-        """Decode and dispatch one request; returns bytes, NO_RESPONSE or a task."""
+        """Decode and dispatch one request; returns (head, body), NO_RESPONSE or a task."""
         try:
             api_key, version, correlation_id = headers.peek_request(frame)
         except ValueError:
@@ -230,9 +230,9 @@ class Connection:
     def _encode(result, spec, version, correlation_id, hv):
         if result is NO_RESPONSE:
             return NO_RESPONSE
-        return headers.encode_response(correlation_id, hv, spec.response.build(result, version))
+        return headers.encode_response_parts(correlation_id, hv, spec.response.build(result, version))
 
-    def _api_versions_fallback(self, correlation_id: int, max_version: int) -> bytes:
+    def _api_versions_fallback(self, correlation_id: int, max_version: int) -> tuple[bytes, bytes]:
         """An unsupported ApiVersions version gets a v0 body and v0 header naming our range."""
         self.log.info("request.api_versions_fallback", correlation_id=correlation_id)
         body = APIS[headers.API_VERSIONS_KEY].response.build({
@@ -240,4 +240,4 @@ class Connection:
             "api_keys": [{"api_key": headers.API_VERSIONS_KEY, "min_version": 0,
                           "max_version": max_version}],
         }, 0)
-        return headers.encode_response(correlation_id, 0, body)
+        return headers.encode_response_parts(correlation_id, 0, body)

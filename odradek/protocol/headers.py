@@ -48,10 +48,15 @@ def frame(payload: bytes) -> bytes:
 
 def encode_response(correlation_id: int, header_version: int, body: bytes) -> bytes:
     """A size-prefixed response: header + already-encoded body."""
+    return b"".join(encode_response_parts(correlation_id, header_version, body))
+
+
+def encode_response_parts(correlation_id: int, header_version: int, body: bytes) -> tuple[bytes, bytes]:
+    """(size prefix + header, body): lets the server hand a large body to the socket uncopied."""
     w = Writer()
     RESPONSE_HEADER.write(w, {"correlation_id": correlation_id}, header_version)
     head = w.getvalue()
-    return _SIZE.pack(len(head) + len(body)) + head + body
+    return _SIZE.pack(len(head) + len(body)) + head, body
 
 
 def encode_request(header: dict, header_version: int, body: bytes) -> bytes:
