@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -101,7 +102,7 @@ class BrokerProcess:
             self.proc.wait(30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-        subprocess.run(["rm", "-rf", self.data], check=False)
+        shutil.rmtree(self.data, ignore_errors=True)
 
 
 def create_topics(port: int) -> None:
@@ -390,6 +391,7 @@ def run_profile(args) -> None:
     print(f"profiled broker: {rate:,.0f} OffsetCommit/s (under cProfile)")
     stats = pstats.Stats(out)
     stats.sort_stats("tottime").print_stats(25)
+    os.unlink(out)
 
 
 # --- the --child launcher ---------------------------------------------------------------------------------
