@@ -1,0 +1,115 @@
+"""The pytest plugin as a user meets it: a sample project run by pytester."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+pytest_plugins = ["pytester"]
+
+SAMPLE = '''
+import asyncio
+import uuid
+
+def _names():
+    u = uuid.uuid4().hex[:8]
+    return f"topic-{u}", f"group-{u}"
+
+def test_kafka_python(kafka_broker):
+    from kafka import KafkaConsumer, KafkaProducer
+    topic, group = _names()
+    kafka_broker.create_topic(topic, partitions=2)
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
+    for i in range(10):
+        producer.send(topic, b"m%d" % i)
+    producer.flush()
+    producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=kafka_broker.bootstrap_servers, group_id=group,
+                             auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    assert sorted(m.value for m in consumer) == sorted(b"m%d" % i for i in range(10))
+    consumer.close()
+
+def test_confluent_kafka(kafka_broker):
+    from confluent_kafka import Consumer, Producer
+    topic, group = _names()
+    kafka_broker.create_topic(topic)
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap_servers})
+    for i in range(5):
+        producer.produce(topic, b"c%d" % i)
+    producer.flush(10)
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": group,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got = []
+    for _ in range(60):
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+        if len(got) == 5:
+            break
+    consumer.close()
+    assert sorted(got) == [b"c%d" % i for i in range(5)]
+
+def test_aiokafka(kafka_broker):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    topic, group = _names()
+    kafka_broker.create_topic(topic)
+
+    async def run():
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
+        await producer.start()
+        await producer.send_and_wait(topic, b"a")
+        await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=kafka_broker.bootstrap_servers,
+                                    group_id=group, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            msg = await asyncio.wait_for(consumer.getone(), 20)
+            return msg.value
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(run()) == b"a"
+
+def test_restart_keeps_data(fresh_kafka_broker):
+    from kafka import KafkaAdminClient
+    fresh_kafka_broker.create_topic("kept", partitions=3)
+    fresh_kafka_broker.restart()
+    admin = KafkaAdminClient(bootstrap_servers=fresh_kafka_broker.bootstrap_servers)
+    assert "kept" in admin.list_topics()
+    admin.close()
+'''
+
+
+def test_sample_project_with_all_three_clients(pytester):
+    pytester.makepyfile(test_sample=SAMPLE)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=240)
+    result.assert_outcomes(passed=4)
+
+
+def test_scope_and_overrides_are_configurable(pytester):
+    pytester.makeini("""
+        [pytest]
+        kafka_broker_scope = function
+        kafka_broker_overrides =
+            num.partitions=4
+    """)
+    pytester.makepyfile(test_scope='''
+        ports = []
+
+        def test_one(kafka_broker):
+            ports.append(kafka_broker.bootstrap_servers)
+
+        def test_two(kafka_broker):
+            ports.append(kafka_broker.bootstrap_servers)
+            assert ports[0] != ports[1]  # a broker per test
+
+        def test_overrides_reach_the_broker(kafka_broker):
+            from kafka import KafkaProducer
+            producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
+            assert len(producer.partitions_for("auto-created")) == 4
+            producer.close()
+    ''')
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=3)
