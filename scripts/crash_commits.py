@@ -8,7 +8,7 @@ Loop (bounded by ``--cycles`` and ``--seconds``; loopback only):
    (OffsetCommit v8, simple commits into their own groups, pipelined),
    recording for every (group, topic, partition) the highest offset the
    broker acknowledged with error 0 and the highest one ever sent;
-3. SIGKILL the broker at a random moment of that load;
+3. SIGKILL (or, with ``--signal term``, SIGTERM) the broker at a random moment of that load;
 4. restart it and check, with OffsetFetch v8, that every partition reads
    back an offset between its last acknowledged and its last sent one
    (a commit that was written but not yet answered may survive too).
@@ -96,6 +96,22 @@ class Broker:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
 
+    def interrupt(self, how: str) -> str | None:
+        """SIGKILL (``kill``) or SIGTERM (``term``: must exit 0 within a few seconds)."""
+        if how == "kill":
+            self.kill()
+            return None
+        started = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return "SIGTERM: broker still running after 10 s"
+        if code != 0:
+            return f"SIGTERM: broker exited with {code}"
+        return None if time.monotonic() - started < 10 else "SIGTERM: slow exit"
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -153,15 +169,16 @@ async def committer(port: int, group: str, ledger: Ledger, rng: random.Random, w
 
 
 async def load_until_killed(broker: Broker, groups: list[str], ledger: Ledger, rng: random.Random,
-                            kill_after: float) -> None:
+                            kill_after: float, how: str = "kill") -> str | None:
     tasks = [asyncio.create_task(committer(broker.port, g, ledger, rng, window=4)) for g in groups]
     await asyncio.sleep(kill_after)
-    broker.kill()
+    problem = await asyncio.to_thread(broker.interrupt, how)
     await asyncio.wait(tasks, timeout=10)
     for t in tasks:
         t.cancel()
         if not t.cancelled() and t.done() and t.exception() is not None:
             raise t.exception()
+    return problem
 
 
 # --- checks ---------------------------------------------------------------------------------------------------
@@ -217,7 +234,7 @@ def compact_offline(data_dir: Path) -> int:
 # --- driver -------------------------------------------------------------------------------------------------------
 
 def run(cycles: int = 10, seconds: float = 120.0, fsync: str = "always", connections: int = 4,
-        seed: int | None = None, data_dir: Path | None = None, out=print) -> list[str]:
+        seed: int | None = None, data_dir: Path | None = None, out=print, how: str = "kill") -> list[str]:
     """Crash cycles, then the compaction check; returns the problems found (empty: all good)."""
     seed = seed if seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -234,7 +251,9 @@ def run(cycles: int = 10, seconds: float = 120.0, fsync: str = "always", connect
         done = 0
         while done < cycles and time.monotonic() - started < seconds and not problems:
             kill_after = rng.uniform(0.1, 1.2)
-            asyncio.run(load_until_killed(broker, groups, ledger, rng, kill_after))
+            problem = asyncio.run(load_until_killed(broker, groups, ledger, rng, kill_after, how))
+            if problem:
+                problems.append(problem)
             broker.start()
             problems += check(fetch_all(broker.port, groups), ledger)
             done += 1
@@ -273,8 +292,10 @@ def main() -> int:
     parser.add_argument("--fsync", choices=["always", "never", "interval"], default="always")
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--signal", choices=["kill", "term"], default="kill",
+                        help="kill -9, or SIGTERM (which must also exit 0 promptly)")
     args = parser.parse_args()
-    problems = run(args.cycles, args.seconds, args.fsync, args.connections, args.seed)
+    problems = run(args.cycles, args.seconds, args.fsync, args.connections, args.seed, how=args.signal)
     for p in problems[:20]:
         print("  " + p)
     return 1 if problems else 0

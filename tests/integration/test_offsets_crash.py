@@ -38,3 +38,12 @@ def test_the_checker_notices_a_lost_commit():
 def test_acknowledged_commits_survive_kill_9(tmp_path, fsync):
     problems = _script().run(cycles=3, seconds=20, fsync=fsync, connections=3, data_dir=tmp_path)
     assert problems == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_sigterm_under_commit_load_exits_cleanly_and_keeps_acknowledged_commits(tmp_path):
+    """Graceful stop: exit 0 within seconds, and no acknowledged commit is lost."""
+    problems = _script().run(cycles=2, seconds=20, fsync="never", connections=3, data_dir=tmp_path,
+                             how="term")
+    assert problems == []
