@@ -201,7 +201,7 @@ async def test_parked_join_does_not_block_other_connections(client, abroker):
     member, _ = await form(client, group, 5, 3)
     other = await AsyncClient.connect("127.0.0.1", abroker.port)
     try:
-        cid = client.send(11, 5, join_body(group, member))  # leader rejoin: parked? no, alone
+        cid = client.send(11, 5, join_body(group, member))  # the only member rejoins: at once
         got, r = await client.recv(11, 5)
         assert got == cid and r.error_code == 0 and r.generation_id == 2
         follower = await other.request(11, 5, join_body(group))

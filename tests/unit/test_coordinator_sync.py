@@ -165,3 +165,26 @@ def test_nobody_syncs_everyone_is_removed(h):
     group = h.group()
     assert group.state is GroupState.EMPTY and not group.members
     assert h.shard.group_records[GROUP].members == []
+
+
+def test_answers_come_after_the_fsync_when_writes_wait_for_durability(tmp_path):
+    import asyncio
+
+    h = Harness(tmp_path)
+    (leader, follower), generation = completing(h)
+    h.shard.durable_on_write = False  # as with log.fsync.mode=always: applied after the fsync
+
+    async def scenario() -> None:
+        follower_sync = h.sync(follower, generation)
+        leader_sync = h.sync(leader, generation, {leader: b"L", follower: b"F"})
+        assert not leader_sync.done and h.group().state is GroupState.COMPLETING_REBALANCE
+        for _ in range(400):
+            if leader_sync.done:
+                break
+            await asyncio.sleep(0.005)
+        assert ok(leader_sync.result()).assignment == b"L"
+        assert ok(follower_sync.result()).assignment == b"F"
+
+    asyncio.run(scenario())
+    assert h.group().state is GroupState.STABLE
+    assert h.shard.group_records[GROUP].generation == generation

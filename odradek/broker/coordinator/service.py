@@ -83,12 +83,14 @@ class Coordinator:
         """§4 common checks: group id validity, then load state of its shard."""
         if group_id is None or (not allow_empty and group_id == ""):
             return None, ErrorCode.INVALID_GROUP_ID
-        shard = self.shard_for(group_id)
-        if shard.status is ShardStatus.LOADING:
+        shards = self.shards  # every group request passes here: one partition needs no hash
+        shard = shards[0] if len(shards) == 1 else self.shard_for(group_id)
+        status = shard.status
+        if status is ShardStatus.ACTIVE:
+            return shard, ErrorCode.NONE
+        if status is ShardStatus.LOADING:
             return shard, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if shard.status is ShardStatus.FAILED:
-            return shard, ErrorCode.NOT_COORDINATOR
-        return shard, ErrorCode.NONE
+        return shard, ErrorCode.NOT_COORDINATOR
 
     def loading(self) -> bool:
         return any(s.status is ShardStatus.LOADING for s in self.shards)
