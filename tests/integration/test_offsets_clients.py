@@ -87,7 +87,7 @@ def test_kafka_python_sync_async_commit_then_resume_after_restart(obroker):
         results = []
         c.commit_async({tp: OffsetAndMetadata(9, "async", -1)},
                        callback=lambda offsets, exc: (results.append(exc), done.set()))
-        wait_for(lambda: (c.poll(timeout_ms=50), done.is_set())[1], what="commit_async callback")
+        wait_for(lambda: (c.poll(timeout_ms=1000), done.is_set())[1], what="commit_async callback")
         assert results == [None] and c.committed(tp) == 9
     finally:
         c.close()
@@ -109,7 +109,7 @@ def test_kafka_python_auto_commit_then_resume_after_restart(obroker):
     c = kp_consumer(bs, topic, group, enable_auto_commit=True, auto_commit_interval_ms=200)
     try:
         assert len(kp_poll_until(c, N)) == N
-        wait_for(lambda: (c.poll(timeout_ms=50), c.committed(TopicPartition(topic, 0)) == N)[1],
+        wait_for(lambda: (c.poll(timeout_ms=1000), c.committed(TopicPartition(topic, 0)) == N)[1],
                  what="auto-commit of the position")
     finally:
         c.close()
@@ -255,7 +255,7 @@ def test_kafka_python_admin_alter_list_delete(obroker):
         # an active consumer subscribed to ``topic`` (not to ``other``)
         c = kp_consumer(bs, topic, group, enable_auto_commit=False)
         try:
-            wait_for(lambda: (c.poll(timeout_ms=50), bool(c.assignment()))[1], what="assignment")
+            wait_for(lambda: (c.poll(timeout_ms=1000), bool(c.assignment()))[1], what="assignment")
             deleted = admin.delete_group_offsets(group, [TopicPartition(topic, 0), TopicPartition(other, 0)])
             assert deleted[TopicPartition(topic, 0)] is GroupSubscribedToTopicError
             assert deleted[TopicPartition(other, 0)] is NoError
