@@ -45,7 +45,6 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._stats: dict[tuple[int, int], _RequestStats] = {}
-        self.events: Tally[str] = Tally()  # rebalances, commits, compactions ...
         self._http = None
 
     def observe(self, api_key: int, version: int, seconds: float) -> None:
@@ -72,9 +71,6 @@ class Metrics:
                 buckets.append((_bucket_label(bound), cumulative))
             latency.add_metric(labels, buckets, stats.total)
         return [requests, latency]
-
-    def count(self, event: str, n: int = 1) -> None:
-        self.events[event] += n
 
     def attach(self, app: BrokerApp) -> None:
         self.registry.register(_StateCollector(app, self))
@@ -123,9 +119,10 @@ class _StateCollector:
         connections = GaugeMetricFamily("odradek_connections", "Open client connections")
         connections.add_metric([], app.server.open_connections)
         out.append(connections)
+        events = _event_counts(app)
         for name, help_text in _EVENT_HELP.items():
             c = CounterMetricFamily(f"odradek_{name}", help_text)
-            c.add_metric([], self.metrics.events[name])
+            c.add_metric([], events[name])
             out.append(c)
         out.extend(_log_families(app))
         if app.coordinator is not None:
@@ -135,6 +132,15 @@ class _StateCollector:
 
 async def _call(fn):
     return fn()
+
+
+def _event_counts(app: BrokerApp) -> Tally[str]:
+    counts: Tally[str] = Tally()
+    if app.coordinator is not None:
+        for shard in app.coordinator.shards:
+            counts.update(shard.stats)
+    counts["compactions"] += app.logs.compactions
+    return counts
 
 
 def _log_families(app: BrokerApp) -> list:

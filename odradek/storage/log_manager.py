@@ -65,6 +65,7 @@ class LogManager:
         self._task: asyncio.Task[None] | None = None
         self._cleaner_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-cleaner")
         self._opened = False
+        self.compactions = 0  # runs that rewrote a log (metrics)
         self._checkpoint_lock = threading.Lock()
         self._background: set[asyncio.Task[None]] = set()
 
@@ -192,6 +193,7 @@ class LogManager:
             try:
                 if await loop.run_in_executor(self._cleaner_pool, log.clean) is not None:
                     cleaned += 1
+                    self.compactions += 1
             except CleaningAborted:
                 pass
         return cleaned

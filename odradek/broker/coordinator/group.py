@@ -8,6 +8,7 @@ from_record`` rebuilds a group from its last GroupMetadataValue.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -167,6 +168,7 @@ class ClassicGroup:
     join_is_initial: bool = False  # an initial delayed join never completes early (§6.5)
     join_token: int = 0  # bumped whenever the join deadline is re-armed or cancelled
     sync_timer: TimerHandle | None = None
+    stats: Counter[str] | None = None  # the shard's event counts (metrics), set by Shard.adopt
 
     # --- state -----------------------------------------------------------------
 
@@ -181,6 +183,8 @@ class ClassicGroup:
         self.current_state_timestamp = now_ms
         log.info("group.state", group=self.group_id, from_state=previous.value, to=target.value,
                  generation=self.generation, members=len(self.members), reason=reason)
+        if target is GroupState.PREPARING_REBALANCE and self.stats is not None:
+            self.stats["rebalances"] += 1
 
     # --- members ---------------------------------------------------------------
 

@@ -241,9 +241,9 @@ def restore_group(shard: Shard, group_id: str) -> None:
     """Rebuild one group from the persisted view, exactly as ``Shard.materialize`` does."""
     value = shard.group_records.get(group_id)
     if value is not None:
-        shard.groups[group_id] = ClassicGroup.from_record(group_id, value)
+        shard.groups[group_id] = shard.adopt(ClassicGroup.from_record(group_id, value))
     elif shard.offsets.get(group_id):
-        shard.groups[group_id] = ClassicGroup(group_id, current_state_timestamp=shard.clock.now_ms())
+        shard.groups[group_id] = shard.adopt(ClassicGroup(group_id, current_state_timestamp=shard.clock.now_ms()))
 
 
 # --- OffsetFetch ----------------------------------------------------------------------------------

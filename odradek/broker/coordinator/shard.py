@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -79,6 +79,7 @@ class Shard:
         self.status = ShardStatus.LOADING
         # live state
         self.groups: dict[str, ClassicGroup] = {}
+        self.stats: Counter[str] = Counter()  # events for metrics: rebalances, offset_commits
         # persisted view (what replay builds; what a reload must reproduce)
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
         self.group_records: dict[str, GroupValue] = {}
@@ -108,6 +109,11 @@ class Shard:
             else:
                 self.group_records[key.group] = value
 
+    def adopt(self, group: ClassicGroup) -> ClassicGroup:
+        """Every live group of this shard reports its events into the shard's counters."""
+        group.stats = self.stats
+        return group
+
     def persisted_view(self) -> tuple[dict, dict]:
         """(groups -> GroupValue, group -> {tp: OffsetValue}) as the log says."""
         return ({g: v for g, v in self.group_records.items()},
@@ -133,6 +139,8 @@ class Shard:
         except (OSError, StorageError) as exc:
             log.error("coordinator.write_failed", partition=self.partition, error=str(exc))
             return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
+        self.stats["offset_commits"] += sum(1 for k, v in records
+                                            if v is not None and type(k) is OffsetKey)
         if self.durable_on_write and not self._inflight:
             for key, value in records:  # durable on return: replay now, never pending
                 self.replay(key, value)
@@ -242,11 +250,11 @@ class Shard:
         """Build live groups from the persisted view (§16.3)."""
         self.groups = {}
         for group_id, value in self.group_records.items():
-            self.groups[group_id] = ClassicGroup.from_record(group_id, value)
+            self.groups[group_id] = self.adopt(ClassicGroup.from_record(group_id, value))
         now = self.clock.now_ms()
         for group_id in self.offsets:
             if group_id not in self.groups:
-                self.groups[group_id] = ClassicGroup(group_id, current_state_timestamp=now)
+                self.groups[group_id] = self.adopt(ClassicGroup(group_id, current_state_timestamp=now))
 
     # --- group lookup ----------------------------------------------------------------
 
@@ -259,7 +267,7 @@ class Shard:
     def get_or_create_group(self, group_id: str) -> ClassicGroup:
         group = self.group(group_id)
         if group is None:
-            group = ClassicGroup(group_id, current_state_timestamp=self.clock.now_ms())
+            group = self.adopt(ClassicGroup(group_id, current_state_timestamp=self.clock.now_ms()))
             self.groups[group_id] = group
         return group
 
