@@ -37,7 +37,7 @@ def cmd_serve(args) -> int:
             print(f"{name:<{width}}  (unknown setting, ignored)  ({source})")
         return 0
     from . import logs
-    logs.configure(config["log.format"], config["log.level"])
+    logs.configure(config["log.format"], config["log.level"], levels=config["log.levels"])
     return _run(_serve(config))
 
 

@@ -88,6 +88,13 @@ def _opt(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse_opt
 
 
+def _log_levels(text: str) -> str:
+    from .logs import parse_levels
+
+    parse_levels(text)
+    return text.strip()
+
+
 def _listeners(text: str) -> str:
     parse_listeners(text)
     return text.strip()
@@ -117,7 +124,7 @@ class Setting:
     @property
     def type_name(self) -> str:
         return {_int: "int", _bool: "boolean", _float: "double", _str: "string",
-                _listeners: "listeners", _paths: "paths"}.get(self.parse, self.parse.__name__)
+                _listeners: "listeners", _paths: "paths", _log_levels: "component=level list"}.get(self.parse, self.parse.__name__)
 
     def convert(self, raw: Any) -> Any:
         value = raw if not isinstance(raw, str) else self.parse(raw)
@@ -210,6 +217,9 @@ SETTINGS: list[Setting] = [
             "Log line format: text (key=value) on a terminal and JSON otherwise when auto."),
     Setting("log.level", _choice("debug", "info", "warning", "error"), "info",
             "Minimum level of log events."),
+    Setting("log.levels", _log_levels, "",
+            "Levels per component on top of log.level, e.g. coordinator=debug,storage=warning "
+            "(components: broker, server, coordinator, storage, topics, produce, producers, cli)."),
     Setting("metrics.port", _opt(_int), None,
             "Serve Prometheus metrics over HTTP on this port (0 picks one); unset: no endpoint.",
             low=0, high=65535),
