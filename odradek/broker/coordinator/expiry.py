@@ -1,9 +1,9 @@
 """Offset expiry under KIP-211 (facts §15): the rules, and the periodic sweep that applies them.
 
-The rules are one pure function of a group's state and an offset's value
-(``group_rule`` + ``expires_at``), shared by the live sweep and by
-``odradek offsets --expiry-preview``, so the preview cannot drift from what
-the broker will actually do:
+The rules are pure functions in ``odradek.storage.offset_expiry`` (shared
+with ``odradek offsets --expiry-preview`` and the Spark expiry audit, so none
+can drift from what the broker will actually do); this module adapts a live
+group to them (``group_rule``) and runs the sweep:
 
 | group                                          | base time                  | offsets |
 | ---------------------------------------------- | -------------------------- | ------- |
@@ -28,50 +28,28 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import structlog
 
+from ...storage.offset_expiry import (  # noqa: F401 - re-exported for the CLI preview
+    EMPTY_GROUP,
+    SIMPLE_GROUP,
+    UNSUBSCRIBED_TOPIC,
+    Rule,
+    expires_at,
+    rule_for,
+)
 from ...storage.offsets_records import OffsetValue
-from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup
+from .group import ClassicGroup
 from .offsets import remove_offsets
 from .shard import Shard, ShardStatus, TopicPartition
-from .state import GroupState
 
 if TYPE_CHECKING:
     from .service import Coordinator  # service imports this module
 
 log = structlog.get_logger("odradek.coordinator")
 
-EMPTY_GROUP = "empty-group"
-UNSUBSCRIBED_TOPIC = "unsubscribed-topic"
-SIMPLE_GROUP = "simple-group"
-
-
-class Rule(NamedTuple):
-    """How a group's offsets expire in its current state."""
-
-    reason: str  # EMPTY_GROUP, UNSUBSCRIBED_TOPIC or SIMPLE_GROUP
-    state_base: int  # the group's base time (Empty since), -1: each offset's commit time
-    kept_topics: frozenset[str]  # topics whose offsets never expire in this state
-
-
 def group_rule(group: ClassicGroup) -> Rule | None:
     """Which row of the KIP-211 table applies to ``group`` now (None: nothing expires)."""
-    if group.protocol_type is not None and group.state is GroupState.EMPTY:
-        return Rule(EMPTY_GROUP, group.current_state_timestamp, frozenset())
-    if (group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.state is GroupState.STABLE
-            and group.subscribed_topics is not None):
-        return Rule(UNSUBSCRIBED_TOPIC, -1, frozenset(group.subscribed_topics))
-    if group.protocol_type is None:
-        return Rule(SIMPLE_GROUP, -1, frozenset())
-    return None
-
-
-def expires_at(rule: Rule, topic: str, value: OffsetValue, retention_ms: int) -> int | None:
-    """When this offset expires while its group stays as it is (None: not in this state)."""
-    if topic in rule.kept_topics:
-        return None
-    if value.expire_timestamp != -1:
-        return value.expire_timestamp  # an explicit expiry (pre-KIP-211 commit semantics)
-    base = rule.state_base if rule.state_base != -1 else value.commit_timestamp
-    return base + retention_ms
+    return rule_for(group.protocol_type, group.state.value, group.current_state_timestamp,
+                    group.subscribed_topics)
 
 
 def expired_offsets(group: ClassicGroup, offsets: Mapping[TopicPartition, OffsetValue],
