@@ -699,3 +699,35 @@ def test_fsync_always_acknowledges_durable_appends():
             assert r.error_code == E.NONE
             log = b.call(lambda: b.app.topics.log("durable", 0))
             assert log.recovery_point >= r.base_offset + 2  # fsynced before the answer
+
+
+async def test_create_topics_out_of_file_descriptors_is_an_error_code(abroker):
+    """A storage failure while creating logs answers KAFKA_STORAGE_ERROR and rolls back."""
+    import errno
+
+    from odradek.broker.wire_client import AsyncClient
+    from odradek.protocol.errors import ErrorCode
+
+    logs = abroker.app.logs
+    real_create = logs.create
+
+    def failing_create(topic, partition, *args, **kwargs):
+        if partition >= 2:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_create(topic, partition, *args, **kwargs)
+
+    logs.create = failing_create
+    client = await AsyncClient.connect("127.0.0.1", abroker.port)
+    try:
+        body = {"topics": [{"name": "fd-hungry", "num_partitions": 5, "replication_factor": -1,
+                            "assignments": [], "configs": []}], "timeout_ms": 5000}
+        r = await client.request(19, 5, body)
+        assert r.topics[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        logs.create = real_create
+        meta = await client.request(3, 12, {"topics": [{"name": "fd-hungry"}],
+                                            "allow_auto_topic_creation": False})
+        assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert (await client.request(19, 5, body)).topics[0].error_code == ErrorCode.NONE
+    finally:
+        logs.create = real_create
+        await client.close()

@@ -275,8 +275,12 @@ class TopicRegistry:
             self._log_configs.pop(name, None)
             self._creating.pop(name, None)
             await self._rollback(topic)
-            done.set_exception(TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"creating {name!r} failed: {exc}"))
+            error = TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"creating {name!r} failed: {exc}")
+            done.set_exception(error)
             done.exception()  # retrieved: nobody else may be waiting
+            if isinstance(exc, Exception):  # e.g. out of file descriptors: an error code, not a crash
+                log.error("topic.create_failed", topic=name, error=str(exc))
+                raise error from exc
             raise
         finally:
             self._creating.pop(name, None)
