@@ -27,7 +27,7 @@ byte, for every version.  Scope is what the storage records and consumer
 protocol blobs need: fixed-width numbers and bools, (nullable) strings and
 bytes, arrays of those and of structs, classic and compact encodings, and
 tagged-field sections with no declared tagged fields (unknown tags are
-skipped, as Kafka does).  Anything else raises ``NotImplementedError`` at
+skipped, as Kafka does).  Anything else raises ``UnsupportedDeclaration`` at
 generation time, so a declaration can never be silently decoded differently.
 
 Malformed input raises :class:`odradek.protocol.primitives.ProtocolError`
@@ -45,6 +45,10 @@ from typing import Any
 
 from odradek.protocol.primitives import MAX_ARRAY, ProtocolError, encode_uvarint
 from odradek.protocol.schema import F, Message
+
+
+class UnsupportedDeclaration(ValueError):
+    """A declaration uses a feature the generated fast path does not cover (use the schema layer)."""
 
 # type -> (struct format char, size)
 _FIXED: dict[str, tuple[str, int]] = {
@@ -103,15 +107,15 @@ class _Plan:
         self.f = f
         self.present = version in f.versions
         if self.present and version in f.tagged:
-            raise NotImplementedError(f"{f.name}: declared tagged fields are not supported")
+            raise UnsupportedDeclaration(f"{f.name}: declared tagged fields are not supported")
         self.compact = flexible and (f.flexible is None or version in f.flexible)
         self.nullable = version in f.nullable
         if f.fields is None and f.elem_type not in _FIXED and f.elem_type not in _VAR:
-            raise NotImplementedError(f"{f.name}: type {f.type} is not supported")
+            raise UnsupportedDeclaration(f"{f.name}: type {f.type} is not supported")
         if f.fields is not None and not f.is_array:
-            raise NotImplementedError(f"{f.name}: nested structs outside arrays are not supported")
+            raise UnsupportedDeclaration(f"{f.name}: nested structs outside arrays are not supported")
         if not isinstance(f.default, int | float | str | bytes | list | None):
-            raise NotImplementedError(f"{f.name}: default {f.default!r} has no literal form")
+            raise UnsupportedDeclaration(f"{f.name}: default {f.default!r} has no literal form")
         if f.fields is None and not f.is_array and f.type in _FIXED and self.nullable:
             raise ValueError(f"{f.name}: {f.type} cannot be nullable")
 
