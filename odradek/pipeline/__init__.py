@@ -1,0 +1,55 @@
+"""PySpark jobs over Odradek's (and Kafka's) log directories: reports and offline compaction.
+
+Needs the ``spark`` extra (``pip install 'odradek[spark]'``) and Java 17.
+Layering (DESIGN.md §1): this package reads ``odradek.storage`` and
+``odradek.protocol`` only, never ``odradek.broker``.
+
+- :mod:`.decode`      segment bytes -> Arrow batches (the one decoder)
+- :mod:`.datasource`  ``spark.read.format("odradek-log")`` and the binaryFile path
+- :mod:`.reports`     latest offsets, group timeline, KIP-211 expiry audit, commit rates, lag
+- :mod:`.html`        the HTML summary with inline SVG charts
+- :mod:`.compact`     offline compaction of a data dir, in Kafka's segment format
+- :mod:`.cli`         ``odradek-report``
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def local_session(master: str = "local[*]", *, app_name: str = "odradek-report", shuffle_partitions: int = 8,
+                  conf: Mapping[str, str] | None = None) -> SparkSession:
+    """A SparkSession for one machine: what the CLI, the tests and the benchmark share.
+
+    Executors run this interpreter (``PYSPARK_PYTHON``), so they import the
+    same odradek; the driver binds to 127.0.0.1 (no network exposure, and no
+    dependence on the host name resolving); no UI.  ``shuffle_partitions``:
+    Spark's default of 200 costs seconds of task overhead on reports this size.
+    """
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # bind everything (block manager too) to loopback
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.python.worker.reuse", "true"))
+    for k, v in (conf or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    from odradek.pipeline.datasource import register
+
+    register(spark)
+    return spark

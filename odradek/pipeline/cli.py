@@ -1,0 +1,247 @@
+"""``odradek-report``: the reports and the offline compaction from a shell, on Spark ``local[*]``.
+
+    odradek-report all /var/lib/odradek --out report/          # every report + summary.html
+    odradek-report latest-offsets /data/broker-1 /data/broker-2 --out out/
+    odradek-report expiry-audit /var/lib/odradek --out out/ --retention-minutes 10080
+    odradek-report compact /var/lib/odradek --verify           # broker stopped
+
+Every stage prints one progress line to stderr.  Decoding happens once: the
+records are written to ``<out>/records.parquet`` and every report reads that
+(``--from-records`` starts from an earlier one).  On a cluster use
+``spark-submit`` (docs/PIPELINE.md); ``--master`` here only picks the local
+master.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+REPORTS = ("overview", "latest-offsets", "group-timeline", "expiry-audit", "commit-rates", "lag")
+
+
+class Stages:
+    """``[n/total] name: what happened (seconds)`` lines on stderr."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.n = 0
+
+    def run(self, name: str, fn: Callable[[], str]) -> None:
+        self.n += 1
+        started = time.perf_counter()
+        print(f"[{self.n}/{self.total}] {name} ...", file=sys.stderr, flush=True)
+        message = fn()
+        print(f"[{self.n}/{self.total}] {name}: {message} ({time.perf_counter() - started:.1f}s)",
+              file=sys.stderr, flush=True)
+
+    def note(self, message: str) -> None:
+        print(f"      {message}", file=sys.stderr, flush=True)
+
+
+def _parse_time(raw: str | None) -> int:
+    """``--now``: epoch ms or an ISO-8601 time (UTC unless it says otherwise)."""
+    if raw is None:
+        return int(time.time() * 1000)
+    if raw.lstrip("-").isdigit():
+        return int(raw)
+    t = _dt.datetime.fromisoformat(raw)
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.UTC)
+    return int(t.timestamp() * 1000)
+
+
+def _topic_configs(items: Sequence[str]) -> dict[str, dict[str, str]]:
+    """``--topic-config orders:cleanup.policy=compact`` (repeatable)."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        topic, sep, kv = item.partition(":")
+        key, eq, value = kv.partition("=")
+        if not sep or not eq or not topic or not key:
+            raise SystemExit(f"odradek-report: --topic-config wants TOPIC:KEY=VALUE, got {item!r}")
+        out.setdefault(topic, {})[key] = value
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="odradek-report", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def inputs(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("paths", nargs="*", help="data dirs, parents of data dirs, or partition dirs")
+        sp.add_argument("--out", required=True,
+                        help="output directory: local, or a Hadoop URI (hdfs://, s3a://) on a cluster")
+        sp.add_argument("--records-path", help="where the decoded records go (default: <out>/records.parquet)")
+        sp.add_argument("--from-records", help="read a records.parquet written by an earlier run instead")
+        sp.add_argument("--binary-files", action="store_true",
+                        help="read through binaryFile + mapInArrow (Hadoop filesystems: hdfs://, s3a://)")
+        sp.add_argument("--topics", help="comma-separated topics to read (default: all)")
+        sp.add_argument("--master", default="local[*]", help="Spark master for the local session")
+        sp.add_argument("--no-csv", action="store_true", help="Parquet only")
+        sp.add_argument("--window", default="1 minute", help="commit-rate window (Spark interval)")
+        sp.add_argument("--now", help="audit time: epoch ms or ISO-8601 (default: now)")
+        sp.add_argument("--retention-minutes", type=int, default=10080, help="offsets.retention.minutes")
+
+    for name in ("all", *REPORTS):
+        inputs(sub.add_parser(name, help="every report and summary.html" if name == "all" else f"the {name} report"))
+
+    c = sub.add_parser("compact", help="compact every compacted partition of data dirs (broker stopped)")
+    c.add_argument("data_dirs", nargs="+")
+    c.add_argument("--verify", action="store_true", help="check every key's newest value survives before the swap")
+    c.add_argument("--topic-config", action="append", default=[], metavar="TOPIC:KEY=VALUE",
+                   help="a topic's config (e.g. orders:cleanup.policy=compact); repeatable")
+    c.add_argument("--now", help="cleaning time: epoch ms or ISO-8601 (default: now)")
+    c.add_argument("--master", default="local[*]")
+    c.add_argument("--no-spark", action="store_true", help="run in this process, one partition after another")
+    return p
+
+
+def _session(master: str, binary: bool) -> tuple[SparkSession, bool]:
+    """The session to use, and whether this run owns (and so stops) it.
+
+    An active session (tests, notebooks) is reused as is.  Under
+    ``spark-submit`` the master and resources are spark-submit's: the session
+    is built from its configuration.  Otherwise a local session is started.
+    """
+    from pyspark.sql import SparkSession
+
+    from odradek.pipeline import local_session
+    from odradek.pipeline.datasource import register
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        register(active)
+        return active, False
+    conf = {"spark.sql.execution.arrow.maxRecordsPerBatch": "1"} if binary else {}
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit
+        builder = SparkSession.builder.appName("odradek-report")
+        for k, v in conf.items():
+            builder = builder.config(k, v)
+        spark = builder.getOrCreate()
+        register(spark)
+        return spark, True
+    return local_session(master, conf=conf), True
+
+
+def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages) -> DataFrame:
+    from odradek.pipeline.datasource import read_binary_files, read_logs
+    from odradek.pipeline.reports import parquet_rows
+
+    if args.from_records:
+        stages.run("records", lambda: f"{parquet_rows(spark, args.from_records):,} records in {args.from_records}")
+        return spark.read.parquet(args.from_records)
+    if not args.paths:
+        raise SystemExit("odradek-report: give data dirs (or --from-records)")
+    target = args.records_path or f"{args.out.rstrip('/')}/records.parquet"
+
+    def decode() -> str:
+        if args.binary_files:
+            df = read_binary_files(spark, args.paths)
+            if args.topics:
+                df = df.where(df.topic.isin([t.strip() for t in args.topics.split(",")]))
+        else:
+            options = {"topics": args.topics} if args.topics else {}
+            df = read_logs(spark, args.paths, **options)
+        df.write.mode("overwrite").parquet(target)
+        return f"{parquet_rows(spark, target):,} records -> {target}"
+    stages.run("decode", decode)
+    return spark.read.parquet(target)
+
+
+def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
+    from odradek.pipeline import reports
+    from odradek.pipeline.html import Summary, render
+
+    out = args.out.rstrip("/") or "/"
+    if reports.is_local(out):
+        Path(out.removeprefix("file:")).mkdir(parents=True, exist_ok=True)
+    html_stage = 1 if args.command == "all" else 0
+    stages = Stages(1 + len(names) + html_stage)
+    spark, owned = _session(args.master, args.binary_files)
+    try:
+        records = _records(spark, args, stages)
+        now = _parse_time(args.now)
+        produced: dict[str, DataFrame] = {}
+
+        def write(name: str, df: DataFrame) -> str:
+            paths = reports.write_report(df, out, name.replace("-", "_"), csv=not args.no_csv)
+            produced[name] = spark.read.parquet(paths[0])
+            return f"{reports.parquet_rows(spark, paths[0]):,} rows -> " + ", ".join(paths)
+
+        builders: dict[str, Callable[[], DataFrame]] = {
+            "overview": lambda: reports.overview(records),
+            "latest-offsets": lambda: reports.latest_offsets(records),
+            "group-timeline": lambda: reports.group_timeline(records),
+            "expiry-audit": lambda: reports.expiry_audit(records, now_ms=now,
+                                                         retention_ms=args.retention_minutes * 60_000),
+            "commit-rates": lambda: reports.commit_rates(records, args.window),
+            "lag": lambda: reports.consumer_lag(records),
+        }
+        for name in names:
+            stages.run(name, lambda name=name: write(name, builders[name]()))
+        if html_stage:
+            def summary() -> str:
+                page = Summary("Odradek log report", now, [str(p) for p in args.paths] or [args.from_records])
+                reports.build_summary(page, produced)
+                target = f"{out}/summary.html"
+                reports.write_text(spark, target, render(page))
+                return target
+            stages.run("summary.html", summary)
+        return 0
+    finally:
+        if owned:
+            spark.stop()
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from odradek.pipeline.compact import CompactionError, compact_data_dir
+
+    configs = _topic_configs(args.topic_config)
+    now = _parse_time(args.now)
+    spark, owned = (None, False) if args.no_spark else _session(args.master, False)
+    status = 0
+    try:
+        stages = Stages(len(args.data_dirs))
+        for d in args.data_dirs:
+            def run(d: str = d) -> str:
+                nonlocal status
+                try:
+                    results = compact_data_dir(d, now_ms=now, topic_configs=configs, verify=args.verify,
+                                               spark=spark, progress=stages.note)
+                except CompactionError as exc:
+                    status = 1
+                    return f"refused: {exc}"
+                done = [r for r in results if r.status == "compacted"]
+                bad = [r for r in results if r.status == "failed"]
+                if bad:
+                    status = 1
+                before = sum(r.bytes_before for r in done)
+                after = sum(r.bytes_after for r in done)
+                return (f"{len(done)} compacted, {len(results) - len(done) - len(bad)} unchanged, {len(bad)} failed; "
+                        f"{before:,} -> {after:,} bytes")
+            stages.run(f"compact {d}", run)
+    finally:
+        if owned and spark is not None:
+            spark.stop()
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "compact":
+        return _compact(args)
+    names = REPORTS if args.command == "all" else (args.command,)
+    return _report(args, names)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

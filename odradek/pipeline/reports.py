@@ -1,0 +1,486 @@
+"""Reports over the ``odradek-log`` rows: plain DataFrame SQL, written as Parquet and CSV.
+
+Every report takes the records DataFrame (the data source, or the Parquet
+the CLI writes once from it) and returns a DataFrame; nothing is collected
+to the driver except by the HTML summary, which only takes small
+aggregates.  ``source_dir`` is part of every key: two brokers' data dirs are
+two independent worlds (each has its own ``__consumer_offsets``).
+
+Semantics follow how the coordinator rebuilds state from the log
+(coordinator-facts §16.3), so that :func:`latest_offsets` equals what
+OffsetFetch returns from a broker opened on the same data dir:
+
+- the record with the highest offset wins per key; a tombstone deletes;
+- a transactional offset commit counts only once a COMMIT marker of its
+  producer follows it (an ABORT, or no marker yet, discards it);
+- group records: Stable with members, Empty without, a tombstone removes the
+  group (its offsets stay until their own tombstones).
+
+The KIP-211 expiry rules are not implemented here: :func:`expiry_audit`
+calls ``odradek.storage.offset_expiry``, the functions the broker's sweep
+uses, so the audit cannot drift from what the broker does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyspark.sql.functions as F
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import ArrayType, MapType, StructType
+
+from odradek.pipeline.decode import CONTROL, DATA, GROUP_METADATA, OFFSET_COMMIT, OFFSETS_TOPIC
+from odradek.pipeline.html import Summary, bar_chart, line_chart, table
+from odradek.storage import offset_expiry
+from odradek.storage.offsets_records import OffsetValue
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+COMMIT_MARKER = 1  # ControlRecordType.COMMIT
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def offset_commits(df: DataFrame) -> DataFrame:
+    """Offset-commit records that take effect (non-transactional, or transactional and committed).
+
+    Kafka's load (§16.3) parks a transactional commit under its producer id
+    until the producer's next marker: COMMIT applies it, ABORT drops it.
+    """
+    commits = df.where((F.col("record_type") == OFFSET_COMMIT) & F.col("decode_error").isNull())
+    plain = commits.where(~F.col("is_transactional"))
+    txn = commits.where(F.col("is_transactional"))
+    markers = (df.where((F.col("record_type") == CONTROL) & (F.col("topic") == OFFSETS_TOPIC))
+               .select("source_dir", "partition", "producer_id", F.col("offset").alias("marker_offset"),
+                       F.col("control_type").alias("marker_type")))
+    keys = ["source_dir", "partition", "producer_id"]
+    first_marker = (txn.join(markers, keys)
+                    .where(F.col("marker_offset") > F.col("offset"))
+                    .groupBy(*keys, "offset")
+                    .agg(F.min_by("marker_type", "marker_offset").alias("outcome")))
+    committed = (txn.join(first_marker, [*keys, "offset"])
+                 .where(F.col("outcome") == COMMIT_MARKER).drop("outcome"))
+    return plain.unionByName(committed)
+
+
+def _latest(df: DataFrame, keys: list[str], order: str = "offset") -> DataFrame:
+    """The row with the highest ``order`` per ``keys`` (max_by over a struct of all columns)."""
+    others = [c for c in df.columns if c not in keys]
+    return (df.groupBy(*keys).agg(F.max_by(F.struct(*others), order).alias("_last"))
+            .select(*keys, "_last.*"))
+
+
+# --- latest committed offsets ------------------------------------------------------------------
+
+def latest_offsets(df: DataFrame) -> DataFrame:
+    """Committed offsets as OffsetFetch would return them: one row per live (group, topic, partition)."""
+    commits = offset_commits(df).select(
+        "source_dir", "group_id", F.col("commit_topic").alias("topic"),
+        F.col("commit_partition").alias("partition"), "committed_offset", "leader_epoch", "metadata",
+        "commit_timestamp", "expire_timestamp", "is_tombstone",
+        F.col("partition").alias("offsets_partition"), "offset")
+    last = _latest(commits, ["source_dir", "group_id", "topic", "partition"])
+    return (last.where(~F.col("is_tombstone"))
+            .drop("is_tombstone")
+            .withColumnRenamed("offset", "record_offset"))
+
+
+# --- group timeline ------------------------------------------------------------------------------
+
+def group_timeline(df: DataFrame) -> DataFrame:
+    """One row per group record: generation, inferred state, who joined and left since the last one.
+
+    State is what a reload would give (§16.3): ``Stable`` with members,
+    ``Empty`` without, ``Dead`` for a tombstone.  ``generation_step`` > 1
+    means rebalances whose generations were never persisted (e.g. a join
+    phase that was superseded before SyncGroup).
+    """
+    g = df.where((F.col("record_type") == GROUP_METADATA) & F.col("decode_error").isNull())
+    w = Window.partitionBy("source_dir", "group_id").orderBy("offsets_partition", "offset")
+    member_ids = F.coalesce(F.transform("members", lambda m: m["member_id"]), F.array().cast("array<string>"))
+    count = F.when(F.col("members").isNull(), F.lit(0)).otherwise(F.size("members"))
+    state = (F.when(F.col("is_tombstone"), F.lit("Dead"))
+             .when(count > 0, F.lit("Stable")).otherwise(F.lit("Empty")))
+    t = (g.select("source_dir", "group_id", F.col("partition").alias("offsets_partition"), "offset", "timestamp",
+                  "generation", "protocol_type", "protocol", "leader", "current_state_timestamp",
+                  state.alias("state"), member_ids.alias("member_ids"),
+                  count.alias("member_count"), "members")
+         .withColumn("_prev_ids", F.lag("member_ids").over(w))
+         .withColumn("_prev_state", F.lag("state").over(w))
+         .withColumn("_prev_gen", F.lag("generation").over(w)))
+    empty = F.array().cast("array<string>")
+    return (t.select(
+        "source_dir", "group_id", "offsets_partition", F.col("offset").alias("record_offset"),
+        F.col("timestamp").alias("record_timestamp"),
+        F.when(F.col("current_state_timestamp") >= 0, F.col("current_state_timestamp"))
+         .otherwise(F.col("timestamp")).alias("state_timestamp"),
+        "state", F.coalesce(F.col("_prev_state") != F.col("state"), F.lit(True)).alias("state_changed"),
+        "generation", (F.col("generation") - F.col("_prev_gen")).alias("generation_step"),
+        "protocol_type", "protocol", "leader", "member_count", "member_ids",
+        F.array_except("member_ids", F.coalesce("_prev_ids", empty)).alias("joined"),
+        F.array_except(F.coalesce("_prev_ids", empty), "member_ids").alias("left"),
+        "members"))
+
+
+def group_snapshot(df: DataFrame) -> DataFrame:
+    """The last group record per group (NULL fields when the group was deleted)."""
+    g = df.where((F.col("record_type") == GROUP_METADATA) & F.col("decode_error").isNull())
+    cols = ["is_tombstone", "protocol_type", "generation", "protocol", "leader", "current_state_timestamp",
+            "members"]
+    last = _latest(g.select("source_dir", "group_id", "partition", "offset", *cols),
+                   ["source_dir", "group_id"])
+    return last.select("source_dir", "group_id", *cols)
+
+
+# --- KIP-211 expiry audit ------------------------------------------------------------------------
+
+EXPLICIT_EXPIRY = "explicit-expiry"
+KEPT_SUBSCRIBED = "kept-subscribed-topic"
+KEPT_STATE = "kept-group-state"
+
+_AUDIT_ARROW = pa.schema([
+    ("source_dir", pa.string()), ("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("committed_offset", pa.int64()), ("commit_timestamp", pa.int64()), ("expire_timestamp", pa.int64()),
+    ("group_state", pa.string()), ("protocol_type", pa.string()), ("rule", pa.string()), ("reason", pa.string()),
+    ("expires_at", pa.int64()),
+])
+AUDIT_SCHEMA: StructType = from_arrow_schema(_AUDIT_ARROW)
+
+
+def group_facts(row: dict[str, Any]) -> tuple[str | None, str, int, list[str] | None]:
+    """(protocol type, state, state timestamp, subscribed topics) of a group as a reload rebuilds it.
+
+    From its last group record (§16.3): Stable with members, Empty without;
+    no record, or a deleted one, leaves a simple group (no protocol type,
+    Empty).  Subscribed topics (§13): for a ``consumer`` group with a
+    selected protocol, the union of its members' (each read by storage's
+    ``decode_subscription_topics``; one unreadable makes it unknown, None);
+    none for an Empty one; unknown otherwise.
+    """
+    if row["is_tombstone"] is None or row["is_tombstone"]:
+        return None, "Empty", -1, None
+    members = row["members"] or []
+    protocol_type = row["protocol_type"] or None
+    topics: list[str] | None = None
+    if protocol_type == offset_expiry.CONSUMER_PROTOCOL_TYPE:
+        if not members:
+            topics = []
+        elif row["protocol"] is not None and all(m["subscribed_topics"] is not None for m in members):
+            topics = sorted({t for m in members for t in m["subscribed_topics"]})
+    return protocol_type, "Stable" if members else "Empty", row["current_state_timestamp"], topics
+
+
+def _audit_batches(retention_ms: int):
+    """mapInArrow body: storage's KIP-211 rules, once per group, then for each of its offsets."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        cache: dict[tuple[str, str], tuple[offset_expiry.Rule | None, str, str | None]] = {}
+        for batch in batches:
+            out: dict[str, list[Any]] = {name: [] for name in AUDIT_SCHEMA.names}
+            for row in batch.to_pylist():
+                gkey = (row["source_dir"], row["group_id"])
+                hit = cache.get(gkey)
+                if hit is None:
+                    protocol_type, state, since, topics = group_facts(row)
+                    hit = cache[gkey] = (offset_expiry.rule_for(protocol_type, state, since, topics), state,
+                                         protocol_type)
+                rule, state, protocol_type = hit
+                value = OffsetValue(offset=row["committed_offset"], leader_epoch=row["leader_epoch"],
+                                    metadata=row["metadata"], commit_timestamp=row["commit_timestamp"],
+                                    expire_timestamp=row["expire_timestamp"])
+                at = None if rule is None else offset_expiry.expires_at(rule, row["topic"], value, retention_ms)
+                if rule is None:
+                    reason = KEPT_STATE
+                elif at is None:
+                    reason = KEPT_SUBSCRIBED
+                elif value.expire_timestamp != -1 and at == value.expire_timestamp:
+                    reason = EXPLICIT_EXPIRY
+                else:
+                    reason = rule.reason
+                for name, v in (("source_dir", row["source_dir"]), ("group_id", row["group_id"]),
+                                ("topic", row["topic"]), ("partition", row["partition"]),
+                                ("committed_offset", value.offset), ("commit_timestamp", value.commit_timestamp),
+                                ("expire_timestamp", value.expire_timestamp), ("group_state", state),
+                                ("protocol_type", protocol_type),
+                                ("rule", None if rule is None else rule.reason), ("reason", reason),
+                                ("expires_at", at)):
+                    out[name].append(v)
+            yield pa.RecordBatch.from_pydict(out, schema=_AUDIT_ARROW)
+
+    return run
+
+
+def expiry_audit(df: DataFrame, *, now_ms: int, retention_ms: int = 7 * 24 * 3600 * 1000) -> DataFrame:
+    """Which committed offsets would expire, when, and why (KIP-211), as of the end of the log.
+
+    The rules are the broker's own (``odradek.storage.offset_expiry``, which
+    its expiry sweep uses), applied to each group as a reload would rebuild
+    it (:func:`group_facts`).  ``reason``: ``explicit-expiry`` (the commit
+    carried its own expire timestamp), the rule's (``empty-group``,
+    ``unsubscribed-topic``, ``simple-group``), or why it is kept:
+    ``kept-subscribed-topic`` (a Stable consumer group subscribed to it),
+    ``kept-group-state`` (no rule applies, e.g. an unknown subscription or a
+    non-consumer protocol).  ``expired``: ``expires_at <= now_ms`` -- the
+    broker's next sweep removes it.  ``retention_ms`` is
+    ``offsets.retention.minutes`` × 60000.
+    """
+    offsets = latest_offsets(df)
+    groups = group_snapshot(df)
+    joined = (offsets.join(groups, ["source_dir", "group_id"], "left")
+              .repartition("source_dir", "group_id").sortWithinPartitions("source_dir", "group_id"))
+    audited = joined.mapInArrow(_audit_batches(retention_ms), AUDIT_SCHEMA)
+    return (audited
+            .withColumn("expired", F.coalesce(F.col("expires_at") <= F.lit(now_ms), F.lit(False)))
+            .withColumn("expires_in_ms", F.col("expires_at") - F.lit(now_ms)))
+
+
+# --- commit rates ------------------------------------------------------------------------------------
+
+def commit_rates(df: DataFrame, window: str = "1 minute") -> DataFrame:
+    """Commits per group and topic per time window (record timestamps: the broker's commit clock).
+
+    ``commits`` counts partition offsets written, ``requests`` the OffsetCommit
+    batches they came in (one batch per accepted request, §16.2).
+    """
+    seconds = F.unix_seconds("window.end") - F.unix_seconds("window.start")
+    c = offset_commits(df).where(~F.col("is_tombstone"))
+    return (c.groupBy("source_dir", "group_id", F.col("commit_topic").alias("topic"),
+                      F.window(F.timestamp_millis("timestamp"), window).alias("window"))
+            .agg(F.count(F.lit(1)).alias("commits"),
+                 F.countDistinct("partition", "batch_base_offset").alias("requests"),
+                 F.countDistinct("commit_partition").alias("partitions"))
+            .select("source_dir", "group_id", "topic", F.col("window.start").alias("window_start"),
+                    F.col("window.end").alias("window_end"), "commits", "requests", "partitions",
+                    (F.col("commits") / seconds).alias("commits_per_s")))
+
+
+# --- consumer lag ------------------------------------------------------------------------------------
+
+def log_end_offsets(df: DataFrame) -> DataFrame:
+    """Per data-topic partition present in the input: log start/end offsets and last timestamp.
+
+    The end is the last batch's last offset + 1 (compaction keeps a batch's
+    lastOffsetDelta, and control batches take offsets too).
+    """
+    d = df.where(F.col("record_type").isin(DATA, CONTROL) & (F.col("topic") != OFFSETS_TOPIC))
+    return (d.groupBy("source_dir", "topic", "partition")
+            .agg(F.min("offset").alias("log_start_offset"),
+                 (F.max("batch_last_offset") + 1).alias("log_end_offset"),
+                 F.max("timestamp").alias("last_timestamp")))
+
+
+def consumer_lag(df: DataFrame, offsets: DataFrame | None = None) -> DataFrame:
+    """Log end offset − committed offset per group and partition, where the data topic's log is in the input."""
+    committed = latest_offsets(df) if offsets is None else offsets
+    ends = log_end_offsets(df)
+    return (committed.join(ends, ["source_dir", "topic", "partition"])
+            .select("source_dir", "group_id", "topic", "partition", "committed_offset", "log_start_offset",
+                    "log_end_offset", (F.col("log_end_offset") - F.col("committed_offset")).alias("lag"),
+                    "commit_timestamp", "last_timestamp"))
+
+
+# --- overview -----------------------------------------------------------------------------------------
+
+def overview(df: DataFrame) -> DataFrame:
+    """Records per data dir, topic and record type (the first table of the summary)."""
+    return (df.groupBy("source_dir", "topic", "record_type")
+            .agg(F.count(F.lit(1)).alias("records"), F.sum(F.col("is_tombstone").cast("int")).alias("tombstones"),
+                 F.countDistinct("partition").alias("partitions"), F.countDistinct("segment").alias("segments"),
+                 F.sum(F.col("decode_error").isNotNull().cast("int")).alias("decode_errors"),
+                 F.min("timestamp").alias("first_timestamp"), F.max("timestamp").alias("last_timestamp")))
+
+
+# --- output -------------------------------------------------------------------------------------------
+
+def _csv_safe(df: DataFrame) -> DataFrame:
+    """CSV has no nested types: string arrays become ``a;b``, anything nested becomes JSON."""
+    cols: list[Column] = []
+    for field in df.schema.fields:
+        t = field.dataType
+        if isinstance(t, ArrayType) and not isinstance(t.elementType, StructType | ArrayType | MapType):
+            cols.append(F.concat_ws(";", F.col(field.name).cast("array<string>")).alias(field.name))
+        elif isinstance(t, StructType | ArrayType | MapType):
+            cols.append(F.to_json(field.name).alias(field.name))
+        else:
+            cols.append(F.col(field.name))
+    return df.select(*cols)
+
+
+def is_local(path: str | os.PathLike[str]) -> bool:
+    """A driver-local path (no scheme, or ``file:``), as opposed to ``hdfs://``, ``s3a://`` ..."""
+    text = str(path)
+    return "://" not in text or text.startswith("file:")
+
+
+def _local(path: str | os.PathLike[str]) -> Path:
+    text = str(path)
+    return Path(text[len("file://"):] if text.startswith("file://") else text.removeprefix("file:"))
+
+
+def parquet_rows(spark: SparkSession, path: str) -> int:
+    """Rows of a Parquet directory: from the footers when local (no Spark job), else a count."""
+    if is_local(path):
+        import pyarrow.dataset as ds
+
+        return ds.dataset(str(_local(path)), format="parquet").count_rows()
+    return spark.read.parquet(path).count()
+
+
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """A small text file (the HTML summary) locally, or through Hadoop's FileSystem API."""
+    if is_local(path):
+        _local(path).write_text(text, encoding="utf-8")
+        return
+    jvm = spark.sparkContext._jvm
+    jpath = jvm.org.apache.hadoop.fs.Path(path)
+    stream = jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).create(jpath, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
+def write_report(df: DataFrame, out_dir: str, name: str, *, csv: bool = True) -> list[str]:
+    """``<out>/<name>.parquet/`` and ``<out>/<name>.csv``; returns what was written.
+
+    The report is computed once, into Parquet; the CSV is converted from that
+    Parquet (a report with a Python stage, like the expiry audit, would
+    otherwise run twice).  Locally the CSV is one file with a header, written
+    by one task into a temp dir beside it and moved into place, so a reader
+    never sees half of it; on a Hadoop filesystem it is Spark's directory of
+    part files.
+    """
+    spark = df.sparkSession
+    base = str(out_dir).rstrip("/")
+    target = f"{base}/{name}.parquet"
+    df.write.mode("overwrite").parquet(target)
+    written = [target]
+    if not csv:
+        return written
+    flat = _csv_safe(spark.read.parquet(target)).coalesce(1).write.mode("overwrite").option("header", "true")
+    if not is_local(base):
+        flat.csv(f"{base}/{name}.csv")
+        return [*written, f"{base}/{name}.csv"]
+    out = _local(base)
+    csv_target = out / f"{name}.csv"
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out))
+    try:
+        flat.csv(str(tmp / "csv"))
+        parts = sorted((tmp / "csv").glob("part-*.csv"))
+        if parts:
+            os.replace(parts[0], csv_target)
+        else:  # an empty result: Spark may write no part file
+            csv_target.write_text(",".join(df.columns) + "\n")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [*written, str(csv_target)]
+
+
+def read_records(spark: SparkSession, path: str) -> DataFrame:
+    """Records Parquet written earlier (``odradek-report --records-parquet``) as the report input."""
+    return spark.read.parquet(path)
+
+
+# --- the HTML summary --------------------------------------------------------------------------------
+
+def _labeller(produced: dict[str, DataFrame]) -> Callable[[dict[str, Any]], str]:
+    """Group labels; prefixed with the data dir's name only when there are several data dirs."""
+    source = produced["overview"] if "overview" in produced else next(iter(produced.values()), None)
+    dirs = {r["source_dir"] for r in source.select("source_dir").distinct().limit(2).collect()} if source else set()
+    many = len(dirs) > 1
+
+    def label(row: dict[str, Any]) -> str:
+        return f"{Path(row['source_dir']).name}/{row['group_id']}" if many else row["group_id"]
+
+    return label
+
+
+def _zero_fill(points: list[tuple[float, float]], step: int, limit: int = 2000) -> list[tuple[float, float]]:
+    """A window with no commits had a rate of 0; draw it so, unless the series would get too long."""
+    if not points or step <= 0:
+        return points
+    points = sorted(points)
+    first, last = points[0][0], points[-1][0]
+    if (last - first) / step > limit:
+        return points
+    have = dict(points)
+    return [(t, have.get(t, 0.0)) for t in range(int(first), int(last) + 1, step)]
+
+
+def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8) -> Summary:
+    """Fill ``page`` from the reports the CLI produced (only small aggregates reach the driver)."""
+    label = _labeller(produced)
+    ov = produced.get("overview")
+    if ov is not None:
+        rows = [r.asDict() for r in ov.orderBy("source_dir", "topic", "record_type").collect()]
+        page.add("Input", table(rows, ["source_dir", "topic", "record_type", "records", "tombstones", "partitions",
+                                       "segments", "decode_errors", "first_timestamp", "last_timestamp"],
+                                time_columns=("first_timestamp", "last_timestamp")))
+    rates = produced.get("commit-rates")
+    if rates is not None:
+        per_group = (rates.groupBy("source_dir", "group_id", "window_start", "window_end")
+                     .agg(F.sum("commits").alias("commits")))
+        leaders = [r.asDict() for r in per_group.groupBy("source_dir", "group_id")
+                   .agg(F.sum("commits").alias("total")).orderBy(F.desc("total"), "group_id").limit(top).collect()]
+        keep = {(r["source_dir"], r["group_id"]) for r in leaders}
+        series: dict[str, list[tuple[float, float]]] = {label(r): [] for r in leaders}
+        step = 0
+        for r in per_group.select("source_dir", "group_id", F.unix_millis("window_start").alias("t"),
+                                  (F.unix_millis("window_end") - F.unix_millis("window_start")).alias("ms"),
+                                  (F.col("commits") / (F.unix_seconds("window_end") - F.unix_seconds("window_start")))
+                                  .alias("rate")).collect():
+            d = r.asDict()
+            step = d["ms"]
+            if (d["source_dir"], d["group_id"]) in keep:
+                series[label(d)].append((d["t"], d["rate"]))
+        series = {name: _zero_fill(points, step) for name, points in series.items()}
+        page.add("Commit rate per group", line_chart(series, title="commit rate", y_label="offsets committed/s"),
+                 f"Top {top} groups by commits; one point per window.")
+    lag = produced.get("lag")
+    if lag is not None:
+        rows = [r.asDict() for r in lag.orderBy(F.desc("lag"), "group_id", "topic", "partition").limit(30).collect()]
+        items = [(f"{label(r)} {r['topic']}-{r['partition']}", float(r["lag"])) for r in rows]
+        page.add("Consumer lag", bar_chart(items, title="lag", value_label="records behind the log end"),
+                 "Largest 30 (log end offset − committed offset) where the data topic's log was in the input.")
+    tl = produced.get("group-timeline")
+    if tl is not None:
+        live = tl.where(F.col("state") != "Dead")
+        leaders = [r.asDict() for r in live.groupBy("source_dir", "group_id").count()
+                   .orderBy(F.desc("count"), "group_id").limit(top).collect()]
+        keep = {(r["source_dir"], r["group_id"]) for r in leaders}
+        gens: dict[str, list[tuple[float, float]]] = {label(r): [] for r in leaders}
+        for r in live.select("source_dir", "group_id", "state_timestamp", "generation").collect():
+            d = r.asDict()
+            if (d["source_dir"], d["group_id"]) in keep:
+                gens[label(d)].append((d["state_timestamp"], d["generation"]))
+        page.add("Group generations", line_chart(gens, title="generations", y_label="generation", step=True),
+                 f"Top {top} groups by persisted generations.")
+        changes = [r.asDict() for r in tl.where("state_changed").orderBy(F.desc("state_timestamp")).limit(50).collect()]
+        page.add("State changes", table(changes, ["state_timestamp", "group_id", "state", "generation", "member_count",
+                                                  "joined", "left"], time_columns=("state_timestamp",)),
+                 "Inferred from group records: Stable with members, Empty without, Dead when deleted.")
+    audit = produced.get("expiry-audit")
+    if audit is not None:
+        counts = [r.asDict() for r in audit.groupBy("reason", "expired").count().orderBy("reason", "expired").collect()]
+        soon = [r.asDict() for r in audit.where(F.col("expires_at").isNotNull())
+                .orderBy("expires_at", "group_id", "topic", "partition").limit(50).collect()]
+        page.add("Offset expiry (KIP-211)",
+                 table(counts, ["reason", "expired", "count"])
+                 + table(soon, ["expires_at", "expired", "group_id", "topic", "partition", "committed_offset",
+                                "group_state", "reason"], time_columns=("expires_at",)),
+                 "Offsets the broker's sweep would remove, soonest first, as of the report time.")
+    latest = produced.get("latest-offsets")
+    if latest is not None:
+        rows = [r.asDict() for r in latest.orderBy("source_dir", "group_id", "topic", "partition").limit(100).collect()]
+        page.add("Committed offsets", table(rows, ["group_id", "topic", "partition", "committed_offset",
+                                                   "leader_epoch", "metadata", "commit_timestamp"],
+                                            time_columns=("commit_timestamp",)))
+    return page

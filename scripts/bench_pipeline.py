@@ -1,0 +1,279 @@
+"""Pipeline throughput: the Spark job (local[2]) vs one Python process, same decoder, one run.
+
+    .venv/bin/python scripts/bench_pipeline.py                  # 4,000,000 records
+    .venv/bin/python scripts/bench_pipeline.py --records 400000 --keep /tmp/bench-logs
+
+Generates a ``__consumer_offsets`` log shaped like a busy cluster's (groups
+spread over 8 offsets partitions by Kafka's hash, each OffsetCommit request
+one batch of 10 partition offsets, a rebalance every few thousand commits,
+some OffsetDelete tombstones), written through ``storage.log.Log`` as a
+broker writes it, in 16 MiB segments.  Then, alternating, best of
+``--rounds``:
+
+- **single**: one process decodes every segment with
+  ``odradek.pipeline.decode`` into Arrow batches and aggregates them with
+  pyarrow (latest committed offset and commit count per group/topic/partition);
+- **spark**: ``spark.read.format("odradek-log")`` on ``local[2]`` (one task per
+  segment, the same decoder in the Python workers; the five columns the
+  aggregation needs named with ``.schema()``) and the same aggregation in
+  Spark SQL, collected.
+
+Prints records/s of both, their ratio (target: Spark >= 1.0x on the 2-core
+reference machine) and the per-record decode cost of the single process
+(target: <= 2 µs), plus where that time goes.  Session start-up is reported
+but not counted: it is paid once per job, not per record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from odradek.protocol.records import encode_batch  # noqa: E402
+from odradek.storage.config import LogConfig  # noqa: E402
+from odradek.storage.consumer_protocol import Subscription, encode_subscription  # noqa: E402
+from odradek.storage.log import Log  # noqa: E402
+from odradek.storage.log_manager import OFFSETS_TOPIC, offsets_topic_config  # noqa: E402
+from odradek.storage.offsets_records import (  # noqa: E402
+    GroupKey,
+    GroupValue,
+    MemberValue,
+    OffsetKey,
+    OffsetValue,
+    encode_key,
+    encode_value,
+    partition_for,
+)
+
+PARTITIONS = 8
+SEGMENT_BYTES = 16 << 20
+PER_REQUEST = 10
+T0 = 1_700_000_000_000
+
+
+def generate(target: Path, records: int, groups: int = 400, distinct: int = 500_000) -> None:
+    """Write the benchmark log: ``records`` offset-commit records plus a rebalance now and then.
+
+    The first ``distinct`` records are encoded with storage's encoders; the
+    rest re-append those same batches through ``Log.append`` (which assigns
+    new offsets, as for any produced batch), so 4 M records take seconds to
+    write while every record still costs the decoder a full decode.
+    """
+    config = dataclasses.replace(offsets_topic_config(LogConfig()), segment_bytes=SEGMENT_BYTES)
+    now = [T0]
+    logs = [Log.open(target / f"{OFFSETS_TOPIC}-{p}", config, clock=lambda: now[0]) for p in range(PARTITIONS)]
+    topics = [f"topic-{i}" for i in range(20)]
+    keys: dict[tuple[str, str, int], bytes] = {}
+    sub = encode_subscription(Subscription(topics=topics[:2]))
+    batches: list[tuple[int, bytes, int]] = []  # (partition, batch, offset-commit records)
+    written = 0
+    i = 0
+    while written < min(records, distinct):
+        g = i % groups
+        group = f"consumer-group-{g:04d}"
+        part = partition_for(group, PARTITIONS)
+        ts = T0 + i * 7
+        if i % 5000 == g % 5000:  # a rebalance: a new generation record
+            value = GroupValue(protocol_type="consumer", generation=i // 5000 + 1, protocol="range",
+                               leader="m-0", current_state_timestamp=ts,
+                               members=[MemberValue(f"m-{m}", None, f"client-{m}", "/10.0.0.1", 300000, 10000,
+                                                    sub, b"\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff")
+                                        for m in range(3)])
+            batches.append((part, encode_batch([(encode_key(GroupKey(group)), encode_value(value))],
+                                               base_timestamp=ts), 0))
+        items = []
+        topic = topics[(g % 10) * 2 + (i // groups) % 2]  # each group reads two topics
+        for p in range(min(PER_REQUEST, records - written)):
+            k = (group, topic, p)
+            kb = keys.get(k)
+            if kb is None:
+                kb = keys[k] = encode_key(OffsetKey(*k))
+            if i % 997 == 0 and p == 0:
+                items.append((kb, None))  # OffsetDelete
+            else:
+                items.append((kb, encode_value(OffsetValue(offset=i * 13 + p, leader_epoch=i // 100000,
+                                                           metadata="", commit_timestamp=ts))))
+        batches.append((part, encode_batch(items, base_timestamp=ts), len(items)))
+        written += len(items)
+        i += 1
+    for part, batch, _n in batches:
+        logs[part].append(batch)
+    while written < records:
+        for part, batch, n in batches:
+            if written >= records:
+                break
+            logs[part].append(batch)
+            written += n
+    for log in logs:
+        log.close()
+
+
+def single_pass(refs) -> tuple[int, float, float, int]:
+    """(records, decode CPU seconds, total wall seconds, result rows): decode to Arrow, aggregate with pyarrow.
+
+    Decode is timed in process CPU time: it is the cost per record, which
+    other processes on the machine should not inflate; throughput is wall time.
+    """
+    import pyarrow as pa
+
+    from odradek.pipeline.decode import decode_segment_file
+
+    cols = ["group_id", "commit_topic", "commit_partition", "offset", "record_type"]
+    started = time.perf_counter()
+    decode_s = 0.0
+    n = 0
+    parts = []
+    for ref in refs:
+        t = time.process_time()
+        for batch in decode_segment_file(ref):
+            decode_s += time.process_time() - t
+            n += batch.num_rows
+            parts.append(batch.select(cols))
+            t = time.process_time()
+        decode_s += time.process_time() - t
+    table = pa.Table.from_batches(parts)
+    table = table.filter(pa.compute.equal(table["record_type"], "offset_commit"))
+    result = table.group_by(["group_id", "commit_topic", "commit_partition"]).aggregate(
+        [("offset", "max"), ("offset", "count")])
+    return n, decode_s, time.perf_counter() - started, result.num_rows
+
+
+# the columns the aggregation needs: Python data sources get no column pruning, so a job names them
+# (decoding is the same; fewer columns cross into the JVM); the single pass selects the same ones
+SPARK_COLUMNS = "record_type string, group_id string, commit_topic string, commit_partition int, offset bigint"
+
+
+def spark_pass(spark, path: str) -> tuple[int, float, int]:
+    import pyspark.sql.functions as F
+
+    started = time.perf_counter()
+    df = spark.read.format("odradek-log").schema(SPARK_COLUMNS).load(path)
+    rows = (df.groupBy("record_type", "group_id", "commit_topic", "commit_partition")
+            .agg(F.max("offset").alias("last"), F.count(F.lit(1)).alias("n")).collect())
+    elapsed = time.perf_counter() - started
+    n = sum(r["n"] for r in rows)
+    return n, elapsed, sum(1 for r in rows if r["record_type"] == "offset_commit")
+
+
+def decode_breakdown(refs, limit: int = 400_000) -> dict[str, float]:
+    """µs per record of each layer on the first ``limit`` records (process CPU time, GC paused as decode does)."""
+    from odradek.pipeline.decode import _Chunk
+    from odradek.protocol.records import decode_batch
+    from odradek.storage.segment import iter_file_batches
+
+    batches = []
+    n = 0
+    for ref in refs:
+        fd = os.open(ref.path, os.O_RDONLY)
+        try:
+            for _pos, buf, off, _h in iter_file_batches(fd, 0, os.fstat(fd).st_size):
+                batches.append((buf, off))
+                n += _h.records_count
+                if n >= limit:
+                    break
+        finally:
+            os.close(fd)
+        if n >= limit:
+            break
+    gc.disable()
+    try:
+        t = time.process_time()
+        decoded = [decode_batch(buf, off) for buf, off in batches]
+        t_records = time.process_time() - t
+        chunk = _Chunk(refs[0])
+        t = time.process_time()
+        for header, records in decoded:
+            chunk.add(header, records)
+        t_add = time.process_time() - t
+        count = len(chunk)
+        t = time.process_time()
+        chunk.to_batch()
+        t_arrow = time.process_time() - t
+    finally:
+        gc.enable()
+    return {"records (protocol.records.decode_batch)": t_records / count * 1e6,
+            "keys+values (storage readers) + row building": t_add / count * 1e6,
+            "Arrow columns": t_arrow / count * 1e6}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=4_000_000)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--keep", help="data dir to reuse (generated there if missing)")
+    ap.add_argument("--budget", type=float, default=270, help="seconds; later rounds are skipped past it")
+    args = ap.parse_args()
+
+    from odradek.pipeline import local_session
+    from odradek.pipeline.decode import find_segments
+
+    started = time.perf_counter()
+    own = args.keep is None
+    data = Path(args.keep or tempfile.mkdtemp(prefix="odradek-bench-"))
+    marker = data / f".bench-{args.records}"
+    if not marker.exists():
+        shutil.rmtree(data, ignore_errors=True)
+        data.mkdir(parents=True)
+        t = time.perf_counter()
+        generate(data, args.records)
+        marker.touch()
+        print(f"generated {args.records:,} offset records in {time.perf_counter() - t:.1f}s", flush=True)
+    refs = find_segments([str(data)])
+    size = sum(os.path.getsize(r.path) for r in refs)
+    print(f"log: {len(refs)} segments in {PARTITIONS} partitions, {size / 2**20:.0f} MiB", flush=True)
+
+    t = time.perf_counter()
+    spark = local_session("local[2]", app_name="bench-pipeline", shuffle_partitions=4)
+    spark.read.format("odradek-log").load(refs[0].path).limit(1).collect()  # start both workers
+    spark.read.format("odradek-log").load([refs[0].path, refs[1].path]).groupBy("topic").count().collect()
+    print(f"spark session + worker start: {time.perf_counter() - t:.1f}s (not counted)", flush=True)
+    setup_s = time.perf_counter() - started
+
+    singles, sparks, decodes = [], [], []
+    try:
+        for rnd in range(args.rounds):
+            elapsed = time.perf_counter() - started
+            if rnd and elapsed + (elapsed - setup_s) / rnd > args.budget:
+                print(f"round {rnd + 1} skipped: would pass the {args.budget:.0f}s budget", flush=True)
+                break
+            n, decode_s, total_s, groups = single_pass(refs)
+            singles.append(n / total_s)
+            decodes.append(decode_s / n * 1e6)
+            print(f"round {rnd + 1} single: {n:,} records in {total_s:.2f}s = {n / total_s:,.0f} rec/s "
+                  f"(decode {decode_s / n * 1e6:.2f} µs/record CPU), {groups:,} partitions", flush=True)
+            m, spark_s, sgroups = spark_pass(spark, str(data))
+            assert (m, sgroups) == (n, groups), (m, n, sgroups, groups)
+            sparks.append(m / spark_s)
+            print(f"round {rnd + 1} spark : {m:,} records in {spark_s:.2f}s = {m / spark_s:,.0f} rec/s", flush=True)
+        breakdown = decode_breakdown(refs)
+    finally:
+        spark.stop()
+        if own:
+            shutil.rmtree(data, ignore_errors=True)
+
+    best_single, best_spark = max(singles), max(sparks)
+    print()
+    print(f"single process : {best_single:>12,.0f} records/s (best of {len(singles)})")
+    print(f"spark local[2] : {best_spark:>12,.0f} records/s (best of {len(sparks)})")
+    print(f"ratio          : {best_spark / best_single:.2f}x   (target >= 1.0x)")
+    print(f"decode         : {min(decodes):.2f} µs/record CPU (target <= 2 µs; median {statistics.median(decodes):.2f})")
+    for layer, us in breakdown.items():
+        print(f"  {layer:<48} {us:.2f} µs/record")
+    print(f"machine        : {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
+          f"whole run {time.perf_counter() - started:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""``odradek-report``: every report, the HTML summary, and compaction, as a user runs them."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install -e '.[dev,spark]'")
+
+import pyarrow.parquet as pq  # noqa: E402
+
+from odradek.pipeline.cli import main  # noqa: E402
+from tests.spark.datagen import HOUR, T0  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+def test_all_reports_and_the_summary(spark, scenario, tmp_path, capsys):
+    out = tmp_path / "report"
+    rc = main(["all", str(scenario.parent), "--out", str(out), "--now", str(T0 + 3 * HOUR), "--no-csv",
+               "--retention-minutes", "1440", "--window", "10 minutes"])
+    assert rc == 0
+    progress = capsys.readouterr().err
+    assert re.findall(r"^\[(\d)/8\] (\S+): ", progress, re.M) == [
+        ("1", "decode"), ("2", "overview"), ("3", "latest-offsets"), ("4", "group-timeline"),
+        ("5", "expiry-audit"), ("6", "commit-rates"), ("7", "lag"), ("8", "summary.html")]
+    for name in ("records", "overview", "latest_offsets", "group_timeline", "expiry_audit", "commit_rates", "lag"):
+        assert (out / f"{name}.parquet").is_dir(), name
+    audit = pq.read_table(out / "expiry_audit.parquet").to_pylist()
+    assert {(r["group_id"], r["topic"], r["partition"]) for r in audit if r["expired"]} == {("simple-app", "orders", 1)}
+
+    page = (out / "summary.html").read_text()
+    assert page.count("<svg") == 3  # commit rate, lag, generations
+    assert "<script" not in page and "<link" not in page
+    assert set(re.findall(r"https?://[^\"' ]+", page)) == {"http://www.w3.org/2000/svg"}  # namespace only
+    assert "orders-app" in page and "explicit-expiry" in page
+
+    # a single report from those records, with its CSV: one file, nested columns flattened
+    again = tmp_path / "again"
+    assert main(["latest-offsets", "--from-records", str(out / "records.parquet"), "--out", str(again)]) == 0
+    with open(again / "latest_offsets.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["source_dir"], r["group_id"], r["topic"], int(r["partition"]), int(r["committed_offset"]))
+            for r in rows} == scenario.expected_latest()
+    assert not (again / "records.parquet").exists()
+
+
+def test_compact_command(scenario, tmp_path, capsys):
+    data = tmp_path / "broker-a"
+    shutil.copytree(scenario.dirs["broker-a"], data)
+    assert main(["compact", str(data), "--no-spark", "--verify", "--now", str(T0 + HOUR)]) == 0
+    err = capsys.readouterr().err
+    assert "1 compacted, 0 unchanged, 0 failed" in err
+    assert "__consumer_offsets-0: compacted" in err
+
+
+def test_outputs_on_a_hadoop_filesystem(spark, records, tmp_path, monkeypatch):
+    """With --out hdfs://... the reports are Spark directories and the page goes through Hadoop's API."""
+    from odradek.pipeline import reports
+
+    monkeypatch.setattr(reports, "is_local", lambda path: False)  # file:// through the Hadoop code path
+    base = f"file://{tmp_path}/out"
+    written = reports.write_report(reports.overview(records), base, "overview")
+    assert written == [f"{base}/overview.parquet", f"{base}/overview.csv"]
+    assert (tmp_path / "out" / "overview.csv").is_dir()
+    assert reports.parquet_rows(spark, written[0]) == 8
+    reports.write_text(spark, f"{base}/summary.html", "<p>é</p>")
+    assert (tmp_path / "out" / "summary.html").read_text(encoding="utf-8") == "<p>é</p>"

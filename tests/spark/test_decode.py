@@ -1,0 +1,143 @@
+"""The decoder behind both input paths, without Spark: rows, damaged input, and the two decode paths."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install -e '.[dev,spark]'")
+
+import pyarrow as pa  # noqa: E402
+
+from odradek.pipeline.decode import (  # noqa: E402
+    ARROW_SCHEMA,
+    decode_segment_bytes,
+    decode_segment_file,
+    find_partition_dirs,
+    find_segments,
+    segment_ref_for,
+)
+from odradek.protocol.records import CorruptRecordError  # noqa: E402
+from odradek.storage.offsets_records import OffsetKey, OffsetValue, encode_key, encode_value  # noqa: E402
+from tests.spark.datagen import T0, OffsetsLog  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+def _rows(refs, **kw) -> list[dict]:
+    return [row for ref in refs for batch in decode_segment_file(ref, **kw) for row in batch.to_pylist()]
+
+
+def test_rows_of_every_record_type(scenario):
+    refs = find_segments([str(scenario.dirs["broker-a"])])
+    rows = _rows(refs)
+    by_type = {}
+    for r in rows:
+        by_type.setdefault(r["record_type"], []).append(r)
+    assert set(by_type) == {"offset_commit", "group_metadata", "control", "unknown", "data"}
+    assert [r["control_type"] for r in by_type["control"]] == [1, 0]  # COMMIT, then ABORT
+    assert by_type["unknown"][0]["key_type"] == 5
+    tomb = [r for r in by_type["offset_commit"] if r["is_tombstone"]]
+    assert {(r["group_id"], r["commit_topic"], r["commit_partition"]) for r in tomb} == {
+        ("orders-app", "orders", 2), ("gone-app", "orders", 0)}
+    assert all(r["committed_offset"] is None for r in tomb)
+    simple = [r for r in by_type["offset_commit"] if r["group_id"] == "simple-app" and r["commit_partition"] == 1][0]
+    assert (simple["committed_offset"], simple["expire_timestamp"]) == (43, T0 + 2 * 3600_000)
+    gen2 = [r for r in by_type["group_metadata"] if r["group_id"] == "orders-app" and r["generation"] == 2][0]
+    assert [(m["member_id"], m["subscribed_topics"], m["assigned_partitions"]) for m in gen2["members"]] == [
+        ("m1", ["orders"], [{"topic": "orders", "partitions": [0]}]),
+        ("m2", ["orders"], [{"topic": "orders", "partitions": [1]}])]
+    assert all(r["source_dir"] == str(scenario.dirs["broker-a"]) for r in rows)
+
+
+def test_chunking_and_the_bytes_path_give_the_same_rows(scenario):
+    """Small chunks force key codes to be rebuilt per chunk; binaryFile content goes through bytes."""
+    refs = find_segments([str(scenario.parent)])
+    whole = _rows(refs)
+    assert _rows(refs, max_rows=3) == whole
+    from_bytes = [row for ref in refs for b in decode_segment_bytes(open(ref.path, "rb").read(), ref)
+                  for row in b.to_pylist()]
+    assert from_bytes == whole
+    for batch in decode_segment_file(refs[0]):
+        assert batch.schema.equals(ARROW_SCHEMA)
+
+
+def test_undecodable_records_keep_their_row(tmp_path):
+    log = OffsetsLog(tmp_path)
+    good = encode_key(OffsetKey("g", "t", 0))
+    log.raw(good, encode_value(OffsetValue(offset=5, commit_timestamp=T0)), T0)
+    log.raw(good, b"\x00\x63garbage", T0 + 1)  # unknown value version 99
+    log.raw(b"\x00\x01\x00", b"\x00\x03", T0 + 2)  # offset key cut short
+    log.raw(good, encode_value(OffsetValue(offset=6, commit_timestamp=T0)), T0 + 3)
+    log.close()
+    rows = _rows(find_segments([str(tmp_path)]))
+    assert [(r["record_type"], r["committed_offset"], r["decode_error"] is not None) for r in rows] == [
+        ("offset_commit", 5, False), ("offset_commit", None, True), ("offset_commit", None, True),
+        ("offset_commit", 6, False)]
+    assert "version 99" in rows[1]["decode_error"]
+
+
+def test_a_torn_or_corrupt_segment_stops_where_recovery_would(scenario, tmp_path, capsys):
+    data = tmp_path / "broker-b"
+    shutil.copytree(scenario.dirs["broker-b"], data)
+    seg = sorted((data / "__consumer_offsets-0").glob("*.log"))[0]
+    raw = seg.read_bytes()
+    ref = segment_ref_for(str(seg))
+    full = _rows([ref])
+    seg.write_bytes(raw[:-5])  # a torn tail: the last batch is cut
+    assert _rows([ref]) == full[:-1]
+    assert "stopped at a corrupt batch" in capsys.readouterr().err
+    damaged = bytearray(raw)
+    damaged[-3] ^= 0xFF  # inside the last batch: its CRC fails
+    seg.write_bytes(damaged)
+    assert _rows([ref]) == full[:-1]
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        _rows([ref], strict=True)
+    assert len(_rows([ref], verify_crc=False)) == len(full)
+
+
+def test_paths_are_found_by_content(scenario, tmp_path):
+    parent = str(scenario.parent)
+    dirs = find_partition_dirs([parent])
+    assert {d.rsplit("/", 2)[-2] for d in dirs} == {"broker-a", "broker-b"}
+    assert find_partition_dirs([str(scenario.dirs["broker-a"] / "orders-0")]) == [
+        str(scenario.dirs["broker-a"] / "orders-0")]
+    empty = tmp_path / "x-0"  # a partition-like name without segments is not a partition
+    empty.mkdir()
+    assert find_partition_dirs([str(tmp_path)]) == []
+    assert segment_ref_for("file:/d/orders-3/00000000000000000042.log").base_offset == 42
+    assert segment_ref_for("/d/orders-3/00000000000000000042.index") is None
+    assert pa.types.is_list(ARROW_SCHEMA.field("members").type)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_the_hot_path_reads_every_value_version_as_decode_value_does(tmp_path, version):
+    """The decoder calls storage's generated readers directly; decode_value stays the reference."""
+    import struct
+
+    from odradek.storage.offsets_records import OFFSET_COMMIT_VALUE, decode_value
+
+    fields = {"offset": 77, "leader_epoch": 4, "metadata": "meta", "commit_timestamp": T0, "expire_timestamp": T0 + 9}
+    data = struct.pack(">h", version) + OFFSET_COMMIT_VALUE.build(fields, version)
+    key = OffsetKey("g", "t", 0)
+    log = OffsetsLog(tmp_path)
+    log.raw(encode_key(key), data, T0)
+    log.close()
+    (row,) = _rows(find_segments([str(tmp_path)]))
+    want = decode_value(key, data)
+    assert (row["committed_offset"], row["leader_epoch"], row["metadata"], row["commit_timestamp"],
+            row["expire_timestamp"], row["decode_error"]) == (
+        want.offset, want.leader_epoch, want.metadata, want.commit_timestamp, want.expire_timestamp, None)
+
+
+def test_data_source_options_are_case_insensitive():
+    """Spark hands options over lower-cased; ``.option("verifyCrc", ...)`` must still reach the reader."""
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    from odradek.pipeline.datasource import OdradekLogReader
+
+    reader = OdradekLogReader(CaseInsensitiveDict(
+        {"path": "/a,/b", "verifyCrc": "false", "STRICT": "true", "maxRowsPerBatch": "7", "topics": "x,y"}))
+    assert (reader.paths, reader.verify_crc, reader.strict, reader.max_rows, reader.topics) == (
+        ["/a", "/b"], False, True, 7, {"x", "y"})

@@ -1,0 +1,131 @@
+"""The odradek-log data source and the reports, over two brokers' data dirs built with the storage APIs."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install -e '.[dev,spark]'")
+
+from odradek.pipeline import reports  # noqa: E402
+from odradek.pipeline.datasource import SPARK_SCHEMA, read_binary_files  # noqa: E402
+from odradek.pipeline.decode import ARROW_SCHEMA, find_segments  # noqa: E402
+from tests.spark.datagen import DAY, HOUR, MINUTE, T0  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+def test_schema_is_the_arrow_contract():
+    """The data source refuses batches whose Arrow schema differs from what Spark derives."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    assert to_arrow_schema(SPARK_SCHEMA, timezone="UTC").equals(ARROW_SCHEMA)
+
+
+def test_one_input_partition_per_segment_across_both_brokers(spark, scenario, records):
+    segments = find_segments([str(scenario.parent)])
+    offsets_segments = [s for s in segments if s.topic == "__consumer_offsets" and s.source_dir.endswith("broker-a")]
+    assert len(offsets_segments) >= 3, "the scenario should spread __consumer_offsets over several segments"
+    df = spark.read.format("odradek-log").load(str(scenario.parent))
+    assert df.rdd.getNumPartitions() == len(segments)
+
+    counts = {(r.source_dir.rsplit("/", 1)[-1], r.topic, r.record_type): r["count"]
+              for r in records.groupBy("source_dir", "topic", "record_type").count().collect()}
+    a = scenario.logs["broker-a"]
+    assert counts[("broker-a", "__consumer_offsets", "offset_commit")] == a.commits + 2 + 2  # + tombstones, txn
+    assert counts[("broker-a", "__consumer_offsets", "group_metadata")] == 7
+    assert counts[("broker-a", "__consumer_offsets", "control")] == 2
+    assert counts[("broker-a", "__consumer_offsets", "unknown")] == scenario.unknown_records
+    assert counts[("broker-a", "orders", "data")] == 140
+    assert counts[("broker-b", "orders", "data")] == 30
+
+
+def test_a_partition_dir_a_data_dir_and_the_topics_option(spark, scenario):
+    part = scenario.dirs["broker-b"] / "__consumer_offsets-0"
+    only = spark.read.format("odradek-log").load(str(part))
+    assert {(r.source_dir, r.topic) for r in only.select("source_dir", "topic").distinct().collect()} == {
+        (str(scenario.dirs["broker-b"]), "__consumer_offsets")}
+    both = (spark.read.format("odradek-log").option("topics", "orders")
+            .load([str(scenario.dirs["broker-a"]), str(scenario.dirs["broker-b"])]))
+    assert both.count() == 170
+
+
+def test_a_narrower_schema_reads_only_those_columns(spark, scenario, records):
+    """Python data sources get no column pruning; naming the columns is how a job asks for fewer."""
+    cols = "group_id string, offset bigint, committed_offset bigint"
+    narrow = spark.read.format("odradek-log").schema(cols).load(str(scenario.parent))
+    assert narrow.columns == ["group_id", "offset", "committed_offset"]
+    assert narrow.exceptAll(records.select("group_id", "offset", "committed_offset")).count() == 0
+    with pytest.raises(Exception, match="not one of its columns"):
+        spark.read.format("odradek-log").schema("offset string").load(str(scenario.parent)).count()
+
+
+def test_binary_files_path_gives_the_same_rows(spark, scenario, records):
+    other = read_binary_files(spark, str(scenario.parent))
+    assert other.exceptAll(records).count() == 0
+    assert records.exceptAll(other).count() == 0
+
+
+def test_latest_offsets_replay_the_log(records, scenario):
+    """Last record per key wins, tombstones delete, aborted transactions do not count; per data dir."""
+    got = {(r.source_dir, r.group_id, r.topic, r.partition, r.committed_offset)
+           for r in reports.latest_offsets(records).collect()}
+    assert got == scenario.expected_latest()
+    a = str(scenario.dirs["broker-a"])
+    assert (a, "txn-app", "orders", 0, 500) in got  # committed transaction
+    assert not any(g == "txn-app" and p == 1 for _d, g, _t, p, _o in got)  # aborted one
+    assert not any(g == "gone-app" for _d, g, *_ in got)
+
+
+def test_group_timeline_infers_states_and_membership(records, scenario):
+    rows = [r.asDict() for r in reports.group_timeline(records).orderBy("source_dir", "group_id", "record_offset")
+            .collect()]
+    a = str(scenario.dirs["broker-a"])
+    orders = [r for r in rows if r["source_dir"] == a and r["group_id"] == "orders-app"]
+    assert [(r["generation"], r["state"], r["joined"], r["left"]) for r in orders] == [
+        (1, "Stable", ["m1"], []),
+        (2, "Stable", ["m2"], []),
+        (3, "Empty", [], ["m1", "m2"]),
+    ]
+    assert orders[2]["state_timestamp"] == T0 + 20 * MINUTE
+    assert [r["state_changed"] for r in orders] == [True, False, True]
+    gone = [r["state"] for r in rows if r["group_id"] == "gone-app"]
+    assert gone == ["Stable", "Empty", "Dead"]
+
+
+def test_expiry_audit_applies_kip211_to_groups_rebuilt_from_the_log(records):
+    now = T0 + 3 * HOUR
+    audit = reports.expiry_audit(records, now_ms=now, retention_ms=DAY)
+    rows = {(r.source_dir.rsplit("/", 1)[-1], r.group_id, r.topic, r.partition): r for r in audit.collect()}
+
+    def check(key, reason, at, state):
+        r = rows[key]
+        assert (r.reason, r.expires_at, r.group_state) == (reason, at, state), key
+        assert r.expired == (at is not None and at <= now)
+
+    check(("broker-a", "orders-app", "orders", 0), "empty-group", T0 + 20 * MINUTE + DAY, "Empty")
+    check(("broker-a", "orders-app", "orders", 1), "empty-group", T0 + 20 * MINUTE + DAY, "Empty")
+    check(("broker-a", "stable-app", "legacy", 0), "unsubscribed-topic", T0 + 3 * MINUTE + DAY, "Stable")
+    check(("broker-a", "stable-app", "payments", 0), "kept-subscribed-topic", None, "Stable")
+    check(("broker-a", "simple-app", "orders", 0), "simple-group", T0 + 5 * MINUTE + DAY, "Empty")
+    check(("broker-a", "simple-app", "orders", 1), "explicit-expiry", T0 + 2 * HOUR, "Empty")
+    check(("broker-b", "orders-app", "orders", 0), "kept-subscribed-topic", None, "Stable")
+    assert [k for k, r in rows.items() if r.expired] == [("broker-a", "simple-app", "orders", 1)]
+
+
+def test_commit_rates_per_window(records, scenario):
+    a = str(scenario.dirs["broker-a"])
+    rates = reports.commit_rates(records, "10 minutes").where(
+        f"source_dir = '{a}' AND group_id = 'orders-app'").collect()
+    assert sum(r.commits for r in rates) == 15
+    assert sum(r.requests for r in rates) == 8
+    first = min(rates, key=lambda r: r.window_start)
+    assert first.commits == 12 and first.commits_per_s == pytest.approx(12 / 600)
+
+
+def test_consumer_lag_against_the_data_logs(records, scenario):
+    lag = {(r.source_dir.rsplit("/", 1)[-1], r.group_id, r.topic, r.partition): (r.log_end_offset, r.lag)
+           for r in reports.consumer_lag(records).collect()}
+    assert lag[("broker-a", "orders-app", "orders", 0)] == (100, 40)
+    assert lag[("broker-a", "orders-app", "orders", 1)] == (40, 7)
+    assert lag[("broker-b", "orders-app", "orders", 0)] == (30, 23)
+    assert ("broker-a", "stable-app", "payments", 0) not in lag  # no payments log in the input
