@@ -14,7 +14,7 @@ import structlog
 from ..storage.config import FsyncMode, LogConfig
 from ..storage.log_manager import LogManager
 from .clock import Clock, RealClock
-from .config import Config, parse_listeners
+from .config import WILDCARD_HOSTS, Config, parse_listeners
 from .coordinator.service import OFFSETS_TOPIC, Coordinator, CoordinatorConfig
 from .datadir import DirLock, load_or_create_meta
 from .dataplane import DataPlane, TopicRegistry
@@ -30,7 +30,6 @@ from .server import KafkaServer
 
 log = structlog.get_logger("odradek.broker")
 
-_WILDCARDS = {"", "0.0.0.0", "::", "[::]"}
 
 
 @dataclass(frozen=True)
@@ -160,6 +159,6 @@ class BrokerApp:
             host, port = first.host, first.port
         else:
             host, port = self.config.listeners[0].host, self.bound[0][1]
-        if host in _WILDCARDS:
+        if host in WILDCARD_HOSTS:
             host = socket.getfqdn()
         return Endpoint(self.node_id, host, port)

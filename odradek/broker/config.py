@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})  # listen on every interface
+
 
 class ConfigError(ValueError):
     """A setting has an invalid value; the message names the setting."""

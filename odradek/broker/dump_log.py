@@ -19,9 +19,8 @@ from typing import Any, TextIO
 from ..protocol.records import CorruptRecordError, Record, batch_size_at, decode_batch
 from ..storage.consumer_protocol import decode_assignment, decode_subscription
 from ..storage.files import LOG_SUFFIX, parse_partition_dir
+from ..storage.log_manager import OFFSETS_TOPIC
 from ..storage.offsets_records import GroupValue, RecordDecodeError, decode_key, decode_value
-
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def segment_files(paths: list[str]) -> list[Path]:

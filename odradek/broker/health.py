@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from .config import Config
+from .config import WILDCARD_HOSTS, Config
 from .wire_client import SyncClient
-
-_WILDCARDS = {"", "0.0.0.0", "::"}
 
 
 def local_bootstrap(config: Config) -> str:
     """The first listener as reachable from this machine (a wildcard means loopback)."""
     listener = config.listeners[0]
-    host = "127.0.0.1" if listener.host in _WILDCARDS else listener.host
+    host = "127.0.0.1" if listener.host in WILDCARD_HOSTS else listener.host
     return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
 
 

@@ -19,10 +19,9 @@ from ..protocol.records import Record, decode_batch, encode_batch, parse_control
 from ..storage.config import LogConfig
 from ..storage.files import LOG_SUFFIX, parse_partition_dir, partition_dir_name
 from ..storage.log import Log
-from ..storage.log_manager import offsets_topic_config
+from ..storage.log_manager import OFFSETS_TOPIC, offsets_topic_config
 from ..storage.offsets_records import GroupKey, OffsetKey, decode_key, partition_for
 
-OFFSETS_TOPIC = "__consumer_offsets"
 COMMIT = 1
 BATCH_RECORDS = 500
 

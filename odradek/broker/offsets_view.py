@@ -35,6 +35,7 @@ from typing import Any, TextIO
 from ..protocol.records import CorruptRecordError, batch_size_at, decode_batch
 from ..storage.checkpoint import CLEANER_FILE, read_checkpoint
 from ..storage.files import parse_base_offset, parse_partition_dir
+from ..storage.log_manager import OFFSETS_TOPIC
 from ..storage.offsets_records import RecordDecodeError, decode_key, decode_value
 from .clock import ManualClock
 from .coordinator.expiry import expires_at, group_rule
@@ -42,7 +43,6 @@ from .coordinator.group import ClassicGroup
 from .coordinator.shard import Shard
 from .coordinator.state import GroupState
 
-OFFSETS_TOPIC = "__consumer_offsets"
 _SEGMENT = re.compile(r"^\d{20}\.log$")
 _RETRIES = 5
 

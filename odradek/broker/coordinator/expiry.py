@@ -3,15 +3,7 @@
 The rules are pure functions in ``odradek.storage.offset_expiry`` (shared
 with ``odradek offsets --expiry-preview`` and the Spark expiry audit, so none
 can drift from what the broker will actually do); this module adapts a live
-group to them (``group_rule``) and runs the sweep:
-
-| group                                          | base time                  | offsets |
-| ---------------------------------------------- | -------------------------- | ------- |
-| protocol type set, Empty                       | when it became Empty       | all     |
-|   (no state timestamp: value v0/v1)            | the offset's commit time   | all     |
-| ``consumer``, Stable, subscription known       | the offset's commit time   | topics not subscribed |
-| no protocol type (simple, commit-only group)   | the offset's commit time   | all     |
-| anything else (rebalancing, unknown subscription, other protocol) | -  | none    |
+group to them (``group_rule``) and runs the sweep.
 
 An offset carrying its own ``expire_timestamp`` (value v1, a v2-v4 commit
 with a retention) expires at that time instead, when its group's row lets it

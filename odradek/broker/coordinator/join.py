@@ -27,18 +27,13 @@ from .rebalance import (
     try_complete_join,
 )
 from .shard import Shard
-from .state import GroupState
+from .state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
 
 if TYPE_CHECKING:
     from .service import Coordinator
 
 log = structlog.get_logger("odradek.coordinator")
 
-_PREPARING = GroupState.PREPARING_REBALANCE
-_COMPLETING = GroupState.COMPLETING_REBALANCE
-_STABLE = GroupState.STABLE
-_EMPTY = GroupState.EMPTY
-_DEAD = GroupState.DEAD
 
 
 def _fail(member_id: str, error: ErrorCode) -> Promise:
@@ -74,10 +69,10 @@ def join_group(coordinator: Coordinator, req: JoinRequest) -> Promise:
 def _accepts(group: ClassicGroup, member_id: str, max_size: int) -> bool:
     """§6.2 step 4 (Kafka's acceptJoiningMember)."""
     state = group.state
-    if state is _EMPTY or state is _DEAD:
+    if state is EMPTY or state is DEAD:
         return True
     member = group.members.get(member_id)
-    if state is _PREPARING:
+    if state is PREPARING:
         return (member is not None and member.awaiting_join) or group.joined_count() < max_size
     return member is not None or len(group.members) < max_size
 
@@ -86,7 +81,7 @@ def _accepts(group: ClassicGroup, member_id: str, max_size: int) -> bool:
 
 
 def _join_new(shard: Shard, group: ClassicGroup, req: JoinRequest) -> Promise:
-    if group.state is _DEAD:
+    if group.state is DEAD:
         return _fail("", ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not group.supports_protocols(req.protocol_type, req.protocols):
         return _fail("", ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
@@ -111,7 +106,7 @@ def add_member_and_rebalance(shard: Shard, group: ClassicGroup, req: JoinRequest
                     rebalance_timeout_ms=req.rebalance_timeout_ms,
                     session_timeout_ms=req.session_timeout_ms, protocol_type=req.protocol_type,
                     protocols=list(req.protocols), is_new=True)
-    if group.state is _PREPARING and group.generation == 0:
+    if group.state is PREPARING and group.generation == 0:
         group.new_member_added = True  # extends the initial delayed join
     group.add_member(member)
     promise = group.park_join(member)
@@ -128,7 +123,7 @@ def add_member_and_rebalance(shard: Shard, group: ClassicGroup, req: JoinRequest
 
 def _join_known(shard: Shard, group: ClassicGroup, req: JoinRequest) -> Promise:
     member_id = req.member_id
-    if group.state is _DEAD:
+    if group.state is DEAD:
         return _fail(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not group.supports_protocols(req.protocol_type, req.protocols):
         return _fail(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
@@ -141,13 +136,13 @@ def _join_known(shard: Shard, group: ClassicGroup, req: JoinRequest) -> Promise:
         return _fail(member_id, error)
     member = group.members[member_id]
     state = group.state
-    if state is _PREPARING:
+    if state is PREPARING:
         return _update_and_rebalance(shard, group, member, req, "member rejoined")
-    if state is _COMPLETING:
+    if state is COMPLETING:
         if member.same_protocols(req.protocols):
             return Promise.resolved(_current_generation(group, member))  # lost JoinGroup answer
         return _update_and_rebalance(shard, group, member, req, "member changed its metadata")
-    if state is _STABLE:
+    if state is STABLE:
         if group.is_leader(member_id):
             return _update_and_rebalance(shard, group, member, req, "leader rejoined")
         if not member.same_protocols(req.protocols):
@@ -195,12 +190,12 @@ def _replace_static(shard: Shard, group: ClassicGroup, old_id: str, new_id: str,
     promise = group.park_join(member)
     log.info("member.replaced", group=group.group_id, instance=instance_id, old_member=old_id,
              member=new_id, state=group.state.value)
-    if group.state is _STABLE:
+    if group.state is STABLE:
         if group.select_protocol() == group.protocol_name:
             _persist_static_rejoin(shard, group, member, old_id, previous_leader, before, req, promise)
         else:
             maybe_prepare_rebalance(shard, group, f"static member {instance_id} changed the protocol")
-    elif group.state is _COMPLETING:
+    elif group.state is COMPLETING:
         maybe_prepare_rebalance(shard, group, f"static member {instance_id} rejoined during sync")
     return promise
 

@@ -26,7 +26,7 @@ from .rebalance import (
     try_complete_join,
 )
 from .shard import Shard
-from .state import GroupState
+from .state import COMPLETING, DEAD, EMPTY, PREPARING
 
 if TYPE_CHECKING:
     from .service import Coordinator
@@ -35,11 +35,6 @@ __all__ = ["join_group", "sync_group", "heartbeat", "leave_group", "reset_sessio
 
 log = structlog.get_logger("odradek.coordinator")
 
-_PREPARING = GroupState.PREPARING_REBALANCE
-_COMPLETING = GroupState.COMPLETING_REBALANCE
-_STABLE = GroupState.STABLE
-_EMPTY = GroupState.EMPTY
-_DEAD = GroupState.DEAD
 
 
 # --- SyncGroup ----------------------------------------------------------------------------
@@ -61,12 +56,12 @@ def sync_group(coordinator: Coordinator, req: SyncRequest) -> Promise:
     if error is not ErrorCode.NONE:
         return _fail(error)
     state = group.state
-    if state is _EMPTY:
+    if state is EMPTY:
         return _fail(ErrorCode.UNKNOWN_MEMBER_ID)
-    if state is _PREPARING:
+    if state is PREPARING:
         return _fail(ErrorCode.REBALANCE_IN_PROGRESS)
     member = group.members[req.member_id]
-    if state is _COMPLETING:
+    if state is COMPLETING:
         return _sync_completing(shard, group, member, req)
     mark_synced(group, member.member_id)  # Stable: the assignment is already known
     result = SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment)
@@ -79,7 +74,7 @@ def _fail(error: ErrorCode) -> Promise:
 
 
 def _validate_sync(group: ClassicGroup, req: SyncRequest) -> ErrorCode:
-    if group.state is _DEAD:
+    if group.state is DEAD:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     error = validate_member(group, req.member_id, req.group_instance_id)
     if error is not ErrorCode.NONE:
@@ -121,7 +116,7 @@ def heartbeat(coordinator: Coordinator, group_id: str, generation: int, member_i
     if group is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
     state = group.state
-    if state is _DEAD:
+    if state is DEAD:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     member = group.members.get(member_id)
     if member is None or group_instance_id is not None:  # the common case needs no more checks
@@ -131,10 +126,10 @@ def heartbeat(coordinator: Coordinator, group_id: str, generation: int, member_i
         member = group.members[member_id]
     if generation != group.generation:
         return ErrorCode.ILLEGAL_GENERATION
-    if state is _EMPTY:
+    if state is EMPTY:
         return ErrorCode.UNKNOWN_MEMBER_ID
     schedule_expiry(shard, group, member, member.session_timeout_ms)
-    return ErrorCode.REBALANCE_IN_PROGRESS if state is _PREPARING else ErrorCode.NONE
+    return ErrorCode.REBALANCE_IN_PROGRESS if state is PREPARING else ErrorCode.NONE
 
 
 # --- LeaveGroup -----------------------------------------------------------------------------
@@ -148,7 +143,7 @@ def leave_group(coordinator: Coordinator, group_id: str, members: list[LeaveMemb
     group = shard.groups.get(group_id)
     if group is None:
         return LeaveResult(ErrorCode.NONE, [(m, ErrorCode.UNKNOWN_MEMBER_ID) for m in members])
-    if group.state is _DEAD:
+    if group.state is DEAD:
         return LeaveResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     return LeaveResult(ErrorCode.NONE, [(m, _leave_one(shard, group, m)) for m in members])
 

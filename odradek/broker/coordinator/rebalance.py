@@ -23,15 +23,10 @@ from ...storage.offsets_records import GroupKey, RecordEncodeError
 from .api import JoinResult, SyncResult
 from .group import ClassicGroup, Member, Promise
 from .shard import Shard
-from .state import GroupState
+from .state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
 
 log = structlog.get_logger("odradek.coordinator")
 
-_PREPARING = GroupState.PREPARING_REBALANCE
-_COMPLETING = GroupState.COMPLETING_REBALANCE
-_STABLE = GroupState.STABLE
-_EMPTY = GroupState.EMPTY
-_DEAD = GroupState.DEAD
 
 # §7: storage errors on the group record, as the group APIs report them
 _STORE_ERRORS = {
@@ -49,7 +44,7 @@ _STORE_ERRORS = {
 
 def is_live(shard: Shard, group: ClassicGroup) -> bool:
     """The group is still the shard's current, not-Dead group object."""
-    return shard.groups.get(group.group_id) is group and group.state is not _DEAD
+    return shard.groups.get(group.group_id) is group and group.state is not DEAD
 
 
 # --- liveness (§10) ------------------------------------------------------------------
@@ -125,9 +120,9 @@ def remove_member_and_update(shard: Shard, group: ClassicGroup, member: Member, 
     member.answer_sync(SyncResult.failed(ErrorCode.UNKNOWN_MEMBER_ID))
     group.remove_member(member.member_id)
     state = group.state
-    if state is _STABLE or state is _COMPLETING:
+    if state is STABLE or state is COMPLETING:
         maybe_prepare_rebalance(shard, group, reason)
-    elif state is _PREPARING:
+    elif state is PREPARING:
         try_complete_join(shard, group)
 
 
@@ -135,18 +130,18 @@ def remove_member_and_update(shard: Shard, group: ClassicGroup, member: Member, 
 
 
 def maybe_prepare_rebalance(shard: Shard, group: ClassicGroup, reason: str) -> None:
-    if group.state is _STABLE or group.state is _COMPLETING or group.state is _EMPTY:
+    if group.state is STABLE or group.state is COMPLETING or group.state is EMPTY:
         prepare_rebalance(shard, group, reason)
 
 
 def prepare_rebalance(shard: Shard, group: ClassicGroup, reason: str) -> None:
     """Enter PreparingRebalance: cancel the sync phase, arm the join deadline."""
-    if group.state is _COMPLETING:
+    if group.state is COMPLETING:
         _reset_and_propagate_error(shard, group, ErrorCode.REBALANCE_IN_PROGRESS)
     _cancel_sync_deadline(group)
-    initial = group.state is _EMPTY
+    initial = group.state is EMPTY
     rebalance_timeout = group.rebalance_timeout_ms()
-    group.transition(_PREPARING, shard.clock.now_ms(), reason)
+    group.transition(PREPARING, shard.clock.now_ms(), reason)
     if initial:
         delay = shard.config.initial_rebalance_delay_ms
         _arm_join(shard, group, delay, initial=True, remaining=max(rebalance_timeout - delay, 0))
@@ -157,7 +152,7 @@ def prepare_rebalance(shard: Shard, group: ClassicGroup, reason: str) -> None:
 
 def try_complete_join(shard: Shard, group: ClassicGroup) -> None:
     """Complete early once every known member waits in JoinGroup (never during the initial delay)."""
-    if group.state is _PREPARING and not group.join_is_initial and group.all_members_joined():
+    if group.state is PREPARING and not group.join_is_initial and group.all_members_joined():
         complete_join(shard, group)
 
 
@@ -179,7 +174,7 @@ def _cancel_join(group: ClassicGroup) -> None:
 
 
 def _on_join_deadline(shard: Shard, group: ClassicGroup, token: int, delay_ms: int) -> None:
-    if group.join_token != token or not is_live(shard, group) or group.state is not _PREPARING:
+    if group.join_token != token or not is_live(shard, group) or group.state is not PREPARING:
         return
     group.join_timer = None
     remaining = group.initial_rebalance_remaining_ms
@@ -206,7 +201,7 @@ def complete_join(shard: Shard, group: ClassicGroup) -> None:
         _arm_join(shard, group, group.rebalance_timeout_ms(), initial=False)
         return
     _init_next_generation(shard, group)
-    if group.state is _EMPTY:
+    if group.state is EMPTY:
         _store_empty(shard, group)
         return
     _answer_joins(shard, group)
@@ -219,11 +214,11 @@ def _init_next_generation(shard: Shard, group: ClassicGroup) -> None:
     if group.members:
         group.protocol_name = group.select_protocol()
         group.compute_subscribed_topics()
-        group.transition(_COMPLETING, shard.clock.now_ms(), "join phase complete")
+        group.transition(COMPLETING, shard.clock.now_ms(), "join phase complete")
     else:
         group.protocol_name = None
         group.compute_subscribed_topics()
-        group.transition(_EMPTY, shard.clock.now_ms(), "join phase complete with no members")
+        group.transition(EMPTY, shard.clock.now_ms(), "join phase complete with no members")
 
 
 def _answer_joins(shard: Shard, group: ClassicGroup) -> None:
@@ -274,7 +269,7 @@ def mark_synced(group: ClassicGroup, member_id: str) -> None:
 def _on_sync_deadline(shard: Shard, group: ClassicGroup, generation: int) -> None:
     group.sync_timer = None
     if (not is_live(shard, group) or group.generation != generation
-            or group.state not in (_COMPLETING, _STABLE) or not group.pending_sync):
+            or group.state not in (COMPLETING, STABLE) or not group.pending_sync):
         return
     missing = sorted(group.pending_sync)
     for member_id in missing:
@@ -300,7 +295,7 @@ def store_group(shard: Shard, group: ClassicGroup, assignments: dict[str, bytes]
 def complete_sync(shard: Shard, group: ClassicGroup, generation: int,
                   assignments: dict[str, bytes], error: ErrorCode | None) -> None:
     """The leader's group record is durable (or failed): hand out assignments, go Stable."""
-    if not is_live(shard, group) or group.state is not _COMPLETING or group.generation != generation:
+    if not is_live(shard, group) or group.state is not COMPLETING or group.generation != generation:
         return  # the group moved on while the record was being written
     if error is not None:
         _reset_and_propagate_error(shard, group, error)
@@ -309,7 +304,7 @@ def complete_sync(shard: Shard, group: ClassicGroup, generation: int,
     for member in group.members.values():
         member.assignment = assignments.get(member.member_id, b"")
     _propagate(shard, group, ErrorCode.NONE)
-    group.transition(_STABLE, shard.clock.now_ms(), "leader assignment stored")
+    group.transition(STABLE, shard.clock.now_ms(), "leader assignment stored")
 
 
 def _reset_and_propagate_error(shard: Shard, group: ClassicGroup, error: ErrorCode) -> None:

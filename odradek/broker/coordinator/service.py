@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from ...protocol.errors import ErrorCode
+from ...storage.log_manager import OFFSETS_TOPIC  # noqa: F401 - re-exported for the app
 from ...storage.offsets_records import partition_for
 from ..clock import Clock
 from . import rebalance
@@ -26,7 +27,6 @@ from .shard import Shard, ShardStatus
 
 log = structlog.get_logger("odradek.coordinator")
 
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,13 @@ class GroupState(Enum):
 
 _ALL = frozenset(GroupState)
 
+# short names for the coordinator modules' state checks
+PREPARING = GroupState.PREPARING_REBALANCE
+COMPLETING = GroupState.COMPLETING_REBALANCE
+STABLE = GroupState.STABLE
+EMPTY = GroupState.EMPTY
+DEAD = GroupState.DEAD
+
 # target state -> states it may be entered from
 VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
     GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE,
