@@ -39,9 +39,12 @@ position).
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import struct
 from collections.abc import Callable, Container, Mapping
 from typing import Any
+
+from construct import Container as Parsed  # what the schema layer parses structs into
 
 from odradek.protocol.primitives import MAX_ARRAY, ProtocolError, encode_uvarint
 from odradek.protocol.schema import F, Message
@@ -55,7 +58,7 @@ _FIXED: dict[str, tuple[str, int]] = {
     "int8": ("b", 1), "int16": ("h", 2), "uint16": ("H", 2), "int32": ("i", 4),
     "uint32": ("I", 4), "int64": ("q", 8), "float64": ("d", 8), "bool": ("?", 1),
 }
-_VAR = ("string", "bytes")
+_VAR = ("string", "bytes", "records")  # records: opaque, always-nullable bytes (schema layer too)
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 Writer = Callable[[Any], bytes]
@@ -90,6 +93,11 @@ def _skip_tags(buf: bytes, pos: int, blen: int) -> int:
     return pos
 
 
+def _kind(type_: str) -> str:
+    """How a variable-size type is encoded: records travel as bytes."""
+    return "bytes" if type_ == "records" else type_
+
+
 def _short(what: str) -> ProtocolError:
     return ProtocolError(f"truncated {what}")
 
@@ -106,10 +114,12 @@ class _Plan:
     def __init__(self, f: F, version: int, flexible: bool):
         self.f = f
         self.present = version in f.versions
-        if self.present and version in f.tagged:
-            raise UnsupportedDeclaration(f"{f.name}: declared tagged fields are not supported")
         self.compact = flexible and (f.flexible is None or version in f.flexible)
-        self.nullable = version in f.nullable
+        self.nullable = version in f.nullable or f.elem_type == "records"
+        if not self.present:
+            return  # absent fields take their default; their type does not matter here
+        if version in f.tagged:
+            raise UnsupportedDeclaration(f"{f.name}: declared tagged fields are not supported")
         if f.fields is None and f.elem_type not in _FIXED and f.elem_type not in _VAR:
             raise UnsupportedDeclaration(f"{f.name}: type {f.type} is not supported")
         if f.fields is not None and not f.is_array:
@@ -204,12 +214,14 @@ def _min_size(plans: list[_Plan], flexible: bool) -> int:
 
 # --- readers --------------------------------------------------------------------
 
-def _gen_reader(g: _Gen, fields: list[F], cls: type, nested: Mapping[str, type],
+def _gen_reader(g: _Gen, fields: list[F], cls: type | None, nested: Mapping[str, type] | None,
                 top: bool, where: str, extra: tuple[str, ...] = ()) -> str:
-    assigns = _check_class(cls, fields, where, extra)  # (attribute, source expression)
+    """``cls`` None: mapping mode, every struct becomes a construct ``Container``."""
+    # (attribute, source expression)
+    assigns = [] if cls is None else _check_class(cls, fields, where, extra)
     plans = [_Plan(f, g.version, g.flexible) for f in fields]
     fname = g.name("read_")
-    clsname = g.bind(cls, "C")
+    clsname = g.bind(Parsed if cls is None else cls, "C")
     body: list[str] = []
     run: list[tuple[str, str]] = []  # pending fixed-width (format char, variable)
 
@@ -227,8 +239,9 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type, nested: Mapping[str, type],
         """Read a length/count into ``var`` (-1 = null) after the pending run."""
         if compact:
             flush()
-            body.append(f"{var}, pos = _uvarint(buf, pos, blen)")
-            body.append(f"{var} -= 1")
+            # lengths below 127 are one byte: no call (IndexError past the end is truncation)
+            body.extend([f"{var} = buf[pos] - 1", f"if {var} < 127:", "    pos += 1", "else:",
+                         f"    {var}, pos = _uvarint(buf, pos, blen)", f"    {var} -= 1"])
         else:
             run.append((prefix, var))
             flush()
@@ -255,7 +268,9 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type, nested: Mapping[str, type],
     for pl in plans:
         f = pl.f
         if not pl.present:
-            assigns.append((f.name, repr(f.default)))  # a literal: lists are fresh per call
+            # a literal where there is one (lists are then fresh per call), else the shared default
+            literal = isinstance(f.default, int | float | str | bytes | list | None)
+            assigns.append((f.name, repr(f.default) if literal else g.bind(f.default, "D")))
             continue
         var = g.name("v")
         assigns.append((f.name, var))
@@ -264,14 +279,14 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type, nested: Mapping[str, type],
             if f.type in _FIXED:
                 run.append((_FIXED[f.type][0], var))
             else:
-                read_var(var, f.type, pl, what)
+                read_var(var, _kind(f.type), pl, what)
             continue
         # arrays
         n = g.name("n")
         length(n, pl.compact, "i")
         if f.fields is not None:
-            sub_cls = nested.get(f.name)
-            if sub_cls is None:
+            sub_cls = None if nested is None else nested.get(f.name)
+            if sub_cls is None and nested is not None:
                 raise TypeError(f"{what}: no dataclass given for struct elements")
             sub_plans = [_Plan(sf, g.version, g.flexible) for sf in f.fields]
             minsize = _min_size(sub_plans, g.flexible)
@@ -295,20 +310,25 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type, nested: Mapping[str, type],
             body.append(f"if {n} < 0: raise _null({what!r})")
             body.extend(guard + loop)
     flush()
-    if g.flexible:
-        body.append("pos = _skip_tags(buf, pos, blen)")
-    body.append(f"o = _new({clsname})")
-    if cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
-        # a frozen dataclass refuses attribute assignment; its slot descriptors do not
-        body.extend(f"{g.bind(cls.__dict__[name].__set__, 'S')}(o, {value})" for name, value in assigns)
+    if g.flexible:  # almost always an empty tagged-field section: one zero byte
+        body.extend(["if buf[pos] == 0:", "    pos += 1", "else:", "    pos = _skip_tags(buf, pos, blen)"])
+    if cls is None:
+        if not all(name.isidentifier() and not keyword.iskeyword(name) for name, _ in assigns):
+            raise UnsupportedDeclaration(f"{where}: a field name is not a Python identifier")
+        body.append(f"return {clsname}({', '.join(f'{n}={v}' for n, v in assigns)}), pos")
     else:
-        body.extend(f"o.{name} = {value}" for name, value in assigns)
-    body.append("return o, pos")
+        body.append(f"o = _new({clsname})")
+        if cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+            # a frozen dataclass refuses attribute assignment; its slot descriptors do not
+            body.extend(f"{g.bind(cls.__dict__[name].__set__, 'S')}(o, {value})" for name, value in assigns)
+        else:
+            body.extend(f"o.{name} = {value}" for name, value in assigns)
+        body.append("return o, pos")
 
     if top:
         lines = [f"def {fname}(buf, pos):", "    blen = len(buf)", "    try:"]
         lines += ["        " + line for line in body]
-        lines += ["    except _struct_error as exc:",
+        lines += ["    except (_struct_error, IndexError) as exc:",
                   f"        raise ProtocolError('truncated {where}: %s' % exc) from None",
                   "    except UnicodeDecodeError as exc:",
                   f"        raise ProtocolError('invalid UTF-8 in {where}: %s' % exc) from None"]
@@ -318,27 +338,30 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type, nested: Mapping[str, type],
     return fname
 
 
-def compile_reader(message: Message, version: int, cls: type,
+def compile_reader(message: Message, version: int, cls: type | None,
                    nested: Mapping[str, type] | None = None, extra: tuple[str, ...] = ()) -> Reader:
     """``read(buf: bytes, pos) -> (obj, end)`` for ``message`` at ``version``.
 
     ``cls`` is the dataclass for the top-level struct, ``nested`` maps the
     name of each array-of-struct field to its element dataclass, ``extra``
     names top-level dataclass fields that are not declared (set to their
-    defaults; the caller fills them in).  ``buf`` must be ``bytes`` (slices of
+    defaults; the caller fills them in).  ``cls`` None reads every struct
+    into a construct ``Container``, as the schema layer does.  ``buf`` must be ``bytes`` (slices of
     it become the decoded bytes fields).
     """
     if version not in message.valid:
         raise ValueError(f"{message.name} has no version {version}")
     g = _Gen(message, version)
-    entry = _gen_reader(g, message.fields, cls, nested or {}, True, message.name, extra)
+    entry = _gen_reader(g, message.fields, cls, None if cls is None else (nested or {}), True,
+                        message.name, extra)
     return g.finish(entry)
 
 
 # --- writers --------------------------------------------------------------------
 
 def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str,
-                prefix: int | None) -> str:
+                prefix: int | None, mapping: bool = False) -> str:
+    """``mapping``: read fields with ``o.get(name, default)`` (dicts), else as attributes."""
     plans = [_Plan(f, g.version, g.flexible) for f in fields]
     fname = g.name("write_")
     body: list[str] = []
@@ -376,6 +399,9 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
         length(n, pl.compact, "h" if kind == "string" else "i")
         body.append(f"ap({b})")
 
+    def get(f: F) -> str:
+        return f"o.get({f.name!r}, {f.default!r})" if mapping else f"o.{f.name}"
+
     for pl in plans:
         f = pl.f
         if not pl.present:
@@ -383,14 +409,14 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
         what = f"{where}.{f.name}"
         if f.fields is None and not f.is_array:
             if f.type in _FIXED:
-                run.append((_FIXED[f.type][0], f"o.{f.name}"))
+                run.append((_FIXED[f.type][0], get(f)))
             else:
                 src = g.name("s")
-                body.append(f"{src} = o.{f.name}")
-                write_var(src, f.type, pl, what)
+                body.append(f"{src} = {get(f)}")
+                write_var(src, _kind(f.type), pl, what)
             continue
         src, n = g.name("s"), g.name("n")
-        body.append(f"{src} = o.{f.name}")
+        body.append(f"{src} = {get(f)}")
         if pl.nullable:
             body.append(f"{n} = -1 if {src} is None else len({src})")
         else:
@@ -398,7 +424,7 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
             body.append(f"{n} = len({src})")
         length(n, pl.compact, "i")
         if f.fields is not None:
-            sub = _gen_writer(g, f.fields, nested, what, None)
+            sub = _gen_writer(g, f.fields, nested, what, None, mapping)
             loop = [f"for it in {src}:", f"    {sub}(it, ap)"]
         elif f.elem_type in _FIXED:
             c = _FIXED[f.elem_type][0]
@@ -422,19 +448,21 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
 
 
 def compile_writer(message: Message, version: int, prefix: int | None = None,
-                   nested: Mapping[str, type] | None = None) -> Writer:
+                   nested: Mapping[str, type] | None = None, mapping: bool = False) -> Writer:
     """``write(obj) -> bytes`` for ``message`` at ``version``, from attributes of ``obj``.
 
     ``prefix`` (if given) is written first as an int16 -- the key type or
     value version that precedes every ``__consumer_offsets`` key and value.
     Fields absent from ``version`` are dropped (all of them are ignorable in
     the declarations this is used for).  Integers out of range raise
-    ``struct.error``.
+    ``struct.error``.  ``mapping``: ``obj`` is a dict (nested structs too)
+    whose missing keys take the declared defaults, as the schema layer's
+    builder does.
     """
     if version not in message.valid:
         raise ValueError(f"{message.name} has no version {version}")
     g = _Gen(message, version)
-    inner = _gen_writer(g, message.fields, nested or {}, message.name, prefix)
+    inner = _gen_writer(g, message.fields, nested or {}, message.name, prefix, mapping)
     entry = g.name("encode_")
     g.chunks.append(f"def {entry}(o):\n    parts = []\n    {inner}(o, parts.append)\n"
                     f"    return b''.join(parts)")

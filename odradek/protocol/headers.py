@@ -53,9 +53,7 @@ def encode_response(correlation_id: int, header_version: int, body: bytes) -> by
 
 def encode_response_parts(correlation_id: int, header_version: int, body: bytes) -> tuple[bytes, bytes]:
     """(size prefix + header, body): lets the server hand a large body to the socket uncopied."""
-    w = Writer()
-    RESPONSE_HEADER.write(w, {"correlation_id": correlation_id}, header_version)
-    head = w.getvalue()
+    head = RESPONSE_HEADER.build({"correlation_id": correlation_id}, header_version)
     return _SIZE.pack(len(head) + len(body)) + head, body
 
 
