@@ -8,7 +8,7 @@ tests read it too.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..protocol.registry import APIS, ApiSpec
@@ -26,7 +26,7 @@ class _NoResponse:
 NO_RESPONSE = _NoResponse()  # acks=0 Produce: the client expects nothing back
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestContext:
     api_key: int
     api_version: int
@@ -35,7 +35,6 @@ class RequestContext:
     client_host: str
     connection_id: int
     header: Any = None
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass

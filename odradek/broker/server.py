@@ -1,11 +1,11 @@
 """The TCP shell: frames in, handlers, responses out in request order.
 
-Per connection one reader loop decodes size-prefixed frames and starts each
-request's handler at once (clients pipeline; a JoinGroup may be parked for
-seconds), while one writer loop sends responses strictly in request order,
-because every Kafka client matches responses by order and drops the
-connection on a mismatch.  A bad frame costs that connection, never the
-broker.
+Each connection is an asyncio ``Protocol``: the loop hands it what arrived,
+it decodes the size-prefixed frames and runs each request's handler at once
+(clients pipeline; a JoinGroup may be parked for seconds), and answers go out
+strictly in request order, because every Kafka client matches responses by
+order and drops the connection on a mismatch.  A bad frame costs that
+connection, never the broker.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import structlog
 
 from ..protocol import headers
 from ..protocol.errors import ErrorCode
-from ..protocol.primitives import ProtocolError, Reader
+from ..protocol.primitives import ProtocolError
 from ..protocol.registry import APIS
 from .dispatch import NO_RESPONSE, HandlerTable, RequestContext
 
@@ -32,7 +32,6 @@ log = structlog.get_logger("odradek.server")
 _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 128  # stop reading a connection that has this many unanswered requests
 WRITE_BUFFER_HIGH = 4 << 20
-READ_CHUNK = 1 << 18
 
 
 class CloseConnection(Exception):
@@ -49,11 +48,10 @@ class Route:
 
     api_key: int
     name: str
-    fn: Any
-    read_header: Any
-    request_header_version: int
-    read_request: Any
-    build_response: Any
+    fn: Any  # handler(ctx, request)
+    read_header: Any  # (frame, pos) -> (header, end)
+    read_request: Any  # (frame, pos) -> (request, end)
+    build_response: Any  # response -> bytes
     response_header_version: int
 
 
@@ -63,15 +61,15 @@ class KafkaServer:
         self.metrics = metrics
         self.max_request_bytes = max_request_bytes
         self._servers: list[asyncio.base_events.Server] = []
-        self._connections: set[asyncio.Task] = set()
+        self._connections: set[Connection] = set()
         self._ids = itertools.count(1)
         self.routes: dict[tuple[int, int], Route] = {}  # filled on first use; handlers are fixed by then
         self.open_connections = 0
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         """Bind one listener; returns the bound (host, port) -- port 0 picks one."""
-        server = await asyncio.start_server(self._accept, host or None, port,
-                                            reuse_address=True, limit=1 << 16)
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: Connection(self), host or None, port, reuse_address=True)
         self._servers.append(server)
         sock = server.sockets[0]
         bound = sock.getsockname()
@@ -85,86 +83,123 @@ class KafkaServer:
 
     async def close_all(self, grace: float = 0.0) -> None:
         """Close connections, letting in-flight requests finish for ``grace`` seconds."""
-        if grace and self._connections:
-            await asyncio.wait(self._connections, timeout=grace)
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        self._connections.add(task)
-        try:
-            await Connection(self, next(self._ids), reader, writer).run()
-        except asyncio.CancelledError:
-            pass  # broker stopping; a cancelled task here would make asyncio log a traceback
-        finally:
-            self._connections.discard(task)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while any(c.queue for c in self._connections) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        for conn in list(self._connections):
+            conn.close("broker stopping")
+        await asyncio.sleep(0)  # connection_lost callbacks run
 
 
-class Connection:
-    def __init__(self, server: KafkaServer, conn_id: int, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter):
+class Connection(asyncio.Protocol):
+    """One client connection, driven by the event loop's callbacks.
+
+    ``data_received`` answers every whole frame that arrived, synchronously,
+    and writes the answers with one call: no reader task to wake per read
+    and no stream buffer in between (most requests, including OffsetCommit
+    with fsync ``never``, complete without awaiting anything).  Requests that
+    must wait (a parked JoinGroup, a commit awaiting fsync) are queued in
+    arrival order and a writer task sends them as they complete; anything
+    answered after them queues behind them.  Reading pauses while
+    ``MAX_IN_FLIGHT`` requests are unanswered or while the client is not
+    reading our answers (``pause_writing``).
+    """
+
+    def __init__(self, server: KafkaServer):
         self.server = server
-        self.id = conn_id
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        self.peer = f"{peer[0]}:{peer[1]}"
-        self.client_host = f"/{peer[0]}"
+        self.id = next(server._ids)
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
         self.queue: deque[Any] = deque()
         self.wake = asyncio.Event()
-        self.room = asyncio.Event()
-        self.log = log.bind(conn=conn_id, peer=self.peer)
+        self.writer_task: asyncio.Task | None = None
+        self.write_paused = False
+        self.read_paused = False
+        self.close_reason: str | None = None
+        self.peer = "?"
+        self.client_host = "/?"
+        self.log = log
 
-    async def run(self) -> None:
+    # --- transport callbacks ---------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.peer = f"{peer[0]}:{peer[1]}"
+        self.client_host = f"/{peer[0]}"
+        self.log = log.bind(conn=self.id, peer=self.peer)
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        self.server._connections.add(self)
         self.server.open_connections += 1
         self.log.info("connection.open")
-        writer_task = asyncio.create_task(self._write_loop())
-        reason = "client closed"
-        try:
-            reason = await self._read_loop()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            reason = "client closed"
-        except asyncio.CancelledError:
-            reason = "broker stopping"
-            raise
-        finally:
-            writer_task.cancel()
-            for item in self.queue:
-                if isinstance(item, asyncio.Task):
-                    item.cancel()
-            self.writer.close()
-            self.server.open_connections -= 1
-            self.log.info("connection.close", reason=reason)
 
-    async def _read_loop(self) -> str:
-        """Read whatever arrived, answer every whole frame in it, write the answers at once.
+    def data_received(self, data: bytes) -> None:
+        """Answer every whole frame in what arrived; write the answers at once.
 
         Clients pipeline: one read often holds many requests, and answering a
         burst with one write (instead of a send per response) halves the
         per-request cost of small requests such as OffsetCommit and Heartbeat.
         """
-        read = self.reader.read
-        limit = self.server.max_request_bytes
-        buf = bytearray()
-        while True:
-            data = await read(READ_CHUNK)
-            if not data:
-                return "client closed"
-            buf += data
-            pos, burst, reason = self._answer_frames(buf, limit)
-            del buf[:pos]
-            if burst:
-                self.writer.writelines(burst)
-            if reason is not None:
-                return reason
-            if len(self.queue) >= MAX_IN_FLIGHT:
-                self.room.clear()
-                await self.room.wait()
-            if self.writer.transport.get_write_buffer_size() > WRITE_BUFFER_HIGH:
-                await self.writer.drain()
+        if self.close_reason is not None:
+            return
+        buf = self.buf
+        buf += data
+        pos, burst, reason = self._answer_frames(buf, self.server.max_request_bytes)
+        del buf[:pos]
+        if burst:
+            self.transport.writelines(burst)
+        if reason is not None:
+            self.close(reason)
+        elif self.queue:
+            self._update_reading()
+
+    def eof_received(self) -> bool:
+        self.close_reason = self.close_reason or "client closed"
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.writer_task is not None:
+            self.writer_task.cancel()
+        for item in self.queue:
+            if isinstance(item, asyncio.Future):
+                item.cancel()
+        self.queue.clear()
+        self.server._connections.discard(self)
+        self.server.open_connections -= 1
+        self.log.info("connection.close", reason=self.close_reason or (str(exc) if exc else "client closed"))
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._update_reading()
+
+    # --- helpers -------------------------------------------------------------------------------------
+
+    def close(self, reason: str) -> None:
+        if self.close_reason is None:
+            self.close_reason = reason
+        self.transport.close()  # buffered answers are still sent
+
+    def _update_reading(self) -> None:
+        """Read only while there is room for more requests and the client takes our answers."""
+        pause = self.write_paused or len(self.queue) >= MAX_IN_FLIGHT
+        if pause is self.read_paused or self.transport.is_closing():
+            return
+        self.read_paused = pause
+        if pause:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
+
+    def _enqueue(self, item: Any) -> None:
+        self.queue.append(item)
+        if self.writer_task is None:
+            self.writer_task = asyncio.get_running_loop().create_task(self._write_loop())
+        self.wake.set()
 
     def _answer_frames(self, buf: bytearray, limit: int) -> tuple[int, list[bytes], str | None]:
         """Process the whole frames in ``buf``: (bytes consumed, chunks to write now, close reason)."""
@@ -190,13 +225,13 @@ class Connection:
                 burst.extend(out)
             else:
                 if burst:  # everything answered so far goes out before the queued item
-                    self.writer.writelines(burst)
+                    self.transport.writelines(burst)
                     burst = []
-                self.queue.append(out)
-                self.wake.set()
+                self._enqueue(out)
         return pos, burst, None
 
     async def _write_loop(self) -> None:
+        """Send queued answers strictly in request order, each when its request completes."""
         queue = self.queue
         try:
             while True:
@@ -207,20 +242,17 @@ class Connection:
                 if not isinstance(item, tuple):
                     item = await item
                 queue.popleft()
-                if len(queue) < MAX_IN_FLIGHT // 2:
-                    self.room.set()
-                if item is not NO_RESPONSE:
-                    self.writer.writelines(item)
-                if not queue:
-                    await self.writer.drain()
-        except (ConnectionError, CloseConnection) as exc:
+                if item is not NO_RESPONSE and not self.transport.is_closing():
+                    self.transport.writelines(item)
+                self._update_reading()
+        except CloseConnection as exc:
             self.log.info("connection.write_failed", error=str(exc))
-            self.writer.close()
+            self.close(str(exc))
         except asyncio.CancelledError:
             raise
         except Exception:
             self.log.exception("request.handler_failed")
-            self.writer.close()
+            self.close("handler failed")
 
     def _process(self, frame: bytes) -> Any:
         """Decode and dispatch one request; returns (head, body), NO_RESPONSE or a task."""
@@ -234,25 +266,22 @@ class Connection:
             route = self._route(api_key, version)
             if route is None:
                 return self._api_versions_fallback(correlation_id, self.server.handlers.get(api_key).versions.hi)
-        reader = Reader(frame)
         try:
-            header = route.read_header(reader, route.request_header_version)
-            body = route.read_request(reader, version)
+            header, pos = route.read_header(frame, 0)
+            body, _ = route.read_request(frame, pos)
         except (ProtocolError, ValueError, UnicodeDecodeError) as exc:
             self.log.warning("request.malformed", api=route.name, version=version, error=str(exc))
             raise CloseConnection("malformed request") from None
-        ctx = RequestContext(api_key, version, correlation_id, header.client_id,
+        ctx = RequestContext(api_key, version, correlation_id, header["client_id"],
                              self.client_host, self.id, header)
         self.log.debug("request", api=route.name, version=version, correlation_id=correlation_id,
-                       client_id=header.client_id)
+                       client_id=header["client_id"])
         started = time.perf_counter()
         try:
             result = route.fn(ctx, body)
             if type(result) is not dict and inspect.isawaitable(result):
                 return asyncio.ensure_future(self._finish(result, route, version, correlation_id, started))
-            out = self._encode(result, route, version, correlation_id)
-            self._observe(api_key, version, started)
-            return out
+            return self._answer(result, route, version, correlation_id, started)
         except Exception:
             self.log.exception("request.handler_failed", api=route.name, version=version)
             raise CloseConnection("handler failed") from None
@@ -272,28 +301,27 @@ class Connection:
                              version=version)
             raise CloseConnection(f"unsupported version {spec.name} v{version}")
         flexible = spec.is_flexible(version)
-        route = Route(api_key, spec.name, handler.fn, headers.REQUEST_HEADER.read,
-                      headers.request_header_version(flexible), spec.request.read, spec.response.build,
+        route = Route(api_key, spec.name, handler.fn,
+                      headers.REQUEST_HEADER.codec(headers.request_header_version(flexible))[0],
+                      spec.request.codec(version)[0], spec.response.codec(version)[1],
                       headers.response_header_version(api_key, flexible))
         self.server.routes[(api_key, version)] = route
         return route
 
     async def _finish(self, pending, route: Route, version: int, correlation_id: int, started: float):
-        out = self._encode(await pending, route, version, correlation_id)
-        self._observe(route.api_key, version, started)
-        return out
+        return self._answer(await pending, route, version, correlation_id, started)
 
-    def _observe(self, api_key: int, version: int, started: float) -> None:
+    def _answer(self, result, route: Route, version: int, correlation_id: int, started: float):
+        """The encoded answer (or NO_RESPONSE), counted in the request metrics."""
+        if result is NO_RESPONSE:
+            out = NO_RESPONSE
+        else:
+            out = headers.encode_response_parts(correlation_id, route.response_header_version,
+                                                route.build_response(result))
         metrics = self.server.metrics
         if metrics is not None:
-            metrics.observe(api_key, version, time.perf_counter() - started)
-
-    @staticmethod
-    def _encode(result, route: Route, version: int, correlation_id: int):
-        if result is NO_RESPONSE:
-            return NO_RESPONSE
-        return headers.encode_response_parts(correlation_id, route.response_header_version,
-                                             route.build_response(result, version))
+            metrics.observe(route.api_key, version, time.perf_counter() - started)
+        return out
 
     def _api_versions_fallback(self, correlation_id: int, max_version: int) -> tuple[bytes, bytes]:
         """An unsupported ApiVersions version gets a v0 body and v0 header naming our range."""

@@ -161,16 +161,15 @@ class Log:
 
     # --- append --------------------------------------------------------------------------
 
-    def append(self, records: bytes | bytearray | memoryview, *, validate: bool = True) -> tuple[int, int]:
-        return self._append(records, validate, True)
-
-    def _append(self, records: bytes | bytearray | memoryview, validate: bool, schedule: bool) -> tuple[int, int]:
+    def append(self, records: bytes | bytearray | memoryview, *, validate: bool = True,
+               schedule: bool = True) -> tuple[int, int]:
         """Append a record set (one or more v2 batches); returns (first offset, last offset).
 
         Offsets are assigned by rewriting each batch's baseOffset in a copy
         (outside the CRC), the partition leader epoch becomes 0, producer
         fields are kept.  With ``validate`` every batch's CRC is checked
-        first; nothing is written unless the whole set is valid.
+        first; nothing is written unless the whole set is valid.  ``schedule``
+        False leaves flushing to the caller (``append_async``).
         """
         self._check_open()
         if self.durability.failed is not None:
@@ -238,7 +237,7 @@ class Log:
     async def append_async(self, records: bytes | bytearray | memoryview, *,
                            validate: bool = True) -> tuple[int, int]:
         """append(); with fsync.mode=always (or flush.messages reached) resolve once durable."""
-        base, last = self._append(records, validate, False)
+        base, last = self.append(records, validate=validate, schedule=False)
         d = self.durability
         if self.clock() - d.last_flush_ms >= self._flush_interval:
             d.schedule(self._end_offset, self.clock)

@@ -190,7 +190,8 @@ def _store(shard: Shard, max_metadata: int, request: CommitRequest,
     written: list[int] = []
     for i in accepted:
         topic, partition, offset, epoch, metadata, timestamp = partitions[i]
-        if metadata_too_large(metadata, max_metadata):
+        # 2 * len bounds the UTF-16 length: short metadata needs no closer look
+        if metadata is not None and 2 * len(metadata) > max_metadata and metadata_too_large(metadata, max_metadata):
             errors[i] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             continue
         value = OffsetValue(offset=offset, leader_epoch=epoch, metadata=metadata or "",
@@ -203,7 +204,7 @@ def _store(shard: Shard, max_metadata: int, request: CommitRequest,
     if shard.groups.get(group_id) is None:
         shard.get_or_create_group(group_id)  # a simple group: no protocol type (§11.3)
     try:
-        pending = shard.write(records)
+        pending = shard.write(records, now)
     except RecordEncodeError as exc:  # e.g. a string too long for its int16 length prefix
         log.warning("offsets.commit_unencodable", group=group_id, error=str(exc))
         pending = Promise.resolved(ErrorCode.INVALID_COMMIT_OFFSET_SIZE)
@@ -220,7 +221,8 @@ def _committed(shard: Shard, group_id: str, error: ErrorCode | None, written: li
                errors: list[ErrorCode]) -> list[ErrorCode]:
     """Fold the write's outcome into the per-partition answer (§11.4 error mapping)."""
     if error is None:
-        ensure_group(shard, group_id)
+        if group_id not in shard.groups:
+            ensure_group(shard, group_id)
     else:
         mapped = _COMMIT_WRITE_ERRORS.get(error, error)
         for i in written:

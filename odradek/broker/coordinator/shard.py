@@ -56,6 +56,9 @@ TopicPartition = tuple[str, int]
 Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
 
 
+_WRITTEN = Promise.resolved(None)  # what every durable-at-once write answers (completed: immutable)
+
+
 class ShardStatus(enum.Enum):
     LOADING = "loading"
     ACTIVE = "active"
@@ -121,16 +124,17 @@ class Shard:
 
     # --- writing -------------------------------------------------------------------
 
-    def write(self, records: list[Record]) -> Promise:
+    def write(self, records: list[Record], now: int | None = None) -> Promise:
         """Append ``records`` as one batch; the promise yields None or an ErrorCode.
 
         On success the records have been replayed before the promise completes.
+        ``now`` is the caller's reading of the clock, if it took one.
         """
         if self.status is not ShardStatus.ACTIVE:
             return Promise.resolved(ErrorCode.NOT_COORDINATOR)
-        now = self.clock.now_ms()
-        batch = encode_batch([(encode_key(k), encode_value(v)) for k, v in records],
-                             base_timestamp=now)
+        if now is None:
+            now = self.clock.now_ms()
+        batch = encode_batch([(encode_key(k), encode_value(v)) for k, v in records], base_timestamp=now)
         try:
             _, last = self.log.append(batch, validate=False)  # built just above: CRC is right
         except RecordBatchTooLargeError as exc:  # callers map it (OffsetCommit: 28)
@@ -139,12 +143,15 @@ class Shard:
         except (OSError, StorageError) as exc:
             log.error("coordinator.write_failed", partition=self.partition, error=str(exc))
             return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
-        self.stats["offset_commits"] += sum(1 for k, v in records
-                                            if v is not None and type(k) is OffsetKey)
+        commits = 0
+        for key, value in records:
+            if value is not None and type(key) is OffsetKey:
+                commits += 1
+        self.stats["offset_commits"] += commits
         if self.durable_on_write and not self._inflight:
             for key, value in records:  # durable on return: replay now, never pending
                 self.replay(key, value)
-            return Promise.resolved(None)
+            return _WRITTEN
         w = _Write(records, last)
         self._track_pending(records, +1)
         self._inflight.append(w)

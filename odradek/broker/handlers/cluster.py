@@ -7,6 +7,7 @@ coordinator; the advertised endpoint is the bound listener (or
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
@@ -21,10 +22,10 @@ TRANSACTION_KEY_TYPE = 1
 
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
-    table.register(18, lambda ctx, req: api_versions(table, ctx, req))
-    table.register(3, lambda ctx, req: metadata(app, ctx, req))
-    table.register(10, lambda ctx, req: find_coordinator(app, ctx, req))
-    table.register(60, lambda ctx, req: describe_cluster(app, ctx, req))
+    table.register(18, partial(api_versions, table))
+    table.register(3, partial(metadata, app))
+    table.register(10, partial(find_coordinator, app))
+    table.register(60, partial(describe_cluster, app))
 
 
 def api_versions(table: HandlerTable, ctx: RequestContext, req) -> dict:

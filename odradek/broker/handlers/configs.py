@@ -9,6 +9,7 @@ reported alterable, as Kafka does, since CreateTopics sets them.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
@@ -29,7 +30,7 @@ _SETTING_TYPES = {"int": ConfigType.INT, "boolean": ConfigType.BOOLEAN, "double"
 
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
-    table.register(32, lambda ctx, req: describe_configs(app, ctx, req))
+    table.register(32, partial(describe_configs, app))
 
 
 def describe_configs(app: BrokerApp, ctx: RequestContext, req) -> dict:

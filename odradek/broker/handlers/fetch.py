@@ -17,6 +17,7 @@ response.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
@@ -33,8 +34,8 @@ LEADER_EPOCH = 0
 
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
-    table.register(1, lambda ctx, req: fetch(app, ctx, req))
-    table.register(2, lambda ctx, req: list_offsets(app, ctx, req))
+    table.register(1, partial(fetch, app))
+    table.register(2, partial(list_offsets, app))
 
 
 def _epoch_error(requested: int) -> ErrorCode | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
@@ -38,13 +39,13 @@ GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
-    table.register(11, lambda ctx, req: handle_join_group(app, ctx, req))
-    table.register(12, lambda ctx, req: handle_heartbeat(app, ctx, req))
-    table.register(13, lambda ctx, req: handle_leave_group(app, ctx, req))
-    table.register(14, lambda ctx, req: handle_sync_group(app, ctx, req))
-    table.register(15, lambda ctx, req: handle_describe_groups(app, ctx, req))
-    table.register(16, lambda ctx, req: handle_list_groups(app, ctx, req))
-    table.register(42, lambda ctx, req: handle_delete_groups(app, ctx, req))
+    table.register(11, partial(handle_join_group, app))
+    table.register(12, partial(handle_heartbeat, app))
+    table.register(13, partial(handle_leave_group, app))
+    table.register(14, partial(handle_sync_group, app))
+    table.register(15, partial(handle_describe_groups, app))
+    table.register(16, partial(handle_list_groups, app))
+    table.register(42, partial(handle_delete_groups, app))
 
 
 def _answer(promise: Promise, shape: Callable[[Any], dict]) -> dict | asyncio.Future:

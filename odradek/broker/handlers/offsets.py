@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
@@ -43,9 +44,9 @@ OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
 
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
-    table.register(OFFSET_COMMIT, lambda ctx, req: offset_commit(app, ctx, req))
-    table.register(OFFSET_FETCH, lambda ctx, req: offset_fetch(app, ctx, req))
-    table.register(OFFSET_DELETE, lambda ctx, req: offset_delete(app, ctx, req))
+    table.register(OFFSET_COMMIT, partial(offset_commit, app))
+    table.register(OFFSET_FETCH, partial(offset_fetch, app))
+    table.register(OFFSET_DELETE, partial(offset_delete, app))
 
 
 def _no_topics(topic: str) -> int | None:
@@ -96,6 +97,8 @@ def offset_commit(app: BrokerApp, ctx: RequestContext, req) -> Any:
         request = CommitRequest(req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
                                 req["group_instance_id"], req["retention_time_ms"], ctx.api_version)
         promise = commit_offsets(coordinator, request, partitions, partition_counter(app))
+    if promise.done:  # fsync never/interval: answered at once
+        return commit_response(req, promise.result())
     return respond(promise, lambda errors: commit_response(req, errors))
 
 

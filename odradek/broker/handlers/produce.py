@@ -13,6 +13,7 @@ logged; Kafka would close the connection).
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import TYPE_CHECKING
 
 import structlog
@@ -34,8 +35,8 @@ TXN_MESSAGE = "transactions are not supported by this broker"
 
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
-    table.register(0, lambda ctx, req: produce(app, ctx, req))
-    table.register(22, lambda ctx, req: init_producer_id(app, ctx, req))
+    table.register(0, partial(produce, app))
+    table.register(22, partial(init_producer_id, app))
 
 
 # --- InitProducerId -------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections import Counter
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 
 import structlog
@@ -35,8 +35,8 @@ TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
-    table.register(19, lambda ctx, req: create_topics(app, ctx, req))
-    table.register(20, lambda ctx, req: delete_topics(app, ctx, req))
+    table.register(19, partial(create_topics, app))
+    table.register(20, partial(delete_topics, app))
 
 
 # --- Metadata ---------------------------------------------------------------------------
