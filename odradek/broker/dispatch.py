@@ -47,6 +47,8 @@ class Handler:
 class HandlerTable:
     def __init__(self) -> None:
         self._handlers: dict[int, Handler] = {}
+        # the server's per-(api key, version) lookups, built on first use; emptied by register()
+        self.routes: dict[tuple[int, int], Any] = {}
 
     def register(self, api_key: int, fn: HandlerFn, versions: str | None = None) -> None:
         """Serve ``api_key`` (by default over its whole declared range)."""
@@ -55,6 +57,7 @@ class HandlerTable:
         if served.lo < spec.declared.lo or served.hi is None or served.hi > spec.declared.hi:
             raise ValueError(f"{spec.name}: served {served} outside declared {spec.declared}")
         self._handlers[api_key] = Handler(spec, served, fn)
+        self.routes.clear()
 
     def get(self, api_key: int) -> Handler | None:
         return self._handlers.get(api_key)

@@ -63,7 +63,6 @@ class KafkaServer:
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[Connection] = set()
         self._ids = itertools.count(1)
-        self.routes: dict[tuple[int, int], Route] = {}  # filled on first use; handlers are fixed by then
         self.open_connections = 0
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
@@ -110,7 +109,8 @@ class Connection(asyncio.Protocol):
         self.server = server
         self.id = next(server._ids)
         self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
+        self.buf = bytearray()  # an incomplete frame carried over to the next read
+        self.need = 0  # bytes ``buf`` must hold before it is worth looking at again
         self.queue: deque[Any] = deque()
         self.wake = asyncio.Event()
         self.writer_task: asyncio.Task | None = None
@@ -144,9 +144,16 @@ class Connection(asyncio.Protocol):
         if self.close_reason is not None:
             return
         buf = self.buf
-        buf += data
-        pos, burst, reason = self._answer_frames(buf, self.server.max_request_bytes)
-        del buf[:pos]
+        if buf:  # the rest of a frame that began in an earlier read
+            buf += data
+            if len(buf) < self.need:
+                return  # a large request still arriving: no copy until it is whole
+            data = bytes(buf)
+            buf.clear()
+        pos, burst, reason = self._answer_frames(data, self.server.max_request_bytes)
+        if pos < len(data) and reason is None:
+            buf += memoryview(data)[pos:]
+            self.need = 4 + _SIZE.unpack_from(buf, 0)[0] if len(buf) >= 4 else 4
         if burst:
             self.transport.writelines(burst)
         if reason is not None:
@@ -201,7 +208,7 @@ class Connection(asyncio.Protocol):
             self.writer_task = asyncio.get_running_loop().create_task(self._write_loop())
         self.wake.set()
 
-    def _answer_frames(self, buf: bytearray, limit: int) -> tuple[int, list[bytes], str | None]:
+    def _answer_frames(self, buf: bytes, limit: int) -> tuple[int, list[bytes], str | None]:
         """Process the whole frames in ``buf``: (bytes consumed, chunks to write now, close reason)."""
         pos = 0
         burst: list[bytes] = []
@@ -213,7 +220,7 @@ class Connection(asyncio.Protocol):
                 return pos, burst, "frame too large"
             if end - pos - 4 < size:
                 break
-            frame = bytes(buf[pos + 4:pos + 4 + size])
+            frame = buf[pos + 4:pos + 4 + size]
             pos += 4 + size
             try:
                 out = self._process(frame)
@@ -261,7 +268,7 @@ class Connection(asyncio.Protocol):
         except ValueError:
             self.log.warning("request.refused", reason="short header", size=len(frame))
             raise CloseConnection("malformed header") from None
-        route = self.server.routes.get((api_key, version))
+        route = self.server.handlers.routes.get((api_key, version))
         if route is None:
             route = self._route(api_key, version)
             if route is None:
@@ -305,7 +312,7 @@ class Connection(asyncio.Protocol):
                       headers.REQUEST_HEADER.codec(headers.request_header_version(flexible))[0],
                       spec.request.codec(version)[0], spec.response.codec(version)[1],
                       headers.response_header_version(api_key, flexible))
-        self.server.routes[(api_key, version)] = route
+        self.server.handlers.routes[(api_key, version)] = route
         return route
 
     async def _finish(self, pending, route: Route, version: int, correlation_id: int, started: float):

@@ -146,7 +146,12 @@ def read_uvarint(io) -> int:
             raise ProtocolError("varint too long")
 
 
+_ONE_BYTE = tuple(bytes((v,)) for v in range(0x80))
+
+
 def encode_uvarint(v: int) -> bytes:
+    if 0 <= v < 0x80:  # lengths and counts, nearly always
+        return _ONE_BYTE[v]
     if v < 0:
         raise ProtocolError(f"unsigned varint cannot hold {v}")
     out = bytearray()

@@ -451,20 +451,22 @@ def _encode_bytes(v: bytes | None) -> bytes:
 
 def _encode_record(offset_delta: int, ts_delta: int, key: bytes | None, value: bytes | None,
                    headers: Iterable[tuple[str, bytes | None]]) -> bytes:
-    parts = [b"\x00", encode_varint(ts_delta), encode_varint(offset_delta),
-             _encode_bytes(key), _encode_bytes(value)]
-    if headers:
-        headers = tuple(headers)
-        parts.append(encode_varint(len(headers)))
-        for hkey, hval in headers:
-            hk = hkey.encode("utf-8")
-            parts.append(encode_varint(len(hk)))
-            parts.append(hk)
-            parts.append(_encode_bytes(hval))
-    else:
-        parts.append(b"\x00")
-    body = b"".join(parts)
+    body = b"".join((b"\x00", encode_varint(ts_delta), encode_varint(offset_delta),
+                     _NULL if key is None else encode_varint(len(key)) + key,
+                     _NULL if value is None else encode_varint(len(value)) + value,
+                     _encode_headers(headers) if headers else b"\x00"))
     return encode_varint(len(body)) + body
+
+
+def _encode_headers(headers: Iterable[tuple[str, bytes | None]]) -> bytes:
+    headers = tuple(headers)
+    parts = [encode_varint(len(headers))]
+    for hkey, hval in headers:
+        hk = hkey.encode("utf-8")
+        parts.append(encode_varint(len(hk)))
+        parts.append(hk)
+        parts.append(_encode_bytes(hval))
+    return b"".join(parts)
 
 
 def encode_batch(
@@ -514,7 +516,7 @@ def encode_batch(
     max_ts = NO_TIMESTAMP
     prev_delta = -1
     for i, item in enumerate(items):
-        if isinstance(item, Record):
+        if type(item) is not tuple and isinstance(item, Record):  # plain tuples are the common case
             delta = item.offset - base_offset
             ts = item.timestamp
             key, value, headers = item.key, item.value, item.headers

@@ -140,3 +140,29 @@ def test_metadata_every_version_names_this_broker(broker):
             # Metadata v1-3 cannot opt out of auto-creation (the flag is v4+), as in Kafka
             expected = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if v >= 4 else ErrorCode.NONE
             assert [(t.name, t.error_code) for t in r.topics] == [(f"nope-{v}", expected)]
+
+
+def test_frames_split_across_reads_and_coalesced_in_one_read(broker):
+    """A request may arrive a byte at a time, or many requests in one segment: same answers."""
+    frames = [encode(18, 3, cid, {"client_software_name": "t", "client_software_version": "1"})
+              for cid in range(1, 6)]
+    with _client(broker) as c:
+        for b in frames[0]:  # one byte per send
+            c.sock.sendall(bytes([b]))
+        c.sock.sendall(b"".join(frames[1:]) + frames[0][:3])  # four whole frames and the start of one
+        c.sock.sendall(frames[0][3:])
+        got = []
+        for _ in range(6):
+            size = struct.unpack(">i", _recv_exactly(c.sock, 4))[0]
+            got.append(struct.unpack(">i", _recv_exactly(c.sock, size)[:4])[0])
+        assert got == [1, 2, 3, 4, 5, 1]
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    sock.settimeout(5.0)
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "broker closed the connection"
+        data += chunk
+    return data
