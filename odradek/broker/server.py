@@ -55,6 +55,20 @@ class Route:
     response_header_version: int
 
 
+class _Pending:
+    """A queued answer still being worked out: the handler's future, and how to encode its result."""
+
+    __slots__ = ("result", "route", "version", "correlation_id", "started")
+
+    def __init__(self, result: asyncio.Future, route: Route, version: int, correlation_id: int,
+                 started: float):
+        self.result = result
+        self.route = route
+        self.version = version
+        self.correlation_id = correlation_id
+        self.started = started
+
+
 class KafkaServer:
     def __init__(self, handlers: HandlerTable, max_request_bytes: int, metrics=None):
         self.handlers = handlers
@@ -169,8 +183,8 @@ class Connection(asyncio.Protocol):
         if self.writer_task is not None:
             self.writer_task.cancel()
         for item in self.queue:
-            if isinstance(item, asyncio.Future):
-                item.cancel()
+            if type(item) is _Pending:
+                item.result.cancel()
         self.queue.clear()
         self.server._connections.discard(self)
         self.server.open_connections -= 1
@@ -228,7 +242,7 @@ class Connection(asyncio.Protocol):
                 return pos, burst, str(exc)
             if out is NO_RESPONSE:
                 continue
-            if not self.queue and isinstance(out, tuple):
+            if not self.queue and type(out) is tuple:
                 burst.extend(out)
             else:
                 if burst:  # everything answered so far goes out before the queued item
@@ -246,8 +260,9 @@ class Connection(asyncio.Protocol):
                     self.wake.clear()
                     await self.wake.wait()
                 item = queue[0]
-                if not isinstance(item, tuple):
-                    item = await item
+                if type(item) is _Pending:
+                    item = self._answer(await item.result, item.route, item.version, item.correlation_id,
+                                        item.started)
                 queue.popleft()
                 if item is not NO_RESPONSE and not self.transport.is_closing():
                     self.transport.writelines(item)
@@ -262,7 +277,7 @@ class Connection(asyncio.Protocol):
             self.close("handler failed")
 
     def _process(self, frame: bytes) -> Any:
-        """Decode and dispatch one request; returns (head, body), NO_RESPONSE or a task."""
+        """Decode and dispatch one request; returns (head, body), NO_RESPONSE or a ``_Pending``."""
         try:
             api_key, version, correlation_id = headers.peek_request(frame)
         except ValueError:
@@ -287,7 +302,8 @@ class Connection(asyncio.Protocol):
         try:
             result = route.fn(ctx, body)
             if type(result) is not dict and inspect.isawaitable(result):
-                return asyncio.ensure_future(self._finish(result, route, version, correlation_id, started))
+                # a future (e.g. a commit awaiting fsync) is awaited as it is; a coroutine needs a task
+                return _Pending(asyncio.ensure_future(result), route, version, correlation_id, started)
             return self._answer(result, route, version, correlation_id, started)
         except Exception:
             self.log.exception("request.handler_failed", api=route.name, version=version)
@@ -314,9 +330,6 @@ class Connection(asyncio.Protocol):
                       headers.response_header_version(api_key, flexible))
         self.server.handlers.routes[(api_key, version)] = route
         return route
-
-    async def _finish(self, pending, route: Route, version: int, correlation_id: int, started: float):
-        return self._answer(await pending, route, version, correlation_id, started)
 
     def _answer(self, result, route: Route, version: int, correlation_id: int, started: float):
         """The encoded answer (or NO_RESPONSE), counted in the request metrics."""
