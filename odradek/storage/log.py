@@ -39,6 +39,7 @@ from odradek.protocol.records import (
     CorruptRecordError,
     compute_crc,
     decode_batch,
+    encode_pairs_batch,
 )
 from odradek.storage.cleaner import CleanStats, clean_log
 from odradek.storage.config import FsyncMode, LogConfig
@@ -181,7 +182,7 @@ class Log:
         config = self._config
         append_time = config.log_append_time
         now = self.clock()
-        next_offset = first = self._next_offset
+        next_offset = self._next_offset
         batches: list[tuple[int, int, int, int]] = []
         messages = 0
         max_ts_in = -1
@@ -215,6 +216,39 @@ class Log:
             batches.append((pos, size, next_offset - 1, max_ts))
             messages += last_delta + 1
             pos += size
+        return self._write(buf, batches, next_offset, messages, max_ts_in, now, schedule)
+
+    def append_records(self, pairs: list[tuple[bytes | None, bytes | None]], timestamp: int, *,
+                       schedule: bool = True) -> tuple[int, int]:
+        """Append ``(key, value)`` records as one new batch; returns (first offset, last offset).
+
+        For writers that build their records here (the group coordinator):
+        the batch is encoded at the log end offset with leader epoch 0, so
+        none of ``append``'s parsing, checking and patching is needed.
+        """
+        self._check_open()
+        if self.durability.failed is not None:
+            raise self.durability.failed
+        config = self._config
+        now = self.clock()
+        append_time = config.log_append_time
+        if append_time:
+            timestamp = now
+        first = self._next_offset
+        batch = encode_pairs_batch(pairs, base_offset=first, timestamp=timestamp,
+                                   timestamp_type=1 if append_time else 0, partition_leader_epoch=0)
+        size = len(batch)
+        if size > config.max_message_bytes:
+            raise RecordBatchTooLargeError(f"batch of {size} bytes exceeds max.message.bytes={config.max_message_bytes}")
+        n = len(pairs)
+        return self._write(batch, [(0, size, first + n - 1, timestamp)], first + n, n, timestamp, now, schedule)
+
+    def _write(self, buf: bytes | bytearray, batches: list[tuple[int, int, int, int]], next_offset: int,
+               messages: int, max_ts_in: int, now: int, schedule: bool) -> tuple[int, int]:
+        """Write checked batches at the log end (rolling first if due); returns (first, last offset)."""
+        config = self._config
+        first = self._next_offset
+        n = len(buf)
         seg = self._view[0][-1]
         # roll on size, on 32-bit relative offsets, and on segment.ms (Kafka's rule: compare
         # record timestamps when the batches carry them, else the segment's wall-clock age)

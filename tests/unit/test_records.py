@@ -27,6 +27,7 @@ from odradek.protocol.records import (
     decode_varint,
     encode_batch,
     encode_end_txn_batch,
+    encode_pairs_batch,
     encode_varint,
     iter_batch_headers,
     iter_batches,
@@ -570,3 +571,24 @@ def test_mutated_batches_raise_only_corrupt_record_error(batch, edits):
     if len(edits) == 1 and bytes(mutated) != batch and edits[0][0] % len(batch) >= 21 and batch[16] == 2:
         with pytest.raises(CorruptRecordError):  # CRC-32C catches every single-byte change
             decode_batch(bytes(mutated))
+
+
+@settings(max_examples=60, deadline=None)
+@given(pairs=st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=300)),
+                                st.one_of(st.none(), st.binary(max_size=300))), min_size=1, max_size=20),
+       base=st.integers(0, 2**40), ts=st.integers(-1, 2**45), tstype=st.sampled_from([0, 1]),
+       epoch=st.integers(-1, 100))
+def test_pairs_batch_is_the_general_encoders_bytes(pairs, base, ts, tstype, epoch):
+    """The coordinator's lean encoder must write exactly what encode_batch writes for plain pairs."""
+    lean = encode_pairs_batch(pairs, base_offset=base, timestamp=ts, timestamp_type=tstype,
+                              partition_leader_epoch=epoch)
+    general = encode_batch(pairs, base_offset=base, base_timestamp=ts, timestamp_type=tstype,
+                           partition_leader_epoch=epoch, max_timestamp=ts)
+    assert lean == general
+    header, records = decode_batch(lean, 0)
+    assert [(r.key, r.value) for r in records] == pairs
+
+
+def test_pairs_batch_refuses_an_empty_batch():
+    with pytest.raises(ValueError):
+        encode_pairs_batch([], base_offset=0, timestamp=0)

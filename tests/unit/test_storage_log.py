@@ -294,3 +294,31 @@ async def test_roll_flushes_closed_segment_in_background(tmp_path: Path) -> None
     await log.durability.drain()
     assert log.recovery_point >= log.segments[-1].base_offset > 0
     await log.aclose()
+
+
+def test_append_records_assigns_offsets_and_reads_back(tmp_path):
+    clock = ManualClock()
+    log = Log.open(tmp_path / "t-0", LogConfig(), clock=clock)
+    log.append(batch(3))
+    first, last = log.append_records([(b"a", b"1"), (b"b", None)], 1234)
+    assert (first, last) == (3, 4)
+    got = records_of(log.read(3, 1 << 20))
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in got] == [(3, 1234, b"a", b"1"), (4, 1234, b"b", None)]
+    assert log.log_end_offset == 5
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", LogConfig(), clock=clock)  # recovery accepts what it wrote
+    assert reopened.log_end_offset == 5
+    reopened.close()
+
+
+def test_append_records_honours_log_append_time_and_size_limit(tmp_path):
+    clock = ManualClock()
+    config = LogConfig(message_timestamp_type="LogAppendTime", max_message_bytes=200)
+    log = Log.open(tmp_path / "t-0", config, clock=clock)
+    log.append_records([(b"k", b"v")], 5)
+    (rec,) = records_of(log.read(0, 1 << 20))
+    assert rec.timestamp == clock.now
+    with pytest.raises(RecordBatchTooLargeError):
+        log.append_records([(b"k", b"v" * 300)], 5)
+    assert log.log_end_offset == 1
+    log.close()

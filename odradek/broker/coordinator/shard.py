@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ...protocol.errors import ErrorCode
-from ...protocol.records import decode_batch, encode_batch
+from ...protocol.records import decode_batch
 from ...storage.errors import RecordBatchTooLargeError, StorageError
 from ...storage.offsets_records import (
     GroupKey,
@@ -134,11 +134,11 @@ class Shard:
             return Promise.resolved(ErrorCode.NOT_COORDINATOR)
         if now is None:
             now = self.clock.now_ms()
-        batch = encode_batch([(encode_key(k), encode_value(v)) for k, v in records], base_timestamp=now)
+        pairs = [(encode_key(k), encode_value(v)) for k, v in records]
         try:
-            # built just above, so the CRC is right; with fsync "always" the sync loop below is
-            # the one fsync round (group commit), so the log need not start its own per append
-            _, last = self.log.append(batch, validate=False, schedule=self.durable_on_write)
+            # with fsync "always" the sync loop below is the one fsync round (group commit),
+            # so the log need not start its own per append
+            _, last = self.log.append_records(pairs, now, schedule=self.durable_on_write)
         except RecordBatchTooLargeError as exc:  # callers map it (OffsetCommit: 28)
             log.warning("coordinator.write_too_large", partition=self.partition, error=str(exc))
             return Promise.resolved(ErrorCode.MESSAGE_TOO_LARGE)
