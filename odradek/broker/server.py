@@ -113,7 +113,7 @@ class Connection(asyncio.Protocol):
     and no stream buffer in between (most requests, including OffsetCommit
     with fsync ``never``, complete without awaiting anything).  Requests that
     must wait (a parked JoinGroup, a commit awaiting fsync) are queued in
-    arrival order and a writer task sends them as they complete; anything
+    arrival order and sent from their futures' callbacks as they complete; anything
     answered after them queues behind them.  Reading pauses while
     ``MAX_IN_FLIGHT`` requests are unanswered or while the client is not
     reading our answers (``pause_writing``).
@@ -126,8 +126,6 @@ class Connection(asyncio.Protocol):
         self.buf = bytearray()  # an incomplete frame carried over to the next read
         self.need = 0  # bytes ``buf`` must hold before it is worth looking at again
         self.queue: deque[Any] = deque()
-        self.wake = asyncio.Event()
-        self.writer_task: asyncio.Task | None = None
         self.write_paused = False
         self.read_paused = False
         self.close_reason: str | None = None
@@ -180,8 +178,6 @@ class Connection(asyncio.Protocol):
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.writer_task is not None:
-            self.writer_task.cancel()
         for item in self.queue:
             if type(item) is _Pending:
                 item.result.cancel()
@@ -218,9 +214,40 @@ class Connection(asyncio.Protocol):
 
     def _enqueue(self, item: Any) -> None:
         self.queue.append(item)
-        if self.writer_task is None:
-            self.writer_task = asyncio.get_running_loop().create_task(self._write_loop())
-        self.wake.set()
+        if type(item) is _Pending:
+            item.result.add_done_callback(self._drain)
+
+    def _drain(self, _done: Any = None) -> None:
+        """Send the answers at the head of the queue that are ready, in request order.
+
+        Runs when a queued request completes (its future's callback): no
+        writer task to wake per answer.
+        """
+        queue = self.queue
+        while queue:
+            item = queue[0]
+            if type(item) is _Pending:
+                result = item.result
+                if not result.done():
+                    break
+                if result.cancelled():
+                    return  # the connection is going away
+                try:
+                    item = self._answer(result.result(), item.route, item.version, item.correlation_id,
+                                        item.started)
+                except CloseConnection as exc:
+                    self.queue.clear()
+                    self.close(str(exc))
+                    return
+                except Exception:
+                    self.log.exception("request.handler_failed", api=item.route.name, version=item.version)
+                    self.queue.clear()
+                    self.close("handler failed")
+                    return
+            queue.popleft()
+            if item is not NO_RESPONSE and not self.transport.is_closing():
+                self.transport.writelines(item)
+        self._update_reading()
 
     def _answer_frames(self, buf: bytes, limit: int) -> tuple[int, list[bytes], str | None]:
         """Process the whole frames in ``buf``: (bytes consumed, chunks to write now, close reason)."""
@@ -250,31 +277,6 @@ class Connection(asyncio.Protocol):
                     burst = []
                 self._enqueue(out)
         return pos, burst, None
-
-    async def _write_loop(self) -> None:
-        """Send queued answers strictly in request order, each when its request completes."""
-        queue = self.queue
-        try:
-            while True:
-                while not queue:
-                    self.wake.clear()
-                    await self.wake.wait()
-                item = queue[0]
-                if type(item) is _Pending:
-                    item = self._answer(await item.result, item.route, item.version, item.correlation_id,
-                                        item.started)
-                queue.popleft()
-                if item is not NO_RESPONSE and not self.transport.is_closing():
-                    self.transport.writelines(item)
-                self._update_reading()
-        except CloseConnection as exc:
-            self.log.info("connection.write_failed", error=str(exc))
-            self.close(str(exc))
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            self.log.exception("request.handler_failed")
-            self.close("handler failed")
 
     def _process(self, frame: bytes) -> Any:
         """Decode and dispatch one request; returns (head, body), NO_RESPONSE or a ``_Pending``."""
