@@ -51,7 +51,7 @@ def entries_sane(entries: list[tuple[int, int]], log_size: int) -> bool:
 class OffsetIndex:
     """One segment's index: in-memory lists plus an append-only file descriptor."""
 
-    __slots__ = ("path", "base_offset", "_rel", "_pos", "_fd", "_finalizer", "__weakref__")
+    __slots__ = ("path", "base_offset", "_rel", "_pos", "_fd", "_finalizer", "_dirty", "__weakref__")
 
     def __init__(self, path: Path, base_offset: int, entries: list[tuple[int, int]], fd: int) -> None:
         self.path = path
@@ -60,6 +60,7 @@ class OffsetIndex:
         self._pos = [e[1] for e in entries]
         self._fd = fd
         self._finalizer = weakref.finalize(self, _close_fd, fd)
+        self._dirty = True  # written (or of unknown state) since the last fsync
 
     @classmethod
     def write_new(cls, path: Path, base_offset: int, entries: list[tuple[int, int]]) -> OffsetIndex:
@@ -100,6 +101,7 @@ class OffsetIndex:
         if self._rel and (rel <= self._rel[-1] or position <= self._pos[-1]):
             return  # never break ordering; a missing entry only costs a longer scan
         write_all(self._fd, ENTRY.pack(rel, position))
+        self._dirty = True
         self._rel.append(rel)
         self._pos.append(position)
 
@@ -118,9 +120,21 @@ class OffsetIndex:
         del self._rel[i:]
         del self._pos[i:]
         os.ftruncate(self._fd, i * ENTRY_SIZE)
+        self._dirty = True
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        """fsync if anything changed since the last flush.
+
+        An entry is added only every ``index.interval.bytes`` of log, so most
+        group-commit rounds (fsync mode ``always``) need one fsync, not two.
+        """
+        if self._dirty:
+            self._dirty = False
+            try:
+                os.fsync(self._fd)
+            except BaseException:
+                self._dirty = True
+                raise
 
     def close(self) -> None:
         self._finalizer()
