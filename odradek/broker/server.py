@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import logging
 import struct
 import time
 from collections import deque
@@ -132,6 +133,7 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self.client_host = "/?"
         self.log = log
+        self.log_requests = False
 
     # --- transport callbacks ---------------------------------------------------------------
 
@@ -141,6 +143,7 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}"
         self.client_host = f"/{peer[0]}"
         self.log = log.bind(conn=self.id, peer=self.peer)
+        self.log_requests = self.log.is_enabled_for(logging.DEBUG)  # skips building the call's kwargs
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self.server._connections.add(self)
         self.server.open_connections += 1
@@ -298,8 +301,9 @@ class Connection(asyncio.Protocol):
             raise CloseConnection("malformed request") from None
         ctx = RequestContext(api_key, version, correlation_id, header["client_id"],
                              self.client_host, self.id, header)
-        self.log.debug("request", api=route.name, version=version, correlation_id=correlation_id,
-                       client_id=header["client_id"])
+        if self.log_requests:
+            self.log.debug("request", api=route.name, version=version, correlation_id=correlation_id,
+                           client_id=header["client_id"])
         started = time.perf_counter()
         try:
             result = route.fn(ctx, body)
