@@ -167,44 +167,54 @@ def spark_pass(spark, path: str) -> tuple[int, float, int]:
 
 
 def decode_breakdown(refs, limit: int = 400_000) -> dict[str, float]:
-    """µs per record of each layer on the first ``limit`` records (process CPU time, GC paused as decode does)."""
-    from odradek.pipeline.decode import _Chunk
-    from odradek.protocol.records import decode_batch
-    from odradek.storage.segment import iter_file_batches
+    """µs per record of each layer on the first segments (>= ``limit`` records; process CPU time, GC paused).
 
-    batches = []
+    The columnar path in its three steps, then the row path (``columnar=False``,
+    the reference it replaced, which still decodes batches the columnar path
+    leaves alone) over the same batches for comparison.
+    """
+    from odradek.pipeline.decode import _Chunk, _Columnar
+    from odradek.protocol.columnar import decode_batches
+    from odradek.protocol.records import decode_batch
+    from odradek.storage.segment import iter_file_runs
+
+    t_runs = t_records = t_columns = t_rows = 0.0
     n = 0
-    for ref in refs:
-        fd = os.open(ref.path, os.O_RDONLY)
-        try:
-            for _pos, buf, off, _h in iter_file_batches(fd, 0, os.fstat(fd).st_size):
-                batches.append((buf, off))
-                n += _h.records_count
-                if n >= limit:
-                    break
-        finally:
-            os.close(fd)
-        if n >= limit:
-            break
     gc.disable()
     try:
-        t = time.process_time()
-        decoded = [decode_batch(buf, off) for buf, off in batches]
-        t_records = time.process_time() - t
-        chunk = _Chunk(refs[0])
-        t = time.process_time()
-        for header, records in decoded:
-            chunk.add(header, records)
-        t_add = time.process_time() - t
-        count = len(chunk)
-        t = time.process_time()
-        chunk.to_batch()
-        t_arrow = time.process_time() - t
+        for ref in refs:
+            fd = os.open(ref.path, os.O_RDONLY)
+            try:
+                t = time.process_time()
+                runs = list(iter_file_runs(fd, 0, os.fstat(fd).st_size))
+                t_runs += time.process_time() - t
+            finally:
+                os.close(fd)
+            t = time.process_time()
+            decoded = [decode_batches(buf, offsets) for buf, offsets in runs]
+            t_records += time.process_time() - t
+            builder, out = _Columnar(ref, verify_crc=True), []
+            t = time.process_time()
+            for cols, (buf, offsets) in zip(decoded, runs, strict=True):
+                builder.add_columns(cols, buf, offsets, out)
+            t_columns += time.process_time() - t
+            n += sum(b.num_rows for b in out)
+            t = time.process_time()
+            chunk = _Chunk(ref)
+            for buf, offsets in runs:
+                for off in offsets:
+                    chunk.add(*decode_batch(buf, off))
+            chunk.to_batch()
+            t_rows += time.process_time() - t
+            del chunk
+            if n >= limit:
+                break
     finally:
         gc.enable()
-    return {"records (protocol.records.decode_batch)": t_records / count * 1e6,
-            "keys+values (storage readers) + row building": t_add / count * 1e6,
-            "Arrow columns": t_arrow / count * 1e6}
+    return {"batch runs (storage.segment.iter_file_runs)": t_runs / n * 1e6,
+            "records (protocol.columnar.decode_batches)": t_records / n * 1e6,
+            "keys, values, Arrow columns (pipeline.decode)": t_columns / n * 1e6,
+            "[row path, before: decode_batch + rows + Arrow]": t_rows / n * 1e6}
 
 
 def main() -> int:

@@ -2,26 +2,34 @@
 
 Both the ``odradek-log`` data source and the ``binaryFile`` + ``mapInArrow``
 path call :func:`decode_segment_file` / :func:`decode_segment_bytes`, so the
-two produce identical rows.  Nothing here re-implements a format: batches
-come from ``storage.segment.iter_file_batches`` (headers read with
-``struct``), records from the tight decoder in ``protocol.records``, and
-offsets-topic keys and values from storage (``decode_key``, and the readers
-storage generates from its ``OffsetCommitValue`` declaration).  What this
-module adds is the Arrow layout (:data:`ARROW_SCHEMA`) and getting there
-fast, because decoding is where a report over a big ``__consumer_offsets``
-spends its time (``scripts/bench_pipeline.py`` measures it):
+two produce identical rows.  Nothing here re-implements a format: records
+come from ``protocol`` and offsets-topic keys and values from storage
+(``decode_key``/``decode_value``, and the layout of its ``OffsetCommitValue``
+declaration).  What this module adds is the Arrow layout
+(:data:`ARROW_SCHEMA`) and getting there fast, because decoding is where a
+report over a big ``__consumer_offsets`` spends its time
+(``scripts/bench_pipeline.py`` measures it).  There are two paths to the
+same rows:
 
-- per batch, key bytes -> a small per-chunk code and value bytes -> value
-  objects are two list comprehensions (no per-row statements); a batch with
-  anything unusual (a key new to the chunk, a value that does not parse) is
-  redone row by row through ``decode_value``, which names the error;
-- columns that depend only on the key (record type, key type, group,
-  committed topic and partition) are a per-chunk dictionary expanded by
-  ``pyarrow.compute.take``; batch columns (base/last offset, producer,
-  transactional, and record offsets when a batch has no gaps) are
-  ``numpy.repeat`` of per-batch values;
-- group-metadata rows (one per generation: rare) fill sparse columns;
-- the cyclic GC is paused while a chunk is built (see :func:`_decode`).
+- **columnar** (the default): a segment is read 4 MiB at a time
+  (``storage.segment.iter_file_runs``) and all the batches of a read are
+  decoded at once into numpy columns by ``protocol.columnar`` (no Python
+  object per record).  Keys are dictionary-encoded by Arrow over views into
+  the buffer, so each distinct key is decoded once (memoised per segment);
+  OffsetCommit values of the usual shape (empty metadata, nothing after
+  the struct) are gathered field by field at the positions
+  ``protocol.columnar.fixed_layout`` derives from storage's declaration;
+  values of any other shape, and group-metadata values (one per
+  generation: rare), are decoded one by one by storage, whose errors land
+  in ``decode_error`` of their rows.  Output batches have exactly
+  ``max_rows`` rows (the last one fewer).
+- **rows** (:class:`_Chunk`, ``columnar=False``): ``protocol.records``
+  decodes ``Record`` objects, keys and values are decoded per row (with a
+  per-chunk key dictionary and two list comprehensions on the hot path).
+  It is the reference the columnar path is tested against, and it decodes,
+  in their place in the log, the batches the columnar path leaves alone:
+  control batches, records with headers, and any batch that fails a check
+  (so that a corrupt batch is named and ends the segment exactly as before).
 
 Conventions of the columns (``docs/PIPELINE.md`` lists them all): values are
 Kafka's raw ones (timestamps in epoch ms, -1 where Kafka means "absent", e.g.
@@ -46,8 +54,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from odradek.protocol.columnar import RecordColumns, decode_batches, fixed_layout, read_fixed
 from odradek.protocol.fastcodec import compile_reader
 from odradek.protocol.records import (
+    CONTROL_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    TRANSACTIONAL_MASK,
     CorruptRecordError,
     Record,
     decode_batch,
@@ -73,7 +87,7 @@ from odradek.storage.offsets_records import (
     decode_key,
     decode_value,
 )
-from odradek.storage.segment import ScanError, iter_file_batches
+from odradek.storage.segment import CHUNK, ScanError, iter_file_batches, iter_file_runs
 
 # record_type values
 OFFSET_COMMIT = "offset_commit"
@@ -137,6 +151,7 @@ ARROW_SCHEMA = pa.schema([
 ])
 
 _INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
 
 # Storage's generated OffsetCommitValue readers by value version, compiled from storage's own
 # declaration: the hot path calls them directly, skipping decode_value's per-call checks (~25% of a
@@ -304,24 +319,12 @@ class _Chunk:
 
     def _key_code(self, kb: bytes | None, row: int) -> int:
         """Decode a key not seen in this chunk yet; errors go to ``decode_error`` of ``row``."""
-        try:
-            if kb is None:
-                raise RecordDecodeError("offsets-topic record without a key")
-            key = decode_key(kb)
-        except RecordDecodeError as exc:
-            key_type = _INT16.unpack_from(kb, 0)[0] if kb is not None and len(kb) >= 2 else None
-            rtype = (UNKNOWN if key_type is None else GROUP_METADATA if key_type == GROUP_KEY_TYPE
-                     else OFFSET_COMMIT)
-            self._set("decode_error", row, str(exc))
-            return self._entry((rtype, key_type, None, None, None), None)  # not memoised: each row says so
-        key_type = _INT16.unpack_from(kb, 0)[0]
-        if key is None:
-            code = self._entry((UNKNOWN, key_type, None, None, None), None)
-        elif type(key) is OffsetKey:
-            code = self._entry((OFFSET_COMMIT, key_type, key.group, key.topic, key.partition), key)
+        rtype, key_type, group, topic, partition, error, key = _key_entry(kb)
+        code = self._entry((rtype, key_type, group, topic, partition), key)
+        if error is not None:
+            self._set("decode_error", row, error)  # not memoised: each row says so
         else:
-            code = self._entry((GROUP_METADATA, key_type, key.group, None, None), key)
-        self.key_map[kb] = code
+            self.key_map[kb] = code
         return code
 
     def add(self, header, records: list[Record]) -> None:
@@ -394,21 +397,7 @@ class _Chunk:
             row += 1
 
     def _group_value(self, row: int, key: GroupKey, data: bytes) -> None:
-        try:
-            value = decode_value(key, data)
-        except RecordDecodeError as exc:
-            self._set("decode_error", row, str(exc))
-            return
-        assert isinstance(value, GroupValue)
-        self._group_columns(row, value)
-
-    def _group_columns(self, row: int, value: GroupValue) -> None:
-        self._set("protocol_type", row, value.protocol_type)
-        self._set("generation", row, value.generation)
-        self._set("protocol", row, value.protocol)
-        self._set("leader", row, value.leader)
-        self._set("current_state_timestamp", row, value.current_state_timestamp)
-        self._set("members", row, [_member_dict(m, value.protocol_type) for m in value.members])
+        _group_cells(self._set, row, key, data)
 
     def to_batch(self) -> pa.RecordBatch:
         n = len(self.records)
@@ -483,6 +472,43 @@ class _Chunk:
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
+def _key_entry(kb: bytes | None) -> tuple[str, int | None, str | None, str | None, int | None, str | None,
+                                          OffsetKey | GroupKey | None]:
+    """What a key gives its rows: (record_type, key_type, group, commit topic, commit partition,
+    decode error, the key to decode values with: None for none)."""
+    try:
+        if kb is None:
+            raise RecordDecodeError("offsets-topic record without a key")
+        key = decode_key(kb)
+    except RecordDecodeError as exc:
+        key_type = _INT16.unpack_from(kb, 0)[0] if kb is not None and len(kb) >= 2 else None
+        rtype = (UNKNOWN if key_type is None else GROUP_METADATA if key_type == GROUP_KEY_TYPE
+                 else OFFSET_COMMIT)
+        return rtype, key_type, None, None, None, str(exc), None
+    key_type = _INT16.unpack_from(kb, 0)[0]
+    if key is None:
+        return UNKNOWN, key_type, None, None, None, None, None
+    if type(key) is OffsetKey:
+        return OFFSET_COMMIT, key_type, key.group, key.topic, key.partition, None, key
+    return GROUP_METADATA, key_type, key.group, None, None, None, key
+
+
+def _group_cells(set_cell: Callable[[str, int, object], None], row: int, key: GroupKey, data: bytes) -> None:
+    """The group-metadata columns of one row (or its ``decode_error``)."""
+    try:
+        value = decode_value(key, data)
+    except RecordDecodeError as exc:
+        set_cell("decode_error", row, str(exc))
+        return
+    assert isinstance(value, GroupValue)
+    set_cell("protocol_type", row, value.protocol_type)
+    set_cell("generation", row, value.generation)
+    set_cell("protocol", row, value.protocol)
+    set_cell("leader", row, value.leader)
+    set_cell("current_state_timestamp", row, value.current_state_timestamp)
+    set_cell("members", row, [_member_dict(m, value.protocol_type) for m in value.members])
+
+
 def _member_dict(m, protocol_type: str) -> dict[str, object]:
     """A member as a struct row; subscription/assignment parsed for the ``consumer`` protocol.
 
@@ -505,6 +531,253 @@ def _member_dict(m, protocol_type: str) -> dict[str, object]:
             "assigned_partitions": assigned}
 
 
+# --- the columnar path ------------------------------------------------------------------------
+
+# OffsetCommitValue layouts by version, from storage's declaration: where the fixed-width fields sit
+# when the metadata string is empty (see protocol.columnar.fixed_layout)
+_VALUE_LAYOUTS = {v: fixed_layout(OFFSET_COMMIT_VALUE, v) for v in OFFSET_COMMIT_VALUE.valid}
+_VALUE_COLUMNS = (("committed_offset", "offset"), ("leader_epoch", "leader_epoch"),
+                  ("commit_timestamp", "commit_timestamp"), ("expire_timestamp", "expire_timestamp"))
+_KEY_MEMO_MAX = 1 << 17
+
+
+def _binary_view(data: bytes, pos: np.ndarray, length: np.ndarray) -> pa.Array:
+    """``data[pos:pos + length]`` per row as an Arrow binary_view array over ``data`` (no copy of the bytes).
+
+    Length -1 is null.  Views are 16 bytes: the length, then up to 12 bytes
+    inline, or a 4-byte prefix, buffer 0 and the offset.
+    """
+    n = len(pos)
+    valid = length >= 0
+    ln = np.where(valid, length, 0)
+    views = np.zeros((n, 4), np.int32)
+    views[:, 0] = ln
+    long_ = np.flatnonzero(ln > 12)
+    if long_.size:
+        words = np.ndarray((len(data) - 3,), np.int32, buffer=data, strides=(1,))  # native order: raw bytes
+        views[long_, 1] = words[pos[long_]]
+        views[long_, 3] = pos[long_]
+    short = np.flatnonzero((ln > 0) & (ln <= 12))
+    if short.size:
+        u8 = np.frombuffer(data, np.uint8)
+        inline = u8[np.minimum(pos[short, None] + np.arange(12), len(u8) - 1)]
+        inline[np.arange(12) >= ln[short, None]] = 0
+        views.view(np.uint8).reshape(n, 16)[short, 4:] = inline
+    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.binary_view(), n, [validity, pa.py_buffer(views), pa.py_buffer(data)])
+
+
+def _empty_strings(valid: np.ndarray) -> pa.Array:
+    """"" where ``valid``, else NULL."""
+    n = len(valid)
+    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(np.zeros(n + 1, np.int32)), pa.py_buffer(b""), validity)
+
+
+def _with_cells(col: pa.Array, cells: dict[int, object], t: pa.DataType) -> pa.Array:
+    """``col`` with the rows in ``cells`` replaced (one Python object per replaced row only)."""
+    if not cells:
+        return col
+    n = len(col)
+    index = np.arange(n, dtype=np.int64)
+    index[list(cells)] = np.arange(n, n + len(cells))
+    return pc.take(pa.concat_arrays([col, pa.array(list(cells.values()), t)]), index)
+
+
+class _Columnar:
+    """A segment's batches, many at a time, as Arrow record batches (:data:`ARROW_SCHEMA`).
+
+    Batches ``protocol.columnar`` does not decode (it says why: bad bytes,
+    records with headers, ...) and control batches go through the row path
+    (:class:`_Chunk`) in their place in the log.
+    """
+
+    def __init__(self, ref: SegmentRef, verify_crc: bool) -> None:
+        self.ref = ref
+        self.verify_crc = verify_crc
+        self.offsets_topic = ref.topic == OFFSETS_TOPIC
+        self.keys: dict[bytes | None, tuple] = {}  # key bytes -> _key_entry, for the whole segment
+
+    def add(self, buf: bytes, offsets: list[int], out: list[pa.RecordBatch]) -> None:
+        """Append the batches at ``offsets`` of ``buf`` to ``out``, in log order.
+
+        A corrupt batch raises CorruptRecordError after the rows before it are in ``out``.
+        """
+        self.add_columns(decode_batches(buf, offsets, verify_crc=self.verify_crc), buf, offsets, out)
+
+    def add_columns(self, cols: RecordColumns, buf: bytes, offsets: list[int], out: list[pa.RecordBatch]) -> None:
+        """:meth:`add` once ``protocol.columnar`` has decoded the batches."""
+        fast = cols.ok & ((cols.attributes & CONTROL_MASK) == 0)
+        if fast.all():
+            if len(cols):
+                out.append(self._batch(cols))
+            return
+        keep = fast[cols.batch]
+        rows = self._batch(cols, None if keep.all() else keep) if keep.any() else None
+        counts = np.where(fast, cols.records_count, 0).tolist()
+        fastl = fast.tolist()
+        at = i = 0
+        while i < len(offsets):
+            j = i
+            if fastl[i]:
+                while j < len(offsets) and fastl[j]:
+                    j += 1
+                n = sum(counts[i:j])
+                if n:
+                    out.append(rows.slice(at, n))
+                at += n
+            else:
+                while j < len(offsets) and not fastl[j]:
+                    j += 1
+                self._rows(buf, offsets[i:j], out)
+            i = j
+
+    def _rows(self, buf: bytes, offsets: list[int], out: list[pa.RecordBatch]) -> None:
+        chunk = _Chunk(self.ref)
+        try:
+            for off in offsets:
+                header, records = decode_batch(buf, off, verify_crc=self.verify_crc)
+                chunk.add(header, records)
+        finally:
+            if len(chunk):
+                out.append(chunk.to_batch())
+
+    def _batch(self, cols: RecordColumns, keep: np.ndarray | None = None) -> pa.RecordBatch:
+        b, offset, timestamp = cols.batch, cols.offset, cols.timestamp
+        key_pos, key_len, value_pos, value_len = cols.key_pos, cols.key_len, cols.value_pos, cols.value_len
+        if keep is not None:
+            b, offset, timestamp = b[keep], offset[keep], timestamp[keep]
+            key_pos, key_len, value_pos, value_len = key_pos[keep], key_len[keep], value_pos[keep], value_len[keep]
+        n = len(b)
+        ref = self.ref
+
+        def const(value: object, t: pa.DataType) -> pa.Array:
+            return pa.repeat(pa.scalar(value, t), n)
+
+        cells: dict[str, dict[int, object]] = {}
+
+        def set_cell(column: str, row: int, value: object) -> None:
+            cells.setdefault(column, {})[row] = value
+
+        if self.offsets_topic:
+            key_cols, value_cols, key_errors = self._offsets_columns(cols.data, key_pos, key_len, value_pos,
+                                                                     value_len, set_cell)
+        else:
+            key_errors = pa.nulls(n, pa.string())
+            key_cols = [const(DATA, pa.string()), *(pa.nulls(n, t) for t in (pa.int32(), pa.string(),
+                                                                                pa.string(), pa.int32()))]
+            value_cols = [pa.nulls(n, t) for t in (pa.int64(), pa.int32(), pa.string(), pa.int64(), pa.int64())]
+        errors = cells.pop("decode_error", {})
+
+        def sparse(name: str) -> pa.Array:
+            t = ARROW_SCHEMA.field(name).type
+            return _with_cells(pa.nulls(n, t), cells.get(name, {}), t)
+
+        columns = [
+            const(ref.source_dir, pa.string()),
+            const(ref.topic, pa.string()),
+            const(ref.partition, pa.int32()),
+            const(ref.base_offset, pa.int64()),
+            pa.array(cols.base_offset[b]),
+            pa.array(cols.last_offset[b]),
+            pa.array(offset),
+            pa.array(timestamp),
+            key_cols[0],
+            pa.array(value_len < 0),
+            pa.array((cols.attributes[b] & TRANSACTIONAL_MASK) != 0),
+            pa.array(cols.producer_id[b]),
+            pa.nulls(n, pa.int32()),  # control_type: control batches take the row path
+            *key_cols[1:],
+            *value_cols,
+            sparse("protocol_type"),
+            sparse("generation"),
+            sparse("protocol"),
+            sparse("leader"),
+            sparse("current_state_timestamp"),
+            sparse("members"),
+            _with_cells(key_errors, errors, pa.string()),
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+    def _offsets_columns(self, data: bytes, key_pos: np.ndarray, key_len: np.ndarray, value_pos: np.ndarray,
+                         value_len: np.ndarray, set_cell: Callable[[str, int, object], None]
+                         ) -> tuple[list[pa.Array], list[pa.Array], pa.Array]:
+        """Key-derived columns (by dictionary: each distinct key decoded once), OffsetCommit value columns
+        and the key errors."""
+        n = len(key_pos)
+        encoded = pc.dictionary_encode(_binary_view(data, key_pos, key_len))  # null keys: null indices
+        uniques = encoded.dictionary.to_pylist()
+        indices = encoded.indices
+        if indices.null_count:
+            indices = pc.fill_null(indices, len(uniques))
+            uniques.append(None)
+        memo = self.keys
+        if len(memo) > _KEY_MEMO_MAX:
+            memo.clear()
+        entries = []
+        for kb in uniques:
+            entry = memo.get(kb)
+            if entry is None:
+                entry = memo[kb] = _key_entry(kb)
+            entries.append(entry)
+        rtype, ktype, group, ctopic, cpart, error, key = zip(*entries, strict=True)
+
+        def take(values: tuple, t: pa.DataType) -> pa.Array:
+            return pc.take(pa.array(values, t), indices)
+
+        key_errors = take(error, pa.string()) if any(e is not None for e in error) else pa.nulls(n, pa.string())
+        key_cols = [take(rtype, pa.string()), take(ktype, pa.int32()), take(group, pa.string()),
+                    take(ctopic, pa.string()), take(cpart, pa.int32())]
+
+        idx = indices.to_numpy()
+        kind = np.array([1 if type(k) is OffsetKey else 2 if type(k) is GroupKey else 0 for k in key], np.int8)[idx]
+        has_value = value_len >= 0
+        valid = np.zeros(n, bool)
+        values = {name: np.full(n, -1, np.int64) for _c, name in _VALUE_COLUMNS}
+        metadata: dict[int, str] = {}
+        rows = np.flatnonzero((kind == 1) & has_value)
+        if rows.size:
+            vpos, vlen = value_pos[rows], value_len[rows]
+            version = np.where(vlen >= 2, _be16(data, vpos), -1)
+            pending = np.ones(len(rows), bool)
+            for v, layout in _VALUE_LAYOUTS.items():
+                sel = np.flatnonzero(pending & (version == v))
+                if not sel.size:
+                    continue
+                match, fields = read_fixed(layout, data, vpos[sel] + 2, vlen[sel] - 2)
+                hit = rows[sel[match]]
+                for _c, name in _VALUE_COLUMNS:
+                    values[name][hit] = fields[name] if name in fields else layout.constants[name]
+                valid[hit] = True
+                pending[sel[match]] = False
+            for r in rows[pending].tolist():  # other shapes (metadata, trailing bytes, bad bytes): storage decodes
+                p = int(value_pos[r])
+                try:
+                    value = decode_value(key[idx[r]], data[p:p + int(value_len[r])])
+                except RecordDecodeError as exc:
+                    set_cell("decode_error", r, str(exc))
+                    continue
+                valid[r] = True
+                for _c, name in _VALUE_COLUMNS:
+                    values[name][r] = getattr(value, name)
+                if value.metadata:
+                    metadata[r] = value.metadata
+        for r in np.flatnonzero((kind == 2) & has_value).tolist():
+            p = int(value_pos[r])
+            _group_cells(set_cell, r, key[idx[r]], data[p:p + int(value_len[r])])
+        mask = ~valid
+        value_cols = [pa.array(values["offset"], pa.int64(), mask=mask),
+                      pa.array(values["leader_epoch"], pa.int32(), mask=mask),
+                      _with_cells(_empty_strings(valid), metadata, pa.string()),
+                      pa.array(values["commit_timestamp"], pa.int64(), mask=mask),
+                      pa.array(values["expire_timestamp"], pa.int64(), mask=mask)]
+        return key_cols, value_cols, key_errors
+
+
+def _be16(data: bytes, pos: np.ndarray) -> np.ndarray:
+    return np.ndarray((max(len(data) - 1, 0),), ">i2", buffer=data, strides=(1,))[np.minimum(pos, len(data) - 2)]
+
+
 # --- entry points ----------------------------------------------------------------------------
 
 Warn = Callable[[str], None]
@@ -514,13 +787,15 @@ def _stderr(msg: str) -> None:
     print(f"odradek-log: {msg}", file=sys.stderr)
 
 
-def _decode(batches: Iterator[tuple[bytes, int]], ref: SegmentRef, *, verify_crc: bool, max_rows: int,
-            strict: bool, warn: Warn) -> Iterator[pa.RecordBatch]:
-    """Chunks of ``max_rows`` rows; the cyclic GC is paused while a chunk is built.
+def _decode_rows(batches: Iterator[tuple[bytes, int]], ref: SegmentRef, *, verify_crc: bool, max_rows: int,
+                 strict: bool, warn: Warn) -> Iterator[pa.RecordBatch]:
+    """The row path over a whole segment: chunks of ``max_rows`` rows (or more, up to one batch).
 
-    A chunk keeps ~100k small objects (records, values) alive, and every GC
-    pass over them more than doubled the decode time measured on a 200k-record
-    log; none of them can form a cycle, so reference counting frees them all.
+    The reference the columnar path is held to (and the path of batches it
+    does not decode).  The cyclic GC is paused while a chunk is built: a chunk
+    keeps ~100k small objects (records, values) alive, and every GC pass over
+    them more than doubled the decode time measured on a 200k-record log;
+    none of them can form a cycle, so reference counting frees them all.
     """
     chunk = _Chunk(ref)
     gc_was_enabled = gc.isenabled()
@@ -550,30 +825,115 @@ def _decode(batches: Iterator[tuple[bytes, int]], ref: SegmentRef, *, verify_crc
         yield last
 
 
+def _take_rows(pieces: list[pa.RecordBatch], n: int) -> pa.RecordBatch:
+    """The first ``n`` rows of ``pieces`` as one batch; ``pieces`` keeps the rest."""
+    have = 0
+    k = 0
+    while have < n:
+        have += pieces[k].num_rows
+        k += 1
+    head = pieces[0] if k == 1 else pa.concat_batches(pieces[:k])
+    rest = head.slice(n) if have > n else None
+    pieces[:k] = [] if rest is None else [rest]
+    return head.slice(0, n) if have > n else head
+
+
+def _decode_columns(runs: Iterator[tuple[bytes, list[int]]], ref: SegmentRef, *, verify_crc: bool,
+                    max_rows: int, strict: bool, warn: Warn) -> Iterator[pa.RecordBatch]:
+    """Batches of exactly ``max_rows`` rows (the last one fewer) from runs of many batches each."""
+    builder = _Columnar(ref, verify_crc)
+    pieces: list[pa.RecordBatch] = []
+    rows = 0
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # the row path's objects, when it is taken (see _decode_rows)
+    try:
+        try:
+            for buf, offsets in runs:
+                before = len(pieces)
+                try:
+                    builder.add(buf, offsets, pieces)
+                finally:
+                    rows += sum(p.num_rows for p in pieces[before:])
+                while rows >= max_rows:
+                    out = _take_rows(pieces, max_rows)
+                    rows -= max_rows
+                    if gc_was_enabled:
+                        gc.enable()
+                    yield out
+                    gc.disable()
+        except (CorruptRecordError, ScanError) as exc:
+            if strict:
+                raise CorruptRecordError(f"{ref.path}: {exc}") from exc
+            warn(f"{ref.path}: stopped at a corrupt batch ({exc}); rows before it are kept")
+        last = _take_rows(pieces, rows) if rows else None
+        del pieces
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    if last is not None:
+        yield last
+
+
 def decode_segment_file(ref: SegmentRef, *, verify_crc: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
-                        strict: bool = False, warn: Warn = _stderr) -> Iterator[pa.RecordBatch]:
-    """Arrow batches (:data:`ARROW_SCHEMA`) of one segment file, read in 1 MiB chunks."""
+                        strict: bool = False, warn: Warn = _stderr, columnar: bool = True
+                        ) -> Iterator[pa.RecordBatch]:
+    """Arrow batches (:data:`ARROW_SCHEMA`) of one segment file, read 4 MiB at a time.
+
+    ``columnar=False`` takes the row path for every batch (the reference:
+    same rows, only slower, and chunks end at batch boundaries).
+    """
     fd = os.open(ref.path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        batches = ((buf, off) for _pos, buf, off, _h in iter_file_batches(fd, 0, size))
-        yield from _decode(batches, ref, verify_crc=verify_crc, max_rows=max_rows, strict=strict, warn=warn)
+        if columnar:
+            yield from _decode_columns(iter_file_runs(fd, 0, size), ref, verify_crc=verify_crc,
+                                       max_rows=max_rows, strict=strict, warn=warn)
+        else:
+            batches = ((buf, off) for _pos, buf, off, _h in iter_file_batches(fd, 0, size))
+            yield from _decode_rows(batches, ref, verify_crc=verify_crc, max_rows=max_rows, strict=strict,
+                                    warn=warn)
     finally:
         os.close(fd)
 
 
+def _bytes_runs(data: bytes, pos: int = 0, run_bytes: int = 4 * CHUNK) -> Iterator[tuple[bytes, list[int]]]:
+    """Runs of whole batches of an in-memory segment; at anything else, the row path's iterator takes over."""
+    end = len(data)
+    offsets: list[int] = []
+    run_start = pos
+    while end - pos >= HEADER_SIZE:
+        size = _INT32.unpack_from(data, pos + 8)[0] + LOG_OVERHEAD
+        if size < HEADER_SIZE or pos + size > end or data[pos + MAGIC_OFFSET] != 2:
+            break
+        offsets.append(pos)
+        pos += size
+        if pos - run_start >= run_bytes:
+            yield data, offsets
+            offsets = []
+            run_start = pos
+    if offsets:
+        yield data, offsets
+    for p, off in _bytes_batches(data, pos):
+        yield p, [off]
+
+
+def _bytes_batches(data: bytes, pos: int = 0) -> Iterator[tuple[bytes, int]]:
+    end = pos
+    for p, h in iter_batch_headers(data, pos):
+        yield data, p
+        end = p + h.size
+    if end != len(data):  # iter_batch_headers stops quietly at a partial tail; files do not
+        raise ScanError(end, "partial batch at the end of the segment")
+
+
 def decode_segment_bytes(data: bytes, ref: SegmentRef, *, verify_crc: bool = True,
                          max_rows: int = DEFAULT_MAX_ROWS, strict: bool = False,
-                         warn: Warn = _stderr) -> Iterator[pa.RecordBatch]:
+                         warn: Warn = _stderr, columnar: bool = True) -> Iterator[pa.RecordBatch]:
     """The same for a segment already in memory (``binaryFile`` content)."""
     data = bytes(data)
-
-    def batches() -> Iterator[tuple[bytes, int]]:
-        end = 0
-        for pos, h in iter_batch_headers(data):
-            yield data, pos
-            end = pos + h.size
-        if end != len(data):  # iter_batch_headers stops quietly at a partial tail; files do not
-            raise ScanError(end, "partial batch at the end of the segment")
-
-    yield from _decode(batches(), ref, verify_crc=verify_crc, max_rows=max_rows, strict=strict, warn=warn)
+    if columnar:
+        yield from _decode_columns(_bytes_runs(data), ref, verify_crc=verify_crc, max_rows=max_rows,
+                                   strict=strict, warn=warn)
+    else:
+        yield from _decode_rows(_bytes_batches(data), ref, verify_crc=verify_crc, max_rows=max_rows,
+                                strict=strict, warn=warn)

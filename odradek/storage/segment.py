@@ -73,6 +73,40 @@ def iter_file_batches(fd: int, start: int, end: int, chunk: int = CHUNK
         pos += size
 
 
+def iter_file_runs(fd: int, start: int, end: int, chunk: int = 4 * CHUNK
+                   ) -> Iterator[tuple[bytes, list[int]]]:
+    """Yield ``(buffer, offsets in it)`` of the batches in [start, end), many per buffer.
+
+    For readers that decode many batches at once (the pipeline): no header
+    object per batch, only lengths and magic are looked at.  Where a fresh
+    buffer does not start with a whole valid batch (one bigger than
+    ``chunk``, or bad bytes), :func:`iter_file_batches` reads that batch or
+    raises the ScanError it raises.
+    """
+    pos = start
+    while pos < end:
+        buf = pread_exact(fd, min(chunk, end - pos), pos)
+        blen = len(buf)
+        off = 0
+        offsets: list[int] = []
+        while blen - off >= HEADER_SIZE:
+            size = _INT32.unpack_from(buf, off + 8)[0] + LOG_OVERHEAD
+            if size < HEADER_SIZE or off + size > blen or buf[off + MAGIC_OFFSET] != 2:
+                break
+            offsets.append(off)
+            off += size
+        if offsets:
+            yield buf, offsets
+            pos += off
+            continue
+        for _pos, one, o, header in iter_file_batches(fd, pos, end, chunk):
+            yield one, [o]
+            pos += header.size
+            break
+        else:
+            return
+
+
 class Segment:
     """A ``.log`` file (one fd, O_APPEND while active) plus its OffsetIndex."""
 
