@@ -58,9 +58,6 @@ from odradek.protocol.columnar import RecordColumns, decode_batches, fixed_layou
 from odradek.protocol.fastcodec import compile_reader
 from odradek.protocol.records import (
     CONTROL_MASK,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC_OFFSET,
     TRANSACTIONAL_MASK,
     CorruptRecordError,
     Record,
@@ -87,7 +84,7 @@ from odradek.storage.offsets_records import (
     decode_key,
     decode_value,
 )
-from odradek.storage.segment import CHUNK, ScanError, iter_file_batches, iter_file_runs
+from odradek.storage.segment import CHUNK, ScanError, iter_file_batches, iter_file_runs, whole_batches
 
 # record_type values
 OFFSET_COMMIT = "offset_commit"
@@ -898,21 +895,12 @@ def decode_segment_file(ref: SegmentRef, *, verify_crc: bool = True, max_rows: i
 
 def _bytes_runs(data: bytes, pos: int = 0, run_bytes: int = 4 * CHUNK) -> Iterator[tuple[bytes, list[int]]]:
     """Runs of whole batches of an in-memory segment; at anything else, the row path's iterator takes over."""
-    end = len(data)
-    offsets: list[int] = []
-    run_start = pos
-    while end - pos >= HEADER_SIZE:
-        size = _INT32.unpack_from(data, pos + 8)[0] + LOG_OVERHEAD
-        if size < HEADER_SIZE or pos + size > end or data[pos + MAGIC_OFFSET] != 2:
+    while True:
+        offsets, nxt = whole_batches(data, pos, run_bytes)
+        if not offsets:
             break
-        offsets.append(pos)
-        pos += size
-        if pos - run_start >= run_bytes:
-            yield data, offsets
-            offsets = []
-            run_start = pos
-    if offsets:
         yield data, offsets
+        pos = nxt
     for p, off in _bytes_batches(data, pos):
         yield p, [off]
 

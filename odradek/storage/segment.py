@@ -73,6 +73,26 @@ def iter_file_batches(fd: int, start: int, end: int, chunk: int = CHUNK
         pos += size
 
 
+def whole_batches(buf: bytes, pos: int = 0, max_bytes: int | None = None) -> tuple[list[int], int]:
+    """Offsets of the whole magic-2 batches that follow each other from ``pos``, and where they end.
+
+    Only lengths and magic are looked at.  Stops before the first batch that
+    is cut short or malformed, or once ``max_bytes`` are covered.
+    """
+    end = len(buf)
+    start = pos
+    offsets: list[int] = []
+    while end - pos >= HEADER_SIZE:
+        size = _INT32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
+        if size < HEADER_SIZE or pos + size > end or buf[pos + MAGIC_OFFSET] != 2:
+            break
+        offsets.append(pos)
+        pos += size
+        if max_bytes is not None and pos - start >= max_bytes:
+            break
+    return offsets, pos
+
+
 def iter_file_runs(fd: int, start: int, end: int, chunk: int = 4 * CHUNK
                    ) -> Iterator[tuple[bytes, list[int]]]:
     """Yield ``(buffer, offsets in it)`` of the batches in [start, end), many per buffer.
@@ -86,15 +106,7 @@ def iter_file_runs(fd: int, start: int, end: int, chunk: int = 4 * CHUNK
     pos = start
     while pos < end:
         buf = pread_exact(fd, min(chunk, end - pos), pos)
-        blen = len(buf)
-        off = 0
-        offsets: list[int] = []
-        while blen - off >= HEADER_SIZE:
-            size = _INT32.unpack_from(buf, off + 8)[0] + LOG_OVERHEAD
-            if size < HEADER_SIZE or off + size > blen or buf[off + MAGIC_OFFSET] != 2:
-                break
-            offsets.append(off)
-            off += size
+        offsets, off = whole_batches(buf)
         if offsets:
             yield buf, offsets
             pos += off
