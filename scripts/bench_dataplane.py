@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import socket
 import statistics
 import struct
@@ -42,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from odradek.broker.wire_client import SyncClient, decode, encode  # noqa: E402
 from odradek.protocol.records import encode_batch  # noqa: E402
+from odradek.testing.process import SERVE, free_port, serve_args, stop, wait_until_serving  # noqa: E402
 
 _SIZE = struct.Struct(">i")
 RECORD_BYTES = 1024
@@ -50,34 +50,15 @@ RECORDS_PER_BATCH = 100
 
 # --- broker process --------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class BrokerProcess:
     def __init__(self) -> None:
         self.port = free_port()
         self.data = tempfile.mkdtemp(prefix="bench-dataplane-")
         settings = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={self.data}",
                     "log.fsync.mode=never", "log.level=warning", "log.format=json"]
-        args = [x for s in settings for x in ("--override", s)]
-        self.proc = subprocess.Popen([sys.executable, "-m", "odradek.broker.cli", "serve", *args],
+        self.proc = subprocess.Popen([*SERVE, *serve_args(settings)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while not self._answers():
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("broker did not start")
-            time.sleep(0.05)
-
-    def _answers(self) -> bool:
-        try:
-            with SyncClient("127.0.0.1", self.port, timeout=1.0) as c:
-                c.request(18, 0, {})
-            return True
-        except OSError:
-            return False
+        wait_until_serving(self.proc, self.port)
 
     def create_topic(self, name: str, partitions: int) -> None:
         body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
@@ -88,11 +69,7 @@ class BrokerProcess:
             raise RuntimeError(f"CreateTopics {name}: error {code}")
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop(self.proc)
         subprocess.run(["rm", "-rf", self.data], check=False)
 
 

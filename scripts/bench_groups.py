@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import socket
 import statistics
 import struct
@@ -38,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from odradek.broker.wire_client import AsyncClient, SyncClient, encode  # noqa: E402
+from odradek.broker.wire_client import AsyncClient, encode  # noqa: E402
 from odradek.storage.consumer_protocol import (  # noqa: E402
     Assignment,
     Subscription,
@@ -46,6 +45,7 @@ from odradek.storage.consumer_protocol import (  # noqa: E402
     encode_assignment,
     encode_subscription,
 )
+from odradek.testing.process import SERVE, free_port, serve_args, stop, wait_until_serving  # noqa: E402
 
 JOIN_V, SYNC_V, HEARTBEAT_V = 5, 3, 3
 MAX_CONNECTIONS = 32
@@ -56,12 +56,6 @@ _SIZE = struct.Struct(">i")
 # --- broker process ----------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class BrokerProcess:
     def __init__(self, canned_heartbeat: bool = False) -> None:
         self.port = free_port()
@@ -70,29 +64,13 @@ class BrokerProcess:
                     "log.level=warning", "log.format=json",
                     # the first generation gathers every member instead of forming with a few
                     "group.initial.rebalance.delay.ms=2000"]
-        args = [x for s in settings for x in ("--override", s)]
-        launcher = [__file__, "--child", "canned"] if canned_heartbeat else ["-m", "odradek.broker.cli"]
-        self.proc = subprocess.Popen([sys.executable, *launcher, "serve", *args],
+        launcher = [sys.executable, __file__, "--child", "canned", "serve"] if canned_heartbeat else SERVE
+        self.proc = subprocess.Popen([*launcher, *serve_args(settings)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while not self._answers():
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("broker did not start")
-            time.sleep(0.05)
-
-    def _answers(self) -> bool:
-        try:
-            with SyncClient("127.0.0.1", self.port, timeout=1.0) as c:
-                return c.request(18, 0, {}).error_code == 0
-        except OSError:
-            return False
+        wait_until_serving(self.proc, self.port)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop(self.proc)
         subprocess.run(["rm", "-rf", self.data], check=False)
 
 

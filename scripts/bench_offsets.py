@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from odradek.broker.wire_client import SyncClient, encode  # noqa: E402
+from odradek.testing.process import SERVE, free_port, serve_args, stop, wait_until_serving  # noqa: E402
 
 TOPIC = "bench"  # 1000 partitions
 FETCH_TOPICS = [f"bench-fetch-{i}" for i in range(10)]  # 10 x 1000 partitions
@@ -57,12 +58,6 @@ _SIZE = struct.Struct(">i")
 
 
 # --- broker process -------------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def overrides(port: int, data: str, fsync: str) -> list[str]:
     return [f"listeners=PLAINTEXT://127.0.0.1:{port}", f"log.dirs={data}", f"log.fsync.mode={fsync}",
@@ -98,26 +93,18 @@ class BrokerProcess:
     def __init__(self, fsync: str, profile: str | None = None, child: bool = False):
         self.port = free_port()
         self.data = tempfile.mkdtemp(prefix="bench-offsets-")
-        args = [x for o in overrides(self.port, self.data, fsync) for x in ("--override", o)]
+        args = serve_args(overrides(self.port, self.data, fsync))
         if child or profile:
             cmd = [sys.executable, __file__, "--child", *args, *(["--fixed-topics"] if child else [])]
             if profile:
                 cmd += ["--child-profile", profile]
         else:
-            cmd = [sys.executable, "-m", "odradek.broker.cli", "serve", *args]
+            cmd = [*SERVE, *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while serves(self.port, 8) is None:
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("broker did not start")
-            time.sleep(0.05)
+        wait_until_serving(self.proc, self.port)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop(self.proc)
         _LEFT.append(self.data)  # removed at exit: see _remove_data_dirs
 
 

@@ -30,7 +30,6 @@ import asyncio
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from odradek.broker.wire_client import AsyncClient, SyncClient  # noqa: E402
+from odradek.testing.process import SERVE, free_port, serve_args, wait_until_serving  # noqa: E402
 
 TOPIC = "crash"
 PARTITIONS = 8
@@ -59,38 +59,18 @@ class Ledger:
 
 # --- broker process ----------------------------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Broker:
     def __init__(self, data_dir: Path, port: int, fsync: str, log_file: Path):
         self.data_dir, self.port, self.fsync, self.log_file = data_dir, port, fsync, log_file
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 30.0) -> None:
-        cmd = [sys.executable, "-m", "odradek.broker.cli", "serve",
-               "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-               "--override", f"log.dirs={self.data_dir}",
-               "--override", f"log.fsync.mode={self.fsync}",
-               "--override", "log.format=json", "--override", "log.level=warning"]
+        cmd = [*SERVE, *serve_args([f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                                    f"log.dirs={self.data_dir}", f"log.fsync.mode={self.fsync}",
+                                    "log.format=json", "log.level=warning"])]
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=ROOT)
-        deadline = time.monotonic() + timeout
-        while not self._answers():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"broker did not start (see {self.log_file})")
-            time.sleep(0.05)
-
-    def _answers(self) -> bool:
-        try:
-            with SyncClient("127.0.0.1", self.port, timeout=1.0) as c:
-                c.request(18, 0, {})
-            return True
-        except OSError:
-            return False
+        wait_until_serving(self.proc, self.port, timeout, f"broker did not start (see {self.log_file})")
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)

@@ -784,42 +784,62 @@ def _stderr(msg: str) -> None:
     print(f"odradek-log: {msg}", file=sys.stderr)
 
 
-def _decode_rows(batches: Iterator[tuple[bytes, int]], ref: SegmentRef, *, verify_crc: bool, max_rows: int,
-                 strict: bool, warn: Warn) -> Iterator[pa.RecordBatch]:
-    """The row path over a whole segment: chunks of ``max_rows`` rows (or more, up to one batch).
+def _run_paused(steps: Iterator[pa.RecordBatch], finish: Callable[[], pa.RecordBatch | None], ref: SegmentRef,
+                *, strict: bool, warn: Warn) -> Iterator[pa.RecordBatch]:
+    """Drive one segment's decode loop: ``steps`` yields full batches, ``finish`` the last, partial one.
 
-    The reference the columnar path is held to (and the path of batches it
-    does not decode).  The cyclic GC is paused while a chunk is built: a chunk
-    keeps ~100k small objects (records, values) alive, and every GC pass over
-    them more than doubled the decode time measured on a 200k-record log;
-    none of them can form a cycle, so reference counting frees them all.
+    The cyclic GC is paused while the loop works (not while the caller holds
+    a batch): a row-path chunk keeps ~100k small objects (records, values)
+    alive, and every GC pass over them more than doubled the decode time
+    measured on a 200k-record log; none of them can form a cycle, so
+    reference counting frees them all.  A corrupt batch ends the segment
+    (``strict``: raises), as recovery would cut the log there.
     """
-    chunk = _Chunk(ref)
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         try:
-            for buf, off in batches:
-                header, records = decode_batch(buf, off, verify_crc=verify_crc)
-                chunk.add(header, records)
-                if len(chunk.records) >= max_rows:
-                    out = chunk.to_batch()
-                    chunk = chunk.successor()
-                    if gc_was_enabled:
-                        gc.enable()
-                    yield out
-                    gc.disable()
+            for out in steps:
+                if gc_was_enabled:
+                    gc.enable()
+                yield out
+                gc.disable()
         except (CorruptRecordError, ScanError) as exc:
             if strict:
                 raise CorruptRecordError(f"{ref.path}: {exc}") from exc
             warn(f"{ref.path}: stopped at a corrupt batch ({exc}); rows before it are kept")
-        last = chunk.to_batch() if chunk.records else None
-        del chunk  # freed by reference counting, before the GC is back
+        last = finish()  # drops the loop's state before the GC is back
     finally:
         if gc_was_enabled:
             gc.enable()
     if last is not None:
         yield last
+
+
+def _decode_rows(batches: Iterator[tuple[bytes, int]], ref: SegmentRef, *, verify_crc: bool, max_rows: int,
+                 strict: bool, warn: Warn) -> Iterator[pa.RecordBatch]:
+    """The row path over a whole segment: chunks of ``max_rows`` rows (or more, up to one batch).
+
+    The reference the columnar path is held to (and the path of batches it
+    does not decode).
+    """
+    state = {"chunk": _Chunk(ref)}
+
+    def steps() -> Iterator[pa.RecordBatch]:
+        for buf, off in batches:
+            header, records = decode_batch(buf, off, verify_crc=verify_crc)
+            chunk = state["chunk"]
+            chunk.add(header, records)
+            if len(chunk.records) >= max_rows:
+                out = chunk.to_batch()
+                state["chunk"] = chunk.successor()
+                yield out
+
+    def finish() -> pa.RecordBatch | None:
+        chunk = state.pop("chunk")
+        return chunk.to_batch() if chunk.records else None
+
+    return _run_paused(steps(), finish, ref, strict=strict, warn=warn)
 
 
 def _take_rows(pieces: list[pa.RecordBatch], n: int) -> pa.RecordBatch:
@@ -841,34 +861,25 @@ def _decode_columns(runs: Iterator[tuple[bytes, list[int]]], ref: SegmentRef, *,
     builder = _Columnar(ref, verify_crc)
     pieces: list[pa.RecordBatch] = []
     rows = 0
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # the row path's objects, when it is taken (see _decode_rows)
-    try:
-        try:
-            for buf, offsets in runs:
-                before = len(pieces)
-                try:
-                    builder.add(buf, offsets, pieces)
-                finally:
-                    rows += sum(p.num_rows for p in pieces[before:])
-                while rows >= max_rows:
-                    out = _take_rows(pieces, max_rows)
-                    rows -= max_rows
-                    if gc_was_enabled:
-                        gc.enable()
-                    yield out
-                    gc.disable()
-        except (CorruptRecordError, ScanError) as exc:
-            if strict:
-                raise CorruptRecordError(f"{ref.path}: {exc}") from exc
-            warn(f"{ref.path}: stopped at a corrupt batch ({exc}); rows before it are kept")
+
+    def steps() -> Iterator[pa.RecordBatch]:
+        nonlocal rows
+        for buf, offsets in runs:
+            before = len(pieces)
+            try:
+                builder.add(buf, offsets, pieces)
+            finally:
+                rows += sum(p.num_rows for p in pieces[before:])
+            while rows >= max_rows:
+                rows -= max_rows
+                yield _take_rows(pieces, max_rows)
+
+    def finish() -> pa.RecordBatch | None:
         last = _take_rows(pieces, rows) if rows else None
-        del pieces
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    if last is not None:
-        yield last
+        pieces.clear()
+        return last
+
+    return _run_paused(steps(), finish, ref, strict=strict, warn=warn)
 
 
 def decode_segment_file(ref: SegmentRef, *, verify_crc: bool = True, max_rows: int = DEFAULT_MAX_ROWS,
