@@ -147,6 +147,9 @@ ARROW_SCHEMA = pa.schema([
     pa.field("decode_error", pa.string()),
 ])
 
+# the group-metadata value's columns: filled only on group rows (rare), so built sparse
+GROUP_COLUMNS = ("protocol_type", "generation", "protocol", "leader", "current_state_timestamp", "members")
+
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
@@ -458,12 +461,7 @@ class _Chunk:
             take(ctopic, pa.string(), key_idx),
             take(cpart, pa.int32(), key_idx),
             *value_cols,
-            sparse("protocol_type"),
-            sparse("generation"),
-            sparse("protocol"),
-            sparse("leader"),
-            sparse("current_state_timestamp"),
-            sparse("members"),
+            *(sparse(name) for name in GROUP_COLUMNS),
             sparse("decode_error"),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
@@ -686,12 +684,7 @@ class _Columnar:
             pa.nulls(n, pa.int32()),  # control_type: control batches take the row path
             *key_cols[1:],
             *value_cols,
-            sparse("protocol_type"),
-            sparse("generation"),
-            sparse("protocol"),
-            sparse("leader"),
-            sparse("current_state_timestamp"),
-            sparse("members"),
+            *(sparse(name) for name in GROUP_COLUMNS),
             _with_cells(key_errors, errors, pa.string()),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
