@@ -418,6 +418,7 @@ def child(argv: list[str]) -> int:
     from odradek.broker import logs
     from odradek.broker.app import BrokerApp
     from odradek.broker.config import Config
+    from odradek.broker.gcpolicy import GcPolicy
 
     config = Config.load(None, overrides=args.override)
     logs.configure(config["log.format"], config["log.level"])
@@ -427,6 +428,7 @@ def child(argv: list[str]) -> int:
         await app.start()
         if args.fixed_topics:
             app.topics = FixedTopics()  # what the offsets handlers ask; the data plane keeps its own
+        GcPolicy().install(asyncio.get_running_loop())  # as ``odradek serve`` does
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, stop.set)

@@ -46,6 +46,7 @@ async def _serve(config: Config) -> int:
 
     from .app import BrokerApp
     from .datadir import DataDirError
+    from .gcpolicy import GcPolicy
 
     log = structlog.get_logger("odradek.cli")
     for name, source in sorted(config.unknown.items()):
@@ -58,6 +59,8 @@ async def _serve(config: Config) -> int:
         return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    gc_policy = GcPolicy()  # this process is ours: keep full collections off the request path
+    gc_policy.install(loop)
     signals = 0
 
     def on_signal(signum: int) -> None:
@@ -72,6 +75,7 @@ async def _serve(config: Config) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
     await stop.wait()
+    gc_policy.uninstall()
     await app.stop()
     return 0
 
