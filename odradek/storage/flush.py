@@ -1,7 +1,8 @@
 """Durability bookkeeping for one Log: what is dirty, what is fsynced, group commit.
 
 Appends only mark segments dirty and bump a sequence number (cheap, on the
-event loop).  fsync runs in a worker thread, never on the loop.  ``sync()`` is
+event loop).  fsync never runs on the loop: a round goes to the loop's fsync
+engine (kernel AIO, else a worker thread; ``fsync_engine.py``).  ``sync()`` is
 group commit: a caller waits for the fsync round in flight; when it ends and
 the caller's append is still not covered, *one* new round starts for all
 waiters, so N concurrent appenders cost about two fsyncs, not N.  A finished
@@ -11,13 +12,16 @@ round advances the recovery point to the log end offset it snapshotted.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import structlog
 
 from odradek.storage.files import fsync_dir
+from odradek.storage.fsync_engine import engine_for
 from odradek.storage.segment import Segment
 
 logger = structlog.get_logger("odradek.storage")
@@ -46,8 +50,9 @@ class Durability:
         self.failed: BaseException | None = None
         self._dirty: dict[Segment, None] = {}
         self._directory_dirty = False
-        self._task: asyncio.Future[None] | None = None
-        self._background: set[asyncio.Task[None]] = set()
+        self._inflight: _Round | None = None
+        self._waiters: list[tuple[int, Callable[[BaseException | None], None]]] = []
+        self._idle: list[asyncio.Future[None]] = []
 
     # --- called by Log on the appending thread ------------------------------------
 
@@ -106,27 +111,87 @@ class Durability:
             raise
         self._done(r, now_ms)
 
+    def when_durable(self, end_offset: Callable[[], int], now_ms: Callable[[], int],
+                     callback: Callable[[BaseException | None], None]) -> None:
+        """Call ``callback(None)`` once every append made before this call is fsynced.
+
+        Group commit: the waiters of one round share it; when it ends and some
+        are still not covered, *one* new round starts for all of them.  The
+        callbacks run in registration order, straight from the round's
+        completion (no task per waiter, no extra loop turn); a failed round
+        calls each with its exception.
+        """
+        target = self.write_seq
+        if self.durable_seq >= target:
+            callback(None)
+        elif self.failed is not None:
+            callback(self.failed)
+        else:
+            self._waiters.append((target, callback))
+            if self._inflight is None:
+                self._start_round(end_offset, now_ms)
+
     async def sync(self, end_offset: Callable[[], int], now_ms: Callable[[], int]) -> None:
         """Resolve once every append made before the call is fsynced (group commit)."""
-        target = self.write_seq
-        while self.durable_seq < target:
-            if self.failed is not None:
-                raise self.failed
-            task = self._task
-            if task is None:
-                task = self._task = asyncio.ensure_future(self._round(end_offset, now_ms))
-            await asyncio.shield(task)
+        future = asyncio.get_running_loop().create_future()
+        self.when_durable(end_offset, now_ms, partial(_settle, future))
+        await future
 
-    async def _round(self, end_offset: Callable[[], int], now_ms: Callable[[], int]) -> None:
+    def _start_round(self, end_offset: Callable[[], int], now_ms: Callable[[], int]) -> None:
+        """One fsync round through the loop's engine: every dirty file at once."""
         r = self._prepare(end_offset())
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, self._run, r)
-        except BaseException as exc:
-            self._undo(r, exc)
-            raise
-        finally:
-            self._task = None
-        self._done(r, now_ms())
+        fds = [seg.fd for seg in r.segments]
+        claimed = []
+        for seg in r.segments:
+            fd = seg.index.claim_dirty()
+            if fd is not None:
+                fds.append(fd)
+                claimed.append(seg.index)
+        self._inflight = r
+        done = partial(self._round_done, r, claimed, end_offset, now_ms)
+        if r.directory_dirty:
+            try:
+                dir_fd = os.open(self.directory, os.O_RDONLY)
+            except OSError as exc:
+                done(-1, exc)
+                return
+            fds.append(dir_fd)
+            done = partial(done, dir_fd)
+        else:
+            done = partial(done, -1)
+        engine_for(asyncio.get_running_loop()).submit(fds, done)
+
+    def _round_done(self, r: _Round, claimed: list, end_offset: Callable[[], int], now_ms: Callable[[], int],
+                    dir_fd: int, error: BaseException | None) -> None:
+        self._inflight = None
+        if dir_fd >= 0:
+            os.close(dir_fd)
+        if error is not None:
+            for index in claimed:
+                index.mark_dirty()
+            self._undo(r, error)
+            ready, self._waiters = self._waiters, []
+        else:
+            self._done(r, now_ms())
+            durable = self.durable_seq
+            waiters = self._waiters
+            n = 0
+            while n < len(waiters) and waiters[n][0] <= durable:
+                n += 1
+            ready, self._waiters = waiters[:n], waiters[n:]
+        for _, callback in ready:
+            try:
+                callback(error)
+            except Exception:  # one waiter's bug must not strand the others
+                logger.exception("log.flush.waiter_failed", dir=str(self.directory))
+        if self._inflight is None:
+            if self._waiters:
+                self._start_round(end_offset, now_ms)
+            else:
+                idle, self._idle = self._idle, []
+                for future in idle:
+                    if not future.done():
+                        future.set_result(None)
 
     def schedule(self, end_offset: Callable[[], int], now_ms: Callable[[], int]) -> None:
         """Start a background fsync round; without a running loop, fsync right here."""
@@ -135,20 +200,24 @@ class Durability:
         except RuntimeError:
             self.flush_blocking(end_offset(), now_ms())
             return
-        t = asyncio.ensure_future(self._background_sync(end_offset, now_ms))
-        self._background.add(t)
-        t.add_done_callback(self._background.discard)
+        self.when_durable(end_offset, now_ms, self._background_done)
 
-    async def _background_sync(self, end_offset: Callable[[], int], now_ms: Callable[[], int]) -> None:
-        try:
-            await self.sync(end_offset, now_ms)
-        except Exception as exc:  # logged in _undo; nobody awaits a background round
-            logger.debug("log.flush.background_failed", dir=str(self.directory), error=str(exc))
+    def _background_done(self, error: BaseException | None) -> None:
+        if error is not None:  # logged in _undo; nobody awaits a background round
+            logger.debug("log.flush.background_failed", dir=str(self.directory), error=str(error))
 
     async def drain(self) -> None:
-        """Wait for background rounds (before closing the files they fsync)."""
-        while self._background or self._task is not None:
-            pending = list(self._background)
-            if self._task is not None:
-                pending.append(self._task)  # type: ignore[arg-type]
-            await asyncio.gather(*pending, return_exceptions=True)
+        """Wait until no round is in flight (before closing the files they fsync)."""
+        while self._inflight is not None:
+            future = asyncio.get_running_loop().create_future()
+            self._idle.append(future)
+            await future
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return  # the waiter went away
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)

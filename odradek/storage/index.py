@@ -123,18 +123,29 @@ class OffsetIndex:
         self._dirty = True
 
     def flush(self) -> None:
-        """fsync if anything changed since the last flush.
+        """fsync if anything changed since the last flush."""
+        fd = self.claim_dirty()
+        if fd is not None:
+            try:
+                os.fsync(fd)
+            except BaseException:
+                self.mark_dirty()
+                raise
+
+    def claim_dirty(self) -> int | None:
+        """The fd to fsync if anything changed since the last claim, else None.
 
         An entry is added only every ``index.interval.bytes`` of log, so most
         group-commit rounds (fsync mode ``always``) need one fsync, not two.
+        A caller whose fsync fails gives the claim back with ``mark_dirty``.
         """
-        if self._dirty:
-            self._dirty = False
-            try:
-                os.fsync(self._fd)
-            except BaseException:
-                self._dirty = True
-                raise
+        if not self._dirty:
+            return None
+        self._dirty = False
+        return self._fd
+
+    def mark_dirty(self) -> None:
+        self._dirty = True
 
     def close(self) -> None:
         self._finalizer()

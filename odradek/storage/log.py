@@ -301,6 +301,11 @@ class Log:
         """Resolve once everything appended before the call is fsynced (group commit)."""
         await self.durability.sync(self._end_offset, self.clock)
 
+    def when_durable(self, callback: Callable[[BaseException | None], None]) -> None:
+        """``sync`` for callers that would rather be called back: ``callback(None)`` once
+        everything appended before the call is fsynced, ``callback(exc)`` if that fails."""
+        self.durability.when_durable(self._end_offset, self.clock, callback)
+
     def flush(self) -> None:
         """fsync all unflushed data in this thread (never call it on the event loop)."""
         self.durability.flush_blocking(self._next_offset, self.clock())

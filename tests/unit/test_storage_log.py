@@ -19,6 +19,7 @@ from odradek.protocol.records import (
 from odradek.storage import segment as segment_mod
 from odradek.storage.config import FsyncMode, LogConfig
 from odradek.storage.errors import OffsetOutOfRangeError, RecordBatchTooLargeError
+from odradek.storage.fsync_engine import ThreadEngine, engine_for, use_engine
 from odradek.storage.index import decode_entries
 from odradek.storage.log import Log
 
@@ -234,7 +235,8 @@ def test_config_names() -> None:
 
 
 @pytest.fixture
-def fsync_counter(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+async def fsync_counter(monkeypatch: pytest.MonkeyPatch):
+    """Every fd fsynced, whichever way: the loop's fsync engine or a blocking flush."""
     calls: list[int] = []
     real = os.fsync
 
@@ -242,8 +244,26 @@ def fsync_counter(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         calls.append(fd)
         real(fd)
 
+    loop = asyncio.get_running_loop()
+    inner = engine_for(loop)
+    if isinstance(inner, ThreadEngine):  # its fsyncs go through os.fsync, counted there
+        monkeypatch.setattr(segment_mod.os, "fsync", counting)
+        yield calls
+        return
+
+    class Counting:
+        name = inner.name
+
+        def submit(self, fds, callback) -> None:
+            calls.extend(fds)
+            inner.submit(fds, callback)
+
     monkeypatch.setattr(segment_mod.os, "fsync", counting)
-    return calls
+    use_engine(loop, Counting())
+    try:
+        yield calls
+    finally:
+        use_engine(loop, inner)
 
 
 async def test_fsync_always_group_commit(tmp_path: Path, fsync_counter: list[int]) -> None:

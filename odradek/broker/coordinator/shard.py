@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -89,8 +90,7 @@ class Shard:
         # in-flight commits per group and partition (OffsetFetch require_stable)
         self.pending_offsets: dict[str, dict[TopicPartition, int]] = {}
         self.durable_on_write = durable_on_write
-        self._inflight: deque[_Write] = deque()
-        self._sync_task: asyncio.Task | None = None
+        self._unsynced = 0  # writes appended, not yet fsynced (log.fsync.mode=always)
         self.load_time_ms: float = 0.0
         self.loaded_records = 0
 
@@ -150,14 +150,16 @@ class Shard:
             if value is not None and type(key) is OffsetKey:
                 commits += 1
         self.stats["offset_commits"] += commits
-        if self.durable_on_write and not self._inflight:
+        if self.durable_on_write and not self._unsynced:
             for key, value in records:  # durable on return: replay now, never pending
                 self.replay(key, value)
             return _WRITTEN
         w = _Write(records, last)
         self._track_pending(records, +1)
-        self._inflight.append(w)
-        self._schedule_sync()
+        self._unsynced += 1
+        # group commit: one fsync round covers every write made before it started, and
+        # the log calls back in write order, straight from the round's completion
+        self.log.when_durable(partial(self._durable, w))
         return w.promise
 
     def _track_pending(self, records: list[Record], delta: int) -> None:
@@ -173,35 +175,22 @@ class Shard:
                     if not pending:
                         del self.pending_offsets[key.group]
 
-    def _apply(self, w: _Write) -> None:
+    def _durable(self, w: _Write, error: BaseException | None) -> None:
+        """The write's fsync round ended: apply it, or fail it (and the shard) on a failed fsync."""
+        self._unsynced -= 1
         self._track_pending(w.records, -1)
-        for key, value in w.records:
-            self.replay(key, value)
-        w.promise.set(None)
-
-    def _schedule_sync(self) -> None:
-        if self._sync_task is None or self._sync_task.done():
-            self._sync_task = asyncio.get_running_loop().create_task(self._sync_loop())
-
-    async def _sync_loop(self) -> None:
-        """Group commit: one fsync covers every write made before it started."""
-        while self._inflight:
-            covered = len(self._inflight)  # sync() covers every append made before the call
-            try:
-                await self.log.sync()
-            except OSError as exc:
-                log.error("coordinator.sync_failed", partition=self.partition, error=str(exc))
-                self.status = ShardStatus.FAILED
-                while self._inflight:
-                    w = self._inflight.popleft()
-                    self._track_pending(w.records, -1)
-                    w.promise.set(ErrorCode.KAFKA_STORAGE_ERROR)
-                return
-            for _ in range(covered):
-                self._apply(self._inflight.popleft())
+        if error is None:
+            for key, value in w.records:
+                self.replay(key, value)
+            w.promise.set(None)
+            return
+        if self.status is not ShardStatus.FAILED:
+            log.error("coordinator.sync_failed", partition=self.partition, error=str(error))
+            self.status = ShardStatus.FAILED
+        w.promise.set(ErrorCode.KAFKA_STORAGE_ERROR)
 
     def has_pending_writes(self) -> bool:
-        return bool(self._inflight)
+        return self._unsynced > 0
 
     # --- loading -------------------------------------------------------------------
 
