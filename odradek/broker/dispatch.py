@@ -14,7 +14,7 @@ from typing import Any
 from ..protocol.registry import APIS, ApiSpec
 from ..protocol.schema import Versions
 
-# A handler returns the response body as a dict, NO_RESPONSE, or an awaitable of either.
+# A handler returns the response body as a dict, NO_RESPONSE, a ``Later``, or an awaitable.
 HandlerFn = Callable[["RequestContext", Any], Any]
 
 
@@ -24,6 +24,46 @@ class _NoResponse:
 
 
 NO_RESPONSE = _NoResponse()  # acks=0 Produce: the client expects nothing back
+
+
+class Later:
+    """An answer the coordinator completes later: a parked JoinGroup, a commit awaiting fsync.
+
+    Wraps the coordinator's (synchronous) promise and the function that
+    shapes its result into the response body.  The server queues it and is
+    called back when the promise completes, so no asyncio future is made
+    per request.  The few methods are the ones the server uses on futures.
+    """
+
+    __slots__ = ("_promise", "_shape", "_cancelled")
+
+    def __init__(self, promise: Any, shape: Callable[[Any], Any]) -> None:
+        self._promise = promise
+        self._shape = shape
+        self._cancelled = False
+
+    def done(self) -> bool:
+        return self._promise.done
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def cancel(self) -> None:
+        """The connection went away: the answer is dropped when it comes."""
+        self._cancelled = True
+
+    def result(self) -> Any:
+        return self._shape(self._promise.result())
+
+    def add_done_callback(self, callback: Callable[[Later], None]) -> None:
+        self._promise.add_done_callback(lambda _result: callback(self))
+
+
+def answer_when(promise: Any, shape: Callable[[Any], Any]) -> Any:
+    """The shaped answer now if the coordinator's promise is done, else a ``Later``."""
+    if promise.done:
+        return shape(promise.result())
+    return Later(promise, shape)
 
 
 @dataclass(slots=True)

@@ -26,7 +26,7 @@ from ..protocol import headers
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ProtocolError
 from ..protocol.registry import APIS
-from .dispatch import NO_RESPONSE, HandlerTable, RequestContext
+from .dispatch import NO_RESPONSE, HandlerTable, Later, RequestContext
 
 log = structlog.get_logger("odradek.server")
 
@@ -57,11 +57,11 @@ class Route:
 
 
 class _Pending:
-    """A queued answer still being worked out: the handler's future, and how to encode its result."""
+    """A queued answer still being worked out: the handler's future or ``Later``, and how to encode it."""
 
     __slots__ = ("result", "route", "version", "correlation_id", "started")
 
-    def __init__(self, result: asyncio.Future, route: Route, version: int, correlation_id: int,
+    def __init__(self, result: asyncio.Future | Later, route: Route, version: int, correlation_id: int,
                  started: float):
         self.result = result
         self.route = route
@@ -134,6 +134,7 @@ class Connection(asyncio.Protocol):
         self.client_host = "/?"
         self.log = log
         self.log_requests = False
+        self.drain_scheduled = False
 
     # --- transport callbacks ---------------------------------------------------------------
 
@@ -218,39 +219,51 @@ class Connection(asyncio.Protocol):
     def _enqueue(self, item: Any) -> None:
         self.queue.append(item)
         if type(item) is _Pending:
-            item.result.add_done_callback(self._drain)
+            item.result.add_done_callback(self._drain_soon)
 
-    def _drain(self, _done: Any = None) -> None:
-        """Send the answers at the head of the queue that are ready, in request order.
+    def _drain_soon(self, _done: Any = None) -> None:
+        """A queued request completed: drain once this loop turn is done.
 
-        Runs when a queued request completes (its future's callback): no
-        writer task to wake per answer.
+        Everything that completes in the same turn (the commits one fsync
+        round made durable) then goes out in one write.
         """
-        queue = self.queue
+        if not self.drain_scheduled:
+            self.drain_scheduled = True
+            asyncio.get_running_loop().call_soon(self._drain)
+
+    def _drain(self) -> None:
+        """Send the answers at the head of the queue that are ready, in request order."""
+        self.drain_scheduled = False
+        out: list[bytes] = []
+        reason = self._ready_answers(self.queue, out)
+        if out and not self.transport.is_closing():
+            self.transport.writelines(out)
+        if reason is not None:
+            self.queue.clear()
+            self.close(reason)
+            return
+        self._update_reading()
+
+    def _ready_answers(self, queue: deque, out: list[bytes]) -> str | None:
+        """Move the ready answers at the head of ``queue`` into ``out``; a close reason on failure."""
         while queue:
             item = queue[0]
             if type(item) is _Pending:
                 result = item.result
-                if not result.done():
-                    break
-                if result.cancelled():
-                    return  # the connection is going away
+                if not result.done() or result.cancelled():
+                    return None  # not yet, or the connection is going away
                 try:
                     item = self._answer(result.result(), item.route, item.version, item.correlation_id,
                                         item.started)
                 except CloseConnection as exc:
-                    self.queue.clear()
-                    self.close(str(exc))
-                    return
+                    return str(exc)
                 except Exception:
                     self.log.exception("request.handler_failed", api=item.route.name, version=item.version)
-                    self.queue.clear()
-                    self.close("handler failed")
-                    return
+                    return "handler failed"
             queue.popleft()
-            if item is not NO_RESPONSE and not self.transport.is_closing():
-                self.transport.writelines(item)
-        self._update_reading()
+            if item is not NO_RESPONSE:
+                out.extend(item)
+        return None
 
     def _answer_frames(self, buf: bytes, limit: int) -> tuple[int, list[bytes], str | None]:
         """Process the whole frames in ``buf``: (bytes consumed, chunks to write now, close reason)."""
@@ -307,9 +320,11 @@ class Connection(asyncio.Protocol):
         started = time.perf_counter()
         try:
             result = route.fn(ctx, body)
-            if type(result) is not dict and inspect.isawaitable(result):
-                # a future (e.g. a commit awaiting fsync) is awaited as it is; a coroutine needs a task
-                return _Pending(asyncio.ensure_future(result), route, version, correlation_id, started)
+            if type(result) is not dict:
+                if type(result) is Later:  # the coordinator answers later (a commit awaiting fsync)
+                    return _Pending(result, route, version, correlation_id, started)
+                if inspect.isawaitable(result):  # a coroutine needs a task
+                    return _Pending(asyncio.ensure_future(result), route, version, correlation_id, started)
             return self._answer(result, route, version, correlation_id, started)
         except Exception:
             self.log.exception("request.handler_failed", api=route.name, version=version)

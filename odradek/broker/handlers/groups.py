@@ -11,9 +11,8 @@ requests behind them keep their order.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
 from ..coordinator.admin import delete_groups, describe_groups, list_groups
@@ -26,9 +25,8 @@ from ..coordinator.api import (
     SyncRequest,
     SyncResult,
 )
-from ..coordinator.group import Promise
 from ..coordinator.membership import heartbeat, join_group, leave_group, sync_group
-from ..dispatch import HandlerTable, RequestContext
+from ..dispatch import HandlerTable, RequestContext, answer_when
 
 if TYPE_CHECKING:
     from ..app import BrokerApp
@@ -46,20 +44,6 @@ def register(table: HandlerTable, app: BrokerApp) -> None:
     table.register(15, partial(handle_describe_groups, app))
     table.register(16, partial(handle_list_groups, app))
     table.register(42, partial(handle_delete_groups, app))
-
-
-def _answer(promise: Promise, shape: Callable[[Any], dict]) -> dict | asyncio.Future:
-    """The shaped response now if the coordinator already answered, else a future of it."""
-    if promise.done:
-        return shape(promise.result())
-    future = asyncio.get_running_loop().create_future()
-
-    def deliver(result: Any) -> None:
-        if not future.done():  # the connection may have gone (the future is cancelled then)
-            future.set_result(shape(result))
-
-    promise.add_done_callback(deliver)
-    return future
 
 
 def _unavailable(app: BrokerApp) -> bool:
@@ -88,7 +72,7 @@ def handle_join_group(app: BrokerApp, ctx: RequestContext, req) -> dict | asynci
         protocols=[(p["name"], bytes(p["metadata"])) for p in req["protocols"]],
         require_known_member_id=version >= 4, supports_skip_assignment=version >= 9,
         reason=req["reason"])
-    return _answer(join_group(app.coordinator, request), lambda r: join_response(r, version))
+    return answer_when(join_group(app.coordinator, request), lambda r: join_response(r, version))
 
 
 def join_response(result: JoinResult, version: int) -> dict:
@@ -121,7 +105,7 @@ def handle_sync_group(app: BrokerApp, ctx: RequestContext, req) -> dict | asynci
         protocol_name=req["protocol_name"],
         assignments={a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]},
         require_protocol=version >= 5)
-    return _answer(sync_group(app.coordinator, request), sync_response)
+    return answer_when(sync_group(app.coordinator, request), sync_response)
 
 
 def sync_response(result: SyncResult) -> dict:
@@ -214,7 +198,7 @@ def handle_delete_groups(app: BrokerApp, ctx: RequestContext, req) -> dict | asy
     names = list(req.groups_names)
     if _unavailable(app):
         return _deleted({g: ErrorCode.COORDINATOR_NOT_AVAILABLE for g in names})
-    return _answer(delete_groups(app.coordinator, names), _deleted)
+    return answer_when(delete_groups(app.coordinator, names), _deleted)
 
 
 def _deleted(results: dict[str, ErrorCode]) -> dict:

@@ -20,8 +20,6 @@ fsync); otherwise the answer is built synchronously, without a task.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +33,7 @@ from ..coordinator.offsets import (
     delete_offsets,
     fetch_offsets,
 )
-from ..dispatch import HandlerTable, RequestContext
+from ..dispatch import HandlerTable, Later, RequestContext, answer_when
 
 if TYPE_CHECKING:
     from ..app import BrokerApp
@@ -62,24 +60,6 @@ def partition_counter(app: Any) -> PartitionCount:
     return _no_topics if topics is None else topics.partition_count
 
 
-def respond(promise: Promise, build: Callable[[Any], dict]) -> Any:
-    """The response now if the promise is done, else an awaitable of it."""
-    if promise.done:
-        return build(promise.result())
-    future = asyncio.get_running_loop().create_future()
-
-    def complete(result: Any) -> None:
-        if future.done():
-            return  # the connection went away
-        try:
-            future.set_result(build(result))
-        except Exception as exc:  # surfaces in the server's handler-failure path
-            future.set_exception(exc)
-
-    promise.add_done_callback(complete)
-    return future
-
-
 # --- OffsetCommit ---------------------------------------------------------------------------------
 
 # The hottest request: decoded structs are read by key (``c["x"]``, C speed) rather than
@@ -99,7 +79,7 @@ def offset_commit(app: BrokerApp, ctx: RequestContext, req) -> Any:
         promise = commit_offsets(coordinator, request, partitions, partition_counter(app))
     if promise.done:  # fsync never/interval: answered at once
         return commit_response(req, promise.result())
-    return respond(promise, lambda errors: commit_response(req, errors))
+    return Later(promise, lambda errors: commit_response(req, errors))
 
 
 def commit_response(req, errors: list[ErrorCode]) -> dict:
@@ -167,7 +147,7 @@ def offset_delete(app: BrokerApp, ctx: RequestContext, req) -> Any:
         promise = Promise.resolved((ErrorCode.COORDINATOR_NOT_AVAILABLE, []))
     else:
         promise = delete_offsets(app.coordinator, req.group_id, topics, partition_counter(app))
-    return respond(promise, delete_response)
+    return answer_when(promise, delete_response)
 
 
 def delete_response(result: tuple[ErrorCode, list[tuple[str, int, ErrorCode]]]) -> dict:
