@@ -92,6 +92,7 @@ class BrokerApp:
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
             await self.logs.start()
             self.coordinator = self._open_coordinator()
+            self.server.write_burst = self.coordinator.burst
             await self.dataplane.start()
             # like Kafka, serve while the offsets partitions load: group requests get
             # COORDINATOR_LOAD_IN_PROGRESS until their shard is active

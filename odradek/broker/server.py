@@ -79,6 +79,8 @@ class KafkaServer:
         self._connections: set[Connection] = set()
         self._ids = itertools.count(1)
         self.open_connections = 0
+        # staged-write hooks (begin/flush/end) around each read's requests: coordinator/burst.py
+        self.write_burst: Any = None
 
     async def listen(self, host: str, port: int) -> tuple[str, int]:
         """Bind one listener; returns the bound (host, port) -- port 0 picks one."""
@@ -156,6 +158,8 @@ class Connection(asyncio.Protocol):
         Clients pipeline: one read often holds many requests, and answering a
         burst with one write (instead of a send per response) halves the
         per-request cost of small requests such as OffsetCommit and Heartbeat.
+        Likewise the coordinator writes the read's commits together
+        (``write_burst``), before any of the answers goes out.
         """
         if self.close_reason is not None:
             return
@@ -166,12 +170,23 @@ class Connection(asyncio.Protocol):
                 return  # a large request still arriving: no copy until it is whole
             data = bytes(buf)
             buf.clear()
-        pos, burst, reason = self._answer_frames(data, self.server.max_request_bytes)
+        write_burst = self.server.write_burst
+        if write_burst is None:
+            pos, answers, reason = self._answer_frames(data, self.server.max_request_bytes)
+        else:
+            write_burst.begin()
+            try:
+                pos, answers, reason = self._answer_frames(data, self.server.max_request_bytes)
+            finally:
+                try:
+                    write_burst.end()  # staged writes reach the log before any answer is sent
+                except Exception as exc:
+                    answers, reason = [], self._burst_failed(exc)
         if pos < len(data) and reason is None:
             buf += memoryview(data)[pos:]
             self.need = 4 + _SIZE.unpack_from(buf, 0)[0] if len(buf) >= 4 else 4
-        if burst:
-            self.transport.writelines(burst)
+        if answers:
+            self.transport.writelines(answers)
         if reason is not None:
             self.close(reason)
         elif self.queue:
@@ -268,13 +283,13 @@ class Connection(asyncio.Protocol):
     def _answer_frames(self, buf: bytes, limit: int) -> tuple[int, list[bytes], str | None]:
         """Process the whole frames in ``buf``: (bytes consumed, chunks to write now, close reason)."""
         pos = 0
-        burst: list[bytes] = []
+        answers: list[bytes] = []
         end = len(buf)
         while end - pos >= 4:
             size = _SIZE.unpack_from(buf, pos)[0]
             if size < 0 or size > limit:
                 self.log.warning("request.refused", reason="frame size", size=size, limit=limit)
-                return pos, burst, "frame too large"
+                return pos, answers, "frame too large"
             if end - pos - 4 < size:
                 break
             frame = buf[pos + 4:pos + 4 + size]
@@ -282,17 +297,28 @@ class Connection(asyncio.Protocol):
             try:
                 out = self._process(frame)
             except CloseConnection as exc:
-                return pos, burst, str(exc)
+                return pos, answers, str(exc)
             if out is NO_RESPONSE:
                 continue
             if not self.queue and type(out) is tuple:
-                burst.extend(out)
+                answers.extend(out)
             else:
-                if burst:  # everything answered so far goes out before the queued item
-                    self.transport.writelines(burst)
-                    burst = []
+                if answers:  # everything answered so far goes out before the queued item
+                    if self.server.write_burst is not None:
+                        try:
+                            self.server.write_burst.flush()
+                        except Exception as exc:
+                            return pos, [], self._burst_failed(exc)
+                    self.transport.writelines(answers)
+                    answers = []
                 self._enqueue(out)
-        return pos, burst, None
+        return pos, answers, None
+
+    def _burst_failed(self, exc: Exception) -> str:
+        """Writes the answers relied on did not reach the log: close instead of answering."""
+        self.log.error("request.writes_failed", error=str(exc))
+        self.queue.clear()
+        return "writes failed"
 
     def _process(self, frame: bytes) -> Any:
         """Decode and dispatch one request; returns (head, body), NO_RESPONSE or a ``_Pending``."""

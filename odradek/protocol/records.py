@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
@@ -551,20 +551,45 @@ def encode_batch(
 
 
 def encode_pairs_batch(pairs: list[tuple[bytes | None, bytes | None]], *, base_offset: int, timestamp: int,
-                       timestamp_type: int = 0, partition_leader_epoch: int = -1) -> bytes:
-    """One uncompressed, non-transactional batch of ``(key, value)`` records, all at ``timestamp``.
+                       timestamp_type: int = 0, partition_leader_epoch: int = -1,
+                       timestamps: Sequence[int] | None = None) -> bytes:
+    """One uncompressed, non-transactional batch of ``(key, value)`` records.
 
-    The same bytes :func:`encode_batch` builds for plain pairs, without its
-    generality: the coordinator writes one such batch per request, and in
-    the request path (caches cold) the generic encoder measured ~8 µs where
-    this costs about a third of it.
+    All at ``timestamp``, or at ``timestamps[i]`` each when given (then the
+    batch's base timestamp is the first record's, as Kafka has it).  The
+    same bytes :func:`encode_batch` builds for plain pairs, without its
+    generality: the coordinator writes such batches in the request path
+    (caches cold), where the generic encoder measured ~8 µs and this about
+    a third of it.
     """
     n = len(pairs)
     if n == 0:
         raise ValueError("a batch needs at least one record")
-    raw = b"".join([_encode_record(i, 0, key, value, ()) for i, (key, value) in enumerate(pairs)])
-    tail = _BATCH_TAIL.pack(timestamp_type << 3, n - 1, timestamp, timestamp, -1, -1, -1, n) + raw
+    if timestamps is None:
+        raw = b"".join([_encode_record(i, 0, key, value, ()) for i, (key, value) in enumerate(pairs)])
+        base_ts = max_ts = timestamp
+    else:
+        base_ts, max_ts = timestamps[0], max(timestamps)
+        raw = b"".join([_encode_record(i, ts - base_ts, key, value, ())
+                        for i, ((key, value), ts) in enumerate(zip(pairs, timestamps, strict=True))])
+    tail = _BATCH_TAIL.pack(timestamp_type << 3, n - 1, base_ts, max_ts, -1, -1, -1, n) + raw
     return _BATCH_HEAD.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc32c.crc32c(tail)) + tail
+
+
+# A record's fixed fields as varints, at most: attributes 1, timestamp delta 5, offset delta 5,
+# key and value lengths 5 each, header count 1, the record's own length 5.
+_RECORD_OVERHEAD_BOUND = 27
+
+
+def pairs_batch_size_bound(pairs: list[tuple[bytes | None, bytes | None]]) -> int:
+    """An upper bound of :func:`encode_pairs_batch`'s size (deltas under 2**28), without encoding."""
+    size = HEADER_SIZE + _RECORD_OVERHEAD_BOUND * len(pairs)
+    for key, value in pairs:
+        if key is not None:
+            size += len(key)
+        if value is not None:
+            size += len(value)
+    return size
 
 
 # --- control batches (transaction markers) ---------------------------------------

@@ -25,7 +25,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import structlog
@@ -219,12 +219,13 @@ class Log:
         return self._write(buf, batches, next_offset, messages, max_ts_in, now, schedule)
 
     def append_records(self, pairs: list[tuple[bytes | None, bytes | None]], timestamp: int, *,
-                       schedule: bool = True) -> tuple[int, int]:
+                       schedule: bool = True, timestamps: Sequence[int] | None = None) -> tuple[int, int]:
         """Append ``(key, value)`` records as one new batch; returns (first offset, last offset).
 
         For writers that build their records here (the group coordinator):
         the batch is encoded at the log end offset with leader epoch 0, so
-        none of ``append``'s parsing, checking and patching is needed.
+        none of ``append``'s parsing, checking and patching is needed.  The
+        records are at ``timestamp``, or at ``timestamps[i]`` each.
         """
         self._check_open()
         if self.durability.failed is not None:
@@ -233,15 +234,23 @@ class Log:
         now = self.clock()
         append_time = config.log_append_time
         if append_time:
-            timestamp = now
+            timestamp, timestamps = now, None
+        elif timestamps is not None:
+            timestamp = max(timestamps)
         first = self._next_offset
         batch = encode_pairs_batch(pairs, base_offset=first, timestamp=timestamp,
-                                   timestamp_type=1 if append_time else 0, partition_leader_epoch=0)
+                                   timestamp_type=1 if append_time else 0, partition_leader_epoch=0,
+                                   timestamps=timestamps)
         size = len(batch)
         if size > config.max_message_bytes:
             raise RecordBatchTooLargeError(f"batch of {size} bytes exceeds max.message.bytes={config.max_message_bytes}")
         n = len(pairs)
         return self._write(batch, [(0, size, first + n - 1, timestamp)], first + n, n, timestamp, now, schedule)
+
+    @property
+    def writable(self) -> bool:
+        """Whether an append can be tried (open, and no failed fsync halted the log)."""
+        return not self.closed and self.durability.failed is None
 
     def _write(self, buf: bytes | bytearray, batches: list[tuple[int, int, int, int]], next_offset: int,
                messages: int, max_ts_in: int, now: int, schedule: bool) -> tuple[int, int]:

@@ -193,15 +193,28 @@ _INT16 = struct.Struct(">h")
 # --- keys -----------------------------------------------------------------------------
 
 def encode_key(key: OffsetKey | GroupKey) -> bytes:
-    """Key bytes: offset keys as type 1, group keys as type 2."""
+    """Key bytes: offset keys as type 1, group keys as type 2.
+
+    A consumer commits the same partitions over and over, so encoded keys
+    are remembered (bounded like the decode cache below).
+    """
+    data = _KEY_BYTES.get(key)
+    if data is not None:
+        return data
     try:
         if type(key) is OffsetKey:
-            return _KEY_WRITERS[OFFSET_KEY_TYPE](key)
-        if type(key) is GroupKey:
-            return _KEY_WRITERS[GROUP_KEY_TYPE](key)
+            data = _KEY_WRITERS[OFFSET_KEY_TYPE](key)
+        elif type(key) is GroupKey:
+            data = _KEY_WRITERS[GROUP_KEY_TYPE](key)
+        else:
+            raise TypeError(f"not an offsets-topic key: {key!r}")
     except (struct.error, ProtocolError, UnicodeEncodeError) as exc:
         raise RecordEncodeError(f"cannot encode {key!r}: {exc}") from None
-    raise TypeError(f"not an offsets-topic key: {key!r}")
+    if len(data) <= _KEY_CACHE_MAX_BYTES:
+        if len(_KEY_BYTES) >= _KEY_CACHE_MAX:
+            _KEY_BYTES.clear()
+        _KEY_BYTES[key] = data
+    return data
 
 
 # Replay sees the same few keys over and over (every commit of a partition
@@ -209,6 +222,7 @@ def encode_key(key: OffsetKey | GroupKey) -> bytes:
 # frozen, so sharing one instance is safe.  Bounded, and simply emptied when
 # full: a workload with more live keys than this just pays the decode.
 _KEY_CACHE: dict[bytes, OffsetKey | GroupKey] = {}
+_KEY_BYTES: dict[OffsetKey | GroupKey, bytes] = {}  # the other way round, for encode_key
 _KEY_CACHE_MAX = 16384
 _KEY_CACHE_MAX_BYTES = 512
 

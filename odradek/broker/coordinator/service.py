@@ -21,6 +21,7 @@ from ...storage.log_manager import OFFSETS_TOPIC  # noqa: F401 - re-exported for
 from ...storage.offsets_records import partition_for
 from ..clock import Clock
 from . import rebalance
+from .burst import WriteBurst
 from .expiry import OffsetExpiry
 from .offsets import delete_topic_offsets
 from .shard import Shard, ShardStatus
@@ -67,6 +68,9 @@ class Coordinator:
         self.config = config
         self.shards = [Shard(p, lg, clock, durable_on_write=durable_on_write, config=config)
                        for p, lg in enumerate(logs)]
+        self.burst = WriteBurst()  # the server opens it around each read's requests
+        for shard in self.shards:
+            shard.burst = self.burst
         self._tasks: list[asyncio.Task] = []
         self.expiry = OffsetExpiry(self)  # KIP-211 sweep; started by load()
         # run in order when a shard has replayed its log: expiry sweep, session timers

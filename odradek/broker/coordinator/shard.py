@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ...protocol.errors import ErrorCode
-from ...protocol.records import decode_batch
+from ...protocol.records import HEADER_SIZE, decode_batch, pairs_batch_size_bound
 from ...storage.errors import RecordBatchTooLargeError, StorageError
 from ...storage.offsets_records import (
     GroupKey,
@@ -43,6 +43,7 @@ from .group import ClassicGroup, Promise
 from .state import GroupState
 
 if TYPE_CHECKING:
+    from .burst import WriteBurst
     from .service import CoordinatorConfig
 
 log = structlog.get_logger("odradek.coordinator")
@@ -91,6 +92,8 @@ class Shard:
         self.pending_offsets: dict[str, dict[TopicPartition, int]] = {}
         self.durable_on_write = durable_on_write
         self._unsynced = 0  # writes appended, not yet fsynced (log.fsync.mode=always)
+        self.burst: WriteBurst | None = None  # the server's write burst, when it has one
+        self._staged: list[tuple[list[tuple[bytes | None, bytes | None]], int]] = []
         self.load_time_ms: float = 0.0
         self.loaded_records = 0
 
@@ -128,16 +131,30 @@ class Shard:
         """Append ``records`` as one batch; the promise yields None or an ErrorCode.
 
         On success the records have been replayed before the promise completes.
-        ``now`` is the caller's reading of the clock, if it took one.
+        ``now`` is the caller's reading of the clock, if it took one.  While
+        the server's write burst is open, a batch that would be durable at
+        once is staged instead and appended, with the burst's others, before
+        any answer is sent (``burst.py``).
         """
         if self.status is not ShardStatus.ACTIVE:
             return Promise.resolved(ErrorCode.NOT_COORDINATOR)
         if now is None:
             now = self.clock.now_ms()
         pairs = [(encode_key(k), encode_value(v)) for k, v in records]
+        at_once = self.durable_on_write and not self._unsynced
+        burst = self.burst
+        if (at_once and burst is not None and burst.open and self.log.writable
+                and pairs_batch_size_bound(pairs) <= self.log.config.max_message_bytes):
+            if not self._staged:
+                burst.stage(self)
+            self._staged.append((pairs, now))
+            self._count_commits(records)
+            for key, value in records:
+                self.replay(key, value)
+            return _WRITTEN
         try:
-            # with fsync "always" the sync loop below is the one fsync round (group commit),
-            # so the log need not start its own per append
+            # with fsync "always" the fsync round started below is the one for this write
+            # (group commit), so the log need not start its own per append
             _, last = self.log.append_records(pairs, now, schedule=self.durable_on_write)
         except RecordBatchTooLargeError as exc:  # callers map it (OffsetCommit: 28)
             log.warning("coordinator.write_too_large", partition=self.partition, error=str(exc))
@@ -145,12 +162,8 @@ class Shard:
         except (OSError, StorageError) as exc:
             log.error("coordinator.write_failed", partition=self.partition, error=str(exc))
             return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
-        commits = 0
-        for key, value in records:
-            if value is not None and type(key) is OffsetKey:
-                commits += 1
-        self.stats["offset_commits"] += commits
-        if self.durable_on_write and not self._unsynced:
+        self._count_commits(records)
+        if at_once:
             for key, value in records:  # durable on return: replay now, never pending
                 self.replay(key, value)
             return _WRITTEN
@@ -161,6 +174,46 @@ class Shard:
         # the log calls back in write order, straight from the round's completion
         self.log.when_durable(partial(self._durable, w))
         return w.promise
+
+    def _count_commits(self, records: list[Record]) -> None:
+        commits = 0
+        for key, value in records:
+            if value is not None and type(key) is OffsetKey:
+                commits += 1
+        self.stats["offset_commits"] += commits
+
+    def flush_staged(self) -> bool:
+        """Append the burst's staged writes, each kept whole in one batch; False if that failed.
+
+        A failure fails the shard (as a failed fsync does): its state already
+        holds the staged records, which the log does not, so it must stop
+        answering until it is reloaded from the log.
+        """
+        staged, self._staged = self._staged, []
+        limit = self.log.config.max_message_bytes
+        pairs: list[tuple[bytes | None, bytes | None]] = []
+        stamps: list[int] = []
+        size = 0
+        try:
+            for request_pairs, now in staged:
+                # each request's bound fits (checked when staged); the header is counted once
+                more = pairs_batch_size_bound(request_pairs) - HEADER_SIZE
+                if pairs and size + more > limit:
+                    self.log.append_records(pairs, stamps[0], timestamps=stamps)
+                    pairs, stamps = [], []
+                if not pairs:
+                    size = HEADER_SIZE
+                size += more
+                pairs.extend(request_pairs)
+                stamps.extend([now] * len(request_pairs))
+            if pairs:
+                self.log.append_records(pairs, stamps[0], timestamps=stamps)
+        except (OSError, StorageError) as exc:
+            log.error("coordinator.write_failed", partition=self.partition, error=str(exc),
+                      staged_requests=len(staged))
+            self.status = ShardStatus.FAILED
+            return False
+        return True
 
     def _track_pending(self, records: list[Record], delta: int) -> None:
         for key, _ in records:
