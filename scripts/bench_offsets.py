@@ -11,6 +11,8 @@ Each figure is the median of ``--runs`` runs:
    With ``log.fsync.mode`` never and always (always: acknowledged after fsync,
    group commit).
 2. The same at half the measured max rate, paced (open loop): p50/p99.
+   For fsync always, the disk alone under the same fsync load (no broker),
+   which bounds how low that latency can go.
 3. OffsetCommit with 1000 partitions per request: partition-offsets/s.
 4. OffsetFetch v8 of 10,000 committed partitions in one request: latency.
 
@@ -41,6 +43,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -294,9 +297,46 @@ def run_commit(fsync: str, args) -> dict:
             half99.append(pct(lat, 99))
         finally:
             broker.stop()
-    return {"fsync": fsync, "rate": statistics.median(rates), "cpu_us": statistics.median(cpu),
-            "p50": statistics.median(p50s), "p99": statistics.median(p99s),
-            "half_p50": statistics.median(half50), "half_p99": statistics.median(half99)}
+    out = {"fsync": fsync, "rate": statistics.median(rates), "cpu_us": statistics.median(cpu),
+           "p50": statistics.median(p50s), "p99": statistics.median(p99s),
+           "half_p50": statistics.median(half50), "half_p99": statistics.median(half99)}
+    if fsync == "always":
+        disk = [disk_reference(rate / 2, args.seconds) for rate in rates]
+        out["disk_p50"] = statistics.median(d[0] for d in disk)
+        out["disk_p99"] = statistics.median(d[1] for d in disk)
+    return out
+
+
+def disk_reference(rate: float, seconds: float) -> tuple[float, float]:
+    """The disk alone: (p50, p99) ms of write+fsync on 16 files at ``rate`` fsyncs/s in total.
+
+    The same shape as the fsync=always load at half rate (16 groups, so 16
+    offsets partitions), with no broker: a commit cannot be acknowledged
+    faster than its fsync, so this is the floor under the always-mode latency.
+    """
+    directory = tempfile.mkdtemp(prefix="bench-offsets-disk-")
+    _LEFT.append(directory)
+    latencies: list[float] = []
+    stop = time.perf_counter() + seconds
+
+    def worker(i: int) -> None:
+        fd = os.open(os.path.join(directory, f"f{i}"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            while time.perf_counter() < stop:
+                os.write(fd, b"x" * 100)
+                t = time.perf_counter()
+                os.fsync(fd)
+                latencies.append(time.perf_counter() - t)
+                time.sleep(CONNECTIONS / rate)
+        finally:
+            os.close(fd)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(CONNECTIONS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return pct(latencies, 50), pct(latencies, 99)
 
 
 def run_baseline(args) -> dict:
@@ -478,6 +518,9 @@ def main() -> int:
               f"p99 {r['p99']:6.2f} ms   | at half rate: p50 {r['half_p50']:5.2f} ms  "
               f"p99 {r['half_p99']:5.2f} ms   | broker CPU {r['cpu_us']:.0f} us/commit "
               f"(= {1e6 / r['cpu_us']:,.0f}/s per core)")
+        if "disk_p99" in r:
+            print(f"  the disk alone at that half rate (16 files, write+fsync, no broker): "
+                  f"p50 {r['disk_p50']:5.2f} ms  p99 {r['disk_p99']:5.2f} ms")
     base = run_baseline(args)
     print(f"  canned-reply server     {base['rate']:>9,.0f} replies/s   (same client, same run; "
           f"{base['cpu_us']:.0f} us CPU/reply): the broker does {never['rate'] / base['rate']:.0%} of it")
