@@ -10,9 +10,11 @@ Each figure is the median of ``--runs`` runs:
    ``--window`` requests in flight (closed loop): requests/s, p50/p99 latency.
    With ``log.fsync.mode`` never and always (always: acknowledged after fsync,
    group commit).
-2. The same at half the measured max rate, paced (open loop): p50/p99.
-   For fsync always, the disk alone under the same fsync load (no broker),
-   which bounds how low that latency can go.
+2. The same at half the measured max rate, paced (open loop): p50/p99, with
+   the share of CPU the hypervisor stole meanwhile; beside it the canned-reply
+   server under the same paced load (the machine's own tail, no work per
+   request) and, for fsync always, the disk alone under the same fsync load
+   (no broker): both bound how low that latency can go.
 3. OffsetCommit with 1000 partitions per request: partition-offsets/s.
 4. OffsetFetch v8 of 10,000 committed partitions in one request: latency.
 
@@ -282,24 +284,38 @@ def commit_frames() -> list[bytes]:
 
 
 def run_commit(fsync: str, args) -> dict:
-    rates, p50s, p99s, half50, half99, cpu = [], [], [], [], [], []
+    rates, p50s, p99s, half50, half99, cpu, steal, max_steal = [], [], [], [], [], [], [], []
+    canned50, canned99, canned_steal = [], [], []
     for _ in range(args.runs):
         broker = start_broker(fsync)
         try:
             before = cpu_seconds(broker.proc.pid)
-            rate, lat = asyncio.run(closed_loop(broker.port, commit_frames(), args.window, args.seconds))
+            with StealMeter() as meter:
+                rate, lat = asyncio.run(closed_loop(broker.port, commit_frames(), args.window, args.seconds))
             cpu.append((cpu_seconds(broker.proc.pid) - before) / (rate * args.seconds) * 1e6)
             rates.append(rate)
+            max_steal.append(meter.share)
             p50s.append(pct(lat, 50))
             p99s.append(pct(lat, 99))
-            lat = asyncio.run(paced(broker.port, commit_frames(), rate / 2, args.seconds))
+            with StealMeter() as meter:
+                lat = asyncio.run(paced(broker.port, commit_frames(), rate / 2, args.seconds))
             half50.append(pct(lat, 50))
             half99.append(pct(lat, 99))
+            steal.append(meter.share)
         finally:
             broker.stop()
+        with StealMeter() as meter:
+            lat = canned_paced(rate / 2, args.seconds)
+        canned50.append(pct(lat, 50))
+        canned99.append(pct(lat, 99))
+        canned_steal.append(meter.share)
     out = {"fsync": fsync, "rate": statistics.median(rates), "cpu_us": statistics.median(cpu),
            "p50": statistics.median(p50s), "p99": statistics.median(p99s),
-           "half_p50": statistics.median(half50), "half_p99": statistics.median(half99)}
+           "half_p50": statistics.median(half50), "half_p99": statistics.median(half99),
+           "max_runs": list(zip(rates, max_steal, strict=True)),
+           "half_runs": list(zip(half99, steal, strict=True)),
+           "canned_p50": statistics.median(canned50), "canned_p99": statistics.median(canned99),
+           "canned_runs": list(zip(canned99, canned_steal, strict=True))}
     if fsync == "always":
         disk = [disk_reference(rate / 2, args.seconds) for rate in rates]
         out["disk_p50"] = statistics.median(d[0] for d in disk)
@@ -307,35 +323,75 @@ def run_commit(fsync: str, args) -> dict:
     return out
 
 
-def disk_reference(rate: float, seconds: float) -> tuple[float, float]:
-    """The disk alone: (p50, p99) ms of write+fsync on 16 files at ``rate`` fsyncs/s in total.
+class StealMeter:
+    """The share of CPU time the hypervisor gave to others (``steal`` in /proc/stat) during a block.
 
-    The same shape as the fsync=always load at half rate (16 groups, so 16
-    offsets partitions), with no broker: a commit cannot be acknowledged
-    faster than its fsync, so this is the floor under the always-mode latency.
+    This VM's tail latencies follow it: a run where the host takes 10-25 % of
+    the CPU for a while shows a p99 several times that of a quiet run.
+    """
+
+    share = 0.0
+
+    @staticmethod
+    def _read() -> list[int]:
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+
+    def __enter__(self) -> StealMeter:
+        self._start = self._read()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        delta = [b - a for a, b in zip(self._start, self._read(), strict=True)]
+        self.share = delta[7] / (sum(delta) or 1)  # user nice system idle iowait irq softirq steal
+
+
+def disk_reference(rate: float, seconds: float) -> tuple[float, float]:
+    """The disk alone under the always-mode load: (p50, p99) ms from a write to its fsync's end.
+
+    The broker's shape, with no broker: the bench's 16 groups share one
+    offsets partition (``offsets.topic.num.partitions`` is 1), so one file
+    takes ``rate`` appends/s while fsync rounds run back to back, each
+    covering every append made before it started (group commit).  A commit
+    cannot be acknowledged before that, so this is the floor under the
+    always-mode latency.
     """
     directory = tempfile.mkdtemp(prefix="bench-offsets-disk-")
     _LEFT.append(directory)
+    fd = os.open(os.path.join(directory, "00000000000000000000.log"),
+                 os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    written: list[float] = []  # when each append was made
     latencies: list[float] = []
-    stop = time.perf_counter() + seconds
+    done = threading.Event()
 
-    def worker(i: int) -> None:
-        fd = os.open(os.path.join(directory, f"f{i}"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            while time.perf_counter() < stop:
-                os.write(fd, b"x" * 100)
-                t = time.perf_counter()
-                os.fsync(fd)
-                latencies.append(time.perf_counter() - t)
-                time.sleep(CONNECTIONS / rate)
-        finally:
-            os.close(fd)
+    def syncer() -> None:
+        synced = 0
+        while not done.is_set() or synced < len(written):
+            upto = len(written)
+            if upto == synced:
+                time.sleep(0.0001)
+                continue
+            os.fsync(fd)
+            end = time.perf_counter()
+            latencies.extend(end - t for t in written[synced:upto])
+            synced = upto
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(CONNECTIONS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    thread = threading.Thread(target=syncer)
+    thread.start()
+    try:
+        start = time.perf_counter()
+        sent = 0
+        while (now := time.perf_counter()) - start < seconds:  # paced like the client: every 0.5 ms
+            due = int((now - start) * rate) + 1
+            while sent < due:
+                os.write(fd, b"x" * 120)  # about one 1-partition commit batch
+                written.append(time.perf_counter())
+                sent += 1
+            time.sleep(0.0005)
+    finally:
+        done.set()
+        thread.join()
+        os.close(fd)
     return pct(latencies, 50), pct(latencies, 99)
 
 
@@ -346,19 +402,38 @@ def run_baseline(args) -> dict:
     """
     rates, cpu = [], []
     for _ in range(args.runs):
-        port = free_port()
-        proc = subprocess.Popen([sys.executable, __file__, "--canned", str(port)])
-        try:
-            while serves_tcp(port) is False:
-                time.sleep(0.05)
-            before = cpu_seconds(proc.pid)
-            rate, _ = asyncio.run(closed_loop(port, commit_frames(), args.window, args.seconds))
-            cpu.append((cpu_seconds(proc.pid) - before) / (rate * args.seconds) * 1e6)
+        with CannedServer() as server:
+            before = cpu_seconds(server.pid)
+            rate, _ = asyncio.run(closed_loop(server.port, commit_frames(), args.window, args.seconds))
+            cpu.append((cpu_seconds(server.pid) - before) / (rate * args.seconds) * 1e6)
             rates.append(rate)
-        finally:
-            proc.kill()
-            proc.wait()
     return {"rate": statistics.median(rates), "cpu_us": statistics.median(cpu)}
+
+
+class CannedServer:
+    """The canned-reply server (``--canned``) in its own process, for ``with``."""
+
+    def __enter__(self) -> CannedServer:
+        self.port = free_port()
+        self.proc = subprocess.Popen([sys.executable, __file__, "--canned", str(self.port)])
+        self.pid = self.proc.pid
+        while serves_tcp(self.port) is False:
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def canned_paced(rate: float, seconds: float) -> list[float]:
+    """Latencies of the canned server under the same paced load: what this machine alone adds.
+
+    No work per request, yet its tail moves with the VM's steal time; the
+    broker's half-rate tail is read against it.
+    """
+    with CannedServer() as server:
+        return asyncio.run(paced(server.port, commit_frames(), rate, seconds))
 
 
 def serves_tcp(port: int) -> bool:
@@ -518,8 +593,14 @@ def main() -> int:
               f"p99 {r['p99']:6.2f} ms   | at half rate: p50 {r['half_p50']:5.2f} ms  "
               f"p99 {r['half_p99']:5.2f} ms   | broker CPU {r['cpu_us']:.0f} us/commit "
               f"(= {1e6 / r['cpu_us']:,.0f}/s per core)")
+        print("     each run (steal): max rate " + ", ".join(f"{x:,.0f}/s ({st:.0%})" for x, st in r["max_runs"])
+              + "; half-rate p99 "
+              + ", ".join(f"{p:.1f} ms ({st:.0%})" for p, st in r["half_runs"]))
+        print(f"     the canned-reply server at that half rate (no work per request): "
+              f"p50 {r['canned_p50']:5.2f} ms  p99 {r['canned_p99']:5.2f} ms; each run: "
+              + ", ".join(f"{p:.1f} ms ({st:.0%})" for p, st in r["canned_runs"]))
         if "disk_p99" in r:
-            print(f"  the disk alone at that half rate (16 files, write+fsync, no broker): "
+            print(f"     the disk alone at that half rate (one file, appends + back-to-back fsync rounds, no broker): "
                   f"p50 {r['disk_p50']:5.2f} ms  p99 {r['disk_p99']:5.2f} ms")
     base = run_baseline(args)
     print(f"  canned-reply server     {base['rate']:>9,.0f} replies/s   (same client, same run; "

@@ -1,22 +1,27 @@
-"""Coordinator writes made while one read's requests are answered go to the log together.
+"""Coordinator writes made while the server answers one loop turn's reads go to the log together.
 
 Why: clients pipeline, so one read from a socket often holds several
-OffsetCommits of one group (one offsets partition).  Appending each as its
-own batch costs a batch header, a CRC, a write syscall and the log's
-bookkeeping per request: about a quarter of an OffsetCommit's CPU.
+OffsetCommits of one group, and one event-loop iteration often reads several
+connections whose groups share an offsets partition (there is one by
+default).  Appending each request as its own batch costs a batch header, a
+CRC, a write syscall and the log's bookkeeping per request: about a quarter
+of an OffsetCommit's CPU when requests come one per read.
 
-While the server answers the requests of one read, the burst is *open*: a
-shard that would write a batch at once (``log.fsync.mode`` never/interval)
-stages the request's records instead, applies them to its state as usual,
-and answers.  Before the server sends any of those answers, ``flush()``
-appends each shard's staged records, every request's records kept whole
-inside one batch, so a request is still atomic and still on disk (the OS's
-page cache) before its answer leaves.  If that append fails the shard goes
-Failed, as after a failed fsync, and the server closes the connection
-instead of answering: the client never sees a success that was not written.
+While the server answers the reads of one turn, the burst is *open*
+(``KafkaServer.open_turn``): a shard that would write a batch at once
+(``log.fsync.mode`` never/interval) stages the request's records instead,
+applies them to its state as usual, and answers.  Before the server sends
+any of those answers, ``flush()`` appends each shard's staged records, every
+request's records kept whole inside one batch, so a request is still atomic
+and still on disk (the OS's page cache) before its answer leaves.  If that
+append fails the shard goes Failed, as after a failed fsync, and the server
+closes the connections waiting for answers instead of answering: no client
+sees a success that was not written.
 
-Writes made outside a read (timers, the expiry sweep, async handlers) and
-``fsync=always`` writes (already grouped by the fsync round) are not staged.
+Timers that fire while a turn is open stage their writes too; whatever they
+answer is sent from a callback queued behind the turn's end, or flushes
+first (``Connection._drain``).  ``fsync=always`` writes are not staged
+(the fsync round already groups them), nor writes made while no turn is open.
 """
 
 from __future__ import annotations
