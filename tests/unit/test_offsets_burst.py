@@ -1,4 +1,4 @@
-"""Staged coordinator writes (coordinator/burst.py): whole requests per batch, nothing staged outside."""
+"""Staged coordinator writes (coordinator/burst.py): whole requests per batch, in order, nothing staged outside."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import dataclasses
 
 import pytest
 
+from odradek.broker.coordinator import shard as shard_module
 from odradek.protocol.records import iter_batches
+from odradek.storage.config import FsyncMode
 
-from .test_offsets_harness import E, OffsetsEnv
+from .test_offsets_harness import E, OffsetsEnv, wait
 
 
 @pytest.fixture
@@ -58,3 +60,38 @@ async def test_a_request_too_large_alone_is_refused_not_staged(env):
     assert env.commit_now("g", [("t", p, 1, "m" * 100) for p in range(4)]) == [E.INVALID_COMMIT_OFFSET_SIZE] * 4
     burst.end()
     assert log.log_end_offset == 0 and env.committed("g") == {}
+
+
+async def test_a_request_too_large_to_stage_goes_after_the_staged_ones(env, monkeypatch):
+    """Log order must be the order state saw, or a reload would bring back an older offset."""
+    real_bound = shard_module.pairs_batch_size_bound
+    monkeypatch.setattr(shard_module, "pairs_batch_size_bound",  # a bound above the limit, an actual size below
+                        lambda pairs: 1 << 30 if len(pairs) > 1 else real_bound(pairs))
+    burst = env.coordinator.burst
+    burst.begin()
+    assert env.commit_now("g", [("t", 0, 1)]) == [E.NONE]  # staged
+    assert env.commit_now("g", [("t", 0, 2), ("t", 1, 2)]) == [E.NONE, E.NONE]  # straight to the log
+    burst.end()
+    assert batches(env) == [[0], [1, 2]]
+    await env.restart()
+    assert env.committed("g") == {("t", 0): 2, ("t", 1): 2}
+
+
+async def test_fsync_always_requests_share_a_batch_and_wait_for_its_round(tmp_path):
+    env = await OffsetsEnv(tmp_path, fsync=FsyncMode.ALWAYS).start()
+    try:
+        burst = env.coordinator.burst
+        burst.begin()
+        first, second = env.commit("g", [("t", 0, 1)]), env.commit("h", [("t", 0, 2)])
+        assert not first.done and not second.done
+        assert env.shard().log.log_end_offset == 0  # staged
+        error, parts = env.fetch("g", [("t", [0])], require_stable=True)
+        assert parts[0].error is E.UNSTABLE_OFFSET_COMMIT
+        burst.end()
+        assert batches(env) == [[0, 1]]
+        assert not first.done  # appended, not yet fsynced
+        assert await wait(first) == [E.NONE] and await wait(second) == [E.NONE]
+        assert env.shard().log.durability.recovery_point >= 2
+        assert env.committed("g") == {("t", 0): 1} and env.committed("h") == {("t", 0): 2}
+    finally:
+        await env.stop()

@@ -40,6 +40,7 @@ class WriteBurst:
     def __init__(self) -> None:
         self.open = False
         self._staged: dict[Shard, None] = {}
+        self.failed: list[int] = []  # partitions whose staged writes failed before the flush
 
     def begin(self) -> None:
         self.open = True
@@ -49,11 +50,12 @@ class WriteBurst:
 
     def flush(self) -> None:
         """Append everything staged so far; raises StagedWriteFailed if any shard could not."""
-        if not self._staged:
+        if not self._staged and not self.failed:
             return
         shards = list(self._staged)
         self._staged.clear()
-        failed = [shard.partition for shard in shards if not shard.flush_staged()]
+        failed = [shard.partition for shard in shards if not shard.flush_staged()] + self.failed
+        self.failed = []
         if failed:
             raise StagedWriteFailed(f"offsets partitions {failed} could not append their writes")
 

@@ -69,8 +69,9 @@ class ShardStatus(enum.Enum):
 
 @dataclass
 class _Write:
+    """A write waiting for its fsync round (``log.fsync.mode=always``)."""
+
     records: list[Record]
-    last_offset: int
     promise: Promise = field(default_factory=Promise)
 
 
@@ -93,7 +94,8 @@ class Shard:
         self.durable_on_write = durable_on_write
         self._unsynced = 0  # writes appended, not yet fsynced (log.fsync.mode=always)
         self.burst: WriteBurst | None = None  # the server's write burst, when it has one
-        self._staged: list[tuple[list[tuple[bytes | None, bytes | None]], int]] = []
+        # staged requests of the open burst: (encoded records, timestamp, the write waiting for fsync)
+        self._staged: list[tuple[list[tuple[bytes | None, bytes | None]], int, _Write | None]] = []
         self.load_time_ms: float = 0.0
         self.loaded_records = 0
 
@@ -132,30 +134,27 @@ class Shard:
 
         On success the records have been replayed before the promise completes.
         ``now`` is the caller's reading of the clock, if it took one.  While
-        the server's write burst is open, a batch that would be durable at
-        once is staged instead and appended, with the burst's others, before
-        any answer is sent (``burst.py``).
+        the server's write burst is open the request is staged instead and
+        appended, with the burst's others, before any answer is sent
+        (``burst.py``); with ``log.fsync.mode=always`` it then still waits for
+        the fsync round that covers it.
         """
         if self.status is not ShardStatus.ACTIVE:
             return Promise.resolved(ErrorCode.NOT_COORDINATOR)
         if now is None:
             now = self.clock.now_ms()
         pairs = [(encode_key(k), encode_value(v)) for k, v in records]
-        at_once = self.durable_on_write and not self._unsynced
         burst = self.burst
-        if (at_once and burst is not None and burst.open and self.log.writable
-                and pairs_batch_size_bound(pairs) <= self.log.config.max_message_bytes):
-            if not self._staged:
-                burst.stage(self)
-            self._staged.append((pairs, now))
-            self._count_commits(records)
-            for key, value in records:
-                self.replay(key, value)
-            return _WRITTEN
+        if burst is not None and burst.open and self.log.writable:
+            if pairs_batch_size_bound(pairs) <= self.log.config.max_message_bytes:
+                return self._stage(burst, records, pairs, now)
+            if self._staged and not self.flush_staged():  # the log keeps the order state saw
+                burst.failed.append(self.partition)
+                return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
         try:
             # with fsync "always" the fsync round started below is the one for this write
             # (group commit), so the log need not start its own per append
-            _, last = self.log.append_records(pairs, now, schedule=self.durable_on_write)
+            self.log.append_records(pairs, now, schedule=self.durable_on_write)
         except RecordBatchTooLargeError as exc:  # callers map it (OffsetCommit: 28)
             log.warning("coordinator.write_too_large", partition=self.partition, error=str(exc))
             return Promise.resolved(ErrorCode.MESSAGE_TOO_LARGE)
@@ -163,17 +162,35 @@ class Shard:
             log.error("coordinator.write_failed", partition=self.partition, error=str(exc))
             return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
         self._count_commits(records)
-        if at_once:
+        if self.durable_on_write and not self._unsynced:
             for key, value in records:  # durable on return: replay now, never pending
                 self.replay(key, value)
             return _WRITTEN
-        w = _Write(records, last)
-        self._track_pending(records, +1)
-        self._unsynced += 1
+        w = self._waiting(records)
         # group commit: one fsync round covers every write made before it started, and
         # the log calls back in write order, straight from the round's completion
         self.log.when_durable(partial(self._durable, w))
         return w.promise
+
+    def _stage(self, burst: WriteBurst, records: list[Record], pairs: list, now: int) -> Promise:
+        """Keep the request for the burst's append; applied now unless it must wait for fsync."""
+        if not self._staged:
+            burst.stage(self)
+        self._count_commits(records)
+        if self.durable_on_write and not self._unsynced:
+            self._staged.append((pairs, now, None))
+            for key, value in records:  # in the page cache before any answer: as good as written
+                self.replay(key, value)
+            return _WRITTEN
+        w = self._waiting(records)
+        self._staged.append((pairs, now, w))
+        return w.promise
+
+    def _waiting(self, records: list[Record]) -> _Write:
+        """A write that completes when an fsync round covers it (``_durable``)."""
+        self._track_pending(records, +1)
+        self._unsynced += 1
+        return _Write(records)
 
     def _count_commits(self, records: list[Record]) -> None:
         commits = 0
@@ -187,19 +204,21 @@ class Shard:
 
         A failure fails the shard (as a failed fsync does): its state already
         holds the staged records, which the log does not, so it must stop
-        answering until it is reloaded from the log.
+        answering until it is reloaded from the log.  Staged writes waiting
+        for fsync then wait for the round that covers this append.
         """
         staged, self._staged = self._staged, []
         limit = self.log.config.max_message_bytes
         pairs: list[tuple[bytes | None, bytes | None]] = []
         stamps: list[int] = []
+        waiting = [w for _pairs, _now, w in staged if w is not None]
         size = 0
         try:
-            for request_pairs, now in staged:
+            for request_pairs, now, _w in staged:
                 # each request's bound fits (checked when staged); the header is counted once
                 more = pairs_batch_size_bound(request_pairs) - HEADER_SIZE
                 if pairs and size + more > limit:
-                    self.log.append_records(pairs, stamps[0], timestamps=stamps)
+                    self._append_staged(pairs, stamps)
                     pairs, stamps = [], []
                 if not pairs:
                     size = HEADER_SIZE
@@ -207,13 +226,24 @@ class Shard:
                 pairs.extend(request_pairs)
                 stamps.extend([now] * len(request_pairs))
             if pairs:
-                self.log.append_records(pairs, stamps[0], timestamps=stamps)
+                self._append_staged(pairs, stamps)
         except (OSError, StorageError) as exc:
             log.error("coordinator.write_failed", partition=self.partition, error=str(exc),
                       staged_requests=len(staged))
             self.status = ShardStatus.FAILED
+            for w in waiting:
+                self._durable(w, exc)
             return False
+        if waiting:
+            self.log.when_durable(partial(self._all_durable, waiting))
         return True
+
+    def _append_staged(self, pairs: list, stamps: list[int]) -> None:
+        self.log.append_records(pairs, stamps[0], timestamps=stamps, schedule=self.durable_on_write)
+
+    def _all_durable(self, writes: list[_Write], error: BaseException | None) -> None:
+        for w in writes:
+            self._durable(w, error)
 
     def _track_pending(self, records: list[Record], delta: int) -> None:
         for key, _ in records:
