@@ -13,7 +13,8 @@ around it, because that is where interoperability breaks:
   repaired before decoding.
 - raw snappy announces its output size up front and cramjam allocates it
   blindly (an unsatisfiable size aborts the process), so the claim is
-  checked against snappy's maximum expansion first.
+  checked against snappy's maximum expansion first; gzip, lz4 and zstd
+  output is capped (``MAX_DECOMPRESSED_BYTES``: decompression bombs).
 
 Errors are raised as :class:`CompressionError` (a ``ValueError``); the record
 codec turns them into ``CorruptRecordError``.
@@ -52,6 +53,15 @@ _LZ4_UNCOMPRESSED_BLOCK = 0x80000000
 # Longest output a raw snappy stream can produce per input byte: a 3-byte
 # copy emits at most 64 bytes.
 _SNAPPY_MAX_RATIO = 22
+
+# Most a compressed records area (or legacy wrapper) may decompress to.  Areas
+# are decompressed whole, and a few KiB of zstd or gzip can claim gigabytes
+# (200 MiB of zeros is a 6 KiB zstd frame): without a cap one hostile Produce
+# to a compacted topic would take the broker's memory.  Kafka has no such
+# limit because it streams records; real batches are at most
+# ``max.message.bytes`` compressed and rarely 10x that uncompressed.
+MAX_DECOMPRESSED_BYTES = 256 << 20
+_FIRST_GUESS_RATIO = 8  # the first output buffer, times the compressed size (at least 64 KiB)
 
 
 class CompressionError(ValueError):
@@ -151,10 +161,29 @@ def lz4_decompress(data: bytes | memoryview, *, broken_checksum: bool = False) -
     """LZ4 frame; ``broken_checksum`` accepts magic-0's miscomputed descriptor checksum."""
     if broken_checksum:
         data = _lz4_fix_descriptor_checksum(data)
-    try:
-        return bytes(cramjam.lz4.decompress(data))
-    except Exception as exc:
-        raise CompressionError(f"lz4: {exc}") from None
+    return _bounded(cramjam.lz4, "lz4", data)
+
+
+def _bounded(codec, name: str, data: bytes | memoryview) -> bytes:
+    """``codec.decompress(data)`` into at most ``MAX_DECOMPRESSED_BYTES``.
+
+    Into a buffer that grows fourfold while the output does not fit, so a
+    normal batch costs one pass and a bomb stops at the cap.
+    """
+    limit = MAX_DECOMPRESSED_BYTES
+    size = min(limit, max(1 << 16, _FIRST_GUESS_RATIO * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            n = codec.decompress_into(data, out)
+        except Exception as exc:  # cramjam raises its own, undocumented types
+            if "whole buffer" not in str(exc):  # corrupt, not merely longer than the buffer
+                raise CompressionError(f"{name}: {exc}") from None
+            if size >= limit:
+                raise CompressionError(f"{name}: decompresses to more than {limit} bytes") from None
+            size = min(limit, 4 * size)
+            continue
+        return bytes(memoryview(out)[:n])
 
 
 def lz4_compress(data: bytes) -> bytes:
@@ -193,13 +222,10 @@ def compress(codec: int, data: bytes) -> bytes:
 
 def decompress(codec: int, data: bytes | memoryview, *, magic: int = 2) -> bytes:
     """Inverse of :func:`compress`; ``magic`` selects legacy quirks (lz4 on magic 0, no zstd before 2)."""
-    try:
-        if codec == GZIP:
-            return bytes(cramjam.gzip.decompress(data))
-        if codec == ZSTD and magic >= 2:
-            return bytes(cramjam.zstd.decompress(data))
-    except Exception as exc:
-        raise CompressionError(f"{CODEC_NAMES[codec]}: {exc}") from None
+    if codec == GZIP:
+        return _bounded(cramjam.gzip, "gzip", data)
+    if codec == ZSTD and magic >= 2:
+        return _bounded(cramjam.zstd, "zstd", data)
     if codec == SNAPPY:
         return snappy_decompress(data)
     if codec == LZ4:

@@ -15,6 +15,7 @@ import pytest
 
 from odradek.broker.dataplane.topics import PARTITION_METADATA, REGISTRY_FILE, kafka_uuid
 from odradek.broker.wire_client import AsyncClient, SyncClient, encode
+from odradek.protocol import compression
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.records import Record, encode_batch, iter_batch_headers, iter_records
 from odradek.testing import ThreadedBroker
@@ -325,6 +326,18 @@ def test_produce_zstd_from_v7_and_keyed_records_on_compacted(broker):
         assert produce(c, "z", batch(3, compression=4), version=7).error_code == E.NONE
         assert values(fetch_one(c, "z", 0).records) == [b"v0", b"v1", b"v2"]
         assert produce(c, "kc", batch(2, compression=1)).error_code == E.NONE
+
+
+def test_a_decompression_bomb_is_refused_and_the_broker_keeps_serving(broker, monkeypatch):
+    """Compacted topics decompress batches to check keys: a few bytes must not claim the memory."""
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BYTES", 1 << 20)  # the broker runs in this process
+    bomb = encode_batch([(b"k", bytes(2 << 20))], compression=4)  # 2 MiB of zeros in a few hundred bytes
+    assert len(bomb) < 1000
+    with client(broker) as c:
+        create(c, "bombed", configs={"cleanup.policy": "compact"})
+        r = produce(c, "bombed", bomb)
+        assert r.error_code == E.CORRUPT_MESSAGE and "more than 1048576 bytes" in r.error_message
+        assert produce(c, "bombed", batch(1)).base_offset == 0
 
 
 def test_produce_request_wide_refusals(broker):

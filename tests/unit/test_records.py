@@ -375,6 +375,20 @@ def test_snappy_accepts_bare_raw_blocks_and_rejects_absurd_sizes():
         decode_batch(raw_batch(b"\xff\xff\xff\xff\x0f\x00abc", 1, attributes=2))
 
 
+@pytest.mark.parametrize("codec", [compression.GZIP, compression.LZ4, compression.ZSTD])
+def test_decompression_is_capped_and_grows_past_its_first_guess(codec, monkeypatch):
+    """A bomb stops at the cap; a batch far more compressible than the first buffer still decodes."""
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BYTES", 4 << 20)
+    roomy = encode_batch([(b"k", bytes(1 << 20)), (b"k", bytes(1 << 20))], compression=codec)
+    assert [len(r.value) for r in decode_batch(roomy)[1]] == [1 << 20, 1 << 20]  # >> 8x compressed, < cap
+    bomb = raw_batch(compression.compress(codec, bytes(5 << 20)), 1, attributes=codec)
+    with pytest.raises(CorruptRecordError, match="more than 4194304 bytes"):
+        decode_batch(bomb)
+    with pytest.raises(CorruptRecordError, match="^(gzip|lz4|zstd): (?!decompresses)"):  # corrupt, not long
+        decode_batch(raw_batch(compression.compress(codec, b"abc" * 100)[:-9] + b"\x01" * 9, 1,
+                               attributes=codec))
+
+
 def test_kafka_python_reads_what_we_write_and_we_read_what_it_writes():
     from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
