@@ -36,7 +36,8 @@ from ..protocol.records import CorruptRecordError, batch_size_at, decode_batch
 from ..storage.checkpoint import CLEANER_FILE, read_checkpoint
 from ..storage.files import parse_base_offset, parse_partition_dir
 from ..storage.log_manager import OFFSETS_TOPIC
-from ..storage.offsets_records import RecordDecodeError, decode_key, decode_value
+from ..storage.offsets_records import RecordDecodeError
+from ..storage.offsets_replay import OffsetsReplay
 from .clock import ManualClock
 from .coordinator.expiry import expires_at, group_rule
 from .coordinator.group import ClassicGroup
@@ -136,19 +137,21 @@ def _replay_once(partition: int, directory: Path, now_ms: int, until_ms: int | N
     pv = PartitionView(partition, directory, shard)
     checkpoint = read_checkpoint(directory.parent / CLEANER_FILE)
     pv.cleaned_up_to = checkpoint.get((OFFSETS_TOPIC, partition), 0)
+    replay = OffsetsReplay(shard.replay)
     for header, records, problem in iter_batches(directory):
         if problem is not None:
             pv.problem = problem
             break
         if header.last_offset < pv.next_offset:
             continue  # overlap left by a concurrent segment swap
-        if not _apply(pv, header, records, until_ms, until_offset):
+        if not _apply(pv, replay, header, records, until_ms, until_offset):
             break
+    replay.finish()  # transactions still open at that point had committed nothing
     shard.materialize()
     return pv
 
 
-def _apply(pv: PartitionView, header, records: list, until_ms: int | None,
+def _apply(pv: PartitionView, replay: OffsetsReplay, header, records: list, until_ms: int | None,
            until_offset: int | None) -> bool:
     """Apply one batch's records; False once the requested point is passed."""
     for record in records:
@@ -158,14 +161,10 @@ def _apply(pv: PartitionView, header, records: list, until_ms: int | None,
                 (until_ms is not None and record.timestamp > until_ms):
             return False
         pv.next_offset = record.offset + 1
-        if header.is_control:
-            continue
         try:
-            key = decode_key(record.key)
-            if key is not None:
-                pv.shard.replay(key, decode_value(key, record.value))
+            if replay.feed(header, record):
                 pv.records += 1
-        except RecordDecodeError as exc:
+        except (RecordDecodeError, CorruptRecordError) as exc:
             raise ViewError(f"{pv.directory.name} offset {record.offset}: {exc}") from None
     return True
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ...protocol.errors import ErrorCode
-from ...protocol.records import HEADER_SIZE, decode_batch, pairs_batch_size_bound
+from ...protocol.records import HEADER_SIZE, CorruptRecordError, decode_batch, pairs_batch_size_bound
 from ...storage.errors import RecordBatchTooLargeError, StorageError
 from ...storage.offsets_records import (
     GroupKey,
@@ -33,11 +33,10 @@ from ...storage.offsets_records import (
     OffsetKey,
     OffsetValue,
     RecordDecodeError,
-    decode_key,
-    decode_value,
     encode_key,
     encode_value,
 )
+from ...storage.offsets_replay import OffsetsReplay
 from ..clock import Clock
 from .group import ClassicGroup, Promise
 from .state import GroupState
@@ -283,24 +282,24 @@ class Shard:
         started = time.perf_counter()
         count = 0
         batches = 0
+        replay = OffsetsReplay(self.replay)  # transactional commits (imported logs): §16.3
         for header, records in self._iter_log():
-            if header.is_control:
-                continue  # transaction markers: no transactional offsets are ever written here
             for record in records:
                 try:
-                    key = decode_key(record.key)
-                    if key is None:
-                        continue  # KIP-848/share-group key types: not ours
-                    self.replay(key, decode_value(key, record.value))
-                except RecordDecodeError as exc:
+                    if replay.feed(header, record):
+                        count += 1
+                except (RecordDecodeError, CorruptRecordError) as exc:
                     log.error("coordinator.load_failed", partition=self.partition,
                               offset=record.offset, error=str(exc))
                     self.status = ShardStatus.FAILED
                     raise
-                count += 1
             batches += 1
             if batches % yield_every == 0:
                 await asyncio.sleep(0)
+        replay.finish()
+        if replay.dropped:
+            log.info("coordinator.transactional_offsets_dropped", partition=self.partition,
+                     offsets=replay.dropped)
         self.materialize()
         self.loaded_records = count
         self.load_time_ms = (time.perf_counter() - started) * 1000
