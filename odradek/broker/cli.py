@@ -128,7 +128,7 @@ def cmd_import(args) -> int:
     print(f"imported {stats.records} records of {len(stats.groups)} groups from "
           f"{stats.source_partitions} into {stats.target_partitions} partitions of {data_dir} "
           f"(skipped {stats.skipped_unknown} records of other key types, "
-          f"{stats.aborted_txn_records} of aborted transactions)")
+          f"{stats.aborted_txn_records} of aborted or unfinished transactions)")
     return 0
 
 

@@ -5,24 +5,24 @@ count, so a Kafka cluster with 50 offsets partitions imports into a dev
 broker with 1 (or any n).  Records of one group all live in one source
 partition, so per-group order -- all that replay needs -- is preserved.
 Transactional offset commits are imported only if their transaction
-committed (as Kafka's loader does); records of unknown key types (KIP-848,
-share groups) are skipped.
+committed, where its marker stands and only over older values (as Kafka's
+loader applies them, ``storage/offsets_replay.py``); records of unknown key
+types (KIP-848, share groups) are skipped.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..protocol.records import Record, decode_batch, encode_batch, parse_control_key
+from ..protocol.records import CorruptRecordError, Record, decode_batch, encode_batch
 from ..storage.config import LogConfig
 from ..storage.files import LOG_SUFFIX, parse_partition_dir, partition_dir_name
 from ..storage.log import Log
 from ..storage.log_manager import OFFSETS_TOPIC, offsets_topic_config
-from ..storage.offsets_records import GroupKey, OffsetKey, decode_key, partition_for
+from ..storage.offsets_records import RecordDecodeError, decode_key, partition_for
+from ..storage.offsets_replay import OffsetsReplay
 
-COMMIT = 1
 BATCH_RECORDS = 500
 
 
@@ -50,25 +50,30 @@ def source_partitions(kafka_dir: Path) -> list[Path]:
 
 
 def _records_in_order(partition_dir: Path, stats: ImportStats):
-    """Yield (record) in log order, resolving transactional commits by their markers."""
-    pending: dict[int, list[Record]] = defaultdict(list)
+    """Yield, in log order, the records that take effect (§16.3, ``OffsetsReplay``).
+
+    A transactional commit is yielded where its COMMIT marker stands, and
+    only if nothing later replaced it first; aborted ones, and those of
+    transactions still open at the end, are counted and left out.
+    """
+    applied: list[Record] = []
+    replay = OffsetsReplay(lambda _key, _value, record: applied.append(record))
     for segment in sorted(partition_dir.glob(f"*{LOG_SUFFIX}")):
         data = segment.read_bytes()
         pos = 0
         while pos < len(data):
             header, records = decode_batch(data, pos)
             pos += header.size
-            if header.is_control:
-                control = parse_control_key(records[0].key) if records else None
-                done = pending.pop(header.producer_id, [])
-                if control is not None and control.type == COMMIT:
-                    yield from done
-                else:
-                    stats.aborted_txn_records += len(done)
-            elif header.is_transactional:
-                pending[header.producer_id].extend(records)
-            else:
-                yield from records
+            for record in records:
+                try:
+                    if not replay.feed(header, record) and not header.is_control:
+                        stats.skipped_unknown += 1
+                except (RecordDecodeError, CorruptRecordError) as exc:
+                    raise ImportError_(f"{segment} offset {record.offset}: {exc}") from None
+            yield from applied
+            applied.clear()
+    replay.finish()
+    stats.aborted_txn_records += replay.dropped
 
 
 def import_offsets(kafka_dir: str | Path, data_dir: str | Path, num_partitions: int) -> ImportStats:
@@ -88,9 +93,6 @@ def import_offsets(kafka_dir: str | Path, data_dir: str | Path, num_partitions: 
         for source in sources:
             for record in _records_in_order(source, stats):
                 key = decode_key(record.key)
-                if not isinstance(key, OffsetKey | GroupKey):
-                    stats.skipped_unknown += 1
-                    continue
                 target = partition_for(key.group, num_partitions)
                 buffers[target].append(record)
                 stats.records += 1

@@ -137,7 +137,7 @@ def _replay_once(partition: int, directory: Path, now_ms: int, until_ms: int | N
     pv = PartitionView(partition, directory, shard)
     checkpoint = read_checkpoint(directory.parent / CLEANER_FILE)
     pv.cleaned_up_to = checkpoint.get((OFFSETS_TOPIC, partition), 0)
-    replay = OffsetsReplay(shard.replay)
+    replay = OffsetsReplay(shard.replay_record)
     for header, records, problem in iter_batches(directory):
         if problem is not None:
             pv.problem = problem

@@ -27,16 +27,20 @@ from typing import Any
 from ..protocol.records import ControlRecordType, Record, parse_control_key
 from .offsets_records import GroupKey, OffsetKey, decode_key, decode_value
 
-Apply = Callable[[OffsetKey | GroupKey, Any], None]
+Apply = Callable[[OffsetKey | GroupKey, Any, Record], None]  # key, decoded value, the record
 
 
 class OffsetsReplay:
-    """Feeds records, in log order, to ``apply(key, value)`` as §16.3 says they take effect."""
+    """Feeds records, in log order, to ``apply(key, value, record)`` as §16.3 says they take effect.
+
+    Applied in that order, the records rebuild the same state: ``odradek
+    import`` writes exactly them, as plain records, in that order.
+    """
 
     def __init__(self, apply: Apply):
         self._apply = apply
-        # producer id -> key -> (value, batch offset): transactional commits awaiting a marker
-        self._parked: dict[int, dict[OffsetKey, tuple[Any, int]]] = {}
+        # producer id -> key -> (value, batch offset, record): transactional commits awaiting a marker
+        self._parked: dict[int, dict[OffsetKey, tuple[Any, int, Record]]] = {}
         # batch offset of the value applied to a parked key after it was parked (None: none since,
         # or a tombstone removed it); only kept while something is parked
         self._applied_at: dict[OffsetKey, int] = {}
@@ -61,11 +65,11 @@ class OffsetsReplay:
             if value is None:
                 parked.pop(key, None)
             else:
-                parked[key] = (value, header.base_offset)
+                parked[key] = (value, header.base_offset, record)
             return True
         if self._parked and type(key) is OffsetKey:
             self._note(key, value, header.base_offset)
-        self._apply(key, value)
+        self._apply(key, value, record)
         return True
 
     def finish(self) -> None:
@@ -81,12 +85,12 @@ class OffsetsReplay:
         if parse_control_key(record.key).type != ControlRecordType.COMMIT:
             self.dropped += len(parked)
         else:
-            for key, (value, offset) in parked.items():
+            for key, (value, offset, parked_record) in parked.items():
                 later = self._applied_at.get(key)
                 if later is None or later < offset:
                     if self._parked:
                         self._note(key, value, offset)
-                    self._apply(key, value)
+                    self._apply(key, value, parked_record)
         if not self._parked:
             self._applied_at.clear()
 

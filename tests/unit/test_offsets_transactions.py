@@ -8,6 +8,7 @@ producer's COMMIT marker follows, and must agree with each other.
 
 from __future__ import annotations
 
+from odradek.broker.import_kafka import import_offsets
 from odradek.broker.offsets_view import build_view
 from odradek.protocol.records import encode_batch, encode_end_txn_batch
 from odradek.storage.offsets_records import OffsetKey, OffsetValue, encode_key, encode_value
@@ -33,19 +34,30 @@ def marker(producer: int, *, commit: bool) -> bytes:
 
 
 async def loaded(tmp_path, *batches: bytes) -> dict[tuple[str, int], int]:
-    """Committed offsets of group g after appending ``batches`` and loading the log, and as the view sees them."""
-    env = await OffsetsEnv(tmp_path).start()
+    """Group g's committed offsets once a log of ``batches`` is loaded.
+
+    Three readers must agree: the broker's load, ``odradek offsets``, and the
+    broker's load of what ``odradek import`` made of the same log.
+    """
+    env = await OffsetsEnv(tmp_path / "broker").start()
     for data in batches:
         env.shard().log.append(data)
     await env.restart()
-    try:
-        committed = env.committed("g") if env.shard().offsets.get("g") else {}
-    finally:
-        await env.stop()
-    view = build_view([tmp_path])
+    committed = await committed_g(env)
+    view = build_view([tmp_path / "broker"])
     seen = {tp: v.offset for pv in view.partitions for tp, v in pv.shard.offsets.get("g", {}).items()}
     assert seen == committed, "odradek offsets and the broker's load disagree"
+    import_offsets(tmp_path / "broker", tmp_path / "imported", 1)
+    imported = await OffsetsEnv(tmp_path / "imported").start()
+    assert await committed_g(imported) == committed, "the import changed what is committed"
     return committed
+
+
+async def committed_g(env: OffsetsEnv) -> dict[tuple[str, int], int]:
+    try:
+        return env.committed("g") if env.shard().offsets.get("g") else {}
+    finally:
+        await env.stop()
 
 
 async def test_a_committed_transaction_counts_an_aborted_one_does_not(tmp_path):

@@ -116,6 +116,10 @@ class Shard:
             else:
                 self.group_records[key.group] = value
 
+    def replay_record(self, key: OffsetKey | GroupKey, value: Any, _record: Any) -> None:
+        """``replay`` as an ``OffsetsReplay`` callback (it passes the record along too)."""
+        self.replay(key, value)
+
     def adopt(self, group: ClassicGroup) -> ClassicGroup:
         """Every live group of this shard reports its events into the shard's counters."""
         group.stats = self.stats
@@ -282,7 +286,7 @@ class Shard:
         started = time.perf_counter()
         count = 0
         batches = 0
-        replay = OffsetsReplay(self.replay)  # transactional commits (imported logs): §16.3
+        replay = OffsetsReplay(self.replay_record)  # transactional commits (imported logs): §16.3
         for header, records in self._iter_log():
             for record in records:
                 try:
