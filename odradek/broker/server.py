@@ -249,8 +249,15 @@ class Connection(asyncio.Protocol):
             self._update_reading()
 
     def eof_received(self) -> bool:
+        """The client half-closed: answer what it sent in this turn, then close our side too.
+
+        The event loop can deliver the last read and the FIN in one callback,
+        before the turn ends; a closing transport takes no held answers later.
+        """
         self.close_reason = self.close_reason or "client closed"
-        return False  # close our side too
+        if self.held:
+            self._send_now([])  # the turn's writes reach the log first
+        return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.held.clear()

@@ -7,6 +7,8 @@ import dataclasses
 import pytest
 
 from odradek.broker.coordinator import shard as shard_module
+from odradek.broker.coordinator.burst import StagedWriteFailed
+from odradek.broker.coordinator.shard import ShardStatus
 from odradek.protocol.records import iter_batches
 from odradek.storage.config import FsyncMode
 
@@ -93,5 +95,35 @@ async def test_fsync_always_requests_share_a_batch_and_wait_for_its_round(tmp_pa
         assert await wait(first) == [E.NONE] and await wait(second) == [E.NONE]
         assert env.shard().log.durability.recovery_point >= 2
         assert env.committed("g") == {("t", 0): 1} and env.committed("h") == {("t", 0): 2}
+    finally:
+        await env.stop()
+
+
+async def test_an_unexpected_error_in_one_shard_fails_it_and_still_flushes_the_others(tmp_path, monkeypatch):
+    env = await OffsetsEnv(tmp_path, partitions=2).start()
+    try:
+        groups: dict[int, str] = {}
+        i = 0
+        while len(groups) < 2:  # one group per shard
+            groups.setdefault(env.coordinator.partition_for(f"g{i}"), f"g{i}")
+            i += 1
+        first, second = env.coordinator.shards
+
+        def broken(*args, **kwargs):
+            raise ValueError("not an I/O error")
+
+        monkeypatch.setattr(first.log, "append_records", broken)
+        burst = env.coordinator.burst
+        burst.begin()
+        assert env.commit_now(groups[first.partition], [("t", 0, 1)]) == [E.NONE]
+        assert env.commit_now(groups[second.partition], [("t", 0, 1)]) == [E.NONE]
+        with pytest.raises(StagedWriteFailed):  # the server closes the waiting connections unanswered
+            burst.end()
+        assert first.status is ShardStatus.FAILED  # its state holds a record the log lacks
+        for offset in (2, 3):  # the other shard's later commits still reach its log
+            burst.begin()
+            assert env.commit_now(groups[second.partition], [("t", 0, offset)]) == [E.NONE]
+            burst.end()
+        assert second.log.log_end_offset == 3
     finally:
         await env.stop()

@@ -123,3 +123,15 @@ async def test_answers_before_a_bad_frame_go_out_before_the_close(broker):
     assert batches(log, start) == [[start]]  # appended before that answer was written
     await asyncio.sleep(0)
     assert answers(ta) == [0]
+
+
+async def test_a_read_and_the_clients_half_close_in_one_callback_still_get_answers(broker):
+    log = broker.app.coordinator.shard_for("a").log
+    start = log.log_end_offset
+    a, ta = connect(broker)
+    a.data_received(commit(1, "a", 10) + commit(2, "a", 11))  # the last read, then the FIN, before the turn ends
+    if not a.eof_received():  # what the event loop does with False: close our side
+        ta.close()
+    await asyncio.sleep(0)
+    assert answers(ta) == [0, 0]
+    assert batches(log, start) == [[start, start + 1]]  # written before they were answered

@@ -8,20 +8,21 @@ CRC, a write syscall and the log's bookkeeping per request: about a quarter
 of an OffsetCommit's CPU when requests come one per read.
 
 While the server answers the reads of one turn, the burst is *open*
-(``KafkaServer.open_turn``): a shard that would write a batch at once
-(``log.fsync.mode`` never/interval) stages the request's records instead,
-applies them to its state as usual, and answers.  Before the server sends
-any of those answers, ``flush()`` appends each shard's staged records, every
-request's records kept whole inside one batch, so a request is still atomic
-and still on disk (the OS's page cache) before its answer leaves.  If that
-append fails the shard goes Failed, as after a failed fsync, and the server
-closes the connections waiting for answers instead of answering: no client
-sees a success that was not written.
+(``KafkaServer.open_turn``): a shard stages each request's records instead
+of appending them.  With ``log.fsync.mode`` never/interval it applies them
+to its state as usual and answers; with ``always`` the answer and the state
+change wait for the fsync round that covers the append (``Shard._waiting``).
+Before the server sends any answer, ``flush()`` appends each shard's staged
+records, every request's records kept whole inside one batch, so a request
+is still atomic and still on disk (the OS's page cache) before its answer
+leaves.  If that append fails the shard goes Failed, as after a failed
+fsync, and the server closes the connections waiting for answers instead of
+answering: no client sees a success that was not written.
 
 Timers that fire while a turn is open stage their writes too; whatever they
 answer is sent from a callback queued behind the turn's end, or flushes
-first (``Connection._drain``).  ``fsync=always`` writes are not staged
-(the fsync round already groups them), nor writes made while no turn is open.
+first (``Connection._drain``).  Writes made while no turn is open go to the
+log at once.
 """
 
 from __future__ import annotations

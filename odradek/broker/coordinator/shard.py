@@ -205,9 +205,10 @@ class Shard:
     def flush_staged(self) -> bool:
         """Append the burst's staged writes, each kept whole in one batch; False if that failed.
 
-        A failure fails the shard (as a failed fsync does): its state already
-        holds the staged records, which the log does not, so it must stop
-        answering until it is reloaded from the log.  Staged writes waiting
+        A failure -- any exception, so that no other shard of the burst is
+        left unflushed -- fails the shard (as a failed fsync does): its state
+        already holds the staged records, which the log does not, so it must
+        stop answering until it is reloaded from the log.  Staged writes waiting
         for fsync then wait for the round that covers this append.
         """
         staged, self._staged = self._staged, []
@@ -230,9 +231,9 @@ class Shard:
                 stamps.extend([now] * len(request_pairs))
             if pairs:
                 self._append_staged(pairs, stamps)
-        except (OSError, StorageError) as exc:
+        except Exception as exc:  # whatever it was, the state now holds records the log may not
             log.error("coordinator.write_failed", partition=self.partition, error=str(exc),
-                      staged_requests=len(staged))
+                      staged_requests=len(staged), exc_info=not isinstance(exc, (OSError, StorageError)))
             self.status = ShardStatus.FAILED
             for w in waiting:
                 self._durable(w, exc)
