@@ -100,8 +100,12 @@ class OffsetIndex:
         rel = offset - self.base_offset
         if self._rel and (rel <= self._rel[-1] or position <= self._pos[-1]):
             return  # never break ordering; a missing entry only costs a longer scan
-        write_all(self._fd, ENTRY.pack(rel, position))
         self._dirty = True
+        try:
+            write_all(self._fd, ENTRY.pack(rel, position))
+        except BaseException:
+            os.ftruncate(self._fd, len(self._rel) * ENTRY_SIZE)  # no partial entry left behind
+            raise
         self._rel.append(rel)
         self._pos.append(position)
 

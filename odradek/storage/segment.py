@@ -160,18 +160,27 @@ class Segment:
 
     def append(self, data: bytes | bytearray, batches: list[tuple[int, int, int, int]],
                index_interval: int) -> None:
-        """Write a patched record set; ``batches`` = (position in data, size, last offset, max ts)."""
+        """Write a patched record set; ``batches`` = (position in data, size, last offset, max ts).
+
+        All or nothing: if the log or the index write fails (a full disk),
+        both files are cut back to where they were, so the next append's
+        positions are still the file's.
+        """
         start = self.size
+        since_index = self.bytes_since_index
         try:
             write_all(self.fd, data)
+            for rel_pos, size, last_offset, _ts in batches:
+                if since_index > index_interval:
+                    self.index.append(last_offset, start + rel_pos)
+                    since_index = 0
+                since_index += size
         except BaseException:
+            self.index.truncate_to_position(start)
             os.ftruncate(self.fd, start)  # never leave a partial batch behind a live log
             raise
-        for rel_pos, size, last_offset, max_ts in batches:
-            if self.bytes_since_index > index_interval:
-                self.index.append(last_offset, start + rel_pos)
-                self.bytes_since_index = 0
-            self.bytes_since_index += size
+        self.bytes_since_index = since_index
+        for _pos, _size, _last, max_ts in batches:
             if self.first_timestamp is None and max_ts >= 0:
                 self.first_timestamp = max_ts
             if self.max_timestamp is not None and max_ts > self.max_timestamp:

@@ -214,6 +214,39 @@ def test_reopen_keeps_everything(tmp_path: Path) -> None:
     assert log.append(batch(1)) == (end, end)
 
 
+@pytest.mark.parametrize("fail_in", ["log", "index"])
+def test_a_failed_write_leaves_both_files_as_they_were(tmp_path: Path, monkeypatch, fail_in: str) -> None:
+    import odradek.storage.index as index_mod
+
+    cfg = LogConfig(index_interval_bytes=1)  # an index entry for every batch
+    log = Log.open(tmp_path / "t-0", cfg)
+    log.append(batch(2))
+    log.append(batch(1))
+    before = log.read(0, 1 << 20)
+    real = segment_mod.write_all if fail_in == "log" else index_mod.write_all
+
+    def disk_full(fd: int, data) -> None:
+        os.write(fd, bytes(data[:3]))  # part of it got out
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(segment_mod if fail_in == "log" else index_mod, "write_all", disk_full)
+    with pytest.raises(OSError):
+        log.append(batch(3) + batch(1))
+    monkeypatch.setattr(segment_mod if fail_in == "log" else index_mod, "write_all", real)
+    assert log.log_end_offset == 3 and log.read(0, 1 << 20) == before
+    assert log.append(batch(2)) == (3, 4)  # the next append lands where the file ends
+    after = log.read(0, 1 << 20)
+    log.close()
+    log = Log.open(tmp_path / "t-0", cfg, recovery_point=0)  # recovery re-reads both files
+    assert log.read(0, 1 << 20) == after
+    segment = log.active_segment
+    for offset in range(5):  # every index entry still names the batch at its position
+        entry, position = segment.index.lookup(offset)
+        if position:
+            assert read_batch_header(segment.read(position, 100)).last_offset == entry
+    log.close()
+
+
 def test_config_names() -> None:
     cfg = LogConfig.from_topic_config({"cleanup.policy": "compact,delete", "segment.bytes": "1024",
                                        "min.cleanable.dirty.ratio": "0.25", "fsync.mode": "always",
