@@ -24,6 +24,8 @@ from odradek.protocol.records import iter_batches
 from odradek.storage.offsets_records import OffsetKey, decode_key, decode_value
 from odradek.testing import Broker
 
+from .test_server_turn import RecordingTransport
+
 
 def commit(cid: int, group: str, partition: int, offset: int) -> bytes:
     return encode(8, 8, cid, {
@@ -38,34 +40,17 @@ def fetch(cid: int, group: str) -> bytes:
                                           "topics": None}], "require_stable": True})
 
 
-class CheckingTransport:
-    def __init__(self, check) -> None:
+class CheckingTransport(RecordingTransport):
+    """Runs ``check(transport, data)`` on every write, before recording it."""
+
+    def __init__(self, check, conn_id: int) -> None:
+        super().__init__()
         self.check = check
-        self.closed = False
-        self.written: list[bytes] = []
+        self.conn_id = conn_id
 
     def writelines(self, chunks) -> None:
-        data = b"".join(chunks)
-        self.check(self, data)
-        self.written.append(data)
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def set_write_buffer_limits(self, high: int) -> None:
-        pass
-
-    def get_extra_info(self, name: str):
-        return ("127.0.0.1", 1) if name == "peername" else None
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
+        self.check(self, b"".join(chunks))
+        super().writelines(chunks)
 
 
 def log_records(log) -> dict[int, tuple]:
@@ -117,9 +102,7 @@ async def test_random_reads_and_turns_keep_order_and_log_first(tmp_path, mode, s
         conns = []
         for i in range(4):
             conn = Connection(b.app.server)
-            t = CheckingTransport(check)
-            t.conn_id = i
-            conn.connection_made(t)
+            conn.connection_made(CheckingTransport(check, i))
             conns.append(conn)
             sent[i] = {}
         next_offset = 0
