@@ -15,7 +15,7 @@ groups left Empty with no offsets into Dead ones.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 import structlog
@@ -45,7 +45,7 @@ def group_rule(group: ClassicGroup) -> Rule | None:
 
 
 def expired_offsets(group: ClassicGroup, offsets: Mapping[TopicPartition, OffsetValue],
-                    pending: Mapping[TopicPartition, int] | None, now_ms: int,
+                    pending: Collection[TopicPartition] | None, now_ms: int,
                     retention_ms: int) -> list[TopicPartition]:
     """The offsets of ``group`` that have expired at ``now_ms``."""
     rule = group_rule(group)
@@ -77,7 +77,7 @@ def sweep_shard(shard: Shard, now_ms: int, retention_ms: int) -> tuple[int, int,
     selection = {}
     for group_id, group in list(shard.groups.items()):
         offsets = shard.offsets.get(group_id) or {}
-        selection[group_id] = expired_offsets(group, offsets, shard.pending_offsets.get(group_id),
+        selection[group_id] = expired_offsets(group, offsets, shard.pending_offsets(group_id),
                                               now_ms, retention_ms)
     removed = remove_offsets(shard, selection, reason="expired")
     return len(selection), removed.offsets, len(removed.groups)

@@ -262,7 +262,7 @@ def fetch_offsets(coordinator: Coordinator, group_id: str | None, topics: list[t
     if error is not ErrorCode.NONE:
         return error, []
     committed = shard.offsets.get(group_id) or {}
-    pending = shard.pending_offsets.get(group_id) if require_stable else None
+    pending = shard.pending_offsets(group_id) if require_stable else None
     if topics is None:
         wanted: Iterable[TopicPartition] = sorted(committed)
     else:
@@ -396,7 +396,7 @@ def remove_offsets(shard: Shard, selection: dict[str, Iterable[TopicPartition]],
 
 def _dies(shard: Shard, group: ClassicGroup, remaining: int) -> bool:
     return (group.state is GroupState.EMPTY and remaining == 0
-            and not shard.pending_offsets.get(group.group_id))
+            and not shard.pending_offsets(group.group_id))
 
 
 def delete_topic_offsets(coordinator: Coordinator, topics: Iterable[str]) -> list[Promise]:

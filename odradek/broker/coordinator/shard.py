@@ -18,7 +18,6 @@ import enum
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -66,12 +65,14 @@ class ShardStatus(enum.Enum):
     FAILED = "failed"
 
 
-@dataclass
 class _Write:
-    """A write waiting for its fsync round (``log.fsync.mode=always``)."""
+    """A write waiting for its fsync round (``log.fsync.mode=always``); hashed by identity."""
 
-    records: list[Record]
-    promise: Promise = field(default_factory=Promise)
+    __slots__ = ("records", "promise")
+
+    def __init__(self, records: list[Record]) -> None:
+        self.records = records
+        self.promise = Promise()
 
 
 class Shard:
@@ -88,10 +89,9 @@ class Shard:
         # persisted view (what replay builds; what a reload must reproduce)
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
         self.group_records: dict[str, GroupValue] = {}
-        # in-flight commits per group and partition (OffsetFetch require_stable)
-        self.pending_offsets: dict[str, dict[TopicPartition, int]] = {}
         self.durable_on_write = durable_on_write
-        self._unsynced = 0  # writes appended, not yet fsynced (log.fsync.mode=always)
+        # writes staged or appended, not yet fsynced (log.fsync.mode=always), in write order
+        self._in_flight: dict[_Write, None] = {}
         self.burst: WriteBurst | None = None  # the server's write burst, when it has one
         # staged requests of the open burst: (encoded records, timestamp, the write waiting for fsync)
         self._staged: list[tuple[list[tuple[bytes | None, bytes | None]], int, _Write | None]] = []
@@ -165,7 +165,7 @@ class Shard:
             log.error("coordinator.write_failed", partition=self.partition, error=str(exc))
             return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
         self._count_commits(records)
-        if self.durable_on_write and not self._unsynced:
+        if self.durable_on_write and not self._in_flight:
             for key, value in records:  # durable on return: replay now, never pending
                 self.replay(key, value)
             return _WRITTEN
@@ -180,7 +180,7 @@ class Shard:
         if not self._staged:
             burst.stage(self)
         self._count_commits(records)
-        if self.durable_on_write and not self._unsynced:
+        if self.durable_on_write and not self._in_flight:
             self._staged.append((pairs, now, None))
             for key, value in records:  # in the page cache before any answer: as good as written
                 self.replay(key, value)
@@ -191,9 +191,9 @@ class Shard:
 
     def _waiting(self, records: list[Record]) -> _Write:
         """A write that completes when an fsync round covers it (``_durable``)."""
-        self._track_pending(records, +1)
-        self._unsynced += 1
-        return _Write(records)
+        w = _Write(records)
+        self._in_flight[w] = None
+        return w
 
     def _count_commits(self, records: list[Record]) -> None:
         commits = 0
@@ -249,23 +249,23 @@ class Shard:
         for w in writes:
             self._durable(w, error)
 
-    def _track_pending(self, records: list[Record], delta: int) -> None:
-        for key, _ in records:
-            if isinstance(key, OffsetKey):
-                pending = self.pending_offsets.setdefault(key.group, {})
-                tp = (key.topic, key.partition)
-                count = pending.get(tp, 0) + delta
-                if count > 0:
-                    pending[tp] = count
-                else:
-                    pending.pop(tp, None)
-                    if not pending:
-                        del self.pending_offsets[key.group]
+    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
+        """The group's partitions with a commit written but not yet durable.
+
+        Why computed here rather than counted on every write: only OffsetFetch
+        with ``require_stable``, the expiry sweep and a group's removal ask,
+        and the writes in flight are the few of the current fsync rounds.
+        """
+        pending = set()
+        for w in self._in_flight:
+            for key, _value in w.records:
+                if type(key) is OffsetKey and key.group == group_id:
+                    pending.add((key.topic, key.partition))
+        return pending
 
     def _durable(self, w: _Write, error: BaseException | None) -> None:
         """The write's fsync round ended: apply it, or fail it (and the shard) on a failed fsync."""
-        self._unsynced -= 1
-        self._track_pending(w.records, -1)
+        del self._in_flight[w]
         if error is None:
             for key, value in w.records:
                 self.replay(key, value)
@@ -277,7 +277,7 @@ class Shard:
         w.promise.set(ErrorCode.KAFKA_STORAGE_ERROR)
 
     def has_pending_writes(self) -> bool:
-        return self._unsynced > 0
+        return bool(self._in_flight)
 
     # --- loading -------------------------------------------------------------------
 
