@@ -15,12 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..protocol.records import CorruptRecordError, Record, decode_batch, encode_batch
+from ..protocol.records import Record, decode_batch, encode_batch
 from ..storage.config import LogConfig
 from ..storage.files import LOG_SUFFIX, parse_partition_dir, partition_dir_name
 from ..storage.log import Log
 from ..storage.log_manager import OFFSETS_TOPIC, offsets_topic_config
-from ..storage.offsets_records import RecordDecodeError, decode_key, partition_for
+from ..storage.offsets_records import GroupKey, OffsetKey, RecordDecodeError, partition_for
 from ..storage.offsets_replay import OffsetsReplay
 
 BATCH_RECORDS = 500
@@ -50,14 +50,14 @@ def source_partitions(kafka_dir: Path) -> list[Path]:
 
 
 def _records_in_order(partition_dir: Path, stats: ImportStats):
-    """Yield, in log order, the records that take effect (§16.3, ``OffsetsReplay``).
+    """Yield, in log order, (key, record) for the records that take effect (§16.3, ``OffsetsReplay``).
 
     A transactional commit is yielded where its COMMIT marker stands, and
     only if nothing later replaced it first; aborted ones, and those of
     transactions still open at the end, are counted and left out.
     """
-    applied: list[Record] = []
-    replay = OffsetsReplay(lambda _key, _value, record: applied.append(record))
+    applied: list[tuple[OffsetKey | GroupKey, Record]] = []
+    replay = OffsetsReplay(lambda key, _value, record: applied.append((key, record)))
     for segment in sorted(partition_dir.glob(f"*{LOG_SUFFIX}")):
         data = segment.read_bytes()
         pos = 0
@@ -68,7 +68,7 @@ def _records_in_order(partition_dir: Path, stats: ImportStats):
                 try:
                     if not replay.feed(header, record) and not header.is_control:
                         stats.skipped_unknown += 1
-                except (RecordDecodeError, CorruptRecordError) as exc:
+                except RecordDecodeError as exc:
                     raise ImportError_(f"{segment} offset {record.offset}: {exc}") from None
             yield from applied
             applied.clear()
@@ -91,8 +91,7 @@ def import_offsets(kafka_dir: str | Path, data_dir: str | Path, num_partitions: 
             raise ImportError_(f"{data_dir} already holds committed offsets; import into an empty data dir")
         buffers: list[list[Record]] = [[] for _ in range(num_partitions)]
         for source in sources:
-            for record in _records_in_order(source, stats):
-                key = decode_key(record.key)
+            for key, record in _records_in_order(source, stats):
                 target = partition_for(key.group, num_partitions)
                 buffers[target].append(record)
                 stats.records += 1

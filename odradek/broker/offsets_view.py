@@ -164,7 +164,7 @@ def _apply(pv: PartitionView, replay: OffsetsReplay, header, records: list, unti
         try:
             if replay.feed(header, record):
                 pv.records += 1
-        except (RecordDecodeError, CorruptRecordError) as exc:
+        except RecordDecodeError as exc:
             raise ViewError(f"{pv.directory.name} offset {record.offset}: {exc}") from None
     return True
 

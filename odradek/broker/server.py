@@ -286,17 +286,15 @@ class Connection(asyncio.Protocol):
 
     def send_held(self) -> None:
         """The turn ended and its writes are in the log: send the answers held for it."""
-        held, self.held = self.held, []
-        if held and not self.transport.is_closing():
-            self.transport.writelines(held)
+        self._send_now([])
 
     def _send_now(self, answers: list[bytes]) -> str | None:
-        """Send the held answers and ``answers`` before the turn ends; a close reason if writes failed."""
+        """Send the held answers and ``answers``, the open turn's writes first; a close reason if they failed."""
         if self.server._turn is not None and not self.server.flush_turn():
             return "writes failed"
         out = self.held + answers if self.held else answers
         self.held = []
-        if out:
+        if out and not self.transport.is_closing():
             self.transport.writelines(out)
         return None
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol.records import ControlRecordType, Record, parse_control_key
-from .offsets_records import GroupKey, OffsetKey, decode_key, decode_value
+from ..protocol.records import ControlRecordType, CorruptRecordError, Record, parse_control_key
+from .offsets_records import GroupKey, OffsetKey, RecordDecodeError, decode_key, decode_value
 
 Apply = Callable[[OffsetKey | GroupKey, Any, Record], None]  # key, decoded value, the record
 
@@ -49,8 +49,8 @@ class OffsetsReplay:
     def feed(self, header: Any, record: Record) -> bool:
         """Take one record of a batch; True if it is a data record this coordinator owns.
 
-        Raises ``RecordDecodeError`` (or ``CorruptRecordError`` for a bad
-        marker) for records it cannot read.
+        Raises ``RecordDecodeError`` for a record it cannot read, a bad
+        transaction marker included.
         """
         if header.is_control:
             if header.is_transactional:
@@ -82,7 +82,11 @@ class OffsetsReplay:
         parked = self._parked.pop(producer_id, None)
         if parked is None:
             return
-        if parse_control_key(record.key).type != ControlRecordType.COMMIT:
+        try:
+            committed = parse_control_key(record.key).type == ControlRecordType.COMMIT
+        except CorruptRecordError as exc:
+            raise RecordDecodeError(str(exc)) from None
+        if not committed:
             self.dropped += len(parked)
         else:
             for key, (value, offset, parked_record) in parked.items():

@@ -11,7 +11,7 @@ While the server answers the reads of one turn, the burst is *open*
 (``KafkaServer.open_turn``): a shard stages each request's records instead
 of appending them.  With ``log.fsync.mode`` never/interval it applies them
 to its state as usual and answers; with ``always`` the answer and the state
-change wait for the fsync round that covers the append (``Shard._waiting``).
+change wait for the fsync round that covers the append (``Shard._settle``).
 Before the server sends any answer, ``flush()`` appends each shard's staged
 records, every request's records kept whole inside one batch, so a request
 is still atomic and still on disk (the OS's page cache) before its answer

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ...protocol.errors import ErrorCode
-from ...protocol.records import HEADER_SIZE, CorruptRecordError, decode_batch, pairs_batch_size_bound
+from ...protocol.records import HEADER_SIZE, decode_batch, pairs_batch_size_bound
 from ...storage.errors import RecordBatchTooLargeError, StorageError
 from ...storage.offsets_records import (
     GroupKey,
@@ -164,33 +164,34 @@ class Shard:
         except (OSError, StorageError) as exc:
             log.error("coordinator.write_failed", partition=self.partition, error=str(exc))
             return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
-        self._count_commits(records)
-        if self.durable_on_write and not self._in_flight:
-            for key, value in records:  # durable on return: replay now, never pending
-                self.replay(key, value)
+        w = self._settle(records)
+        if w is None:
             return _WRITTEN
-        w = self._waiting(records)
         # group commit: one fsync round covers every write made before it started, and
         # the log calls back in write order, straight from the round's completion
         self.log.when_durable(partial(self._durable, w))
         return w.promise
 
     def _stage(self, burst: WriteBurst, records: list[Record], pairs: list, now: int) -> Promise:
-        """Keep the request for the burst's append; applied now unless it must wait for fsync."""
+        """Keep the request for the burst's append (it is in the page cache before any answer)."""
         if not self._staged:
             burst.stage(self)
+        w = self._settle(records)
+        self._staged.append((pairs, now, w))
+        return _WRITTEN if w is None else w.promise
+
+    def _settle(self, records: list[Record]) -> _Write | None:
+        """Count a write; apply it now (None) if written means durable, else the write that waits.
+
+        It waits for the fsync round that covers it (``_durable``) with fsync
+        ``always``, and behind earlier writes still waiting, so state changes
+        in log order.
+        """
         self._count_commits(records)
         if self.durable_on_write and not self._in_flight:
-            self._staged.append((pairs, now, None))
-            for key, value in records:  # in the page cache before any answer: as good as written
+            for key, value in records:
                 self.replay(key, value)
-            return _WRITTEN
-        w = self._waiting(records)
-        self._staged.append((pairs, now, w))
-        return w.promise
-
-    def _waiting(self, records: list[Record]) -> _Write:
-        """A write that completes when an fsync round covers it (``_durable``)."""
+            return None
         w = _Write(records)
         self._in_flight[w] = None
         return w
@@ -293,7 +294,7 @@ class Shard:
                 try:
                     if replay.feed(header, record):
                         count += 1
-                except (RecordDecodeError, CorruptRecordError) as exc:
+                except RecordDecodeError as exc:
                     log.error("coordinator.load_failed", partition=self.partition,
                               offset=record.offset, error=str(exc))
                     self.status = ShardStatus.FAILED
