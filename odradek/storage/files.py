@@ -18,6 +18,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 DELETE_DIR_SUFFIX = "-delete"
+MAX_FILE_NAME = 255  # bytes in one path component (NAME_MAX on Linux, macOS and Windows)
 
 
 def segment_name(base_offset: int) -> str:
@@ -43,6 +44,18 @@ def parse_base_offset(name: str) -> int | None:
 
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+def delete_dir_name(topic: str, partition: int, unique_id: str) -> str:
+    """``<topic>-<partition>.<unique id>-delete``, the topic cut short to fit one file name.
+
+    Kafka's ``LocalLog.logDeleteDirName`` (``logDirNameWithSuffixCappedLength``):
+    a legal topic name may take 249 characters, so without the cut the rename
+    of a long topic's directory fails (ENAMETOOLONG) and the topic can never be
+    deleted.  Start-up removes every ``*-delete`` directory whatever its prefix.
+    """
+    suffix = f"-{partition}.{unique_id}{DELETE_DIR_SUFFIX}"
+    return topic[:max(MAX_FILE_NAME - len(suffix.encode()), 0)] + suffix
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:

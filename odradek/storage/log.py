@@ -46,9 +46,9 @@ from odradek.storage.config import FsyncMode, LogConfig
 from odradek.storage.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
 from odradek.storage.files import (
     DEFAULT_OPS,
-    DELETE_DIR_SUFFIX,
     DELETED_SUFFIX,
     FileOps,
+    delete_dir_name,
     parse_partition_dir,
 )
 from odradek.storage.flush import Durability
@@ -581,7 +581,7 @@ class Log:
         with self._maint:
             if not self.closed:
                 self._close_files()
-            target = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+            target = self.directory.with_name(delete_dir_name(self.topic, self.partition, uuid.uuid4().hex))
             if self.directory.exists():
                 os.replace(self.directory, target)
                 shutil.rmtree(target, ignore_errors=True)

@@ -195,13 +195,17 @@ class TopicRegistry:
         self.logs = logs
         changed = bool(self._deleting)
         for name in sorted(self._deleting):
-            await self._delete_logs(name, None)
-        self._deleting.clear()
+            try:
+                await self._delete_logs(name, None)
+            except OSError as exc:  # never a reason not to start: the marker stays, the next start retries
+                log.error("topic.delete_unfinished", topic=name, error=str(exc))
+                continue
+            self._deleting.discard(name)
         on_disk: dict[str, list[int]] = {}
         for t, p in logs.logs():
             on_disk.setdefault(t, []).append(p)
         for name, parts in sorted(on_disk.items()):
-            if name in INTERNAL_TOPICS or name in self._topics:
+            if name in INTERNAL_TOPICS or name in self._topics or name in self._deleting:
                 continue
             self._publish(self._adopt(name, parts))
             changed = True
