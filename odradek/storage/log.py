@@ -13,19 +13,24 @@ Threading model (why the event loop never waits on the disk or the cleaner):
   exclusive.  Worker threads hold it for long; the loop never blocks on it
   (the async wrappers acquire it in a thread).
 - fsync runs in worker threads (flush.py).
+- Readers pin the segment files (``reading``): a close or a delete closes the
+  file descriptors only once the last read in flight is done, never under a
+  ``pread`` (which would fail with EBADF, or read another file once the
+  descriptor number is reused).
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import os
 import shutil
 import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import structlog
@@ -88,7 +93,10 @@ class Log:
         self._next_offset = segments[-1].compute_next_offset()
         self.durability = Durability(directory, min(recovery_point, self._next_offset), clock())
         self.cleaner_checkpoint = max(cleaner_checkpoint, self.log_start_offset)
-        self.closed = False
+        self.closed = False  # no read or append starts any more
+        self._readers = 0  # reads in flight (``reading``), under _lock
+        self._release_files = False  # closed: the last reader out closes the files
+        self._files_open = True
         self.stop_cleaning = threading.Event()
         self.on_truncate: Callable[[Log], None] | None = None
         parsed = parse_partition_dir(directory.name)
@@ -156,6 +164,29 @@ class Log:
     def _check_open(self) -> None:
         if self.closed:
             raise LogClosedError(f"log {self.directory.name} is closed")
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[tuple[Segment, ...]]:
+        """Pin the segment files for one read (any thread); raises LogClosedError once closed.
+
+        A delete or close meanwhile leaves the descriptors open until the
+        last pinned read is done: reads run in worker threads, and closing a
+        descriptor under a ``pread`` fails it (EBADF) or, once the number is
+        reused, makes it read another file's bytes.
+        """
+        with self._lock:
+            self._check_open()
+            self._readers += 1
+        try:
+            yield self._view[0]
+        finally:
+            with self._lock:
+                self._readers -= 1
+                last = self._readers == 0 and self._release_files and self._files_open
+                if last:
+                    self._files_open = False
+            if last:
+                self._close_segments()
 
     def __repr__(self) -> str:
         return f"<Log {self.directory.name} [{self.log_start_offset}, {self._next_offset})>"
@@ -337,7 +368,10 @@ class Log:
         is returned whole (KIP-74).  ``max_offset`` (exclusive) stops before
         a batch starting at or past it.  Empty at the log end.
         """
-        self._check_open()
+        with self.reading():
+            return self._read(offset, max_bytes, max_offset)
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None) -> bytes:
         segs, bases = self._view
         end_offset = self._next_offset
         if offset == end_offset:
@@ -384,7 +418,12 @@ class Log:
         A scan of batch headers (segments whose max timestamp is too small are
         skipped); blocking I/O, call it in a worker thread for big logs.
         """
-        for seg in self._view[0]:
+        with self.reading() as segments:
+            return self._offset_for_timestamp(segments, timestamp)
+
+    @staticmethod
+    def _offset_for_timestamp(segments: tuple[Segment, ...], timestamp: int) -> tuple[int, int] | None:
+        for seg in segments:
             if seg.compute_max_timestamp() < timestamp:
                 continue
             for _pos, buf, off, h in seg.iter_batches(0, seg.size):
@@ -397,9 +436,14 @@ class Log:
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the earliest record carrying the largest timestamp."""
+        with self.reading() as segments:
+            return self._max_timestamp_offset(segments)
+
+    @staticmethod
+    def _max_timestamp_offset(segments: tuple[Segment, ...]) -> tuple[int, int] | None:
         best_ts = -1
         best_seg: Segment | None = None
-        for seg in self._view[0]:
+        for seg in segments:
             ts = seg.compute_max_timestamp()
             if ts > best_ts:
                 best_ts, best_seg = ts, seg
@@ -567,20 +611,37 @@ class Log:
         await asyncio.to_thread(self.close)
 
     def _close_files(self) -> None:
-        self.closed = True
+        """Closed from now on; the files close now, or when the last pinned read is done."""
+        with self._lock:
+            self.closed = True
+            self._release_files = True
+            now = self._readers == 0 and self._files_open
+            if now:
+                self._files_open = False
+        if now:
+            self._close_segments()
+
+    def _close_segments(self) -> None:
         for seg in self._view[0]:
             seg.close()
 
     async def delete(self) -> None:
-        """Remove the partition: rename the directory to ``*-delete`` then remove it in a thread."""
+        """Remove the partition: rename the directory to ``*-delete`` then remove it in a thread.
+
+        Closed at once on the appending thread, so no append starts while the
+        worker closes the files; reads in flight finish on their pinned files
+        (unlinked files stay readable until their last descriptor closes).
+        """
+        self.closed = True
+        self.stop_cleaning.set()
         await self.durability.drain()
         await asyncio.to_thread(self.delete_blocking)
 
     def delete_blocking(self) -> None:
+        self.closed = True
         self.stop_cleaning.set()
         with self._maint:
-            if not self.closed:
-                self._close_files()
+            self._close_files()
             target = self.directory.with_name(delete_dir_name(self.topic, self.partition, uuid.uuid4().hex))
             if self.directory.exists():
                 os.replace(self.directory, target)

@@ -8,16 +8,20 @@ ListOffsets that is reading it.
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
 from odradek.broker.dataplane.topics import MAX_NAME_LENGTH, REGISTRY_FILE
 from odradek.protocol.errors import ErrorCode as E
+from odradek.testing import ThreadedBroker
 from tests.integration.test_dataplane_wire import (
     DELETE,
     batch,
     client,
     create,
+    fetch,
     list_offset,
     metadata,
     produce,
@@ -71,3 +75,59 @@ def test_a_half_done_delete_of_a_long_name_is_finished_on_start(broker):
         assert metadata(c, [name]).topics[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
     assert leftovers(broker.data_dir, "xxx") == []
     assert json.loads(path.read_text())["deleting"] == []
+
+
+# --- reads racing a delete --------------------------------------------------------------
+
+READ_ERRORS = {E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+def _fill(c, name: str, partitions: int, batches: int) -> None:
+    for p in range(partitions):
+        for _ in range(batches):
+            assert produce(c, name, batch(20, value=b"x" * 400), partition=p).error_code == E.NONE
+
+
+def _reader(port: int, name: str, partitions: int, stop: threading.Event, problems: list[str]) -> None:
+    """Fetch (big reads go to worker threads) and ListOffsets by time, until told to stop."""
+    from odradek.broker.wire_client import SyncClient
+    from odradek.protocol.records import iter_records
+
+    try:
+        with SyncClient("127.0.0.1", port, timeout=15) as c:
+            while not stop.is_set():
+                for p in range(partitions):
+                    part = fetch(c, name, 0, partition=p, pmax=8 << 20).responses[0].partitions[0]
+                    if part.error_code not in READ_ERRORS:
+                        problems.append(f"fetch p{p}: error {part.error_code}")
+                    elif part.records:
+                        list(iter_records(part.records))  # CRCs hold: bytes of this log, not another file's
+                    for version, ts in ((1, 0), (7, -3)):
+                        o = list_offset(c, name, ts, partition=p, version=version)
+                        if o.error_code not in READ_ERRORS:
+                            problems.append(f"list_offsets v{version} p{p}: error {o.error_code}")
+    except Exception as exc:  # a closed connection is the failure this test looks for
+        problems.append(f"{type(exc).__name__}: {exc}")
+
+
+def test_reads_racing_a_delete_get_data_or_an_error_code():
+    rounds, partitions = 6, 2
+    overrides = {"log.segment.bytes": 16384}
+    with ThreadedBroker(overrides=overrides) as b, client(b) as c:
+        for r in range(rounds):
+            name = f"raced-{r}"
+            assert create(c, name, partitions).error_code == E.NONE
+            _fill(c, name, partitions, 60)
+            stop, problems = threading.Event(), []
+            readers = [threading.Thread(target=_reader, args=(b.app.endpoint.port, name, partitions, stop,
+                                                                problems)) for _ in range(3)]
+            for t in readers:
+                t.start()
+            time.sleep(0.2)
+            assert delete(c, name) == [E.NONE]
+            time.sleep(0.1)
+            stop.set()
+            for t in readers:
+                t.join(30)
+            assert problems == []
+        assert produce(c, "after", batch(1)).error_code == E.NONE  # the broker kept serving

@@ -375,3 +375,24 @@ def test_append_records_honours_log_append_time_and_size_limit(tmp_path):
         log.append_records([(b"k", b"v" * 300)], 5)
     assert log.log_end_offset == 1
     log.close()
+
+
+def test_a_delete_closes_the_files_only_after_the_reads_in_flight(tmp_path):
+    """A read pinned before the delete keeps valid descriptors; reads after it are refused."""
+    from odradek.storage.errors import LogClosedError
+
+    log = Log.open(tmp_path / "pinned-0", LogConfig(segment_bytes=200))
+    for _ in range(5):
+        log.append(batch(2))
+    with log.reading() as segments:
+        fds = [s.fd for s in segments]
+        log.delete_blocking()
+        assert not (tmp_path / "pinned-0").exists()
+        for fd in fds:
+            os.fstat(fd)  # still this segment's: not closed, not reused
+        assert len(records_of(b"".join(s.read(0, s.size) for s in segments))) == 10
+        with pytest.raises(LogClosedError):
+            log.read(0, 1 << 20)
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from ...protocol.errors import ErrorCode
 from ...protocol.records import BatchHeader
 from ...storage.files import fsync_dir
 from ...storage.log import Log
+from ...storage.segment import Segment
 
 logger = structlog.get_logger("odradek.producers")
 
@@ -178,14 +180,14 @@ class PartitionProducers:
 
     def rebuild(self, log: Log) -> None:
         """Replay the batch headers of the log's tail (blocking: run it in a worker thread)."""
-        for h in _tail_headers(log, SCAN_TAIL_BYTES):
-            if h.producer_id >= 0 and h.base_sequence >= 0 and not h.is_control:
-                self.record(h, h.base_offset, h.max_timestamp if h.log_append_time else -1)
+        with log.reading() as segments:  # a delete meanwhile closes the files only after this scan
+            for h in _tail_headers(segments, SCAN_TAIL_BYTES):
+                if h.producer_id >= 0 and h.base_sequence >= 0 and not h.is_control:
+                    self.record(h, h.base_offset, h.max_timestamp if h.log_append_time else -1)
 
 
-def _tail_headers(log: Log, budget: int):
+def _tail_headers(segments: Sequence[Segment], budget: int):
     """Headers of the last ``budget`` bytes or so of the log, oldest first, from batch boundaries."""
-    segments = log.segments
     chosen = []
     total = 0
     for seg in reversed(segments):
