@@ -146,6 +146,8 @@ class BrokerApp:
     async def stop(self, grace: float = 5.0) -> None:
         await self.server.stop_accepting()
         await self.server.close_all(grace=min(grace, 0.5))
+        await self.server.finish_orphans(grace)
+        await self.topics.drain()  # a create or delete under way ends before the logs close
         self.metrics.close()
         await self._close_storage()
         if self._lock is not None:

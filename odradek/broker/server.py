@@ -32,6 +32,9 @@ log = structlog.get_logger("odradek.server")
 
 _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 128  # stop reading a connection that has this many unanswered requests
+# Requests whose work is only waiting: cancelled when their connection goes (a Fetch long poll).
+# Every other accepted request runs to its end, as on Kafka; only its answer is dropped.
+CANCEL_WHEN_GONE = frozenset({1})
 WRITE_BUFFER_HIGH = 4 << 20
 
 
@@ -82,6 +85,7 @@ class KafkaServer:
         # staged-write hooks (begin/flush/end) around each loop turn's reads: coordinator/burst.py
         self.write_burst: Any = None
         self._turn: list[Connection] | None = None  # connections holding answers this turn
+        self._orphans: set[asyncio.Future] = set()  # handlers still working for a closed connection
 
     # --- the turn: every read of one event-loop iteration, answered together ------------------
 
@@ -150,6 +154,28 @@ class KafkaServer:
             server.close()
         for server in self._servers:
             await server.wait_closed()
+
+    def orphan(self, item: _Pending) -> None:
+        """The connection of ``item`` is gone: its work still completes (a DeleteTopics cut
+        half-way would leave directories the next start adopts), its answer is dropped."""
+        result = item.result
+        if type(result) is Later or item.route.api_key in CANCEL_WHEN_GONE:
+            result.cancel()  # a Later's work is the coordinator's and goes on; a Fetch only waits
+            return
+        self._orphans.add(result)
+        result.add_done_callback(self._orphan_done)
+
+    def _orphan_done(self, result: asyncio.Future) -> None:
+        self._orphans.discard(result)
+        if not result.cancelled() and (exc := result.exception()) is not None:
+            log.error("request.handler_failed", error=str(exc), client="gone")
+
+    async def finish_orphans(self, timeout: float) -> None:
+        """Let the work of closed connections end (at most ``timeout`` s), then cancel what is left."""
+        if self._orphans:
+            await asyncio.wait(list(self._orphans), timeout=timeout)
+        for result in list(self._orphans):
+            result.cancel()
 
     async def close_all(self, grace: float = 0.0) -> None:
         """Close connections, letting in-flight requests finish for ``grace`` seconds."""
@@ -263,7 +289,7 @@ class Connection(asyncio.Protocol):
         self.held.clear()
         for item in self.queue:
             if type(item) is _Pending:
-                item.result.cancel()
+                self.server.orphan(item)
         self.queue.clear()
         self.server._connections.discard(self)
         self.server.open_connections -= 1

@@ -131,3 +131,63 @@ def test_reads_racing_a_delete_get_data_or_an_error_code():
                 t.join(30)
             assert problems == []
         assert produce(c, "after", batch(1)).error_code == E.NONE  # the broker kept serving
+
+
+# --- requests the client cuts off --------------------------------------------------------
+
+def _settled(c, names: list[str], want: int, deadline_s: float = 20.0) -> list[str]:
+    """Poll Metadata until ``want`` of ``names`` are gone (or the deadline); the ones still there."""
+    end = time.monotonic() + deadline_s
+    while True:
+        present = [t.name for t in metadata(c, names).topics if t.error_code == E.NONE]
+        if len(names) - len(present) >= want or time.monotonic() > end:
+            return present
+        time.sleep(0.05)
+
+
+def test_a_delete_the_client_cuts_off_is_finished_and_stays_finished(broker):
+    """Kafka completes an accepted request whatever the client does; only the answer is dropped."""
+    from odradek.broker.wire_client import SyncClient, encode
+
+    names = [f"cut-{i}" for i in range(40)]
+    with client(broker) as c:
+        for name in names:
+            assert create(c, name, 4).error_code == E.NONE
+            assert produce(c, name, batch(1), partition=3).error_code == E.NONE
+    with SyncClient("127.0.0.1", broker.app.endpoint.port) as cut:
+        cut.send_raw(encode(DELETE, 4, 1, {"topic_names": names, "timeout_ms": 5000}))
+    # the socket is closed before the answer: the delete must still run to its end
+    with client(broker) as c:
+        assert _settled(c, names, len(names)) == []
+    broker.restart()
+    with client(broker) as c:
+        assert _settled(c, names, len(names), deadline_s=0) == []
+    assert leftovers(broker.data_dir, "cut-") == []
+
+
+def test_creates_the_clients_cut_off_leave_a_registry_that_matches_the_topics(broker):
+    """Many cut-off CreateTopics at once: every topic created is in topics.json, whole."""
+    from odradek.broker.wire_client import SyncClient, encode
+
+    names = [f"made-{i}" for i in range(30)]
+    socks = []
+    for i, name in enumerate(names):
+        s = SyncClient("127.0.0.1", broker.app.endpoint.port)
+        s.send_raw(encode(19, 5, i, {"topics": [{"name": name, "num_partitions": 3, "replication_factor": -1,
+                                                 "assignments": [], "configs": []}],
+                                     "timeout_ms": 5000, "validate_only": False}))
+        socks.append(s)
+    for s in socks:
+        s.close()
+    with client(broker) as c:
+        end = time.monotonic() + 20
+        while len(present := [t for t in metadata(c, names).topics if t.error_code == E.NONE]) < len(names):
+            assert time.monotonic() < end, f"{len(present)} of {len(names)} created"
+            time.sleep(0.05)
+        ids = {t.name: t.topic_id for t in present}
+    registry = json.loads((broker.data_dir / REGISTRY_FILE).read_text())
+    assert sorted(t["name"] for t in registry["topics"]) == sorted(names)
+    broker.restart()
+    with client(broker) as c:
+        after = {t.name: (t.topic_id, len(t.partitions)) for t in metadata(c, names).topics}
+    assert after == {n: (ids[n], 3) for n in names}

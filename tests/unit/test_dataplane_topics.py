@@ -176,3 +176,24 @@ async def test_waiters_wake_on_notify_and_time_out():
     assert w.waiting() == 0
     await w.wait([("t", 0)], 0.01)  # nobody appends: the timeout ends it
     assert w.waiting() == 0
+
+
+async def test_changes_whose_callers_are_cancelled_run_to_their_end(tmp_path):
+    """A client that hangs up must not cut a create or delete half-way, nor tear topics.json."""
+    async with Env(tmp_path) as reg:
+        for i in range(10):
+            await reg.create(f"old-{i}", 2)
+        callers = [asyncio.ensure_future(reg.create(f"new-{i}", 3)) for i in range(10)]
+        callers += [asyncio.ensure_future(reg.delete(f"old-{i}")) for i in range(10)]
+        for delay in range(len(callers)):  # cancel each caller at a different step
+            await asyncio.sleep(0.001 * (delay % 4))
+            callers[delay].cancel()
+        await asyncio.gather(*callers, return_exceptions=True)
+        await reg.drain()
+        wanted = [f"new-{i}" for i in range(10)]
+        assert reg.names() == wanted
+        on_file = json.loads((tmp_path / REGISTRY_FILE).read_text())
+        assert ([t["name"] for t in on_file["topics"]], on_file["deleting"]) == (wanted, [])
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("old-")) == []
+    async with Env(tmp_path) as reg:
+        assert reg.names() == wanted and all(reg.partition_count(n) == 3 for n in wanted)

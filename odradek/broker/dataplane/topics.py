@@ -14,6 +14,12 @@ Ordering makes every crash point recoverable:
   overrides survive, which matters: a compacted log must be recovered as one).
 - delete: the entry is replaced by a *deleting* marker, then the logs go,
   then the marker; leftover logs of a marked topic are removed on start.
+
+A create or delete, once accepted, runs to its end whoever waits for it
+(``_finish``): Kafka completes an accepted request whatever its client does,
+and a change cut half-way (a client that hung up, a timeout) would leave the
+registry and the directories disagreeing.  Registry writes are one at a
+time, each held under its lock until the file is in place.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -142,6 +149,7 @@ class TopicRegistry:
         self._creating: dict[str, tuple[Topic, asyncio.Future[Topic]]] = {}
         self._deleting: set[str] = set()
         self._save_lock = asyncio.Lock()
+        self._changes: set[asyncio.Task] = set()  # creates and deletes under way (``_finish``)
 
     # --- lookups (event loop) -----------------------------------------------------------
 
@@ -270,7 +278,11 @@ class TopicRegistry:
         if validate_only:
             return topic
         done: asyncio.Future[Topic] = asyncio.get_running_loop().create_future()
-        self._creating[name] = (topic, done)
+        self._creating[name] = (topic, done)  # from now on the name is taken
+        return await self._finish(self._create(topic, config, done))
+
+    async def _create(self, topic: Topic, config: LogConfig, done: asyncio.Future[Topic]) -> Topic:
+        name = topic.name
         try:
             await self._save()
             self._log_configs[name] = config
@@ -290,7 +302,7 @@ class TopicRegistry:
             self._creating.pop(name, None)
         self._publish(topic)
         done.set_result(topic)
-        log.info("topic.created", topic=name, partitions=partitions, topic_id=str(topic.topic_id),
+        log.info("topic.created", topic=name, partitions=topic.partitions, topic_id=str(topic.topic_id),
                  configs=topic.configs)
         return topic
 
@@ -312,16 +324,42 @@ class TopicRegistry:
         if topic is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         self._unpublish(topic)
-        self._deleting.add(name)
+        self._deleting.add(name)  # from now on every registry write carries the marker
+        return await self._finish(self._delete(topic))
+
+    async def _delete(self, topic: Topic) -> Topic:
+        name = topic.name
         try:
             await self._save()
-            await self._delete_logs(name, topic.partitions)
-        finally:
+        except Exception as exc:  # nothing changed on disk: the topic stays
             self._deleting.discard(name)
-            self._log_configs.pop(name, None)
+            self._publish(topic)
+            log.error("topic.delete_failed", topic=name, error=str(exc))
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"deleting {name!r} failed: {exc}") from exc
+        try:
+            await self._delete_logs(name, topic.partitions)
+        except Exception as exc:  # the marker stays: the next start finishes the delete
+            log.error("topic.delete_unfinished", topic=name, error=str(exc))
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"deleting {name!r} failed: {exc}") from exc
+        self._deleting.discard(name)
+        self._log_configs.pop(name, None)
         await self._save()
         log.info("topic.deleted", topic=name, topic_id=str(topic.topic_id))
         return topic
+
+    async def _finish(self, change: Coroutine[Any, Any, Topic]) -> Topic:
+        """Run a multi-step change to its end even if the caller is cancelled; the caller gets its
+        result (or is cancelled itself, the change going on without it)."""
+        task = asyncio.ensure_future(change)
+        self._changes.add(task)
+        task.add_done_callback(_change_done)
+        task.add_done_callback(self._changes.discard)
+        return await asyncio.shield(task)
+
+    async def drain(self) -> None:
+        """Until every create and delete under way is done (before the logs close)."""
+        while self._changes:
+            await asyncio.wait(list(self._changes))
 
     # --- internals ----------------------------------------------------------------------
 
@@ -375,10 +413,29 @@ class TopicRegistry:
         return {"version": 1, "topics": topics, "deleting": sorted(self._deleting)}
 
     async def _save(self) -> None:
-        """Persist the registry durably; saves run one at a time, each writing the state of its turn."""
+        """Persist the registry durably; saves run one at a time, each writing the state of its turn.
+
+        A cancelled save still holds the lock until its file is in place: a
+        second writer must never race it on the temp file (``os.replace``
+        failing, or one file holding the bytes of two snapshots).
+        """
         async with self._save_lock:
-            snapshot = self._snapshot()
-            await asyncio.to_thread(_write_json, self.path, snapshot)
+            write = asyncio.ensure_future(asyncio.to_thread(_write_json, self.path, self._snapshot()))
+            cancelled = False
+            while not write.done():
+                try:
+                    await asyncio.wait([write])
+                except asyncio.CancelledError:
+                    cancelled = True
+            if cancelled:
+                raise asyncio.CancelledError
+            write.result()
+
+
+def _change_done(task: asyncio.Task) -> None:
+    """Retrieve the outcome of a change nobody may be waiting for any more (its client is gone)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _write_all_metadata(dirs: Iterable[Path], topic_id: uuid.UUID) -> None:
