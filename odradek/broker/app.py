@@ -7,6 +7,7 @@ import dataclasses
 import socket
 import threading
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import structlog
@@ -59,6 +60,7 @@ class BrokerApp:
         self._lock: DirLock | None = None
         self.log_config = LogConfig.from_broker_config(config.log_defaults())
         self.topics = TopicRegistry(self.data_dir, self.log_config, default_partitions=config["num.partitions"])
+        self.topics.forget_offsets = partial(topic_handlers.forget_offsets, self)
         self.logs = LogManager(config.data_dirs, self.log_config, clock=self.clock.now_ms,
                                topic_config=self.topics.log_config,
                                retention_check_interval_ms=config["log.retention.check.interval.ms"],
@@ -67,6 +69,7 @@ class BrokerApp:
         self.coordinator_config = CoordinatorConfig.from_config(config)
         self.coordinator: Coordinator | None = None
         self._loading: asyncio.Task | None = None
+        self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
         offset_handlers.register(self.handlers, self)
@@ -96,7 +99,7 @@ class BrokerApp:
             await self.dataplane.start()
             # like Kafka, serve while the offsets partitions load: group requests get
             # COORDINATOR_LOAD_IN_PROGRESS until their shard is active
-            self._loading = asyncio.get_running_loop().create_task(self.coordinator.load())
+            self._loading = asyncio.get_running_loop().create_task(self._load())
             for listener in self.config.listeners:
                 self.bound.append(await self.server.listen(listener.host, listener.port))
             self.endpoint = self._advertised()
@@ -113,6 +116,14 @@ class BrokerApp:
                  listeners=[f"{h}:{p}" for h, p in self.bound],
                  advertised=self.bootstrap_servers, data_dir=str(self.data_dir),
                  metrics_port=self.metrics_port)
+
+    async def _load(self) -> None:
+        await self.coordinator.load()
+        self.coordinator_loaded.set()
+        try:  # deletes a crash interrupted also forget their topics' offsets, now that it can be done
+            await self.topics.finish_deletes()
+        except Exception as exc:  # the marker stays: the next start tries again
+            log.error("topic.deletes_unfinished", error=str(exc))
 
     async def wait_loaded(self) -> None:
         """Until every offsets partition has been replayed (tests and tools use this)."""

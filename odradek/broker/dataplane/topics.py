@@ -13,7 +13,10 @@ Ordering makes every crash point recoverable:
   entry whose missing partitions are created on the next start (the config
   overrides survive, which matters: a compacted log must be recovered as one).
 - delete: the entry is replaced by a *deleting* marker, then the logs go,
-  then the marker; leftover logs of a marked topic are removed on start.
+  then the topic's committed offsets (``forget_offsets``, the coordinator's
+  tombstones), then the marker; a start finds the marked topics, removes
+  their leftover logs, and forgets their offsets once the coordinator has
+  loaded (``finish_deletes``).
 
 A create or delete, once accepted, runs to its end whoever waits for it
 (``_finish``): Kafka completes an accepted request whatever its client does,
@@ -30,7 +33,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,6 +153,9 @@ class TopicRegistry:
         self._deleting: set[str] = set()
         self._save_lock = asyncio.Lock()
         self._changes: set[asyncio.Task] = set()  # creates and deletes under way (``_finish``)
+        # deleted topics' committed offsets go too (the broker wires in the coordinator)
+        self.forget_offsets: Callable[[list[str]], Awaitable[None]] | None = None
+        self._interrupted: set[str] = set()  # deletes found under way at start, logs gone
 
     # --- lookups (event loop) -----------------------------------------------------------
 
@@ -208,7 +214,10 @@ class TopicRegistry:
             except OSError as exc:  # never a reason not to start: the marker stays, the next start retries
                 log.error("topic.delete_unfinished", topic=name, error=str(exc))
                 continue
-            self._deleting.discard(name)
+            if self.forget_offsets is None:
+                self._deleting.discard(name)
+            else:  # the marker stays until finish_deletes
+                self._interrupted.add(name)
         on_disk: dict[str, list[int]] = {}
         for t, p in logs.logs():
             on_disk.setdefault(t, []).append(p)
@@ -221,6 +230,17 @@ class TopicRegistry:
             await self._create_logs(topic)
         if changed or not self.path.exists():
             await self._save()
+
+    async def finish_deletes(self) -> None:
+        """Once offsets can be forgotten (the coordinator loaded): finish the deletes a crash
+        interrupted, so no group keeps offsets of a topic that is gone."""
+        names, self._interrupted = sorted(self._interrupted), set()
+        if not names or self.forget_offsets is None:
+            return
+        await self.forget_offsets(names)
+        self._deleting.difference_update(names)
+        await self._save()
+        log.info("topic.deletes_finished", topics=names)
 
     def _adopt(self, name: str, parts: list[int]) -> Topic:
         logs = self.logs
@@ -341,6 +361,8 @@ class TopicRegistry:
         except Exception as exc:  # the marker stays: the next start finishes the delete
             log.error("topic.delete_unfinished", topic=name, error=str(exc))
             raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"deleting {name!r} failed: {exc}") from exc
+        if self.forget_offsets is not None:
+            await self.forget_offsets([name])
         self._deleting.discard(name)
         self._log_configs.pop(name, None)
         await self._save()

@@ -204,20 +204,17 @@ async def delete_topics(app: BrokerApp, ctx: RequestContext, req) -> dict:
     else:
         wanted = [(name, ZERO_UUID) for name in req.topic_names]
     counts = Counter(wanted)
-    results, deleted = [], []
+    results = []
     for name, topic_id in wanted:
         try:
             if counts[(name, topic_id)] > 1:
                 raise TopicError(ErrorCode.INVALID_REQUEST, "topic appears more than once in the request")
             name = await _delete_one(app, name, topic_id)
-            deleted.append(name)
             results.append({"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE,
                             "error_message": None})
         except TopicError as exc:
             results.append({"name": name, "topic_id": topic_id, "error_code": exc.code,
                             "error_message": exc.message})
-    if deleted:
-        await _offsets_forget(app, deleted)
     return {"throttle_time_ms": 0, "responses": results}
 
 
@@ -239,8 +236,9 @@ async def _delete_one(app: BrokerApp, name: str | None, topic_id) -> str:
 OFFSETS_CLEANUP_WAIT_S = 10.0
 
 
-async def _offsets_forget(app: BrokerApp, names: list[str]) -> None:
-    """Committed offsets of deleted topics go too (the coordinator implements the hook).
+async def forget_offsets(app: BrokerApp, names: list[str]) -> None:
+    """Committed offsets of deleted topics go too (the coordinator implements the hook);
+    the registry calls this between removing a topic's logs and its deletion marker.
 
     The hook returns promises of its tombstone writes; waiting for them means
     a client that deletes and re-creates a topic never sees its old offsets.
@@ -248,7 +246,8 @@ async def _offsets_forget(app: BrokerApp, names: list[str]) -> None:
     hook = getattr(app.coordinator, "on_topics_deleted", None)
     if hook is None:
         return
-    try:
+    try:  # a shard still loading would skip its tombstones
+        await asyncio.wait_for(app.coordinator_loaded.wait(), OFFSETS_CLEANUP_WAIT_S)
         result = hook(names)
         pending = [_as_future(p) for p in (result if isinstance(result, list) else [result])]
         pending = [f for f in pending if f is not None]
