@@ -197,3 +197,12 @@ async def test_changes_whose_callers_are_cancelled_run_to_their_end(tmp_path):
         assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("old-")) == []
     async with Env(tmp_path) as reg:
         assert reg.names() == wanted and all(reg.partition_count(n) == 3 for n in wanted)
+
+
+async def test_a_partition_without_its_metadata_file_gets_it_on_start(tmp_path):
+    """A crash between a new partition's directory and its partition.metadata."""
+    async with Env(tmp_path) as reg:
+        t = await reg.create("half", 2)
+    (tmp_path / "half-1" / "partition.metadata").unlink()
+    async with Env(tmp_path) as reg:
+        assert read_partition_metadata(tmp_path / "half-1") == t.topic_id

@@ -399,18 +399,22 @@ class TopicRegistry:
 
     async def _create_logs(self, topic: Topic) -> None:
         """Open (creating if needed) every partition; file creation is quick, so it stays on the
-        loop but yields every few partitions; partition.metadata is written and fsynced in a thread."""
+        loop but yields every few partitions; partition.metadata is written and fsynced in a thread,
+        also where a crash came between a partition's directory and its metadata."""
         logs = self.logs
         assert logs is not None, "registry not started"
         config = logs.config_for(topic.name)
         fresh: list[Path] = []
+        existing: list[Path] = []
         for p in range(topic.partitions):
-            if logs.get(topic.name, p) is None:
-                fresh.append(logs.create(topic.name, p, config).directory)
-                if len(fresh) % _CREATE_YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
-        if fresh:
-            await asyncio.to_thread(_write_all_metadata, fresh, topic.topic_id)
+            if (lg := logs.get(topic.name, p)) is not None:
+                existing.append(lg.directory)
+                continue
+            fresh.append(logs.create(topic.name, p, config).directory)
+            if len(fresh) % _CREATE_YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        if fresh or existing:
+            await asyncio.to_thread(_write_all_metadata, fresh, topic.topic_id, existing)
 
     async def _rollback(self, topic: Topic) -> None:
         try:
@@ -460,9 +464,10 @@ def _change_done(task: asyncio.Task) -> None:
         task.exception()
 
 
-def _write_all_metadata(dirs: Iterable[Path], topic_id: uuid.UUID) -> None:
+def _write_all_metadata(dirs: Iterable[Path], topic_id: uuid.UUID, existing: Iterable[Path] = ()) -> None:
+    """partition.metadata in every new partition directory, and in the existing ones lacking it."""
     parents = set()
-    for d in dirs:
+    for d in [*dirs, *(d for d in existing if not (d / PARTITION_METADATA).exists())]:
         write_partition_metadata(d, topic_id)
         parents.add(d.parent)
     for parent in parents:
