@@ -174,19 +174,25 @@ class Log:
         descriptor under a ``pread`` fails it (EBADF) or, once the number is
         reused, makes it read another file's bytes.
         """
-        with self._lock:
-            self._check_open()
-            self._readers += 1
+        self._pin()
         try:
             yield self._view[0]
         finally:
-            with self._lock:
-                self._readers -= 1
-                last = self._readers == 0 and self._release_files and self._files_open
-                if last:
-                    self._files_open = False
+            self._unpin()
+
+    def _pin(self) -> None:
+        with self._lock:
+            self._check_open()
+            self._readers += 1
+
+    def _unpin(self) -> None:
+        with self._lock:
+            self._readers -= 1
+            last = self._readers == 0 and self._release_files and self._files_open
             if last:
-                self._close_segments()
+                self._files_open = False
+        if last:
+            self._close_segments()
 
     def __repr__(self) -> str:
         return f"<Log {self.directory.name} [{self.log_start_offset}, {self._next_offset})>"
@@ -368,8 +374,11 @@ class Log:
         is returned whole (KIP-74).  ``max_offset`` (exclusive) stops before
         a batch starting at or past it.  Empty at the log end.
         """
-        with self.reading():
+        self._pin()  # ``reading`` without the generator: this is the Fetch hot path
+        try:
             return self._read(offset, max_bytes, max_offset)
+        finally:
+            self._unpin()
 
     def _read(self, offset: int, max_bytes: int, max_offset: int | None) -> bytes:
         segs, bases = self._view
