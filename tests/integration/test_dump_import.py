@@ -1,7 +1,7 @@
 """dump-log and import on a handcrafted Kafka-format __consumer_offsets segment.
 
 The segment is built from real records captured from a Kafka cluster (the
-shared konsumer_offsets vectors), wrapped in batches the way a broker writes
+konsumer_offsets captures in tests/kafka_captures.py), wrapped in batches the way a broker writes
 them, in the order the vectors' commit times put them.
 """
 
@@ -17,22 +17,16 @@ import pytest
 from odradek.protocol.records import Record, encode_batch
 from odradek.storage.files import LOG_SUFFIX
 from odradek.storage.offsets_records import GroupKey, OffsetKey, decode_key, decode_value, partition_for
+from tests.kafka_captures import KONSUMER
 
 pytestmark = pytest.mark.integration
 
-VECTORS = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-spec" / "vectors" / \
-    "consumer-offsets" / "konsumer_offsets"
 ODRADEK = [sys.executable, "-m", "odradek.broker.cli"]
 
 
 def _vector_records() -> list[tuple[bytes, bytes]]:
-    if not VECTORS.exists():
-        pytest.skip(f"shared vectors not found at {VECTORS}")
-    out = []
-    for kind in ("group_metadata", "offset_commit"):
-        for key in sorted((VECTORS / kind).glob("*.key")):
-            out.append((key.read_bytes(), key.with_suffix(".payload").read_bytes()))
-    return out
+    return [KONSUMER[kind, case] for kind in ("group_metadata", "offset_commit")
+            for case in sorted(c for k, c in KONSUMER if k == kind)]
 
 
 @pytest.fixture

@@ -25,4 +25,8 @@ def test_ci_runs_the_readme_test_command():
     assert len(commands) >= 2
     test_command = commands[1].strip()
     assert "pytest" in test_command
-    assert test_command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert test_command in ci
+    # ... in a bare copy (a clone in a fresh temp dir, nothing beside it), then the ../shared tests
+    copy = ci.index("git clone")
+    assert "mktemp -d" in ci[:copy] and copy < ci.index(test_command) < ci.index("-m shared")

@@ -3,8 +3,8 @@
 Users rely on three things here: a log written by real Kafka (or by us) is
 read back exactly, unknown record types never break a load while damaged
 known ones always do, and a group lands on the same offsets partition as it
-would on Kafka.  Vectors come from ../shared (real cluster captures and
-Burrow's tests); property tests hold the generated fast codec to the generic
+would on Kafka.  Vectors (real cluster captures and Burrow's tests) are kept
+in tests/kafka_captures.py; property tests hold the generated fast codec to the generic
 schema layer for every version.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -21,23 +20,35 @@ from hypothesis import strategies as st
 from odradek.protocol.fastcodec import compile_reader, compile_writer
 from odradek.storage import consumer_protocol as cp
 from odradek.storage import offsets_records as r
+from tests.kafka_captures import BURROW as BURROW_BYTES
+from tests.kafka_captures import KONSUMER as KONSUMER_BYTES
+from tests.kafka_captures import SHARED_VECTORS, needs_shared
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
-VECTORS = SHARED / "kafka-spec" / "vectors" / "consumer-offsets"
+VECTORS = SHARED_VECTORS / "consumer-offsets"
 KONSUMER = VECTORS / "konsumer_offsets"
 BURROW = VECTORS / "burrow"
 
-needs_vectors = pytest.mark.skipif(not VECTORS.is_dir(), reason=f"test vectors not found at {VECTORS}")
 
 NESTED = {"members": r.MemberValue}
 
 
 def burrow(name: str) -> bytes:
-    return bytes.fromhex("".join((BURROW / name).read_text().split()))
+    return BURROW_BYTES[name]
 
 
 def konsumer(kind: str, case: str) -> tuple[bytes, bytes]:
-    return (KONSUMER / kind / f"{case}.key").read_bytes(), (KONSUMER / kind / f"{case}.payload").read_bytes()
+    return KONSUMER_BYTES[kind, case]
+
+
+@needs_shared
+def test_embedded_captures_match_the_reference_folder():
+    for name, data in BURROW_BYTES.items():
+        assert data == bytes.fromhex("".join((BURROW / name).read_text().split())), name
+    for (kind, case), (key, value) in KONSUMER_BYTES.items():
+        assert key == (KONSUMER / kind / f"{case}.key").read_bytes(), (kind, case)
+        assert value == (KONSUMER / kind / f"{case}.payload").read_bytes(), (kind, case)
+    assert len(KONSUMER_BYTES) == len(list(KONSUMER.glob("*/*.key")))
+    assert set(BURROW_BYTES) == {p.name for p in BURROW.glob("*.hex")}
 
 
 def reencode(message, version: int, obj, nested=None) -> bytes:
@@ -63,7 +74,6 @@ OFFSET_COMMITS = {
 }
 
 
-@needs_vectors
 @pytest.mark.parametrize("case", sorted(OFFSET_COMMITS))
 def test_konsumer_offset_commit(case):
     group, topic, partition, offset, ts = OFFSET_COMMITS[case]
@@ -91,7 +101,6 @@ GROUPS = {
 }
 
 
-@needs_vectors
 @pytest.mark.parametrize("case", sorted(GROUPS))
 def test_konsumer_group_metadata(case):
     group, generation, protocol, leader, cst, assignments = GROUPS[case]
@@ -132,7 +141,6 @@ def test_konsumer_group_metadata(case):
 # --- vectors: Burrow ------------------------------------------------------------------------
 
 
-@needs_vectors
 def test_burrow_offset_key_and_v0_value():
     key = r.decode_key(burrow("offset_key_v1.hex"))
     assert key == r.OffsetKey("testgroup", "testtopic", 11)
@@ -144,7 +152,6 @@ def test_burrow_offset_key_and_v0_value():
     assert reencode(r.OFFSET_COMMIT_VALUE, 0, value) == data
 
 
-@needs_vectors
 def test_burrow_offset_value_v3_body_with_prefix_reencodes_exactly():
     data = bytes.fromhex("0003") + burrow("offset_value_v3_body_no_version.hex")
     key = r.OffsetKey("testgroup", "testtopic", 11)
@@ -153,7 +160,6 @@ def test_burrow_offset_value_v3_body_with_prefix_reencodes_exactly():
     assert r.encode_value(value) == data  # leader epoch present: our rule picks v3 too
 
 
-@needs_vectors
 def test_burrow_offset_value_v4_without_tagged_section_is_rejected_until_completed():
     key = r.OffsetKey("testgroup", "testtopic", 11)
     broken = burrow("offset_value_v4_MISSING_TAGGED_SECTION.hex")
@@ -164,13 +170,11 @@ def test_burrow_offset_value_v4_without_tagged_section_is_rejected_until_complet
     assert reencode(r.OFFSET_COMMIT_VALUE, 4, value) == broken + b"\x00"
 
 
-@needs_vectors
 def test_burrow_group_key():
     assert r.decode_key(burrow("group_key_v2.hex")) == r.GroupKey("testgroup")
     assert r.encode_key(r.GroupKey("testgroup")) == burrow("group_key_v2.hex")
 
 
-@needs_vectors
 def test_burrow_group_value_v1_with_empty_subscription():
     data = burrow("group_value_v1.hex")
     value = r.decode_value(r.GroupKey("testgroup"), data)
@@ -188,7 +192,6 @@ def test_burrow_group_value_v1_with_empty_subscription():
     assert reencode(r.GROUP_METADATA_VALUE, 1, value, NESTED) == data
 
 
-@needs_vectors
 def test_burrow_group_value_v2():
     data = burrow("group_value_v2.hex")
     key = r.GroupKey("testgroup")
@@ -207,7 +210,6 @@ def test_burrow_group_value_v2():
     assert r.encode_value(value) == data  # no static member: our rule picks v2 too
 
 
-@needs_vectors
 def test_burrow_group_value_v3_with_truncated_v1_subscription():
     data = burrow("group_value_v3.hex")
     value = r.decode_value(r.GroupKey("testgroup"), data)
@@ -229,14 +231,11 @@ def test_burrow_group_value_v3_with_truncated_v1_subscription():
 
 def _all_vectors() -> list[tuple[str, bytes, bytes]]:
     """(name, key, value) for every complete record among the vectors."""
-    if not VECTORS.is_dir():
-        return []
     out = []
-    for kind in ("offset_commit", "group_metadata"):
-        for case in sorted(p.stem for p in (KONSUMER / kind).glob("*.key")):
-            out.append((f"konsumer/{kind}/{case}", *konsumer(kind, case)))
+    for kind, case in sorted(KONSUMER_BYTES):
+        out.append((f"konsumer/{kind}/{case}", *konsumer(kind, case)))
     okey, gkey = burrow("offset_key_v1.hex"), burrow("group_key_v2.hex")
-    for path in sorted(p.name for p in BURROW.glob("*value*.hex")):
+    for path in sorted(name for name in BURROW_BYTES if "value" in name):
         data = burrow(path)
         if "body_no_version" in path:
             data = bytes.fromhex("0003") + data
@@ -246,7 +245,6 @@ def _all_vectors() -> list[tuple[str, bytes, bytes]]:
     return out
 
 
-@needs_vectors
 @pytest.mark.parametrize(("name", "kdata", "vdata"), _all_vectors(), ids=[v[0] for v in _all_vectors()])
 def test_truncated_vectors_are_rejected(name, kdata, vdata):
     """Every strict prefix of a known record fails loudly instead of yielding partial state."""
