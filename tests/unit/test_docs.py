@@ -28,5 +28,5 @@ def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert test_command in ci
     # ... in a bare copy (a clone in a fresh temp dir, nothing beside it), then the ../shared tests
-    copy = ci.index("git clone")
-    assert "mktemp -d" in ci[:copy] and copy < ci.index(test_command) < ci.index("-m shared")
+    copy = ci.index("\ngit clone")
+    assert "mktemp -d" in ci[:copy] and copy < ci.index(test_command) < ci.index("pytest -p no:cacheprovider -m shared")
