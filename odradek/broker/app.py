@@ -17,7 +17,7 @@ from ..storage.log_manager import LogManager
 from .clock import Clock, RealClock
 from .config import WILDCARD_HOSTS, Config, parse_listeners
 from .coordinator.service import OFFSETS_TOPIC, Coordinator, CoordinatorConfig
-from .datadir import DirLock, load_or_create_meta
+from .datadir import DirLock, load_or_create_meta, prepare_data_dir
 from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable
 from .handlers import cluster, groups
@@ -87,7 +87,7 @@ class BrokerApp:
         self.loop = asyncio.get_running_loop()
         self.loop_thread = threading.current_thread()
         for d in self.config.data_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+            prepare_data_dir(d)
         self._lock = DirLock(self.data_dir)
         self._lock.acquire()
         try:

@@ -1,4 +1,10 @@
-"""``odradek`` command line: serve, health, dump-log, import, offsets."""
+"""``odradek`` command line: serve, health, dump-log, import, offsets.
+
+Ordinary mistakes (a missing file, a bad address, an unusable data dir, a
+reader that closes the pipe) end with one line naming what to fix and a
+non-zero exit, from one handler in :func:`main`; ``--debug`` or
+``ODRADEK_DEBUG=1`` shows the traceback instead.
+"""
 
 from __future__ import annotations
 
@@ -20,21 +26,36 @@ def _run(coro) -> int:
 
 
 def _load_config(args) -> Config:
-    return Config.load(args.config, overrides=args.override or ())
+    return Config.load(args.config, overrides=_overrides(args))
+
+
+def _overrides(args) -> list[str]:
+    """``--override`` items, with ``--data-dir`` (every subcommand's one way to name it) as log.dirs."""
+    overrides = list(getattr(args, "override", None) or ())
+    if getattr(args, "data_dir", None):
+        overrides.append("log.dirs=" + ",".join(args.data_dir))
+    return overrides
+
+
+def _unknown_setting_note(name: str) -> str:
+    from .config import closest_setting
+
+    guess = closest_setting(name)
+    return f"unknown setting, ignored; did you mean {guess}?" if guess else "unknown setting, ignored"
 
 
 def cmd_serve(args) -> int:
     try:
         config = _load_config(args)
     except (ConfigError, OSError) as exc:
-        print(f"odradek: {exc}", file=sys.stderr)
+        print(f"odradek: {describe_error(exc)}", file=sys.stderr)
         return 2
     if args.print_config:
         width = max(len(s.name) for s in SETTINGS)
         for name, value in config.items():
             print(f"{name:<{width}}  {value!s:<40}  ({config.sources[name]})")
         for name, source in sorted(config.unknown.items()):
-            print(f"{name:<{width}}  (unknown setting, ignored)  ({source})")
+            print(f"{name:<{width}}  ({_unknown_setting_note(name)})  ({source})")
         return 0
     from . import logs
     logs.configure(config["log.format"], config["log.level"], levels=config["log.levels"])
@@ -50,7 +71,7 @@ async def _serve(config: Config) -> int:
 
     log = structlog.get_logger("odradek.cli")
     for name, source in sorted(config.unknown.items()):
-        log.warning("config.unknown_setting", setting=name, source=source)
+        log.warning("config.unknown_setting", setting=name, source=source, note=_unknown_setting_note(name))
     app = BrokerApp(config)
     try:
         await app.start()
@@ -88,7 +109,7 @@ def cmd_health(args) -> int:
         try:
             bootstrap = local_bootstrap(_load_config(args))
         except (ConfigError, OSError) as exc:
-            print(f"odradek: {exc}", file=sys.stderr)
+            print(f"odradek: {describe_error(exc)}", file=sys.stderr)
             return 2
     ok, message = check(bootstrap, timeout=args.timeout)
     print(message, file=sys.stdout if ok else sys.stderr)
@@ -102,26 +123,26 @@ def cmd_dump_log(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from .datadir import DataDirError, DirLock
+    from .datadir import DataDirError, DirLock, prepare_data_dir
     from .import_kafka import ImportError_, import_offsets
 
     try:
         config = _load_config(args)
     except (ConfigError, OSError) as exc:
-        print(f"odradek: {exc}", file=sys.stderr)
+        print(f"odradek: {describe_error(exc)}", file=sys.stderr)
         return 2
     data_dir = config.data_dirs[0]
-    data_dir.mkdir(parents=True, exist_ok=True)
     lock = DirLock(data_dir)
     try:
+        prepare_data_dir(data_dir)
         lock.acquire()
     except DataDirError as exc:
-        print(f"odradek: {exc}", file=sys.stderr)
+        print(f"odradek: {describe_error(exc)}", file=sys.stderr)
         return 1
     try:
         stats = import_offsets(args.kafka_log_dir, data_dir, config["offsets.topic.num.partitions"])
     except (ImportError_, OSError, ValueError) as exc:
-        print(f"odradek: import failed: {exc}", file=sys.stderr)
+        print(f"odradek: import failed: {describe_error(exc)}", file=sys.stderr)
         return 1
     finally:
         lock.release()
@@ -138,42 +159,66 @@ def cmd_offsets(args) -> int:
     return run(args)
 
 
+DESCRIPTION = """\
+A Kafka-protocol broker (consumer groups, committed offsets, topics) for tests
+and development. Each command has its own --help."""
+
+DATA_DIR_HELP = "data dir (log.dirs); repeatable; default: log.dirs from the config"
+
+
+def _host_port(text: str) -> str:
+    """argparse type for --bootstrap: a bad address is a usage error, not a traceback."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host.strip("[]"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:9092)")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="odradek", description=__doc__)
+    # --debug is accepted before or after the subcommand; SUPPRESS keeps a subcommand's
+    # absent flag from overwriting one given before it
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show the Python traceback of an error (also: ODRADEK_DEBUG=1)")
+    parser = argparse.ArgumentParser(prog="odradek", description=DESCRIPTION, parents=[debug])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run the broker")
+    serve = sub.add_parser("serve", help="run the broker", parents=[debug])
     serve.add_argument("config", nargs="?", help="server.properties file")
     serve.add_argument("--override", action="append", metavar="KEY=VALUE",
                        help="set a property (repeatable); beats the file and KAFKA_* variables")
     serve.add_argument("--print-config", action="store_true",
                        help="print the effective settings and where each came from, then exit")
+    serve.add_argument("--data-dir", action="append", metavar="DIR", help=DATA_DIR_HELP)
     serve.set_defaults(func=cmd_serve)
 
-    health = sub.add_parser("health", help="send ApiVersions to a broker; exit 0 if it answers")
+    health = sub.add_parser("health", help="send ApiVersions to a broker; exit 0 if it answers",
+                            parents=[debug])
     health.add_argument("config", nargs="?", help="server.properties file (to find the listener)")
-    health.add_argument("--bootstrap", default=None,
+    health.add_argument("--bootstrap", default=None, type=_host_port,
                         help="host:port (default: this machine's first configured listener)")
     health.add_argument("--override", action="append", metavar="KEY=VALUE", help=argparse.SUPPRESS)
-    health.add_argument("--timeout", type=float, default=5.0, help="seconds")
+    health.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the answer (default: %(default)s)")
     health.set_defaults(func=cmd_health)
-    dump_log = sub.add_parser("dump-log", help="print the batches and records of .log files")
+    dump_log = sub.add_parser("dump-log", help="print the batches and records of .log files",
+                              parents=[debug])
     dump_log.add_argument("paths", nargs="+", help=".log files, partition dirs or data dirs")
     dump_log.add_argument("--json", action="store_true", help="one JSON object per batch")
     dump_log.set_defaults(func=cmd_dump_log)
 
-    imp = sub.add_parser("import", help="copy a Kafka __consumer_offsets into our data dir")
+    imp = sub.add_parser("import", help="copy a Kafka __consumer_offsets into our data dir",
+                         parents=[debug])
     imp.add_argument("kafka_log_dir", help="a Kafka log dir holding __consumer_offsets-N dirs")
     imp.add_argument("config", nargs="?", help="server.properties file (for log.dirs etc.)")
     imp.add_argument("--override", action="append", metavar="KEY=VALUE",
-                     help="set a property, e.g. log.dirs=/path")
+                     help="set a property (repeatable), as for serve")
+    imp.add_argument("--data-dir", action="append", metavar="DIR", help=DATA_DIR_HELP)
     imp.set_defaults(func=cmd_import)
 
     offsets = sub.add_parser("offsets", help="committed offsets of a data dir, at any point of its "
-                             "history (reads the logs; no broker needed)")
+                             "history (reads the logs; no broker needed)", parents=[debug])
     offsets.add_argument("config", nargs="?", help="server.properties file (log.dirs, retention)")
-    offsets.add_argument("--data-dir", action="append", metavar="DIR",
-                         help="log dir holding __consumer_offsets-N (repeatable; default: log.dirs)")
+    offsets.add_argument("--data-dir", action="append", metavar="DIR", help=DATA_DIR_HELP)
     offsets.add_argument("--group", help="only this group (reads only its offsets partition)")
     point = offsets.add_mutually_exclusive_group()
     point.add_argument("--at", metavar="TIME",
@@ -192,7 +237,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    debug = getattr(args, "debug", False) or os.environ.get("ODRADEK_DEBUG", "") not in ("", "0")
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        return _reader_went_away()
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the one place an error becomes a message instead of a traceback
+        if debug:
+            raise
+        print(f"odradek {args.command}: {describe_error(exc)} "
+              "(--debug or ODRADEK_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 1
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line a user can act on: the path and the reason for OS errors, else the message."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or exc}"
+    return str(exc) or type(exc).__name__
+
+
+def _reader_went_away() -> int:
+    """stdout's reader closed early (``odradek dump-log ... | head``): stop quietly, as cat does.
+
+    Later writes (the interpreter's final flush) go to /dev/null so Python prints nothing more;
+    141 is what a shell reports for a program ended by SIGPIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
 
 
 if __name__ == "__main__":

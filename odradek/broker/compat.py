@@ -8,7 +8,7 @@ from .config import SETTINGS, Config
 CLIENTS_TESTED = [
     ("kafka-python", "3.0.12"),
     ("aiokafka", "0.14.0"),
-    ("confluent-kafka (librdkafka)", "2.16.1 (2.16.0)"),
+    ("confluent-kafka", "2.16.1 (its bundled librdkafka: 2.16.0)"),
 ]
 
 

@@ -11,6 +11,7 @@ Invalid values stop start-up with a message naming the setting.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -325,6 +326,15 @@ class Config:
                                       f"(from {source}): {exc}") from None
                 sources[name] = source
         return cls(values, sources, unknown)
+
+
+def closest_setting(name: str) -> str | None:
+    """The known setting an unknown name most likely meant (``num.partition`` -> ``num.partitions``).
+
+    Like Kafka, an unknown name only warns (it may be meant for another tool reading the same
+    file); the suggestion turns a silent typo into an obvious one."""
+    matches = difflib.get_close_matches(name, SETTINGS_BY_NAME, n=1, cutoff=0.75)
+    return matches[0] if matches else None
 
 
 def _override_map(overrides: Mapping[str, Any] | Iterable[str]) -> dict[str, Any]:

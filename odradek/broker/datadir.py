@@ -8,6 +8,7 @@ the same directory refuse to start instead of corrupting logs.
 from __future__ import annotations
 
 import base64
+import errno
 import fcntl
 import os
 import uuid
@@ -19,6 +20,27 @@ LOCK = ".lock"
 
 class DataDirError(RuntimeError):
     pass
+
+
+def prepare_data_dir(data_dir: Path, setting: str = "log.dirs (--data-dir)") -> None:
+    """Create the data dir if missing and check we may write it.
+
+    A failure names the setting to change (the user fixes ``log.dirs``, not
+    the errno), the path and the reason."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        if not os.access(data_dir, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(data_dir))
+    except FileExistsError:
+        reason = "it is a file, not a directory"
+    except NotADirectoryError:
+        reason = "part of its path is a file, not a directory"
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    else:
+        return
+    raise DataDirError(f"cannot use {data_dir} as the data directory ({reason}): "
+                       f"set {setting} to a directory this user can write") from None
 
 
 def new_cluster_id() -> str:

@@ -101,6 +101,17 @@ def decode_offsets_record(record: Record) -> dict:
     return out
 
 
+def _starts_like_a_batch(data: bytes) -> bool:
+    """A segment's first bytes: base offset >= 0, a plausible length, magic 0, 1 or 2 at byte 16.
+
+    Tells a file that is not a log at all from a real segment whose first batch is torn."""
+    if len(data) < 17:
+        return False
+    base_offset = int.from_bytes(data[0:8], "big", signed=True)
+    length = int.from_bytes(data[8:12], "big", signed=True)
+    return base_offset >= 0 and length >= 14 and data[16] in (0, 1, 2)
+
+
 def iter_dump(path: Path) -> Iterator[dict]:
     """One dict per batch (with its records), then a final error entry if the tail is bad."""
     data = path.read_bytes()
@@ -108,6 +119,10 @@ def iter_dump(path: Path) -> Iterator[dict]:
     pos = 0
     while pos < len(data):
         size = batch_size_at(data, pos)
+        if pos == 0 and not _starts_like_a_batch(data):
+            yield {"position": 0, "error": f"not a Kafka log segment: {path} does not start with a "
+                   "record batch (expected a .log file of a partition directory)"}
+            return
         if size is None or pos + size > len(data):
             yield {"position": pos, "error": f"torn tail: {len(data) - pos} bytes"}
             return

@@ -343,7 +343,7 @@ def run(args, out: TextIO | None = None) -> int:
     try:
         until_ms = parse_time(args.at) if args.at is not None else None
         view = build_view(data_dirs, group=args.group, until_ms=until_ms, until_offset=args.offset)
-    except (ViewError, OSError) as exc:
+    except ViewError as exc:  # an OSError reaches the CLI's one handler, which names its path
         print(f"odradek: {exc}", file=sys.stderr)
         return 1
     preview = expiry_preview(view, retention_ms, args.group) if args.expiry_preview else None

@@ -30,3 +30,19 @@ def test_ci_runs_the_readme_test_command():
     # ... in a bare copy (a clone in a fresh temp dir, nothing beside it), then the ../shared tests
     copy = ci.index("\ngit clone")
     assert "mktemp -d" in ci[:copy] and copy < ci.index(test_command) < ci.index("pytest -p no:cacheprovider -m shared")
+
+
+def test_clients_tested_line_names_the_installed_series():
+    """README's "Clients tested in CI" line: each client's version (same minor series as the one
+    installed here; a newer patch release must not fail a fresh clone) and what it bundles."""
+    from importlib.metadata import version
+
+    from odradek.broker.compat import CLIENTS_TESTED
+
+    def series(v: str) -> str:
+        return ".".join(v.split(".")[:2])
+
+    tested = dict(CLIENTS_TESTED)
+    for name in ("kafka-python", "aiokafka", "confluent-kafka"):
+        assert series(tested[name]) == series(version(name)), name
+    assert "bundled librdkafka" in tested["confluent-kafka"]

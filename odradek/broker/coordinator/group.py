@@ -175,14 +175,24 @@ class ClassicGroup:
     def is_in(self, *states: GroupState) -> bool:
         return self.state in states
 
-    def transition(self, target: GroupState, now_ms: int, reason: str | None = None) -> None:
-        """The only way to change state: checked against the table, logged once (with why)."""
+    def transition(self, target: GroupState, now_ms: int, reason: str | None = None,
+                   *, unloading: bool = False) -> None:
+        """The only way to change state: checked against the table, logged once (with why).
+
+        ``unloading``: the node stops serving the group (shutdown), Kafka's
+        ``GroupMetadataManager.removeGroupsForPartition``.  Dead here only means "out of
+        memory"; its log line says so, since "Empty -> Dead" reads like a deletion."""
         check_transition(self.group_id, self.state, target)
         previous = self.state
         self.state = target
         self.current_state_timestamp = now_ms
-        log.info("group.state", group=self.group_id, from_state=previous.value, to=target.value,
-                 generation=self.generation, members=len(self.members), reason=reason)
+        if unloading:
+            log.info("group.unloaded", group=self.group_id, state=previous.value,
+                     generation=self.generation, members=len(self.members),
+                     note="kept on disk: its offsets and metadata load again on the next start")
+        else:
+            log.info("group.state", group=self.group_id, from_state=previous.value, to=target.value,
+                     generation=self.generation, members=len(self.members), reason=reason)
         if target is GroupState.PREPARING_REBALANCE and self.stats is not None:
             self.stats["rebalances"] += 1
 

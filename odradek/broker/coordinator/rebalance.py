@@ -347,4 +347,4 @@ def unload_shard(shard: Shard) -> None:
                 member.heartbeat_timer = None
             group.answer_join(member, JoinResult.failed(member.member_id, ErrorCode.NOT_COORDINATOR))
             member.answer_sync(SyncResult.failed(ErrorCode.NOT_COORDINATOR))
-        shard.remove_group(group.group_id)
+        shard.remove_group(group.group_id, unloading=True)

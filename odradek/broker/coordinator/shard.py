@@ -357,7 +357,7 @@ class Shard:
             self.groups[group_id] = group
         return group
 
-    def remove_group(self, group_id: str) -> None:
+    def remove_group(self, group_id: str, *, unloading: bool = False) -> None:
         group = self.groups.pop(group_id, None)
         if group is not None and group.state is not GroupState.DEAD:
-            group.transition(GroupState.DEAD, self.clock.now_ms())
+            group.transition(GroupState.DEAD, self.clock.now_ms(), unloading=unloading)
