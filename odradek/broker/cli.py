@@ -239,7 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False) or os.environ.get("ODRADEK_DEBUG", "") not in ("", "0")
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return status
     except BrokenPipeError:
         return _reader_went_away()
     except KeyboardInterrupt:
