@@ -2,8 +2,8 @@
 
 Batch *headers* are read with ``struct`` at fixed positions: storage and the
 data plane move batches without decoding records, and only patch fields the
-CRC does not cover (base offset, partition leader epoch).  Layout:
-``shared/reference/record-batch-v2.md`` §1.
+CRC does not cover (base offset, partition leader epoch).  Layout: Kafka's
+``DefaultRecordBatch`` (its class comment lists every field and offset).
 
 Records are decoded only where someone needs them (offsets-topic replay,
 compaction, the pipeline), so that path is written for speed: one
