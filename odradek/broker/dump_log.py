@@ -32,6 +32,9 @@ def segment_files(paths: list[str]) -> list[Path]:
             logs = sorted(path.glob(f"*{LOG_SUFFIX}"))
             if not logs:
                 logs = sorted(path.glob(f"*/*{LOG_SUFFIX}"))
+            if not logs:  # an empty dump would look like an empty log
+                raise ValueError(f"no {LOG_SUFFIX} files in {path} "
+                                 "(expected a .log file, a partition dir or a data dir)")
             out.extend(logs)
         else:
             out.append(path)

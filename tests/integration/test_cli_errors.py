@@ -82,6 +82,11 @@ def test_dump_log_of_a_file_that_is_not_a_log_says_so(tmp_path):
     assert "torn tail" not in out.stdout
 
 
+def test_dump_log_of_a_dir_without_logs_says_so(tmp_path):
+    out = run("dump-log", str(tmp_path))
+    assert_one_line_error(out, str(tmp_path), "no .log files")
+
+
 def test_a_log_dirs_that_is_a_file_names_the_setting(tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
