@@ -1,4 +1,4 @@
-"""Bytes captured from real Kafka brokers (and two small test inputs), kept in the repository.
+"""Bytes captured from real Kafka brokers (and a few hand-written inputs, marked), kept in the repository.
 
 These are facts about Kafka's formats, not code: the tests check our codecs
 against them, so the suite needs nothing outside the checkout.  Hex, split
