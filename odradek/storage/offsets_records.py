@@ -17,12 +17,14 @@ version`` + value struct, and a tombstone is a null value (``None`` here).
   aborts a load instead of silently losing state.
 - Values of every version 0-4 are read (v4 is flexible; unknown tagged fields
   are skipped).  Bytes after the struct are ignored, as Kafka's reader does.
-- The written value version is the smallest that carries the record's
-  fields (project rule, DESIGN.md §3): OffsetCommitValue v1 when the commit
-  has its own expiry, else v3 when it carries a leader epoch, else v2;
-  GroupMetadataValue v3 when a member is static (has a group instance id),
-  else v2.  Kafka itself always writes v3 (or v1 with an expiry), and v1 drops
-  the leader epoch exactly as Kafka's v1 does.
+- The written value versions are exactly Kafka's (``GroupMetadataManager``
+  at inter-broker protocol 2.3 and later, every release since 2019):
+  OffsetCommitValue v3, or v1 when the commit carries its own expire
+  timestamp (v1 drops the leader epoch exactly as Kafka's v1 does), and
+  GroupMetadataValue v3.  Tools that decode only the versions Kafka writes
+  (every Burrow release reads offset values v0, v1, v3 and v4, not v2) rely
+  on it.  The v1/v2 writers stay reachable through ``version=`` for emulated
+  older releases and tests.
 
 Decoding is on the replay path, so encode/decode run through readers and
 writers generated from these declarations by :mod:`.fastcodec` (about 2x
@@ -260,31 +262,28 @@ def decode_key(data: bytes | bytearray | memoryview) -> OffsetKey | GroupKey | N
 # --- values ---------------------------------------------------------------------------
 
 def offset_value_version(value: OffsetValue) -> int:
-    """The OffsetCommitValue version we write for ``value`` (see module docstring)."""
-    if value.expire_timestamp != -1:
-        return 1
-    if value.leader_epoch != -1:
-        return 3
-    return 2
+    """The OffsetCommitValue version Kafka writes for ``value``: 1 with an expire timestamp, else 3."""
+    return 1 if value.expire_timestamp != -1 else 3
 
 
 def group_value_version(value: GroupValue) -> int:
-    """The GroupMetadataValue version we write: 3 with static members, else 2."""
-    for m in value.members:
-        if m.group_instance_id is not None:
-            return 3
-    return 2
+    """The GroupMetadataValue version Kafka writes: always 3."""
+    return 3
 
 
-def encode_value(value: OffsetValue | GroupValue | None) -> bytes | None:
-    """Value bytes in the smallest version carrying its fields; ``None`` stays a tombstone."""
+def encode_value(value: OffsetValue | GroupValue | None, version: int | None = None) -> bytes | None:
+    """Value bytes in the version Kafka writes (or ``version``: 1-3 / 2-3); ``None`` stays a tombstone.
+
+    An explicit older version drops the fields it lacks, as Kafka's writer
+    of that version does (v2 has no leader epoch or static member id).
+    """
     if value is None:
         return None
     try:
         if type(value) is OffsetValue:
-            return _OFFSET_VALUE_WRITERS[offset_value_version(value)](value)
+            return _OFFSET_VALUE_WRITERS[offset_value_version(value) if version is None else version](value)
         if type(value) is GroupValue:
-            return _GROUP_VALUE_WRITERS[group_value_version(value)](value)
+            return _GROUP_VALUE_WRITERS[group_value_version(value) if version is None else version](value)
     except (struct.error, ProtocolError, UnicodeEncodeError) as exc:
         raise RecordEncodeError(f"cannot encode {type(value).__name__}: {exc}") from None
     raise TypeError(f"not an offsets-topic value: {value!r}")

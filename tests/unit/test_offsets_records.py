@@ -85,10 +85,9 @@ def test_konsumer_offset_commit(case):
                                   expire_timestamp=-1)
     assert struct.unpack_from(">h", vdata)[0] == 3
     assert r.encode_key(key) == kdata  # key type 1, as Kafka writes
-    # exact bytes again through the declaration at v3; our rule writes v2 here (no leader epoch)
+    # Kafka wrote v3 without a leader epoch; we write the same bytes
     assert reencode(r.OFFSET_COMMIT_VALUE, 3, value) == vdata
-    ours = r.encode_value(value)
-    assert ours[:2] == b"\x00\x02" and r.decode_value(key, ours) == value
+    assert r.encode_value(value) == vdata
 
 
 GROUPS = {
@@ -133,9 +132,8 @@ def test_konsumer_group_metadata(case):
         assert cp.encode_assignment(asg) == member.assignment
     assert consumes_all(r.GROUP_METADATA_VALUE, r.GroupValue, vdata, NESTED)
     assert reencode(r.GROUP_METADATA_VALUE, 3, value, NESTED) == vdata
-    # no static member: our rule writes v2, which must read back to the same state
-    ours = r.encode_value(value)
-    assert ours[:2] == b"\x00\x02" and r.decode_value(key, ours) == value
+    # no static member: Kafka still writes v3, and so do we, byte for byte
+    assert r.encode_value(value) == vdata
 
 
 # --- vectors: Burrow ------------------------------------------------------------------------
@@ -207,7 +205,7 @@ def test_burrow_group_value_v2():
                                                                       user_data=b"")
     assert cp.decode_assignment(m.assignment).assigned_partitions == \
         [cp.TopicPartitions("testtopic", list(range(9)))]
-    assert r.encode_value(value) == data  # no static member: our rule picks v2 too
+    assert r.encode_value(value, version=2) == data  # the v2 writer stays, for older releases
 
 
 def test_burrow_group_value_v3_with_truncated_v1_subscription():
@@ -412,7 +410,7 @@ offset_keys = st.builds(r.OffsetKey, text, text, int32)
 
 
 @given(offset_keys, offset_values)
-def test_offset_records_round_trip_in_the_smallest_version(key, value):
+def test_offset_records_round_trip_in_the_version_kafka_writes(key, value):
     kdata, vdata = r.encode_key(key), r.encode_value(value)
     assert r.decode_key(kdata) == key
     version = struct.unpack_from(">h", vdata)[0]
@@ -420,19 +418,34 @@ def test_offset_records_round_trip_in_the_smallest_version(key, value):
         assert version == 1
         expected = dataclasses.replace(value, leader_epoch=-1)  # v1 has no leader epoch (as in Kafka)
     else:
-        assert version == (3 if value.leader_epoch != -1 else 2)
+        assert version == 3  # with or without a leader epoch, as Kafka since IBP 2.3
         expected = value
     assert r.decode_value(key, vdata) == expected
 
 
 @given(text, group_values)
-def test_group_records_round_trip_in_the_smallest_version(group, value):
+def test_group_records_round_trip_in_the_version_kafka_writes(group, value):
     key = r.GroupKey(group)
     assert r.decode_key(r.encode_key(key)) == key
     data = r.encode_value(value)
-    static = any(m.group_instance_id is not None for m in value.members)
-    assert struct.unpack_from(">h", data)[0] == (3 if static else 2)
+    assert struct.unpack_from(">h", data)[0] == 3  # static members or not, as Kafka since IBP 2.3
     assert r.decode_value(key, data) == value
+
+
+def test_epochless_commits_and_plain_groups_are_written_as_kafka_writes_them():
+    """Burrow reads offset values v0, v1, v3, v4 only: a v2 commit (kafka-python's) was silently dropped."""
+    commit = r.OffsetValue(offset=12, metadata="", commit_timestamp=1700000000000)
+    data = r.encode_value(commit)
+    assert data == b"\x00\x03" + struct.pack(">qih", 12, -1, 0) + struct.pack(">q", 1700000000000)
+    group = r.GroupValue(protocol_type="consumer", generation=1, protocol="range", leader="m",
+                         members=[r.MemberValue("m", None, "c", "/h", 300000, 45000, b"s", b"a")])
+    assert r.encode_value(group)[:2] == b"\x00\x03"
+    # the older writers stay available (emulated older releases), dropping what they lack
+    assert r.encode_value(commit, version=2)[:2] == b"\x00\x02"
+    old = r.encode_value(dataclasses.replace(commit, leader_epoch=5), version=2)
+    assert r.decode_value(r.OffsetKey("g", "t", 0), old) == commit
+    assert r.encode_value(group, version=2)[:2] == b"\x00\x02"
+    assert r.decode_value(r.GroupKey("g"), r.encode_value(group, version=2)) == group
 
 
 def _as_dict(obj):
