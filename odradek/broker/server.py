@@ -27,6 +27,7 @@ from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ProtocolError
 from ..protocol.registry import APIS
 from .dispatch import NO_RESPONSE, HandlerTable, Later, RequestContext
+from .error_answers import error_answer
 
 log = structlog.get_logger("odradek.server")
 
@@ -62,15 +63,16 @@ class Route:
 class _Pending:
     """A queued answer still being worked out: the handler's future or ``Later``, and how to encode it."""
 
-    __slots__ = ("result", "route", "version", "correlation_id", "started")
+    __slots__ = ("result", "route", "version", "correlation_id", "started", "request")
 
     def __init__(self, result: asyncio.Future | Later, route: Route, version: int, correlation_id: int,
-                 started: float):
+                 started: float, request: Any = None):
         self.result = result
         self.route = route
         self.version = version
         self.correlation_id = correlation_id
         self.started = started
+        self.request = request  # for Kafka's error answer should the handler fail
 
 
 class KafkaServer:
@@ -374,13 +376,16 @@ class Connection(asyncio.Protocol):
                 if not result.done() or result.cancelled():
                     return None  # not yet, or the connection is going away
                 try:
-                    item = self._answer(result.result(), item.route, item.version, item.correlation_id,
-                                        item.started)
+                    try:
+                        item = self._answer(result.result(), item.route, item.version, item.correlation_id,
+                                            item.started)
+                    except CloseConnection:
+                        raise
+                    except Exception:
+                        item = self._refuse(item.route, item.version, item.correlation_id, item.request,
+                                            item.started)
                 except CloseConnection as exc:
                     return str(exc)
-                except Exception:
-                    self.log.exception("request.handler_failed", api=item.route.name, version=item.version)
-                    return "handler failed"
             queue.popleft()
             if item is not NO_RESPONSE:
                 out.extend(item)
@@ -445,13 +450,15 @@ class Connection(asyncio.Protocol):
             result = route.fn(ctx, body)
             if type(result) is not dict:
                 if type(result) is Later:  # the coordinator answers later (a commit awaiting fsync)
-                    return _Pending(result, route, version, correlation_id, started)
+                    return _Pending(result, route, version, correlation_id, started, body)
                 if inspect.isawaitable(result):  # a coroutine needs a task
-                    return _Pending(asyncio.ensure_future(result), route, version, correlation_id, started)
+                    return _Pending(asyncio.ensure_future(result), route, version, correlation_id, started,
+                                    body)
             return self._answer(result, route, version, correlation_id, started)
+        except CloseConnection:
+            raise
         except Exception:
-            self.log.exception("request.handler_failed", api=route.name, version=version)
-            raise CloseConnection("handler failed") from None
+            return self._refuse(route, version, correlation_id, body, started)
 
     def _route(self, api_key: int, version: int) -> Route | None:
         """The route for a request kind seen for the first time (None: ApiVersions fallback)."""
@@ -486,6 +493,24 @@ class Connection(asyncio.Protocol):
         if metrics is not None:
             metrics.observe(route.api_key, version, time.perf_counter() - started)
         return out
+
+    def _refuse(self, route: Route, version: int, correlation_id: int, request: Any, started: float):
+        """Kafka's error answer for a request whose handler failed or whose answer cannot be encoded.
+
+        The one guard for every API (``KafkaApis.handleError``): the client
+        gets UNKNOWN_SERVER_ERROR where the request's answer carries error
+        codes, the connection stays, and the traceback is logged as the bug
+        it is.  Only when there is no such answer (acks=0 Produce) or it
+        cannot be built either is the connection closed.
+        """
+        self.log.exception("request.handler_failed", api=route.name, version=version)
+        try:
+            body = error_answer(route.api_key, version, request)
+            if body is not None:
+                return self._answer(body, route, version, correlation_id, started)
+        except Exception:
+            self.log.exception("request.error_answer_failed", api=route.name, version=version)
+        raise CloseConnection("handler failed")
 
     def _api_versions_fallback(self, correlation_id: int, max_version: int) -> tuple[bytes, bytes]:
         """An unsupported ApiVersions version gets a v0 body and v0 header naming our range."""

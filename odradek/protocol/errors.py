@@ -2,6 +2,20 @@
 
 from enum import IntEnum
 
+MAX_MESSAGE_CHARS = 1024  # 4 KiB of UTF-8 at most: far below a protocol string's 32,767 bytes
+
+
+def clip_message(message: str) -> str:
+    """An error message that always fits the answer's string field.
+
+    Messages echo what the client sent (a topic or resource name may be
+    32,767 bytes), and Kafka's own, echoed in full, can exceed what the
+    response can encode; the tail of a long one is cut and its length said.
+    """
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return f"{message[:MAX_MESSAGE_CHARS - 40]}... ({len(message)} characters in all)"
+
 
 class ErrorCode(IntEnum):
     UNKNOWN_SERVER_ERROR = -1

@@ -80,13 +80,33 @@ def _accepts(group: ClassicGroup, member_id: str, max_size: int) -> bool:
 # --- new members (member id "") ---------------------------------------------------------
 
 
+MAX_STRING_BYTES = 32767  # a protocol (and record) string's limit
+
+
+def new_member_id(prefix: str | None) -> str:
+    """Kafka's ``<instance or client id>-<UUID>``, the prefix cut so the id fits a string field.
+
+    Kafka does not cut it, so a 32,767-byte group.instance.id or client id
+    makes a member id no JoinGroup, DescribeGroups or group record can
+    encode; here the id keeps its UUID (it stays unique) and loses the
+    prefix's tail.
+    """
+    tail = f"-{uuid.uuid4()}"
+    head = str(prefix)
+    raw = head.encode("utf-8")
+    room = MAX_STRING_BYTES - len(tail)
+    if len(raw) > room:
+        head = raw[:room].decode("utf-8", "ignore")  # never half a character
+    return head + tail
+
+
 def _join_new(shard: Shard, group: ClassicGroup, req: JoinRequest) -> Promise:
     if group.state is DEAD:
         return _fail("", ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not group.supports_protocols(req.protocol_type, req.protocols):
         return _fail("", ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     instance_id = req.group_instance_id
-    new_id = f"{instance_id if instance_id is not None else req.client_id}-{uuid.uuid4()}"
+    new_id = new_member_id(instance_id if instance_id is not None else req.client_id)
     if instance_id is not None:
         old_id = group.static_members.get(instance_id)
         if old_id is not None:

@@ -40,7 +40,7 @@ from typing import Any
 
 import structlog
 
-from ...protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode, clip_message
 from ...storage.config import LogConfig
 from ...storage.files import fsync_dir
 from ...storage.log import Log
@@ -63,6 +63,7 @@ class TopicError(Exception):
     """A topic operation refused with a Kafka error code."""
 
     def __init__(self, code: ErrorCode, message: str):
+        message = clip_message(message)  # it may echo a client's 32 KiB name
         super().__init__(message)
         self.code = code
         self.message = message

@@ -11,7 +11,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
+from ...protocol.primitives import ZERO_UUID
 from ..dispatch import HandlerTable, RequestContext
+from ..error_answers import error_answer
 from .topics import topic_metadata
 
 if TYPE_CHECKING:
@@ -44,6 +46,10 @@ def _brokers(app: BrokerApp) -> list[dict]:
 
 
 async def metadata(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    if ctx.api_version < 12 and any(t.name is None or t.topic_id != ZERO_UUID for t in req.topics or ()):
+        # v10/v11 declare topic ids but Kafka refuses them (KafkaApis.handleTopicMetadataRequest):
+        # INVALID_REQUEST on every requested topic, a null name answered as ""
+        return error_answer(3, ctx.api_version, req, ErrorCode.INVALID_REQUEST)
     return {
         "throttle_time_ms": 0,
         "brokers": _brokers(app),

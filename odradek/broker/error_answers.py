@@ -1,0 +1,129 @@
+"""The answer to a request that failed unexpectedly: Kafka's ``AbstractRequest.getErrorResponse``.
+
+When a handler raises or its answer cannot be encoded, Kafka does not drop
+the connection: ``KafkaApis.handleError`` sends the request's own error
+response, which carries the error code at the top level and/or on every
+topic, partition, group or resource the request named (each request class
+decides, and these follow them).  Only a Produce with acks=0 has no answer
+(Kafka closes the connection).  Names come back as the request sent them
+(they decoded, so they encode); an error message is never sent, since
+Kafka leaves it out for UNKNOWN_SERVER_ERROR.  Fields not set here take
+the declaration's defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..protocol.errors import ErrorCode
+
+Shape = Callable[[int, Any, int], dict | None]
+
+
+def _produce(v: int, req, code: int) -> dict | None:
+    if req.acks == 0:
+        return None
+    return {"responses": [{"name": t.name, "partition_responses": [
+        {"index": p.index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
+         "log_start_offset": -1} for p in t.partition_data]} for t in req.topic_data]}
+
+
+def _fetch(v: int, req, code: int) -> dict:
+    return {"error_code": code, "session_id": 0, "responses": [{"topic": t.topic, "partitions": [
+        {"partition_index": p.partition, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
+         "log_start_offset": -1, "aborted_transactions": None, "records": None}
+        for p in t.partitions]} for t in req.topics]}
+
+
+def _list_offsets(v: int, req, code: int) -> dict:
+    return {"topics": [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index, "error_code": code, "timestamp": -1, "offset": -1,
+         "leader_epoch": -1} for p in t.partitions]} for t in req.topics]}
+
+
+def _metadata(v: int, req, code: int) -> dict:
+    topics = [{"name": t.name if t.name is not None else "", "topic_id": t.topic_id,  # null name: "" (Kafka)
+               "error_code": code, "is_internal": False, "partitions": []} for t in req.topics or []]
+    return {"brokers": [], "cluster_id": None, "controller_id": -1, "topics": topics}
+
+
+def _offset_commit(v: int, req, code: int) -> dict:
+    return {"topics": [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                                       for p in t.partitions]} for t in req.topics]}
+
+
+def _offset_fetch(v: int, req, code: int) -> dict:
+    if v >= 8:
+        return {"groups": [{"group_id": g.group_id, "error_code": code, "topics": []} for g in req.groups]}
+    topics = []
+    if v < 2:  # no top-level error code yet: every partition carries it
+        topics = [{"name": t.name, "partitions": [
+            {"partition_index": i, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+             "error_code": code} for i in t.partition_indexes]} for t in req.topics or []]
+    return {"error_code": code, "topics": topics}
+
+
+def _find_coordinator(v: int, req, code: int) -> dict:
+    if v >= 4:
+        return {"coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code,
+                                  "error_message": None} for k in req.coordinator_keys]}
+    return {"error_code": code, "error_message": None, "node_id": -1, "host": "", "port": -1}
+
+
+def _top_level(**fields: Any) -> Shape:
+    return lambda v, req, code: {"error_code": code, **fields}
+
+
+def _describe_groups(v: int, req, code: int) -> dict:
+    return {"groups": [{"group_id": g, "error_code": code, "group_state": "", "protocol_type": "",
+                        "protocol_data": "", "members": []} for g in req.groups]}
+
+
+def _create_topics(v: int, req, code: int) -> dict:
+    return {"topics": [{"name": t.name, "error_code": code, "error_message": None, "num_partitions": -1,
+                        "replication_factor": -1, "configs": []} for t in req.topics]}
+
+
+def _delete_topics(v: int, req, code: int) -> dict:
+    if v >= 6:
+        return {"responses": [{"name": t.name, "topic_id": t.topic_id, "error_code": code} for t in req.topics]}
+    return {"responses": [{"name": n, "error_code": code} for n in req.topic_names]}
+
+
+def _describe_configs(v: int, req, code: int) -> dict:
+    return {"results": [{"error_code": code, "error_message": None, "resource_type": r.resource_type,
+                         "resource_name": r.resource_name, "configs": []} for r in req.resources]}
+
+
+def _delete_groups(v: int, req, code: int) -> dict:
+    return {"results": [{"group_id": g, "error_code": code} for g in req.groups_names]}
+
+
+def _offset_delete(v: int, req, code: int) -> dict:
+    return {"error_code": code, "topics": []}
+
+
+SHAPES: dict[int, Shape] = {
+    0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
+    10: _find_coordinator,
+    11: lambda v, req, code: {"error_code": code, "generation_id": -1, "leader": "", "member_id": "",
+                              "protocol_name": None if v >= 7 else "", "members": []},
+    12: _top_level(), 13: _top_level(members=[]), 14: _top_level(protocol_type=None, protocol_name=None),
+    15: _describe_groups, 16: _top_level(groups=[]), 18: _top_level(api_keys=[]), 19: _create_topics,
+    20: _delete_topics, 22: _top_level(producer_id=-1, producer_epoch=-1), 32: _describe_configs,
+    42: _delete_groups, 47: _offset_delete,
+    60: _top_level(error_message=None, cluster_id="", controller_id=-1, brokers=[]),
+}
+
+
+def error_answer(api_key: int, version: int, request: Any,
+                 code: int = ErrorCode.UNKNOWN_SERVER_ERROR) -> dict | None:
+    """The body Kafka sends for ``request`` failing with ``code``; None: close the connection instead."""
+    shape = SHAPES.get(api_key)
+    if shape is None:
+        return None
+    body = shape(version, request, int(code))
+    if body is not None:
+        body.setdefault("throttle_time_ms", 0)
+    return body
