@@ -348,6 +348,102 @@ def _decode_records(data: bytes, p: int, end: int, count: int, base_offset: int,
     return records
 
 
+def _read_len(data: bytes, p: int) -> tuple[int, int]:
+    """A zig-zag varint at ``p`` of any length: (value, next position)."""
+    x, p = _uvarint(data, p)
+    return (x >> 1) ^ -(x & 1), p
+
+
+def scan_records(data: bytes, p: int, end: int, count: int) -> list[int]:
+    """Check that ``data[p:end]`` holds exactly ``count`` well-formed records; the indexes of keyless ones.
+
+    What Kafka's ``DefaultRecord.readFrom`` checks while ``LogValidator``
+    walks a produced batch (sizes, key/value/header lengths, the header
+    count, no bytes left over), without building records: a Produce pays
+    for the walk, not for objects.  Varints of one and two bytes are read
+    inline, as in ``_decode_records``.  Raises CorruptRecordError.
+    """
+    keyless: list[int] = []
+    if count * 7 > end - p:  # a record takes at least 7 bytes
+        raise CorruptRecordError(f"{count} records cannot fit in {end - p} bytes")
+    try:
+        for i in range(count):
+            x = data[p]
+            if x < 0x80:
+                p += 1
+            elif (y := data[p + 1]) < 0x80:
+                x = (x & 0x7F) | (y << 7)
+                p += 2
+            else:
+                x, p = _uvarint(data, p)
+            rec_end = p + (x >> 1)
+            if x & 1 or x < 12 or rec_end > end:  # a body takes at least 6 bytes
+                raise CorruptRecordError(f"invalid record size {(x >> 1) ^ -(x & 1)} at record {i}")
+            p += 1  # attributes
+            while data[p] >= 0x80:  # timestamp delta
+                p += 1
+            p += 1
+            while data[p] >= 0x80:  # offset delta
+                p += 1
+            p += 1
+            x = data[p]
+            if x < 0x80:
+                p += 1
+            elif (y := data[p + 1]) < 0x80:
+                x = (x & 0x7F) | (y << 7)
+                p += 2
+            else:
+                x, p = _uvarint(data, p)
+            if x & 1:
+                if x != 1:
+                    raise CorruptRecordError(f"invalid key length at record {i}")
+                keyless.append(i)
+            else:
+                p += x >> 1
+            x = data[p]
+            if x < 0x80:
+                p += 1
+            elif (y := data[p + 1]) < 0x80:
+                x = (x & 0x7F) | (y << 7)
+                p += 2
+            else:
+                x, p = _uvarint(data, p)
+            if x & 1:
+                if x != 1:
+                    raise CorruptRecordError(f"invalid value length at record {i}")
+            else:
+                p += x >> 1
+            x = data[p]
+            if x == 0:
+                p += 1
+            else:
+                p = _scan_headers(data, p, rec_end, i)
+            if p != rec_end:
+                raise CorruptRecordError(f"record {i}'s fields do not take its {rec_end - p} bytes")
+    except IndexError:
+        raise CorruptRecordError("record runs past the end of the data") from None
+    if p != end:
+        raise CorruptRecordError(f"{end - p} bytes left after {count} records")
+    return keyless
+
+
+def _scan_headers(data: bytes, p: int, rec_end: int, i: int) -> int:
+    """Position after a record's headers (count at ``p``), checked as ``DefaultRecord.readFrom`` does."""
+    count, p = _read_len(data, p)
+    if count < 0 or count > rec_end - p:
+        raise CorruptRecordError(f"invalid number of record headers {count} at record {i}")
+    for _ in range(count):
+        n, p = _read_len(data, p)
+        if n < 0:
+            raise CorruptRecordError(f"invalid header key length {n} at record {i}")
+        n, p = _read_len(data, p + n)
+        if n < -1:
+            raise CorruptRecordError(f"invalid header value length {n} at record {i}")
+        if n > 0:
+            p += n
+    return p
+
+
 def _decode_v2(buf: bytes | bytearray | memoryview, pos: int, verify_crc: bool) -> tuple[BatchHeader, list[Record]]:
     header = read_batch_header(buf, pos)
     size = header.batch_length + LOG_OVERHEAD

@@ -437,7 +437,9 @@ class Log:
                 continue
             for _pos, buf, off, h in seg.iter_batches(0, seg.size):
                 if h.max_timestamp >= timestamp:
-                    _h, records = decode_batch(buf, off, verify_crc=False)
+                    records = _records_or_none(buf, off)
+                    if records is None:  # undecodable: its first offset is the earliest it can hold
+                        return h.base_offset, h.max_timestamp
                     for r in records:
                         if r.timestamp >= timestamp:
                             return r.offset, r.timestamp
@@ -460,7 +462,9 @@ class Log:
             return None
         for _pos, buf, off, h in best_seg.iter_batches(0, best_seg.size):
             if h.max_timestamp == best_ts:
-                _h, records = decode_batch(buf, off, verify_crc=False)
+                records = _records_or_none(buf, off)
+                if records is None:  # undecodable: the batch is the answer, at its first offset
+                    return best_ts, h.base_offset
                 for r in records:
                     if r.timestamp == best_ts:
                         return best_ts, r.offset
@@ -670,3 +674,13 @@ def _whole_batches(data: bytes, max_offset: int | None) -> tuple[int, bool]:
             break
         p += size
     return p, False
+
+
+def _records_or_none(buf, off: int) -> list | None:
+    """The batch's records, or None when they do not decode (a batch stored before Produce
+    validated records, or one imported): one bad batch must not fail a partition's lookups."""
+    try:
+        return decode_batch(buf, off, verify_crc=False)[1]
+    except CorruptRecordError as exc:
+        logger.warning("log.undecodable_batch", offset=_INT64.unpack_from(buf, off)[0], error=str(exc))
+        return None

@@ -744,3 +744,43 @@ async def test_create_topics_out_of_file_descriptors_is_an_error_code(abroker):
     finally:
         logs.create = real_create
         await client.close()
+
+
+# --- records that cannot be read (issue 19 item 4) ------------------------------------
+
+def _forged(area: bytes, codec: int, count: int = 2, ts: int = 1000) -> bytes:
+    """A batch with a right CRC around a records area that may be garbage."""
+    import crc32c
+
+    tail = struct.pack(">hiqqqhii", codec, count - 1, ts, ts, -1, -1, -1, count) + area
+    return struct.pack(">qiibI", 0, len(tail) + 9, -1, 2, crc32c.crc32c(tail)) + tail
+
+
+@pytest.mark.parametrize("policy", ["delete", "compact"])
+def test_undecodable_batches_are_refused_and_lookups_by_time_keep_working(broker, policy):
+    garbage = [_forged(bytes(range(48)), codec) for codec in (1, 2, 3, 4)]
+    garbage += [_forged(b"\x00" * 30, 0), _forged(b"\xff" * 30, 0)]  # uncompressed noise
+    with client(broker) as c:
+        create(c, "g", configs={"cleanup.policy": policy})
+        assert produce(c, "g", batch(2, base_timestamp=500)).error_code == E.NONE
+        for data in garbage:
+            assert produce(c, "g", data).error_code in (E.CORRUPT_MESSAGE, E.INVALID_RECORD)
+        assert produce(c, "g", batch(2, base_timestamp=2000)).base_offset == 2
+        assert (list_offset(c, "g", 1000).offset, list_offset(c, "g", 2000).offset) == (2, 2)
+        assert list_offset(c, "g", -3).offset == 2
+        assert values(fetch_one(c, "g", 0).records) == [b"v0", b"v1", b"v0", b"v1"]
+
+
+def test_a_stored_undecodable_batch_does_not_break_lookups_by_time(broker):
+    """Batches written before Produce checked records (or imported) may not decode: lookups still answer."""
+    with client(broker) as c:
+        create(c, "old")
+        assert produce(c, "old", batch(2, base_timestamp=500)).error_code == E.NONE
+        log = broker.app.topics.log("old", 0)
+        broker.call(lambda: log.append(_forged(bytes(range(48)), 4, ts=3000), validate=False))
+        assert produce(c, "old", batch(1, base_timestamp=9000)).base_offset == 4
+        for version in (1, 4, 7):
+            assert list_offset(c, "old", 2000, version=version).offset == 2  # the bad batch's first offset
+            assert list_offset(c, "old", 5000, version=version).offset == 4
+        assert list_offset(c, "old", -3).offset == 4
+        assert c.request(18, 0, {}).error_code == 0

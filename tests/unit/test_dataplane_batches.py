@@ -1,4 +1,4 @@
-"""Produce-side batch validation: Kafka's checks, in Kafka's order, without decoding records."""
+"""Produce-side batch validation: Kafka's checks, in Kafka's order (records: test_produce_records.py)."""
 
 from __future__ import annotations
 

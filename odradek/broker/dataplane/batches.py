@@ -3,8 +3,19 @@
 Kafka's order (``ProduceRequest.validateRecords``, then ``UnifiedLog`` /
 ``LogValidator``): exactly one magic-2 batch, zstd only from Produce v7, then
 size against max.message.bytes, then the CRC, then the batch's own
-consistency; keyless records are refused only on compacted topics, the one
-case where records are decoded.  Everything else moves as bytes.
+consistency, then its records, walked as ``LogValidator`` does (decompressed
+first; keyless records are refused on compacted topics).  Records are
+checked, not built: the batch is stored as it came.
+
+Errors per case, as Kafka answers them: records that do not parse, too few
+or too many for the header's count are INVALID_RECORD
+(``InvalidRecordException`` from ``DefaultRecordBatch``'s iterator); a
+records area that does not decompress, or decompresses past the cap
+(``compression.MAX_DECOMPRESSED_BYTES``), is CORRUPT_MESSAGE.  Kafka answers
+the latter UNKNOWN_SERVER_ERROR (a plain ``KafkaException`` escapes
+``LogValidator``) and logs it as a broker error; CORRUPT_MESSAGE is the code
+Kafka documents for a message that is "otherwise corrupt", and tells the
+client the fault is in its data.
 """
 
 from __future__ import annotations
@@ -12,6 +23,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from ...protocol.compression import CompressionError, decompress
 from ...protocol.errors import ErrorCode
 from ...protocol.records import (
     COMPRESSION_MASK,
@@ -23,7 +35,7 @@ from ...protocol.records import (
     BatchHeader,
     CorruptRecordError,
     compute_crc,
-    decode_batch,
+    scan_records,
 )
 
 ZSTD = 4
@@ -77,8 +89,7 @@ def validate_batch(data: bytes | None, *, api_version: int, max_bytes: int, comp
     if codec > ZSTD:
         raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
     _check_fields(h)
-    if compacted:
-        _check_keys(data, h)
+    _check_records(data, h, compacted)
     return h
 
 
@@ -104,17 +115,23 @@ def _check_fields(h: BatchHeader) -> None:
                             f"idempotent batch of producer {h.producer_id} without a sequence or epoch")
 
 
-def _check_keys(data: bytes, h: BatchHeader) -> None:
-    """Compacted topics keep the newest record per key, so a record without a key is refused."""
+def _check_records(data: bytes, h: BatchHeader, compacted: bool) -> None:
+    """The records area holds exactly ``records_count`` well-formed records (keyed, if compacted)."""
+    codec = h.attributes & COMPRESSION_MASK
+    if codec:
+        try:
+            area = decompress(codec, memoryview(data)[HEADER_SIZE:h.size])
+        except CompressionError as exc:
+            raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"records do not decompress: {exc}") from None
+        start, end = 0, len(area)
+    else:
+        area, start, end = data, HEADER_SIZE, h.size
     try:
-        _h, records = decode_batch(data, 0, verify_crc=False)
+        keyless = scan_records(area, start, end, h.records_count)
     except CorruptRecordError as exc:
-        raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"undecodable records: {exc}") from None
-    if len(records) != h.records_count:
-        raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, "record count does not match the batch header")
-    missing = [RecordError(i, "Compacted topic cannot accept message without key.")
-               for i, r in enumerate(records) if r.key is None]
-    if missing:
+        raise BatchRejected(ErrorCode.INVALID_RECORD, f"invalid records in the batch: {exc}") from None
+    if compacted and keyless:
         raise BatchRejected(ErrorCode.INVALID_RECORD,
                             "Compacted topic cannot accept message without key in topic partition.",
-                            missing)
+                            [RecordError(i, "Compacted topic cannot accept message without key.")
+                             for i in keyless])
