@@ -155,6 +155,12 @@ SETTINGS: list[Setting] = [
     Setting("socket.request.max.bytes", _int, 104857600,
             "Largest request frame accepted; a bigger one closes the connection.", low=1,
             high=INT32_MAX),
+    Setting("connections.max.idle.ms", _int, 600000,
+            "Close a connection that sent nothing (not even the rest of a frame) for this long; -1 never.",
+            low=-1),
+    Setting("fetch.max.bytes", _int, 57671680,
+            "Most record bytes one Fetch answer carries (besides one whole first batch, KIP-74).",
+            low=1024, high=INT32_MAX),
     # storage
     Setting("log.dirs", _paths, _default_data_dir(),
             "Comma-separated data directories; the first also holds meta.properties.",

@@ -784,3 +784,68 @@ def test_a_stored_undecodable_batch_does_not_break_lookups_by_time(broker):
             assert list_offset(c, "old", 5000, version=version).offset == 4
         assert list_offset(c, "old", -3).offset == 4
         assert c.request(18, 0, {}).error_code == 0
+
+
+# --- answers bounded whatever the request names (issue 19 item 5) --------------------------
+
+def _fetch_many(c, parts, max_bytes=2**31 - 1, version=12):
+    """A Fetch naming ``parts`` = [(topic, partition, offset, partition_max_bytes)] in this order."""
+    body = fetch_request("unused", 0, max_bytes=max_bytes)
+    body["topics"] = [{"topic": t, "partitions": [{"partition": p, "current_leader_epoch": -1, "fetch_offset": o,
+                                                   "log_start_offset": -1, "partition_max_bytes": m}]}
+                      for t, p, o, m in parts]
+    return c.request(FETCH, version, body)
+
+
+@pytest.mark.parametrize("version", [4, 7, 11, 12])
+def test_a_partition_named_300_times_is_answered_once(broker, version):
+    big = batch(1, value=b"x" * 1_000_000)
+    with client(broker) as c:
+        create(c, "amp")
+        assert produce(c, "amp", big).error_code == E.NONE
+        r = _fetch_many(c, [("amp", 0, 0, 2 << 20)] * 300, version=version)
+        assert [(t.topic, [p.partition_index for p in t.partitions]) for t in r.responses] == [("amp", [0])]
+        assert len(r.responses[0].partitions[0].records) == len(big)
+
+
+def test_duplicates_keep_the_first_place_and_the_last_limits_as_kafka(broker):
+    with client(broker) as c:
+        create(c, "da")
+        create(c, "db")
+        for _ in range(3):
+            produce(c, "da", batch(1))
+        produce(c, "db", batch(1))
+        r = _fetch_many(c, [("da", 0, 0, 1 << 20), ("db", 0, 0, 1 << 20), ("da", 0, 2, 1 << 20)])
+        got = [(t.topic, [(p.partition_index, [h.base_offset for _pos, h in iter_batch_headers(p.records)])
+                          for p in t.partitions]) for t in r.responses]
+        assert got == [("da", [(0, [2])]), ("db", [(0, [0])])]
+
+
+def test_fetch_max_bytes_caps_the_answer_but_one_batch_always_goes_out():
+    with ThreadedBroker(overrides={"fetch.max.bytes": 100_000}) as b, client(b) as c:
+        create(c, "capped", partitions=8)
+        for p in range(8):
+            for _ in range(4):
+                assert produce(c, "capped", batch(1, value=b"y" * 30_000), partition=p).error_code == E.NONE
+        r = _fetch_many(c, [("capped", p, 0, 1 << 20) for p in range(8)])
+        total = sum(len(p.records or b"") for t in r.responses for p in t.partitions)
+        assert 30_000 < total <= 100_000
+        assert [p.error_code for p in r.responses[0].partitions] == [E.NONE] * 8
+        # a batch bigger than every limit still goes out whole, first (KIP-74)
+        assert produce(c, "capped", batch(1, value=b"z" * 150_000), partition=0).error_code == E.NONE
+        r = _fetch_many(c, [("capped", 0, 4, 1000), ("capped", 1, 0, 1000)], max_bytes=1000)
+        sizes = [len(p.records or b"") for p in r.responses[0].partitions]
+        assert sizes[0] > 150_000 and sizes[1] == 0
+
+
+def test_list_offsets_refuses_a_partition_named_twice(broker):
+    with client(broker) as c:
+        create(c, "lo", partitions=2)
+        produce(c, "lo", batch(1))
+        part = {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}
+        other = {"partition_index": 1, "current_leader_epoch": -1, "timestamp": -1}
+        for version in (1, 4, 7):
+            r = c.request(LIST_OFFSETS, version, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": "lo", "partitions": [part, other, part]}]})
+            assert [(p.partition_index, p.error_code) for p in r.topics[0].partitions] == [
+                (0, E.INVALID_REQUEST), (1, E.NONE), (0, E.INVALID_REQUEST)]

@@ -132,14 +132,17 @@ class DataPlane:
 
     # --- fetch ----------------------------------------------------------------------------
 
-    async def read(self, log: Log, offset: int, max_bytes: int) -> bytes:
+    async def read(self, log: Log, offset: int, max_bytes: int, *, background: bool = False) -> bytes:
         """Whole batches from ``offset`` (the first one whole even past ``max_bytes``, KIP-74).
 
         A reader at the tail reads a few fresh batches from the page cache on
         the loop; a reader far behind may pull megabytes, which go through a
-        worker thread so other connections keep being served.
+        worker thread so other connections keep being served.  So does every
+        further read of a Fetch that already read ``BIG_READ_BYTES`` on the
+        loop (``background``): many partitions a few big batches behind
+        must not add up to a stall.
         """
-        if max_bytes > BIG_READ_BYTES and log.log_end_offset - offset > BIG_READ_LAG:
+        if max_bytes > BIG_READ_BYTES and (background or log.log_end_offset - offset > BIG_READ_LAG):
             return await log.read_async(offset, max_bytes)
         return log.read(offset, max_bytes)
 

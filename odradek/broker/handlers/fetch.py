@@ -1,9 +1,14 @@
 """Fetch (v4-v12) and ListOffsets (v1-v7).
 
 Fetch returns stored batches as they are, from the one holding the fetch
-offset, within partition_max_bytes and the response's max_bytes; the first
-batch of the response is whole even when it is bigger (KIP-74), so a
-consumer always makes progress.  Without transactions the last stable
+offset, within partition_max_bytes and the response's limit, the smaller of
+the request's max_bytes and the broker's ``fetch.max.bytes`` (as
+``KafkaApis.handleFetchRequest``); the first batch of the response is whole
+even when it is bigger (KIP-74), so a consumer always makes progress.  A
+partition named twice is answered once, as Kafka's ``FetchRequest.fetchData``
+collapses the request into a map: the last occurrence's position and limits
+win, at the first occurrence's place.  So one answer holds at most
+``fetch.max.bytes`` plus one batch, whatever the request names.  Without transactions the last stable
 offset is the high watermark (= log end on one node), so read_committed
 consumers (librdkafka's default) see everything.
 
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING
 from ...protocol.errors import ErrorCode
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError
 from ...storage.log import Log
+from ..dataplane.service import BIG_READ_BYTES
 from ..dispatch import HandlerTable, RequestContext
 
 if TYPE_CHECKING:
@@ -66,16 +72,38 @@ class _Pass:
         self.first = True  # no data yet: the next batch goes out whole whatever the limits (KIP-74)
 
 
+def fetch_partitions(req) -> list[tuple[str, list]]:
+    """The requested partitions once each, grouped by topic as Kafka's response is.
+
+    Kafka reads the request into a ``LinkedHashMap`` keyed by topic-partition
+    (``FetchRequest.fetchData``): a repeated partition keeps its first place
+    and takes the last occurrence's fetch offset and limits.  Its response
+    then starts a new topic entry wherever the topic changes from the
+    previous partition's.
+    """
+    wanted: dict[tuple[str, int], object] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            wanted[(t.topic, p.partition)] = p
+    out: list[tuple[str, list]] = []
+    for (topic, _index), p in wanted.items():
+        if not out or out[-1][0] != topic:
+            out.append((topic, []))
+        out[-1][1].append(p)
+    return out
+
+
 async def fetch(app: BrokerApp, ctx: RequestContext, req) -> dict:
     """Answer once min_bytes are there, on an error, or at max_wait_ms; appends wake us early."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
+    limit = min(req.max_bytes, app.config["fetch.max.bytes"])
+    wanted = fetch_partitions(req)
     await app.dataplane.barrier()
     while True:
-        state = _Pass(req.max_bytes)
-        responses = [{"topic": t.topic, "partitions": [await _read(app, req, t.topic, p, state)
-                                                       for p in t.partitions]}
-                     for t in req.topics]
+        state = _Pass(limit)
+        responses = [{"topic": topic, "partitions": [await _read(app, req, topic, p, state) for p in parts]}
+                     for topic, parts in wanted]
         remaining = deadline - loop.time()
         if state.bytes >= req.min_bytes or state.errors or not state.waitable or remaining <= 0:
             break
@@ -97,13 +125,16 @@ async def _read(app: BrokerApp, req, topic: str, p, state: _Pass) -> dict:
     limit = min(p.partition_max_bytes, state.budget)
     if p.fetch_offset < log.log_end_offset and (limit > 0 or state.first):
         try:
-            records = await app.dataplane.read(log, p.fetch_offset, max(limit, 0))
+            records = await app.dataplane.read(log, p.fetch_offset, max(limit, 0),
+                                               background=state.bytes > BIG_READ_BYTES)
         except OffsetOutOfRangeError:  # retention moved the start meanwhile
             state.errors = True
             return _partition_error(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE, aborted)
         except LogClosedError:  # deleted meanwhile
             state.errors = True
             return _partition_error(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, aborted)
+    if len(records) > limit and not state.first:
+        records = b""  # only the answer's first batch may pass the limits (KIP-74's minOneMessage)
     if records:
         state.first = False
         state.bytes += len(records)
@@ -119,11 +150,25 @@ async def _read(app: BrokerApp, req, topic: str, p, state: _Pass) -> dict:
 
 async def list_offsets(app: BrokerApp, ctx: RequestContext, req) -> dict:
     await app.dataplane.barrier()
+    dupes = _duplicates(req)
     topics = []
     for t in req.topics:
-        parts = [await _list_one(app, ctx.api_version, t.name, p) for p in t.partitions]
+        parts = [_offset(p.partition_index, ErrorCode.INVALID_REQUEST) if (t.name, p.partition_index) in dupes
+                 else await _list_one(app, ctx.api_version, t.name, p) for p in t.partitions]
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _duplicates(req) -> set[tuple[str, int]]:
+    """Partitions named more than once: each occurrence is INVALID_REQUEST from v1 on
+    (``ListOffsetsRequest.duplicatePartitions``), so a request cannot multiply its scans."""
+    seen: set[tuple[str, int]] = set()
+    dupes: set[tuple[str, int]] = set()
+    for t in req.topics:
+        for p in t.partitions:
+            key = (t.name, p.partition_index)
+            (dupes if key in seen else seen).add(key)
+    return dupes
 
 
 def _offset(index: int, code: ErrorCode, offset: int = -1, timestamp: int = -1, epoch: int = -1) -> dict:
