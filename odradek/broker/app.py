@@ -50,7 +50,8 @@ class BrokerApp:
         self.data_dir: Path = config.data_dirs[0]
         self.handlers = HandlerTable()
         self.metrics = Metrics()
-        self.server = KafkaServer(self.handlers, config["socket.request.max.bytes"], self.metrics)
+        self.server = KafkaServer(self.handlers, config["socket.request.max.bytes"], self.metrics,
+                                  idle_ms=config["connections.max.idle.ms"])
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
         self.metrics_port: int | None = None

@@ -76,10 +76,12 @@ class _Pending:
 
 
 class KafkaServer:
-    def __init__(self, handlers: HandlerTable, max_request_bytes: int, metrics=None):
+    def __init__(self, handlers: HandlerTable, max_request_bytes: int, metrics=None, idle_ms: int = -1):
         self.handlers = handlers
         self.metrics = metrics
         self.max_request_bytes = max_request_bytes
+        self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None  # connections.max.idle.ms; None: never
+        self._sweep: asyncio.TimerHandle | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[Connection] = set()
         self._ids = itertools.count(1)
@@ -147,11 +149,38 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(lambda: Connection(self), host or None, port, reuse_address=True)
         self._servers.append(server)
+        if self.idle_s is not None and self._sweep is None:
+            self._schedule_sweep()
         sock = server.sockets[0]
         bound = sock.getsockname()
         return bound[0], bound[1]
 
+    def _schedule_sweep(self) -> None:
+        period = min(max(self.idle_s / 4, 0.01), 30.0)
+        self._sweep = asyncio.get_running_loop().call_later(period, self.close_idle)
+
+    def close_idle(self) -> None:
+        """Close connections idle for ``connections.max.idle.ms`` (Kafka's ``Selector`` idle expiry).
+
+        Idle: nothing arrived for that long, or a frame begun that long ago is
+        still incomplete however slowly its bytes trickle in (a client that
+        never finishes a request holds a buffer and a socket).  A connection
+        we owe an answer (a parked JoinGroup, a long-polling Fetch) is busy,
+        not idle.
+        """
+        limit = time.monotonic() - self.idle_s
+        for conn in list(self._connections):
+            if conn.queue or conn.close_reason is not None:
+                continue
+            if conn.last_seen < limit or (conn.buf and conn.frame_started < limit):
+                conn.log.info("connection.idle_closed", idle_ms=int(self.idle_s * 1000),
+                              partial_frame=len(conn.buf))
+                conn.close("idle" if not conn.buf else "incomplete frame past connections.max.idle.ms")
+        self._schedule_sweep()
+
     async def stop_accepting(self) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
         for server in self._servers:
             server.close()
         for server in self._servers:
@@ -221,6 +250,8 @@ class Connection(asyncio.Protocol):
         self.log_requests = False
         self.drain_scheduled = False
         self.held: list[bytes] = []  # answers waiting for the end of the turn (``end_turn``)
+        self.last_seen = time.monotonic()  # when bytes last arrived (connections.max.idle.ms)
+        self.frame_started = 0.0  # when the incomplete frame in ``buf`` began
 
     # --- transport callbacks ---------------------------------------------------------------
 
@@ -248,6 +279,7 @@ class Connection(asyncio.Protocol):
         """
         if self.close_reason is not None:
             return
+        self.last_seen = now = time.monotonic()
         buf = self.buf
         if buf:  # the rest of a frame that began in an earlier read
             buf += data
@@ -260,6 +292,7 @@ class Connection(asyncio.Protocol):
             server.open_turn()
         pos, answers, reason = self._answer_frames(data, server.max_request_bytes)
         if pos < len(data) and reason is None:
+            self.frame_started = now
             buf += memoryview(data)[pos:]
             self.need = 4 + _SIZE.unpack_from(buf, 0)[0] if len(buf) >= 4 else 4
         if answers:
