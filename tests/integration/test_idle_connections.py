@@ -14,7 +14,7 @@ import time
 import pytest
 
 from odradek.broker.config import Config
-from odradek.broker.wire_client import SyncClient, encode
+from odradek.broker.wire_client import SyncClient
 from odradek.testing import ThreadedBroker
 
 pytestmark = pytest.mark.integration
