@@ -170,15 +170,19 @@ def lz4_decompress(data: bytes | memoryview, *, broken_checksum: bool = False) -
         raise CompressionError(f"lz4: {exc}") from None
 
 
-def _bounded(codec, name: str, data: bytes | memoryview) -> bytes:
+def _bounded(codec, name: str, data: bytes | memoryview, copy: bool = True) -> bytes | bytearray:
     """``codec.decompress(data)`` into at most ``MAX_DECOMPRESSED_BYTES``.
 
     Into a buffer that grows fourfold while the output does not fit, so a
-    normal batch costs one pass and a bomb stops at the cap.
+    normal batch costs one pass and a bomb stops at the cap.  One buffer
+    lives at a time, and ``copy`` False returns it cut to size instead of a
+    ``bytes`` copy: a big area then costs its size once, not twice.
     """
     limit = MAX_DECOMPRESSED_BYTES
     size = min(limit, max(1 << 12, _FIRST_GUESS_RATIO * len(data)))
+    out = None
     while True:
+        out = None  # the last attempt's buffer goes before the next one is made
         out = bytearray(size)
         try:
             n = codec.decompress_into(data, out)
@@ -189,6 +193,9 @@ def _bounded(codec, name: str, data: bytes | memoryview) -> bytes:
                 raise CompressionError(f"{name}: decompresses to more than {limit} bytes") from None
             size = min(limit, 4 * size)
             continue
+        if not copy:
+            del out[n:]
+            return out
         return bytes(memoryview(out)[:n])
 
 
@@ -226,12 +233,16 @@ def compress(codec: int, data: bytes) -> bytes:
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: bytes | memoryview, *, magic: int = 2) -> bytes:
-    """Inverse of :func:`compress`; ``magic`` selects legacy quirks (lz4 on magic 0, no zstd before 2)."""
+def decompress(codec: int, data: bytes | memoryview, *, magic: int = 2, copy: bool = True) -> bytes | bytearray:
+    """Inverse of :func:`compress`; ``magic`` selects legacy quirks (lz4 on magic 0, no zstd before 2).
+
+    ``copy`` False may return a ``bytearray`` (gzip, zstd): for a reader of
+    ints, such as Produce's record walk, it saves a copy of the whole area.
+    """
     if codec == GZIP:
-        return _bounded(cramjam.gzip, "gzip", data)
+        return _bounded(cramjam.gzip, "gzip", data, copy)
     if codec == ZSTD and magic >= 2:
-        return _bounded(cramjam.zstd, "zstd", data)
+        return _bounded(cramjam.zstd, "zstd", data, copy)
     if codec == SNAPPY:
         return snappy_decompress(data)
     if codec == LZ4:

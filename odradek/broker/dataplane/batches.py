@@ -120,7 +120,7 @@ def _check_records(data: bytes, h: BatchHeader, compacted: bool) -> None:
     codec = h.attributes & COMPRESSION_MASK
     if codec:
         try:
-            area = decompress(codec, memoryview(data)[HEADER_SIZE:h.size])
+            area = decompress(codec, memoryview(data)[HEADER_SIZE:h.size], copy=False)
         except CompressionError as exc:
             raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"records do not decompress: {exc}") from None
         start, end = 0, len(area)

@@ -1,0 +1,200 @@
+"""The broker's memory and responsiveness under a hostile run: RSS at start, peak and end.
+
+Runs ``odradek serve`` as a child process (one per source tree given, side by
+side in one run) and, against each, in order:
+
+1. amplification: Fetches naming one 1 MB partition 300 times with max_bytes
+   2**31-1, from two connections at once, while a probe connection times
+   ApiVersions round trips (the loop's stall for other clients);
+2. garbage: compressed batches that do not decompress, a zstd bomb;
+3. fuzz: mutated frames for every served API and version (tests/hostile_requests.py);
+4. 1,000 idle connections and 200 never-finished frames, opened and dropped.
+
+RSS is read from /proc (VmRSS; VmHWM for the peak); "end" is after the
+hostile clients are gone and the broker idled 3 s.  Usage:
+
+    python scripts/bench_hostile.py [--baseline PATH_TO_OTHER_CHECKOUT] [--rounds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from odradek.broker.wire_client import SyncClient  # noqa: E402
+from odradek.protocol.records import encode_batch  # noqa: E402
+from odradek.testing.process import free_port, serve_args, stop, wait_until_serving  # noqa: E402
+from tests.hostile_requests import fuzz  # noqa: E402
+
+
+def proc_status(pid: int) -> dict[str, float]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(("VmRSS:", "VmHWM:")):
+            key, value = line.split(":")
+            out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def phase_peak(pid: int) -> float:
+    """The peak RSS since the last call (VmHWM, then reset through clear_refs)."""
+    peak = proc_status(pid)["VmHWM"]
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    return peak
+
+
+class Served:
+    """The served (API, version) table as the broker's ApiVersions answer gives it."""
+
+    def __init__(self, api_keys) -> None:
+        self.ranges = {k.api_key: (k.min_version, k.max_version) for k in api_keys}
+
+    def served(self):
+        return [(k, lo, hi) for k, (lo, hi) in sorted(self.ranges.items())]
+
+    def get(self, api_key: int):
+        r = self.ranges.get(api_key)
+        return None if r is None else SimpleNamespace(versions=range(r[0], r[1] + 1))
+
+
+def fetch_body(topic: str, copies: int) -> dict:
+    part = {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+            "partition_max_bytes": 2 << 20}
+    return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 2**31 - 1, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [part]} for _ in range(copies)]}
+
+
+def amplification(port: int) -> tuple[int, float]:
+    """(largest answer in bytes, slowest probe round trip in ms) over 2 x 3 amplified Fetches."""
+    with SyncClient("127.0.0.1", port, timeout=120) as c:
+        c.request(19, 5, {"topics": [{"name": "amp", "num_partitions": 1, "replication_factor": 1,
+                                      "assignments": [], "configs": []}], "timeout_ms": 5000})
+        c.request(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": "amp", "partition_data": [{"index": 0, "records": encode_batch([(b"k", b"x" * 1_000_000)])}]}]})
+    biggest = [0]
+    done = threading.Event()
+    slowest = [0.0]
+
+    def probe() -> None:
+        with SyncClient("127.0.0.1", port, timeout=120) as c:
+            while not done.is_set():
+                t = time.perf_counter()
+                c.request(18, 0, {})
+                slowest[0] = max(slowest[0], (time.perf_counter() - t) * 1000)
+                time.sleep(0.005)
+
+    def amplify() -> None:
+        with SyncClient("127.0.0.1", port, timeout=120) as c:
+            for _ in range(3):
+                r = c.request(1, 12, fetch_body("amp", 300))
+                size = sum(len(p.records or b"") for t in r.responses for p in t.partitions)
+                biggest[0] = max(biggest[0], size)
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    workers = [threading.Thread(target=amplify) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    done.set()
+    prober.join()
+    return biggest[0], slowest[0]
+
+
+def garbage(port: int) -> None:
+    import crc32c
+
+    def forged(area: bytes, codec: int) -> bytes:
+        tail = struct.pack(">hiqqqhii", codec, 1, 0, 0, -1, -1, -1, 2) + area
+        return struct.pack(">qiibI", 0, len(tail) + 9, -1, 2, crc32c.crc32c(tail)) + tail
+
+    batches = [forged(bytes(range(64)), codec) for codec in (1, 2, 3, 4)]
+    batches.append(encode_batch([(b"k", bytes(200 << 20))], compression=4))  # 200 MiB of zeros
+    with SyncClient("127.0.0.1", port, timeout=120) as c:
+        for data in batches * 5:
+            c.request(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+                {"name": "amp", "partition_data": [{"index": 0, "records": data}]}]})
+        for ts in (0, 10**12, 2 * 10**12):
+            c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": "amp", "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}]}]})
+
+
+def idle_and_partial(port: int) -> None:
+    socks = []
+    try:
+        for i in range(1200):
+            s = socket.create_connection(("127.0.0.1", port))
+            if i % 6 == 0:
+                s.sendall(struct.pack(">i", 1 << 20) + b"\x00\x12")  # a 1 MiB frame that never comes
+            socks.append(s)
+        time.sleep(1)
+    finally:
+        for s in socks:
+            s.close()
+
+
+def run(src: Path, rounds: int) -> dict:
+    port = free_port()
+    with tempfile.TemporaryDirectory() as data:
+        env = dict(os.environ, PYTHONPATH=str(src))
+        cmd = [sys.executable, "-m", "odradek.broker.cli", "serve",
+               *serve_args([f"listeners=PLAINTEXT://127.0.0.1:{port}", f"log.dirs={data}", "log.level=warning"])]
+        proc = subprocess.Popen(cmd, cwd=data, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_until_serving(proc, port)
+            with SyncClient("127.0.0.1", port) as c:
+                served = Served(c.request(18, 0, {}).api_keys)
+            start = proc_status(proc.pid)["VmRSS"]
+            overall = proc_status(proc.pid)["VmHWM"]
+            phase_peak(proc.pid)
+            biggest, stall = amplification(port)
+            peaks = [phase_peak(proc.pid)]
+            garbage(port)
+            peaks.append(phase_peak(proc.pid))
+            stats = fuzz(port, served, rounds, seed=7, wait=10.0, deadline=time.monotonic() + 600)
+            peaks.append(phase_peak(proc.pid))
+            idle_and_partial(port)
+            peaks.append(phase_peak(proc.pid))
+            time.sleep(3)
+            end = proc_status(proc.pid)["VmRSS"]
+            alive = proc.poll() is None
+        finally:
+            stop(proc)
+    return {"start": start, "peaks": peaks, "peak": max(overall, *peaks), "end": end,
+            "biggest": biggest, "stall_ms": stall, "frames": stats.sent, "failures": len(stats.failures),
+            "alive": alive}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", type=Path, help="another checkout's root, run side by side")
+    ap.add_argument("--rounds", type=int, default=10, help="fuzz rounds per served API version")
+    args = ap.parse_args()
+    trees = [("this tree", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+    print("| tree | RSS start | peak: amplification / garbage / fuzz / idle | end | largest Fetch answer | "
+          "slowest probe | fuzz frames | alive |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for name, src in trees:
+        r = run(src, args.rounds)
+        peaks = " / ".join(f"{p:.0f}" for p in r["peaks"])
+        print(f"| {name} | {r['start']:.0f} MB | {peaks} MB | {r['end']:.0f} MB "
+              f"| {r['biggest'] / 1e6:.1f} MB | {r['stall_ms']:.0f} ms | {r['frames']} "
+              f"({r['failures']} failed) | {r['alive']} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
