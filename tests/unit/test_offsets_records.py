@@ -155,7 +155,7 @@ def test_burrow_offset_value_v3_body_with_prefix_reencodes_exactly():
     key = r.OffsetKey("testgroup", "testtopic", 11)
     value = r.decode_value(key, data)
     assert value == r.OffsetValue(offset=8372, leader_epoch=0, metadata="testdata", commit_timestamp=1637)
-    assert r.encode_value(value) == data  # leader epoch present: our rule picks v3 too
+    assert r.encode_value(value) == data  # v3, as Kafka writes
 
 
 def test_burrow_offset_value_v4_without_tagged_section_is_rejected_until_completed():
