@@ -1,22 +1,35 @@
 # Odradek container image: a Kafka-protocol dev/test broker.
 #   docker build -t odradek .
+#   podman build --format docker -t odradek .   # podman's default OCI format drops HEALTHCHECK
 #   docker run -p 9092:9092 odradek        # clients use localhost:9092
 # Configure with KAFKA_* variables (official Kafka image convention), e.g.
 #   -e KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://broker:9092 -e KAFKA_OFFSETS_RETENTION_MINUTES=60
+# BASE_IMAGE picks another Python 3.11+ image (with venv) to build on, e.g. one made locally
+# where no registry is reachable (scripts/container.sh does that).
 
-FROM python:3.11-slim AS build
+ARG BASE_IMAGE=python:3.11-slim
+
+FROM ${BASE_IMAGE} AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY constraints.txt pyproject.toml README.md ./
 COPY odradek ./odradek
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+# runtime dependencies at the versions the tests ran against (constraints.txt, shared with CI);
+# pip itself is not needed at run time; the .pyc files stay (the user can't write them there,
+# and compiling on every start would slow it)
+RUN python3 -m venv /opt/odradek \
+    && /opt/odradek/bin/pip install --no-cache-dir --constraint constraints.txt . \
+    && /opt/odradek/bin/pip uninstall --yes pip
 
-FROM python:3.11-slim
-RUN useradd --system --uid 10001 --no-create-home --home-dir /var/lib/odradek odradek \
+FROM ${BASE_IMAGE}
+# one user and one group, both 10001: files in the data dir belong to 10001:10001, and a bind
+# mount must be chowned to that pair (see the README)
+RUN groupadd --system --gid 10001 odradek \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /var/lib/odradek odradek \
     && mkdir -p /var/lib/odradek \
-    && chown odradek:odradek /var/lib/odradek
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels
-ENV KAFKA_LISTENERS=PLAINTEXT://0.0.0.0:9092 \
+    && chown 10001:10001 /var/lib/odradek
+COPY --from=build /opt/odradek /opt/odradek
+ENV PATH=/opt/odradek/bin:$PATH \
+    KAFKA_LISTENERS=PLAINTEXT://0.0.0.0:9092 \
     KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092 \
     KAFKA_LOG_DIRS=/var/lib/odradek \
     KAFKA_LOG_FORMAT=json \
@@ -24,6 +37,8 @@ ENV KAFKA_LISTENERS=PLAINTEXT://0.0.0.0:9092 \
 VOLUME ["/var/lib/odradek"]
 EXPOSE 9092
 USER 10001:10001
-HEALTHCHECK --interval=5s --timeout=5s --start-period=5s --retries=3 CMD ["odradek", "health"]
+# probes the listener the broker recorded in its data dir, however it was configured; gives up
+# before the engine's own timeout, so a hung broker reads "unhealthy", not "check timed out"
+HEALTHCHECK --interval=5s --timeout=5s --start-period=5s --retries=3 CMD ["odradek", "health", "--timeout", "3"]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["odradek", "serve"]

@@ -17,7 +17,7 @@ from ..storage.log_manager import LogManager
 from .clock import Clock, RealClock
 from .config import WILDCARD_HOSTS, Config, parse_listeners
 from .coordinator.service import OFFSETS_TOPIC, Coordinator, CoordinatorConfig
-from .datadir import DirLock, load_or_create_meta, prepare_data_dir
+from .datadir import DirLock, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable
 from .handlers import cluster, groups
@@ -103,6 +103,7 @@ class BrokerApp:
             self._loading = asyncio.get_running_loop().create_task(self._load())
             for listener in self.config.listeners:
                 self.bound.append(await self.server.listen(listener.host, listener.port))
+            write_bound(self.data_dir, self.bound)  # what `odradek health` probes
             self.endpoint = self._advertised()
             self.metrics.attach(self)
             if self.config["metrics.port"] is not None:
@@ -111,6 +112,7 @@ class BrokerApp:
         except BaseException:
             await self.server.stop_accepting()
             await self._close_storage()
+            clear_bound(self.data_dir)
             self._lock.release()
             raise
         log.info("broker.started", node_id=self.node_id, cluster_id=self.cluster_id,
@@ -163,6 +165,7 @@ class BrokerApp:
         self.metrics.close()
         await self._close_storage()
         if self._lock is not None:
+            clear_bound(self.data_dir)
             self._lock.release()
             self._lock = None
         log.info("broker.stopped", node_id=self.node_id)

@@ -11,11 +11,13 @@ import base64
 import errno
 import fcntl
 import os
+import socket
 import uuid
 from pathlib import Path
 
 META = "meta.properties"
 LOCK = ".lock"
+BOUND = ".listeners"  # host:port per line, as bound by the running broker (for ``odradek health``)
 
 
 class DataDirError(RuntimeError):
@@ -35,6 +37,9 @@ def prepare_data_dir(data_dir: Path, setting: str = "log.dirs (--data-dir)") -> 
         reason = "it is a file, not a directory"
     except NotADirectoryError:
         reason = "part of its path is a file, not a directory"
+    except PermissionError:  # e.g. a root-owned bind mount into the container
+        raise DataDirError(f"{not_writable(data_dir)}; or set {setting} to a directory this "
+                           "user can write") from None
     except OSError as exc:
         reason = exc.strerror or str(exc)
     else:
@@ -77,31 +82,93 @@ def load_or_create_meta(data_dir: Path, node_id: int) -> str:
 
 
 class DirLock:
-    """An exclusive ``flock`` on ``<dir>/.lock``, held while the broker runs."""
+    """An exclusive ``flock`` on ``<dir>/.lock``, held while the broker runs.
+
+    The file names its holder as ``pid=N host=NAME``: a pid alone means nothing
+    outside the holder's host or container (in a container it is usually 1), and a
+    container's hostname is its id, so a refused broker can say who holds the dir.
+    """
 
     def __init__(self, data_dir: Path):
         self.path = data_dir / LOCK
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except PermissionError:
+            raise DataDirError(not_writable(self.path.parent)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            holder = ""
-            try:
-                holder = self.path.read_text().strip()
-            except OSError:
-                pass
-            raise DataDirError(f"data directory {self.path.parent} is in use by another broker"
-                               + (f" (pid {holder})" if holder else "")) from None
+            raise DataDirError(self._in_use()) from None
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, f"pid={os.getpid()} host={socket.gethostname()}\n".encode())
         self._fd = fd
+
+    def _in_use(self) -> str:
+        try:
+            holder = parse_holder(self.path.read_text())
+        except OSError:
+            holder = {}
+        where = f"data directory {self.path.parent} is in use by another broker process"
+        pid, host = holder.get("pid"), holder.get("host")
+        if host and host != socket.gethostname():
+            return (f"{where}: pid {pid} on host {host!r} (another machine or container that "
+                    "shares this directory; a container's hostname is its id)")
+        if pid:
+            return f"{where}: pid {pid}"
+        return where
 
     def release(self) -> None:
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def parse_holder(text: str) -> dict[str, str]:
+    """``pid=N host=NAME`` (or the bare pid older versions wrote) as a dict."""
+    words = text.split()
+    if len(words) == 1 and words[0].isdigit():
+        return {"pid": words[0]}
+    return dict(w.split("=", 1) for w in words if "=" in w)
+
+
+def not_writable(path: Path) -> str:
+    """What to do when the data dir belongs to someone else (a root-owned bind mount)."""
+    uid, gid = os.getuid(), os.getgid()
+    return (f"data directory {path} is not writable by this process (uid {uid}, gid {gid}); "
+            f"make it writable by that uid, e.g. for a bind mount into the container: "
+            f"chown -R {uid}:{gid} HOST_DIR (or use a named volume)")
+
+
+def write_bound(data_dir: Path, bound: list[tuple[str, int]]) -> None:
+    """Record the addresses actually bound, so a health check finds the broker however it was
+    configured (file, KAFKA_* variables or command-line overrides, port 0)."""
+    path = data_dir / BOUND
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(f"{host}:{port}\n" for host, port in bound), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_bound(data_dir: Path) -> list[tuple[str, int]]:
+    """The addresses written by :func:`write_bound`; empty when no broker recorded any."""
+    try:
+        text = (data_dir / BOUND).read_text(encoding="utf-8")
+    except OSError:
+        return []
+    out = []
+    for line in text.split():
+        host, _, port = line.rpartition(":")
+        if port.isdigit():
+            out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def clear_bound(data_dir: Path) -> None:
+    try:
+        (data_dir / BOUND).unlink()
+    except OSError:
+        pass

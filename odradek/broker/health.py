@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 from .config import WILDCARD_HOSTS, Config
+from .datadir import read_bound
 from .wire_client import SyncClient
 
 
 def local_bootstrap(config: Config) -> str:
-    """The first listener as reachable from this machine (a wildcard means loopback)."""
-    listener = config.listeners[0]
-    host = "127.0.0.1" if listener.host in WILDCARD_HOSTS else listener.host
-    return f"[{host}]:{listener.port}" if ":" in host else f"{host}:{listener.port}"
+    """The first listener the running broker bound, as reachable from this machine (a wildcard
+    means loopback). The broker records what it bound in its data dir, so a listener moved by a
+    command-line override (which a container's HEALTHCHECK never sees) is still found; without
+    that record, the first configured listener."""
+    bound = read_bound(config.data_dirs[0]) if config.data_dirs else []
+    if bound:
+        host, port = bound[0]
+    else:
+        host, port = config.listeners[0].host, config.listeners[0].port
+    host = "127.0.0.1" if host in WILDCARD_HOSTS else host
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _split(bootstrap: str) -> tuple[str, int]:

@@ -1,0 +1,166 @@
+"""Driving the container engine (podman, or docker where its daemon answers) from the tests.
+
+The image is built by ``scripts/container.sh``, the same script a user runs: it installs
+podman where none is present (root, Debian), makes a base image from the machine's Debian
+mirror when ``python:3.11-slim`` cannot be pulled, and builds with the health check kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "container.sh"
+NO_ENGINE = 3  # container.sh: no engine and none can be installed here
+HOW_TO_RUN = ("the container tests need podman or docker: run them as root on Debian (the build "
+              "script installs podman), or install an engine, then `python -m pytest -m container`")
+
+
+class EngineMissing(RuntimeError):
+    pass
+
+
+def find_engine() -> str:
+    out = subprocess.run(["bash", str(SCRIPT), "engine"], capture_output=True, text=True, timeout=900)
+    if out.returncode == NO_ENGINE:
+        raise EngineMissing(out.stderr.strip())
+    if out.returncode != 0:
+        raise RuntimeError(f"container.sh engine failed: {out.stderr}")
+    return out.stdout.strip().splitlines()[-1]
+
+
+def build_image(tag: str) -> None:
+    out = subprocess.run(["bash", str(SCRIPT), "build", tag], capture_output=True, text=True, timeout=1200)
+    if out.returncode != 0:
+        raise RuntimeError(f"image build failed:\n{out.stderr[-4000:]}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def unique(prefix: str) -> str:
+    return f"odradek-test-{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Engine:
+    exe: str
+    image: str
+    _names: list[str] = field(default_factory=list)
+    _volumes: list[str] = field(default_factory=list)
+
+    def __call__(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        out = subprocess.run([self.exe, *args], capture_output=True, text=True, timeout=timeout)
+        if check and out.returncode != 0:
+            raise AssertionError(f"{self.exe} {' '.join(args)}: exit {out.returncode}\n{out.stderr}")
+        return out
+
+    def inspect_image(self) -> dict:
+        return json.loads(self("image", "inspect", self.image).stdout)[0]
+
+    def volume(self) -> str:
+        name = unique("vol")
+        self("volume", "create", name)
+        self._volumes.append(name)
+        return name
+
+    def run(self, *args: str, mount: str | None = None, port: int | None = None, inner_port: int = 9092,
+            env: dict[str, str] | None = None, advertise: bool = True) -> Container:
+        """Start a detached container publishing a free port on 127.0.0.1 only."""
+        port = port or free_port()
+        name = unique("c")
+        env = dict(env or {})
+        if advertise:
+            env.setdefault("KAFKA_ADVERTISED_LISTENERS", f"PLAINTEXT://127.0.0.1:{port}")
+        cmd = ["run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:{inner_port}"]
+        if mount:
+            cmd += ["-v", f"{mount}:/var/lib/odradek"]
+        for key, value in env.items():
+            cmd += ["-e", f"{key}={value}"]
+        self(*cmd, self.image, *args)
+        self._names.append(name)
+        return Container(self, name, port)
+
+    def cleanup(self) -> None:
+        for name in self._names:
+            self("rm", "-f", "-t", "0", name, check=False)
+        for vol in self._volumes:
+            self("volume", "rm", "-f", vol, check=False)
+        self._names.clear()
+        self._volumes.clear()
+
+
+@dataclass
+class Container:
+    engine: Engine
+    name: str
+    port: int
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def inspect(self) -> dict:
+        return json.loads(self.engine("inspect", self.name).stdout)[0]
+
+    def health(self) -> subprocess.CompletedProcess:
+        """Run the image's health check now (no systemd timers run it on podman here)."""
+        if self.engine.exe == "podman":
+            return self.engine("healthcheck", "run", self.name, check=False, timeout=60)
+        return self.engine("exec", self.name, "odradek", "health", check=False, timeout=60)
+
+    def wait_healthy(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.health()
+            if result.returncode == 0:
+                return
+            if not self.running():
+                raise AssertionError(f"{self.name} exited: {self.logs()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name} never healthy: {result.stdout}{result.stderr}")
+            time.sleep(0.2)
+
+    def running(self) -> bool:
+        return self.inspect()["State"]["Running"]
+
+    def exit_code(self) -> int:
+        return self.inspect()["State"]["ExitCode"]
+
+    def wait_exit(self, timeout: float = 60.0) -> int:
+        out = self.engine("wait", self.name, timeout=timeout)
+        return int(out.stdout.strip().splitlines()[-1])
+
+    def logs(self) -> str:
+        out = self.engine("logs", self.name, check=False)
+        return out.stdout + out.stderr
+
+    def host_pid(self) -> int:
+        return self.inspect()["State"]["Pid"]
+
+    def restart(self) -> None:
+        """SIGTERM, wait, start again with the same volume and port."""
+        self.engine("stop", "-t", "30", self.name)
+        assert self.exit_code() == 0, self.logs()[-2000:]
+        self.engine("start", self.name)
+        self.wait_healthy()
+
+    def kill_and_start(self) -> None:
+        self.engine("kill", "-s", "KILL", self.name)
+        self.wait_exit()
+        self.engine("start", self.name)
+        self.wait_healthy()
+
+
+def running_under_ci() -> bool:
+    return bool(os.environ.get("CI"))
