@@ -14,11 +14,11 @@ WORKDIR /src
 COPY constraints.txt pyproject.toml README.md ./
 COPY odradek ./odradek
 # runtime dependencies at the versions the tests ran against (constraints.txt, shared with CI);
-# pip itself is not needed at run time; the .pyc files stay (the user can't write them there,
+# pip and setuptools (9 MB) are not needed at run time; the .pyc files stay (the user can't write them there,
 # and compiling on every start would slow it)
 RUN python3 -m venv /opt/odradek \
     && /opt/odradek/bin/pip install --no-cache-dir --constraint constraints.txt . \
-    && /opt/odradek/bin/pip uninstall --yes pip
+    && /opt/odradek/bin/pip uninstall --yes setuptools pip
 
 FROM ${BASE_IMAGE}
 # one user and one group, both 10001: files in the data dir belong to 10001:10001, and a bind

@@ -6,11 +6,17 @@ raw ApiVersions requests until one is answered, record the wall time from
 spawn to that answer, read VmRSS from /proc, stop with SIGTERM.  Prints the
 median of the runs, side by side with the cost of merely starting the Python
 interpreter (the floor any Python broker pays), so the ratio is what matters.
+
+With ``--container IMAGE`` it also times the container the same way, alternating with the
+process runs: ``podman run -d`` (or docker) publishing a free 127.0.0.1 port, until the
+first ApiVersions answer through it; then the container's idle memory (the broker's VmRSS
+and the cgroup's usage as the engine reports it) and the image's size.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -70,6 +76,52 @@ def one_run() -> tuple[float, float]:
     return elapsed, rss
 
 
+def container_run(engine: str, image: str) -> tuple[float, float, float]:
+    """(run -> first answer seconds, broker VmRSS MB, cgroup memory MB) of one fresh container."""
+    port = free_port()
+    name = f"odradek-bench-{os.getpid()}-{port}"
+    t0 = time.perf_counter()
+    subprocess.run([engine, "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:9092", image],
+                   check=True, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not answered(port):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"container {name} never answered")
+            time.sleep(0.002)
+        elapsed = time.perf_counter() - t0
+        time.sleep(0.3)
+        pid = int(subprocess.run([engine, "inspect", "--format", "{{.State.Pid}}", name], check=True,
+                                 capture_output=True, text=True).stdout)
+        stats = subprocess.run([engine, "stats", "--no-stream", "--format", "json", name],
+                               capture_output=True, text=True)
+        return elapsed, rss_mb(pid), _cgroup_mb(stats.stdout)
+    finally:
+        subprocess.run([engine, "rm", "-f", "-t", "10", name], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+
+def _cgroup_mb(stats_json: str) -> float:
+    """podman's `stats --format json` mem_usage ("26.5MB / 25.2GB"), in MB; NaN if unknown."""
+    try:
+        entry = json.loads(stats_json)[0]
+        usage = entry.get("mem_usage") or entry.get("MemUsage") or ""
+        number = usage.split("/")[0].strip()
+        for unit, scale in (("kB", 1e-3), ("MB", 1.0), ("GB", 1e3), ("KiB", 1 / 1024), ("MiB", 1.0),
+                            ("GiB", 1024.0), ("B", 1e-6)):
+            if number.endswith(unit):
+                return float(number[: -len(unit)]) * scale
+    except (ValueError, IndexError, KeyError):
+        pass
+    return float("nan")
+
+
+def image_size_mb(engine: str, image: str) -> float:
+    out = subprocess.run([engine, "image", "inspect", "--format", "{{.Size}}", image], check=True,
+                         capture_output=True, text=True)
+    return int(out.stdout.strip()) / 1e6
+
+
 def interpreter_floor() -> float:
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], check=True)
@@ -79,13 +131,22 @@ def interpreter_floor() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--container", metavar="IMAGE", help="also time this image (built by "
+                        "scripts/container.sh build), alternating with the process runs")
+    parser.add_argument("--engine", default="podman", help="podman or docker (default podman)")
     args = parser.parse_args()
     times, rsses, floors = [], [], []
+    ctimes, crsses, cgroups = [], [], []
     for _ in range(args.runs):
         floors.append(interpreter_floor())
         t, r = one_run()
         times.append(t)
         rsses.append(r)
+        if args.container:
+            ct, cr, cg = container_run(args.engine, args.container)
+            ctimes.append(ct)
+            crsses.append(cr)
+            cgroups.append(cg)
     med_t, med_floor = statistics.median(times), statistics.median(floors)
     print(f"runs: {args.runs} (python {sys.version.split()[0]}, pid {os.getpid()})")
     print(f"start-up to first ApiVersions answer: median {med_t * 1000:.0f} ms "
@@ -93,6 +154,15 @@ def main() -> None:
     print(f"bare interpreter start:               median {med_floor * 1000:.0f} ms; "
           f"ratio broker/interpreter {med_t / med_floor:.1f}x")
     print(f"idle RSS: median {statistics.median(rsses):.1f} MB; target < 60 MB")
+    if args.container:
+        med_c = statistics.median(ctimes)
+        print(f"container {args.container} ({args.engine}):")
+        print(f"  run to first ApiVersions answer:    median {med_c * 1000:.0f} ms "
+              f"(min {min(ctimes) * 1000:.0f}, max {max(ctimes) * 1000:.0f}); "
+              f"ratio container/process {med_c / med_t:.1f}x")
+        print(f"  idle: broker RSS median {statistics.median(crsses):.1f} MB, "
+              f"cgroup memory median {statistics.median(cgroups):.1f} MB")
+        print(f"  image size: {image_size_mb(args.engine, args.container):.0f} MB")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ to run them, except under CI, where that is a failure."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.container.engine import (
@@ -30,6 +32,9 @@ def engine_exe() -> str:
 
 @pytest.fixture(scope="session")
 def image(engine_exe) -> str:
+    """This checkout's image; ODRADEK_TEST_IMAGE names an already built one to test instead."""
+    if os.environ.get("ODRADEK_TEST_IMAGE"):
+        return os.environ["ODRADEK_TEST_IMAGE"]
     build_image(IMAGE)  # cached layers make a rebuild quick; the base image is made once per machine
     return IMAGE
 
