@@ -31,9 +31,12 @@ docker_engine_answers() {
     command -v docker >/dev/null && timeout 10 docker info >/dev/null 2>&1
 }
 
-install_podman() {
+can_install() {
     [ "$(id -u)" -eq 0 ] || die "no container engine; install podman (or docker), or run as root so this script can" 3
     command -v apt-get >/dev/null || die "no container engine and no apt-get to install podman with; install podman or docker" 3
+}
+
+install_podman() {
     command -v podman >/dev/null && return 0
     say "installing podman (apt-get)"
     apt-get update -qq
@@ -74,6 +77,7 @@ engine() {
     if [ -n "${ODRADEK_ENGINE:-}" ]; then echo "$ODRADEK_ENGINE"; return; fi
     if command -v podman >/dev/null; then with_lock configure_podman; echo podman; return; fi
     if docker_engine_answers; then echo docker; return; fi
+    can_install
     with_lock install_podman
     with_lock configure_podman
     echo podman
@@ -92,7 +96,7 @@ apt_mirror() {
 make_local_base() {
     local eng="$1" rootfs mirror
     "$eng" image exists "$LOCAL_BASE" 2>/dev/null && return 0
-    command -v debootstrap >/dev/null || install_podman
+    if ! command -v debootstrap >/dev/null; then can_install; apt-get update -qq; apt-get install -y -qq debootstrap >/dev/null; fi
     command -v debootstrap >/dev/null || die "debootstrap missing (apt-get install debootstrap)"
     mirror="$(apt_mirror)"
     rootfs="$(mktemp -d /var/tmp/odradek-rootfs.XXXXXX)"
