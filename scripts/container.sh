@@ -95,7 +95,7 @@ apt_mirror() {
 
 make_local_base() {
     local eng="$1" rootfs mirror
-    "$eng" image exists "$LOCAL_BASE" 2>/dev/null && return 0
+    "$eng" image inspect "$LOCAL_BASE" >/dev/null 2>&1 && return 0  # made once, then cached
     if ! command -v debootstrap >/dev/null; then can_install; apt-get update -qq; apt-get install -y -qq debootstrap >/dev/null; fi
     command -v debootstrap >/dev/null || die "debootstrap missing (apt-get install debootstrap)"
     mirror="$(apt_mirror)"
@@ -146,9 +146,10 @@ build() {
 }
 
 run() {
-    local eng
+    local eng tty=()
     eng="$(engine)"
-    exec "$eng" run --rm -it -p "127.0.0.1:${ODRADEK_PORT:-9092}:9092" -v odradek-data:/var/lib/odradek \
+    [ -t 0 ] && tty=(-it)
+    exec "$eng" run --rm "${tty[@]}" -p "127.0.0.1:${ODRADEK_PORT:-9092}:9092" -v odradek-data:/var/lib/odradek \
         "${ODRADEK_IMAGE:-odradek:dev}" "$@"
 }
 

@@ -93,7 +93,7 @@ class Engine:
 
     def cleanup(self) -> None:
         for name in self._names:
-            self("rm", "-f", "-t", "0", name, check=False)
+            self("rm", "-f", "-v", "-t", "0", name, check=False)  # -v: its anonymous volume too
         for vol in self._volumes:
             self("volume", "rm", "-f", vol, check=False)
         self._names.clear()
