@@ -42,7 +42,8 @@ install_podman() {
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         podman buildah runc uidmap slirp4netns fuse-overlayfs containernetworking-plugins \
-        golang-github-containernetworking-plugin-dnsname iptables debootstrap ca-certificates >/dev/null
+        golang-github-containernetworking-plugin-dnsname iptables debootstrap ca-certificates \
+        podman-compose >/dev/null
 }
 
 # Settings some hosts need (harmless elsewhere): podman's default nofile limit above the hard
