@@ -135,7 +135,7 @@ def test_deleted_group_can_be_recreated(h):
 
 
 def test_failed_delete_keeps_the_group(h, monkeypatch):
-    from odradek.broker.coordinator.group import Promise
+    from odradek.broker.runtime.promise import Promise
 
     leader = h.stable_group(1)[0]
     h.leave(leader)

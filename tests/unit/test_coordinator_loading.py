@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.coordinator.service import Coordinator
-from odradek.broker.coordinator.shard import ShardStatus
 from odradek.broker.coordinator.state import GroupState
+from odradek.broker.runtime.runtime import ShardStatus
 from tests.unit.coordinator_harness import GROUP, SESSION, E, Harness, ok
 
 

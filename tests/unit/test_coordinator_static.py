@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.coordinator.api import LeaveMember
-from odradek.broker.coordinator.group import Promise
 from odradek.broker.coordinator.state import GroupState
+from odradek.broker.runtime.promise import Promise
 from tests.unit.coordinator_harness import GROUP, E, Harness, ok
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.coordinator.group import Promise
 from odradek.broker.coordinator.state import GroupState
+from odradek.broker.runtime.promise import Promise
 from tests.unit.coordinator_harness import GROUP, E, Harness, ok
 
 
@@ -172,7 +172,7 @@ def test_answers_come_after_the_fsync_when_writes_wait_for_durability(tmp_path):
 
     h = Harness(tmp_path)
     (leader, follower), generation = completing(h)
-    h.shard.durable_on_write = False  # as with log.fsync.mode=always: applied after the fsync
+    h.shard.writer.await_fsync = True  # as with log.fsync.mode=always: applied after the fsync
 
     async def scenario() -> None:
         follower_sync = h.sync(follower, generation)

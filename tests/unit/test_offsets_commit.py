@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.coordinator.group import ClassicGroup
-from odradek.broker.coordinator.shard import ShardStatus
 from odradek.broker.coordinator.state import GroupState
+from odradek.broker.runtime.runtime import ShardStatus
 from odradek.protocol.records import decode_batch
 from odradek.storage.config import FsyncMode
 from odradek.storage.offsets_records import OffsetValue

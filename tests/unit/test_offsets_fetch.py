@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.coordinator.shard import ShardStatus
+from odradek.broker.runtime.runtime import ShardStatus
 from odradek.storage.config import FsyncMode
 from odradek.storage.offsets_records import partition_for
 

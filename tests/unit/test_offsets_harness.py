@@ -67,7 +67,7 @@ class OffsetsEnv:
         self.logs = [Log.open(self.root / f"__consumer_offsets-{p}", log_config, clock=self.clock.now_ms)
                      for p in range(self.config.num_partitions)]
         self.coordinator = Coordinator(self.clock, self.config, self.logs,
-                                       durable_on_write=self.fsync is not FsyncMode.ALWAYS)
+                                       await_fsync=self.fsync is FsyncMode.ALWAYS)
         await self.coordinator.load()
         return self
 

@@ -14,10 +14,12 @@ import structlog
 
 from ...protocol.errors import ErrorCode
 from ...storage.offsets_records import GroupKey, OffsetKey, RecordEncodeError
+from ..runtime.promise import Promise
+from ..runtime.runtime import ShardStatus
 from .api import GroupDescription, GroupOverview, MemberDescription
-from .group import ClassicGroup, Promise
+from .group import ClassicGroup
 from .offsets import restore_group
-from .shard import Record, Shard, ShardStatus
+from .shard import Record, Shard
 from .state import GroupState, parse_state_filter
 
 if TYPE_CHECKING:

@@ -29,9 +29,10 @@ from ...storage.offset_expiry import (  # noqa: F401 - re-exported for the CLI p
     rule_for,
 )
 from ...storage.offsets_records import OffsetValue
+from ..runtime.runtime import ShardStatus
 from .group import ClassicGroup
 from .offsets import remove_offsets
-from .shard import Shard, ShardStatus, TopicPartition
+from .shard import Shard, TopicPartition
 
 if TYPE_CHECKING:
     from .service import Coordinator  # service imports this module

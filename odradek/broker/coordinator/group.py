@@ -9,7 +9,6 @@ from_record`` rebuilds a group from its last GroupMetadataValue.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,56 +18,12 @@ from ...protocol.errors import ErrorCode
 from ...storage.consumer_protocol import decode_subscription_topics
 from ...storage.offsets_records import GroupValue, MemberValue
 from ..clock import TimerHandle
+from ..runtime.promise import Promise
 from .state import GroupState, check_transition
 
 log = structlog.get_logger("odradek.coordinator")
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
-
-
-class Promise:
-    """A result delivered later (a parked JoinGroup or SyncGroup answer).
-
-    Sans-I/O: the coordinator completes it synchronously; the network layer
-    turns it into an awaitable with ``add_done_callback``.
-    """
-
-    __slots__ = ("_done", "_result", "_callbacks")
-
-    def __init__(self) -> None:
-        self._done = False
-        self._result: Any = None
-        self._callbacks: list[Callable[[Any], None]] = []
-
-    @property
-    def done(self) -> bool:
-        return self._done
-
-    def result(self) -> Any:
-        if not self._done:
-            raise RuntimeError("promise not completed")
-        return self._result
-
-    def set(self, result: Any) -> None:
-        if self._done:
-            return
-        self._done = True
-        self._result = result
-        callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:
-            cb(result)
-
-    def add_done_callback(self, cb: Callable[[Any], None]) -> None:
-        if self._done:
-            cb(self._result)
-        else:
-            self._callbacks.append(cb)
-
-    @classmethod
-    def resolved(cls, result: Any) -> Promise:
-        p = cls()
-        p.set(result)
-        return p
 
 
 @dataclass(eq=False)

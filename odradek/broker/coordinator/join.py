@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 import structlog
 
 from ...protocol.errors import ErrorCode
+from ..runtime.promise import Promise
 from .api import JoinRequest, JoinResult, SyncResult
-from .group import ClassicGroup, Member, Promise, validate_member
+from .group import ClassicGroup, Member, validate_member
 from .rebalance import (
     add_pending_member,
     maybe_prepare_rebalance,

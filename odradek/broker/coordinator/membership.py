@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 import structlog
 
 from ...protocol.errors import ErrorCode
+from ..runtime.promise import Promise
 from .api import LeaveMember, LeaveResult, SyncRequest, SyncResult
-from .group import ClassicGroup, Member, Promise, validate_member
+from .group import ClassicGroup, Member, validate_member
 from .join import join_group
 from .rebalance import (
     complete_sync,

@@ -26,9 +26,11 @@ import structlog
 
 from ...protocol.errors import ErrorCode
 from ...storage.offsets_records import GroupKey, OffsetKey, OffsetValue, RecordEncodeError
-from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, Promise, validate_member
+from ..runtime.promise import Promise
+from ..runtime.runtime import ShardStatus
+from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, validate_member
 from .membership import reset_session
-from .shard import Record, Shard, ShardStatus, TopicPartition
+from .shard import Record, Shard, TopicPartition
 from .state import GroupState
 
 if TYPE_CHECKING:

@@ -20,8 +20,9 @@ import structlog
 
 from ...protocol.errors import ErrorCode
 from ...storage.offsets_records import GroupKey, RecordEncodeError
+from ..runtime.promise import Promise
 from .api import JoinResult, SyncResult
-from .group import ClassicGroup, Member, Promise
+from .group import ClassicGroup, Member
 from .shard import Shard
 from .state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
 

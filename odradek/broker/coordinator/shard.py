@@ -14,18 +14,14 @@ The shard is *Loading* until its log has been replayed, then *Active*.
 from __future__ import annotations
 
 import asyncio
-import enum
 import time
 from collections import Counter
 from collections.abc import Callable
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
-from ...protocol.errors import ErrorCode
-from ...protocol.records import HEADER_SIZE, decode_batch, pairs_batch_size_bound
-from ...storage.errors import RecordBatchTooLargeError, StorageError
+from ...protocol.records import decode_batch
 from ...storage.offsets_records import (
     GroupKey,
     GroupValue,
@@ -37,51 +33,35 @@ from ...storage.offsets_records import (
 )
 from ...storage.offsets_replay import OffsetsReplay
 from ..clock import Clock
-from .group import ClassicGroup, Promise
+from ..runtime.promise import Promise
+from ..runtime.runtime import CoordinatorRuntime, EncodedRecord, ShardStatus
+from .config import CoordinatorConfig
+from .group import ClassicGroup
 from .state import GroupState
 
-if TYPE_CHECKING:
-    from .burst import WriteBurst
-    from .service import CoordinatorConfig
-
 log = structlog.get_logger("odradek.coordinator")
-
-
-def _default_config() -> CoordinatorConfig:
-    from .service import CoordinatorConfig  # service imports this module
-
-    return CoordinatorConfig()
 
 TopicPartition = tuple[str, int]
 Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
 
-
-_WRITTEN = Promise.resolved(None)  # what every durable-at-once write answers (completed: immutable)
-
-
-class ShardStatus(enum.Enum):
-    LOADING = "loading"
-    ACTIVE = "active"
-    FAILED = "failed"
-
-
-class _Write:
-    """A write waiting for its fsync round (``log.fsync.mode=always``); hashed by identity."""
-
-    __slots__ = ("records", "promise")
-
-    def __init__(self, records: list[Record]) -> None:
-        self.records = records
-        self.promise = Promise()
+def encode_records(records: list[Record]) -> list[EncodedRecord]:
+    """The offsets topic's records as (key, value) bytes; raises RecordEncodeError."""
+    return [(encode_key(k), encode_value(v)) for k, v in records]
 
 
 class Shard:
-    def __init__(self, partition: int, log_, clock: Clock, *, durable_on_write: bool = True,
-                 config: CoordinatorConfig | None = None):
+    """The group coordinator's shard; its writes go through the coordinator runtime.
+
+    ``await_fsync``: ``log.fsync.mode=always`` -- a write is applied and
+    answered only once the fsync round covering it has completed.
+    """
+
+    def __init__(self, partition: int, log_, clock: Clock, *, runtime: CoordinatorRuntime | None = None,
+                 await_fsync: bool = False, config: CoordinatorConfig | None = None):
         self.partition = partition
         self.log = log_
         self.clock = clock
-        self.config = config if config is not None else _default_config()
+        self.config = config if config is not None else CoordinatorConfig()
         self.status = ShardStatus.LOADING
         # live state
         self.groups: dict[str, ClassicGroup] = {}
@@ -89,12 +69,8 @@ class Shard:
         # persisted view (what replay builds; what a reload must reproduce)
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
         self.group_records: dict[str, GroupValue] = {}
-        self.durable_on_write = durable_on_write
-        # writes staged or appended, not yet fsynced (log.fsync.mode=always), in write order
-        self._in_flight: dict[_Write, None] = {}
-        self.burst: WriteBurst | None = None  # the server's write burst, when it has one
-        # staged requests of the open burst: (encoded records, timestamp, the write waiting for fsync)
-        self._staged: list[tuple[list[tuple[bytes | None, bytes | None]], int, _Write | None]] = []
+        runtime = runtime if runtime is not None else CoordinatorRuntime()
+        self.writer = runtime.writer(self, log_, encode_records, clock.now_ms, await_fsync=await_fsync)
         self.load_time_ms: float = 0.0
         self.loaded_records = 0
 
@@ -130,155 +106,34 @@ class Shard:
         return ({g: v for g, v in self.group_records.items()},
                 {g: dict(o) for g, o in self.offsets.items() if o})
 
-    # --- writing -------------------------------------------------------------------
+    # --- writing: through the coordinator runtime ----------------------------------------
 
     def write(self, records: list[Record], now: int | None = None) -> Promise:
         """Append ``records`` as one batch; the promise yields None or an ErrorCode.
 
-        On success the records have been replayed before the promise completes.
-        ``now`` is the caller's reading of the clock, if it took one.  While
-        the server's write burst is open the request is staged instead and
-        appended, with the burst's others, before any answer is sent
-        (``burst.py``); with ``log.fsync.mode=always`` it then still waits for
-        the fsync round that covers it.
+        The runtime stages, appends, waits for fsync if asked and replays
+        (``runtime/runtime.py``); on success the records have been replayed
+        before the promise completes.
         """
-        if self.status is not ShardStatus.ACTIVE:
-            return Promise.resolved(ErrorCode.NOT_COORDINATOR)
-        if now is None:
-            now = self.clock.now_ms()
-        pairs = [(encode_key(k), encode_value(v)) for k, v in records]
-        burst = self.burst
-        if burst is not None and burst.open and self.log.writable:
-            if pairs_batch_size_bound(pairs) <= self.log.config.max_message_bytes:
-                return self._stage(burst, records, pairs, now)
-            if self._staged and not self.flush_staged():  # the log keeps the order state saw
-                burst.failed.append(self.partition)
-                return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
-        try:
-            # with fsync "always" the fsync round started below is the one for this write
-            # (group commit), so the log need not start its own per append
-            self.log.append_records(pairs, now, schedule=self.durable_on_write)
-        except RecordBatchTooLargeError as exc:  # callers map it (OffsetCommit: 28)
-            log.warning("coordinator.write_too_large", partition=self.partition, error=str(exc))
-            return Promise.resolved(ErrorCode.MESSAGE_TOO_LARGE)
-        except (OSError, StorageError) as exc:
-            log.error("coordinator.write_failed", partition=self.partition, error=str(exc))
-            return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
-        w = self._settle(records)
-        if w is None:
-            return _WRITTEN
-        # group commit: one fsync round covers every write made before it started, and
-        # the log calls back in write order, straight from the round's completion
-        self.log.when_durable(partial(self._durable, w))
-        return w.promise
-
-    def _stage(self, burst: WriteBurst, records: list[Record], pairs: list, now: int) -> Promise:
-        """Keep the request for the burst's append (it is in the page cache before any answer)."""
-        if not self._staged:
-            burst.stage(self)
-        w = self._settle(records)
-        self._staged.append((pairs, now, w))
-        return _WRITTEN if w is None else w.promise
-
-    def _settle(self, records: list[Record]) -> _Write | None:
-        """Count a write; apply it now (None) if written means durable, else the write that waits.
-
-        It waits for the fsync round that covers it (``_durable``) with fsync
-        ``always``, and behind earlier writes still waiting, so state changes
-        in log order.
-        """
-        self._count_commits(records)
-        if self.durable_on_write and not self._in_flight:
+        promise = self.writer.write(records, now)
+        if not promise.done or promise.result() is None:  # accepted: count it for the metrics
+            commits = 0
             for key, value in records:
-                self.replay(key, value)
-            return None
-        w = _Write(records)
-        self._in_flight[w] = None
-        return w
-
-    def _count_commits(self, records: list[Record]) -> None:
-        commits = 0
-        for key, value in records:
-            if value is not None and type(key) is OffsetKey:
-                commits += 1
-        self.stats["offset_commits"] += commits
-
-    def flush_staged(self) -> bool:
-        """Append the burst's staged writes, each kept whole in one batch; False if that failed.
-
-        A failure -- any exception, so that no other shard of the burst is
-        left unflushed -- fails the shard (as a failed fsync does): its state
-        already holds the staged records, which the log does not, so it must
-        stop answering until it is reloaded from the log.  Staged writes waiting
-        for fsync then wait for the round that covers this append.
-        """
-        staged, self._staged = self._staged, []
-        limit = self.log.config.max_message_bytes
-        pairs: list[tuple[bytes | None, bytes | None]] = []
-        stamps: list[int] = []
-        waiting = [w for _pairs, _now, w in staged if w is not None]
-        size = 0
-        try:
-            for request_pairs, now, _w in staged:
-                # each request's bound fits (checked when staged); the header is counted once
-                more = pairs_batch_size_bound(request_pairs) - HEADER_SIZE
-                if pairs and size + more > limit:
-                    self._append_staged(pairs, stamps)
-                    pairs, stamps = [], []
-                if not pairs:
-                    size = HEADER_SIZE
-                size += more
-                pairs.extend(request_pairs)
-                stamps.extend([now] * len(request_pairs))
-            if pairs:
-                self._append_staged(pairs, stamps)
-        except Exception as exc:  # whatever it was, the state now holds records the log may not
-            log.error("coordinator.write_failed", partition=self.partition, error=str(exc),
-                      staged_requests=len(staged), exc_info=not isinstance(exc, (OSError, StorageError)))
-            self.status = ShardStatus.FAILED
-            for w in waiting:
-                self._durable(w, exc)
-            return False
-        if waiting:
-            self.log.when_durable(partial(self._all_durable, waiting))
-        return True
-
-    def _append_staged(self, pairs: list, stamps: list[int]) -> None:
-        self.log.append_records(pairs, stamps[0], timestamps=stamps, schedule=self.durable_on_write)
-
-    def _all_durable(self, writes: list[_Write], error: BaseException | None) -> None:
-        for w in writes:
-            self._durable(w, error)
+                if value is not None and type(key) is OffsetKey:
+                    commits += 1
+            self.stats["offset_commits"] += commits
+        return promise
 
     def pending_offsets(self, group_id: str) -> set[TopicPartition]:
-        """The group's partitions with a commit written but not yet durable.
-
-        Why computed here rather than counted on every write: only OffsetFetch
-        with ``require_stable``, the expiry sweep and a group's removal ask,
-        and the writes in flight are the few of the current fsync rounds.
-        """
+        """The group's partitions with a commit written but not yet durable."""
         pending = set()
-        for w in self._in_flight:
-            for key, _value in w.records:
-                if type(key) is OffsetKey and key.group == group_id:
-                    pending.add((key.topic, key.partition))
+        for key, _value in self.writer.pending_records():
+            if type(key) is OffsetKey and key.group == group_id:
+                pending.add((key.topic, key.partition))
         return pending
 
-    def _durable(self, w: _Write, error: BaseException | None) -> None:
-        """The write's fsync round ended: apply it, or fail it (and the shard) on a failed fsync."""
-        del self._in_flight[w]
-        if error is None:
-            for key, value in w.records:
-                self.replay(key, value)
-            w.promise.set(None)
-            return
-        if self.status is not ShardStatus.FAILED:
-            log.error("coordinator.sync_failed", partition=self.partition, error=str(error))
-            self.status = ShardStatus.FAILED
-        w.promise.set(ErrorCode.KAFKA_STORAGE_ERROR)
-
     def has_pending_writes(self) -> bool:
-        return bool(self._in_flight)
+        return self.writer.has_pending_writes()
 
     # --- loading -------------------------------------------------------------------
 

@@ -24,7 +24,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
-from ..coordinator.group import Promise
 from ..coordinator.offsets import (
     CommitRequest,
     FetchedOffset,
@@ -34,6 +33,7 @@ from ..coordinator.offsets import (
     fetch_offsets,
 )
 from ..dispatch import HandlerTable, Later, RequestContext, answer_when
+from ..runtime.promise import Promise
 
 if TYPE_CHECKING:
     from ..app import BrokerApp
