@@ -6,7 +6,7 @@ read-only (a running broker's directory is fine), batches are validated
 recovery would -- but nothing is ever truncated or written here.
 
 The records are applied with the coordinator's own ``Shard.replay`` and groups
-are rebuilt with ``Shard.materialize`` (Stable with members, Empty without,
+are rebuilt with ``Shard.rebuild`` (Stable with members, Empty without,
 commit-only groups as simple groups), so what this prints is what a broker
 restarted on that prefix of the log would hold.
 
@@ -147,7 +147,7 @@ def _replay_once(partition: int, directory: Path, now_ms: int, until_ms: int | N
         if not _apply(pv, replay, header, records, until_ms, until_offset):
             break
     replay.finish()  # transactions still open at that point had committed nothing
-    shard.materialize()
+    shard.rebuild()
     return pv
 
 
@@ -255,7 +255,7 @@ def group_json(pv: PartitionView, g: ClassicGroup) -> dict:
         "group": g.group_id, "partition": pv.partition, "state": g.state.value,
         "protocol_type": g.protocol_type, "protocol": g.protocol_name, "generation": g.generation,
         "leader": g.leader_id, "members": sorted(g.members),
-        # a simple group has no state timestamp of its own (materialize stamps it "now")
+        # a simple group has no state timestamp of its own (rebuild stamps it "now")
         "current_state_timestamp": g.current_state_timestamp if g.protocol_type is not None else None,
         "offsets": [{"topic": t, "partition": p, "offset": v.offset, "leader_epoch": v.leader_epoch,
                      "metadata": v.metadata, "commit_timestamp": v.commit_timestamp,

@@ -139,6 +139,6 @@ def test_failed_delete_keeps_the_group(h, monkeypatch):
 
     leader = h.stable_group(1)[0]
     h.leave(leader)
-    monkeypatch.setattr(h.shard, "write", lambda records: Promise.resolved(E.KAFKA_STORAGE_ERROR))
+    monkeypatch.setattr(h.shard, "write", lambda records, now=None: Promise.resolved(E.KAFKA_STORAGE_ERROR))
     assert h.delete(GROUP) == {GROUP: E.NOT_COORDINATOR}
     assert h.group().state is GroupState.EMPTY and GroupKey(GROUP).group in h.shard.group_records

@@ -31,7 +31,7 @@ class SlowWrites:
         self.held: list[tuple[list, Promise]] = []
         monkeypatch.setattr(h.shard, "write", self.write)
 
-    def write(self, records):
+    def write(self, records, now=None):
         promise = Promise()
         self.held.append((records, promise))
         return promise

@@ -31,7 +31,7 @@ from ...storage.offset_expiry import (  # noqa: F401 - re-exported for the CLI p
 from ...storage.offsets_records import OffsetValue
 from ..runtime.runtime import ShardStatus
 from .group import ClassicGroup
-from .offsets import remove_offsets
+from .offsets import remove_offsets, run_removal
 from .shard import Shard, TopicPartition
 
 if TYPE_CHECKING:
@@ -80,7 +80,8 @@ def sweep_shard(shard: Shard, now_ms: int, retention_ms: int) -> tuple[int, int,
         offsets = shard.offsets.get(group_id) or {}
         selection[group_id] = expired_offsets(group, offsets, shard.pending_offsets(group_id),
                                               now_ms, retention_ms)
-    removed = remove_offsets(shard, selection, reason="expired")
+    removed = remove_offsets(shard, selection)
+    run_removal(shard, removed, "expired")
     return len(selection), removed.offsets, len(removed.groups)
 
 

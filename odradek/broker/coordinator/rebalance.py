@@ -19,8 +19,9 @@ from __future__ import annotations
 import structlog
 
 from ...protocol.errors import ErrorCode
-from ...storage.offsets_records import GroupKey, RecordEncodeError
+from ...storage.offsets_records import GroupKey
 from ..runtime.promise import Promise
+from ..runtime.runtime import CoordinatorResult
 from .api import JoinResult, SyncResult
 from .group import ClassicGroup, Member
 from .shard import Shard
@@ -40,6 +41,7 @@ _STORE_ERRORS = {
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_RECORD: ErrorCode.UNKNOWN_SERVER_ERROR,  # ours: a record that cannot be encoded
 }
 
 
@@ -281,16 +283,13 @@ def _on_sync_deadline(shard: Shard, group: ClassicGroup, generation: int) -> Non
 
 
 def store_group(shard: Shard, group: ClassicGroup, assignments: dict[str, bytes]) -> Promise:
-    """Append the group record for the current generation; yields None or a mapped error."""
-    try:
-        written = shard.write([(GroupKey(group.group_id), group.to_value(assignments))])
-    except RecordEncodeError as exc:
-        log.error("group.store_unencodable", group=group.group_id, error=str(exc))
-        return Promise.resolved(ErrorCode.UNKNOWN_SERVER_ERROR)
-    mapped = Promise()
-    written.add_done_callback(
-        lambda error: mapped.set(None if error is None else _STORE_ERRORS.get(error, error)))
-    return mapped
+    """Write the group record for the current generation; yields None or a mapped error."""
+    record = (GroupKey(group.group_id), group.to_value(assignments))
+    return shard.run(CoordinatorResult([record], None, _store_failed))
+
+
+def _store_failed(error: ErrorCode) -> ErrorCode:
+    return _STORE_ERRORS.get(error, error)
 
 
 def complete_sync(shard: Shard, group: ClassicGroup, generation: int,

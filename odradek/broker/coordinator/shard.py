@@ -1,12 +1,20 @@
 """One offsets-topic partition: its log, the groups and offsets that hash to it.
 
-Records are the only way state survives.  A handler validates against the
-in-memory state and asks ``write()`` to append records as **one batch**; once
-the batch is durable, the same ``replay()`` that rebuilds state at load time
-applies the records, and only then is the handler's continuation run (which
-answers the client).  Live path and load path share ``replay()``, so "reload
-from disk gives the same state" holds by construction; ``persisted_view()``
-is what a reload must reproduce.
+Records are the only way persisted state changes.  An operation validates
+against the in-memory state and returns a ``CoordinatorResult`` (records
+and the answer); ``run`` hands the records to the coordinator runtime,
+which appends them as **one batch** and, once durable, applies them with
+``replay`` -- the same function that loads the shard from its log -- before
+the answer leaves.  ``persisted_view()`` is what a reload must reproduce.
+
+``replay`` also keeps the live groups in step with the records (Kafka's
+``GroupMetadataManager.replay`` does the same): a group with a group record
+or committed offsets exists; an Empty group with neither does not, so a
+simple group is created by replaying its first offset and removed with its
+last.  A classic group's membership (members, generation, timers, parked
+answers) is live state the group machine keeps itself, as in Kafka's classic
+protocol, where those records are written without being replayed; its
+record is what a reload rebuilds it from (``rebuild``).
 
 The shard is *Loading* until its log has been replayed, then *Active*.
 """
@@ -21,6 +29,7 @@ from typing import Any
 
 import structlog
 
+from ...protocol.errors import ErrorCode
 from ...protocol.records import decode_batch
 from ...storage.offsets_records import (
     GroupKey,
@@ -28,13 +37,14 @@ from ...storage.offsets_records import (
     OffsetKey,
     OffsetValue,
     RecordDecodeError,
+    RecordEncodeError,
     encode_key,
     encode_value,
 )
 from ...storage.offsets_replay import OffsetsReplay
 from ..clock import Clock
 from ..runtime.promise import Promise
-from ..runtime.runtime import CoordinatorRuntime, EncodedRecord, ShardStatus
+from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus
 from .config import CoordinatorConfig
 from .group import ClassicGroup
 from .state import GroupState
@@ -77,20 +87,48 @@ class Shard:
     # --- replay: the one function that turns records into state ----------------
 
     def replay(self, key: OffsetKey | GroupKey | None, value: Any) -> None:
-        if isinstance(key, OffsetKey):
-            offsets = self.offsets.setdefault(key.group, {})
-            tp = (key.topic, key.partition)
-            if value is None:
-                offsets.pop(tp, None)
+        """Apply one record: at load time, and on the live path once its batch is durable."""
+        if type(key) is OffsetKey:
+            group_id = key.group
+            offsets = self.offsets.get(group_id)
+            if value is not None:
+                if offsets is None:
+                    offsets = self.offsets[group_id] = {}
+                offsets[(key.topic, key.partition)] = value
+            elif offsets is not None:
+                offsets.pop((key.topic, key.partition), None)
                 if not offsets:
-                    del self.offsets[key.group]
-            else:
-                offsets[tp] = value
-        elif isinstance(key, GroupKey):
+                    del self.offsets[group_id]
+        elif type(key) is GroupKey:
+            group_id = key.group
             if value is None:
-                self.group_records.pop(key.group, None)
+                self.group_records.pop(group_id, None)
             else:
-                self.group_records[key.group] = value
+                self.group_records[group_id] = value
+        else:
+            return
+        # while loading, groups are built once at the end (``rebuild``)
+        if self.status is not ShardStatus.LOADING and (value is None or group_id not in self.groups):
+            self.reconcile(group_id)
+
+    def reconcile(self, group_id: str) -> None:
+        """Make the live group agree with the records: exists with a record or offsets, not if Empty without.
+
+        A group already live is kept as it is (its members are live state);
+        one missing is built from its record, or as a simple group (no
+        protocol type) when it only has offsets.
+        """
+        group = self.groups.get(group_id)
+        if group is None:
+            value = self.group_records.get(group_id)
+            if value is not None:
+                self.groups[group_id] = self.adopt(ClassicGroup.from_record(group_id, value))
+            elif group_id in self.offsets:
+                self.groups[group_id] = self.adopt(
+                    ClassicGroup(group_id, current_state_timestamp=self.clock.now_ms()))
+        elif (group.state is GroupState.EMPTY and group_id not in self.offsets
+              and group_id not in self.group_records):
+            self.remove_group(group_id)
 
     def replay_record(self, key: OffsetKey | GroupKey, value: Any, _record: Any) -> None:
         """``replay`` as an ``OffsetsReplay`` callback (it passes the record along too)."""
@@ -123,6 +161,23 @@ class Shard:
                     commits += 1
             self.stats["offset_commits"] += commits
         return promise
+
+    def run(self, result: CoordinatorResult, now: int | None = None) -> Promise:
+        """Write an operation's records as one batch; a promise of its answer once they are replayed.
+
+        ``now`` is the operation's reading of the clock, if it took one.  A
+        record that cannot be encoded fails the write with INVALID_RECORD
+        (nothing is written), which the operation's ``failed`` maps.
+        """
+        records = result.records
+        if not records:
+            return Promise.resolved(result.response)
+        try:
+            written = self.write(records, now)
+        except RecordEncodeError as exc:  # e.g. a string too long for its int16 length prefix
+            log.warning("coordinator.write_unencodable", partition=self.partition, error=str(exc))
+            written = Promise.resolved(ErrorCode.INVALID_RECORD)
+        return result.answer_when(written)
 
     def pending_offsets(self, group_id: str) -> set[TopicPartition]:
         """The group's partitions with a commit written but not yet durable."""
@@ -161,7 +216,7 @@ class Shard:
         if replay.dropped:
             log.info("coordinator.transactional_offsets_dropped", partition=self.partition,
                      offsets=replay.dropped)
-        self.materialize()
+        self.rebuild()
         self.loaded_records = count
         self.load_time_ms = (time.perf_counter() - started) * 1000
         self.status = ShardStatus.ACTIVE
@@ -187,15 +242,13 @@ class Shard:
                     yield header, [r for r in records if r.offset >= offset]
             offset = last + 1
 
-    def materialize(self) -> None:
-        """Build live groups from the persisted view (§16.3)."""
+    def rebuild(self) -> None:
+        """Build the live groups from the persisted view: the end of every load (``reconcile``)."""
         self.groups = {}
-        for group_id, value in self.group_records.items():
-            self.groups[group_id] = self.adopt(ClassicGroup.from_record(group_id, value))
-        now = self.clock.now_ms()
+        for group_id in self.group_records:
+            self.reconcile(group_id)
         for group_id in self.offsets:
-            if group_id not in self.groups:
-                self.groups[group_id] = self.adopt(ClassicGroup(group_id, current_state_timestamp=now))
+            self.reconcile(group_id)
 
     # --- group lookup ----------------------------------------------------------------
 
@@ -213,6 +266,11 @@ class Shard:
         return group
 
     def remove_group(self, group_id: str, *, unloading: bool = False) -> None:
+        """The group leaves the cache and is Dead; its pending member ids die with it."""
         group = self.groups.pop(group_id, None)
-        if group is not None and group.state is not GroupState.DEAD:
+        if group is None:
+            return
+        for member_id in list(group.pending_members):
+            group.drop_pending(member_id)
+        if group.state is not GroupState.DEAD:
             group.transition(GroupState.DEAD, self.clock.now_ms(), unloading=unloading)

@@ -81,6 +81,38 @@ class AnswerHolder(Protocol):
     def send_held(self) -> None: ...
 
 
+class CoordinatorResult:
+    """What an operation produces (Kafka's ``CoordinatorResult``): records, and the answer.
+
+    Operations validate against the shard's state and never change it: the
+    records change it, when they are replayed.  ``response`` is the answer
+    once the records are durable and replayed; ``failed(error)`` the answer
+    if they could not be written (None: the error code itself).
+    """
+
+    __slots__ = ("records", "response", "failed")
+
+    def __init__(self, records: list[Record], response: Any = None,
+                 failed: Callable[[ErrorCode], Any] | None = None) -> None:
+        self.records = records
+        self.response = response
+        self.failed = failed
+
+    def answer(self, error: ErrorCode | None) -> Any:
+        """The answer given the write's outcome (None: durable)."""
+        if error is None:
+            return self.response
+        return error if self.failed is None else self.failed(error)
+
+    def answer_when(self, written: Promise) -> Promise:
+        """A promise of the answer, completed when ``written`` (the records' write) is."""
+        if written.done:  # applied at once (fsync never/interval): no closure
+            return Promise.resolved(self.answer(written.result()))
+        answer = Promise()
+        written.add_done_callback(lambda error: answer.set(self.answer(error)))
+        return answer
+
+
 class StagedWriteFailed(Exception):
     """A staged batch could not be appended: the answers that relied on it must not be sent."""
 
