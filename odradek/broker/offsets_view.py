@@ -32,14 +32,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..offsets.expiry import expires_at
+from ..offsets.records import RecordDecodeError
+from ..offsets.replay import OffsetsReplay
 from ..protocol.records import CorruptRecordError, batch_size_at, decode_batch
 from ..storage.checkpoint import CLEANER_FILE, read_checkpoint
 from ..storage.files import parse_base_offset, parse_partition_dir
 from ..storage.log_manager import OFFSETS_TOPIC
-from ..storage.offsets_records import RecordDecodeError
-from ..storage.offsets_replay import OffsetsReplay
 from .clock import ManualClock
-from .coordinator.expiry import expires_at, group_rule
+from .coordinator.expiry import group_rule
 from .coordinator.group import ClassicGroup
 from .coordinator.shard import Shard
 from .coordinator.state import GroupState
@@ -172,7 +173,7 @@ def _apply(pv: PartitionView, replay: OffsetsReplay, header, records: list, unti
 def build_view(data_dirs: list[Path], *, group: str | None = None, until_ms: int | None = None,
                until_offset: int | None = None, now_ms: int | None = None) -> View:
     """Replay every offsets partition (only the group's own, when one is named)."""
-    from ..storage.offsets_records import partition_for
+    from ..offsets.records import partition_for
 
     found = offsets_partitions(data_dirs)
     if not found:

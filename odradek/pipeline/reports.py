@@ -17,7 +17,7 @@ OffsetFetch returns from a broker opened on the same data dir:
   group (its offsets stay until their own tombstones).
 
 The KIP-211 expiry rules are not implemented here: :func:`expiry_audit`
-calls ``odradek.storage.offset_expiry``, the functions the broker's sweep
+calls ``odradek.offsets.expiry``, the functions the broker's sweep
 uses, so the audit cannot drift from what the broker does.
 """
 
@@ -36,10 +36,11 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import ArrayType, MapType, StructType
 
+from odradek.offsets import expiry as offset_expiry
+from odradek.offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from odradek.offsets.records import OffsetValue
 from odradek.pipeline.decode import CONTROL, DATA, GROUP_METADATA, OFFSET_COMMIT, OFFSETS_TOPIC
 from odradek.pipeline.html import Summary, bar_chart, line_chart, table
-from odradek.storage import offset_expiry
-from odradek.storage.offsets_records import OffsetValue
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -170,7 +171,7 @@ def group_facts(row: dict[str, Any]) -> tuple[str | None, str, int, list[str] | 
     members = row["members"] or []
     protocol_type = row["protocol_type"] or None
     topics: list[str] | None = None
-    if protocol_type == offset_expiry.CONSUMER_PROTOCOL_TYPE:
+    if protocol_type == CONSUMER_PROTOCOL_TYPE:
         if not members:
             topics = []
         elif row["protocol"] is not None and all(m["subscribed_topics"] is not None for m in members):
@@ -221,7 +222,7 @@ def _audit_batches(retention_ms: int):
 def expiry_audit(df: DataFrame, *, now_ms: int, retention_ms: int = 7 * 24 * 3600 * 1000) -> DataFrame:
     """Which committed offsets would expire, when, and why (KIP-211), as of the end of the log.
 
-    The rules are the broker's own (``odradek.storage.offset_expiry``, which
+    The rules are the broker's own (``odradek.offsets.expiry``, which
     its expiry sweep uses), applied to each group as a reload would rebuild
     it (:func:`group_facts`).  ``reason``: ``explicit-expiry`` (the commit
     carried its own expire timestamp), the rule's (``empty-group``,

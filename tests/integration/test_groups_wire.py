@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from odradek.broker.wire_client import AsyncClient
+from odradek.offsets.consumer_protocol import Subscription, encode_subscription
 from odradek.protocol.errors import ErrorCode as E
-from odradek.storage.consumer_protocol import Subscription, encode_subscription
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -27,8 +27,8 @@ from odradek.broker.coordinator.membership import heartbeat, join_group, leave_g
 from odradek.broker.coordinator.service import Coordinator, CoordinatorConfig
 from odradek.broker.coordinator.shard import Shard
 from odradek.broker.runtime.promise import Promise
+from odradek.offsets.consumer_protocol import Subscription, encode_subscription
 from odradek.protocol.errors import ErrorCode
-from odradek.storage.consumer_protocol import Subscription, encode_subscription
 from odradek.storage.log import Log
 
 E = ErrorCode

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.coordinator.state import GroupState
-from odradek.storage.offsets_records import GroupKey, OffsetKey, OffsetValue
+from odradek.offsets.records import GroupKey, OffsetKey, OffsetValue
 from tests.unit.coordinator_harness import DEFAULT_PROTOCOLS, GROUP, E, Harness
 
 

@@ -7,9 +7,9 @@ import pytest
 from odradek.broker.coordinator.group import ClassicGroup
 from odradek.broker.coordinator.state import GroupState
 from odradek.broker.runtime.runtime import ShardStatus
+from odradek.offsets.records import OffsetValue
 from odradek.protocol.records import decode_batch
 from odradek.storage.config import FsyncMode
-from odradek.storage.offsets_records import OffsetValue
 
 from .test_offsets_harness import E, OffsetsEnv, commit_body, commit_errors, wait
 

@@ -6,8 +6,8 @@ import pytest
 
 from odradek.broker.coordinator.state import GroupState
 from odradek.broker.runtime.runtime import ShardStatus
+from odradek.offsets.records import GroupKey, OffsetKey, decode_key
 from odradek.protocol.records import decode_batch
-from odradek.storage.offsets_records import GroupKey, OffsetKey, decode_key
 
 from .test_offsets_harness import E, OffsetsEnv, wait
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.runtime.runtime import ShardStatus
+from odradek.offsets.records import partition_for
 from odradek.storage.config import FsyncMode
-from odradek.storage.offsets_records import partition_for
 
 from .test_offsets_harness import E, OffsetsEnv, wait
 

@@ -28,13 +28,13 @@ from odradek.broker.coordinator.shard import Shard
 from odradek.broker.coordinator.state import GroupState
 from odradek.broker.dispatch import RequestContext
 from odradek.broker.handlers import offsets as handlers
+from odradek.offsets.consumer_protocol import Subscription, encode_subscription
+from odradek.offsets.records import GroupKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.registry import APIS
 from odradek.storage.config import FsyncMode, LogConfig
-from odradek.storage.consumer_protocol import Subscription, encode_subscription
 from odradek.storage.log import Log
 from odradek.storage.log_manager import offsets_topic_config
-from odradek.storage.offsets_records import GroupKey
 
 E = ErrorCode
 MINUTE = 60_000

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from ...offsets.records import GroupKey, OffsetKey
 from ...protocol.errors import ErrorCode
-from ...storage.offsets_records import GroupKey, OffsetKey
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus
 from .api import GroupDescription, GroupOverview, MemberDescription

@@ -14,16 +14,14 @@ from typing import Any
 
 import structlog
 
+from ...offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription_topics
+from ...offsets.records import GroupValue, MemberValue
 from ...protocol.errors import ErrorCode
-from ...storage.consumer_protocol import decode_subscription_topics
-from ...storage.offsets_records import GroupValue, MemberValue
 from ..clock import TimerHandle
 from ..runtime.promise import Promise
 from .state import GroupState, check_transition
 
 log = structlog.get_logger("odradek.coordinator")
-
-CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 @dataclass(eq=False)

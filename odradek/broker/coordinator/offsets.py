@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import structlog
 
+from ...offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from ...offsets.records import GroupKey, OffsetKey, OffsetValue
 from ...protocol.errors import ErrorCode
-from ...storage.offsets_records import GroupKey, OffsetKey, OffsetValue
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus
-from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, validate_member
+from .group import ClassicGroup, validate_member
 from .rebalance import reset_session
 from .shard import Record, Shard, TopicPartition
 from .state import GroupState

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import structlog
 
+from ...offsets.records import GroupKey
 from ...protocol.errors import ErrorCode
-from ...storage.offsets_records import GroupKey
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult
 from .api import JoinResult, SyncResult

@@ -15,8 +15,8 @@ from typing import Any
 
 import structlog
 
+from ...offsets.records import partition_for
 from ...protocol.errors import ErrorCode
-from ...storage.offsets_records import partition_for
 from ..clock import Clock
 from ..runtime.runtime import CoordinatorRuntime, ShardStatus
 from . import rebalance

@@ -29,9 +29,7 @@ from typing import Any
 
 import structlog
 
-from ...protocol.errors import ErrorCode
-from ...protocol.records import decode_batch
-from ...storage.offsets_records import (
+from ...offsets.records import (
     GroupKey,
     GroupValue,
     OffsetKey,
@@ -41,7 +39,9 @@ from ...storage.offsets_records import (
     encode_key,
     encode_value,
 )
-from ...storage.offsets_replay import OffsetsReplay
+from ...offsets.replay import OffsetsReplay
+from ...protocol.errors import ErrorCode
+from ...protocol.records import decode_batch
 from ..clock import Clock
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus

@@ -24,12 +24,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from .offsets_records import OffsetValue
+from .consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from .records import OffsetValue
 
 EMPTY_GROUP = "empty-group"
 UNSUBSCRIBED_TOPIC = "unsubscribed-topic"
 SIMPLE_GROUP = "simple-group"
-CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class Rule(NamedTuple):

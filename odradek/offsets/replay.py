@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..protocol.records import ControlRecordType, CorruptRecordError, Record, parse_control_key
-from .offsets_records import GroupKey, OffsetKey, RecordDecodeError, decode_key, decode_value
+from .records import GroupKey, OffsetKey, RecordDecodeError, decode_key, decode_value
 
 Apply = Callable[[OffsetKey | GroupKey, Any, Record], None]  # key, decoded value, the record
 
