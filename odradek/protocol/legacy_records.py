@@ -14,7 +14,7 @@ import struct
 import zlib
 
 from odradek.protocol.compression import CompressionError, decompress
-from odradek.protocol.records import (
+from odradek.protocol.record_types import (
     COMPRESSION_MASK,
     LOG_OVERHEAD,
     NO_TIMESTAMP,

@@ -23,7 +23,8 @@ from odradek.broker.coordinator.api import (
     SyncResult,
 )
 from odradek.broker.coordinator.group import ClassicGroup
-from odradek.broker.coordinator.membership import heartbeat, join_group, leave_group, sync_group
+from odradek.broker.coordinator.join import join_group
+from odradek.broker.coordinator.membership import heartbeat, leave_group, sync_group
 from odradek.broker.coordinator.service import Coordinator, CoordinatorConfig
 from odradek.broker.coordinator.shard import Shard
 from odradek.broker.runtime.promise import Promise

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.coordinator.api import LeaveMember
-from odradek.broker.coordinator.membership import reset_session
+from odradek.broker.coordinator.rebalance import reset_session
 from odradek.broker.coordinator.state import GroupState
 from tests.unit.coordinator_harness import GROUP, SESSION, E, Harness, ok
 

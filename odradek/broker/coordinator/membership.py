@@ -1,9 +1,7 @@
-"""SyncGroup, Heartbeat and LeaveGroup (coordinator-facts §7-§9), plus ``reset_session``.
+"""SyncGroup, Heartbeat and LeaveGroup: members' requests after they joined.
 
-JoinGroup lives in ``join.py`` and the rebalance machinery in
-``rebalance.py``; this module is the stable entry point for members'
-requests after they joined.  ``reset_session`` is re-exported here because
-the offsets code restarts a member's session on an accepted OffsetCommit.
+JoinGroup lives in ``join.py`` and the rebalance machinery (sessions, join
+and sync phases, storing the group record) in ``rebalance.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
 from .api import LeaveMember, LeaveResult, SyncRequest, SyncResult
 from .group import ClassicGroup, Member, validate_member
-from .join import join_group
 from .rebalance import (
     complete_sync,
     mark_synced,
@@ -31,8 +28,6 @@ from .state import COMPLETING, DEAD, EMPTY, PREPARING
 
 if TYPE_CHECKING:
     from .service import Coordinator
-
-__all__ = ["join_group", "sync_group", "heartbeat", "leave_group", "reset_session"]
 
 log = structlog.get_logger("odradek.coordinator")
 

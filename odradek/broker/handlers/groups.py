@@ -25,7 +25,8 @@ from ..coordinator.api import (
     SyncRequest,
     SyncResult,
 )
-from ..coordinator.membership import heartbeat, join_group, leave_group, sync_group
+from ..coordinator.join import join_group
+from ..coordinator.membership import heartbeat, leave_group, sync_group
 from ..dispatch import HandlerTable, RequestContext, answer_when
 
 if TYPE_CHECKING:
