@@ -531,7 +531,7 @@ def child(argv: list[str]) -> int:
     parser.add_argument("--child-profile")
     parser.add_argument("--fixed-topics", action="store_true")
     args = parser.parse_args(argv)
-    from odradek.broker import logs
+    from odradek.broker import logging_setup as logs
     from odradek.broker.app import BrokerApp
     from odradek.broker.config import Config
     from odradek.broker.gcpolicy import GcPolicy

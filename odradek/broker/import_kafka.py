@@ -50,7 +50,7 @@ def source_partitions(kafka_dir: Path) -> list[Path]:
 
 
 def _records_in_order(partition_dir: Path, stats: ImportStats):
-    """Yield, in log order, (key, record) for the records that take effect (§16.3, ``OffsetsReplay``).
+    """Yield, in log order, (key, record) for the records that take effect (``OffsetsReplay``).
 
     A transactional commit is yielded where its COMMIT marker stands, and
     only if nothing later replaced it first; aborted ones, and those of

@@ -1,4 +1,4 @@
-"""KIP-211 offset-expiry rules (coordinator-facts §15), as pure functions of persisted facts.
+"""KIP-211 offset-expiry rules (Kafka's ``GroupMetadata.removeExpiredOffsets``), as pure functions of persisted facts.
 
 The broker's live sweep, ``odradek offsets --expiry-preview`` and the Spark
 expiry audit all decide with these functions, so they cannot drift apart.

@@ -1,6 +1,6 @@
 """Rebuilding coordinator state from ``__consumer_offsets`` records, transactions included.
 
-coordinator-facts §16.3: a transactional offset commit (a Kafka producer's
+As Kafka's ``GroupMetadataManager.loadGroupsAndOffsets`` does: a transactional offset commit (a Kafka producer's
 ``sendOffsetsToTransaction``, in a log imported from Kafka) is not committed
 when it is read but parked under its producer id until that producer's next
 marker: COMMIT applies it, replacing the current value only if its batch is
@@ -31,7 +31,7 @@ Apply = Callable[[OffsetKey | GroupKey, Any, Record], None]  # key, decoded valu
 
 
 class OffsetsReplay:
-    """Feeds records, in log order, to ``apply(key, value, record)`` as §16.3 says they take effect.
+    """Feeds records, in log order, to ``apply(key, value, record)`` as they take effect at load time.
 
     Applied in that order, the records rebuild the same state: ``odradek
     import`` writes exactly them, as plain records, in that order.

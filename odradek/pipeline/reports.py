@@ -7,7 +7,7 @@ aggregates.  ``source_dir`` is part of every key: two brokers' data dirs are
 two independent worlds (each has its own ``__consumer_offsets``).
 
 Semantics follow how the coordinator rebuilds state from the log
-(coordinator-facts §16.3), so that :func:`latest_offsets` equals what
+(Kafka's ``GroupMetadataManager.loadGroupsAndOffsets``), so that :func:`latest_offsets` equals what
 OffsetFetch returns from a broker opened on the same data dir:
 
 - the record with the highest offset wins per key; a tombstone deletes;
@@ -53,7 +53,7 @@ COMMIT_MARKER = 1  # ControlRecordType.COMMIT
 def offset_commits(df: DataFrame) -> DataFrame:
     """Offset-commit records that take effect (non-transactional, or transactional and committed).
 
-    Kafka's load (§16.3) parks a transactional commit under its producer id
+    Kafka's load parks a transactional commit under its producer id
     until the producer's next marker: COMMIT applies it, ABORT drops it.
     """
     commits = df.where((F.col("record_type") == OFFSET_COMMIT) & F.col("decode_error").isNull())
@@ -99,7 +99,7 @@ def latest_offsets(df: DataFrame) -> DataFrame:
 def group_timeline(df: DataFrame) -> DataFrame:
     """One row per group record: generation, inferred state, who joined and left since the last one.
 
-    State is what a reload would give (§16.3): ``Stable`` with members,
+    State is what a reload would give (Kafka's ``GroupMetadata.loadGroup``): ``Stable`` with members,
     ``Empty`` without, ``Dead`` for a tombstone.  ``generation_step`` > 1
     means rebalances whose generations were never persisted (e.g. a join
     phase that was superseded before SyncGroup).
@@ -159,9 +159,9 @@ AUDIT_SCHEMA: StructType = from_arrow_schema(_AUDIT_ARROW)
 def group_facts(row: dict[str, Any]) -> tuple[str | None, str, int, list[str] | None]:
     """(protocol type, state, state timestamp, subscribed topics) of a group as a reload rebuilds it.
 
-    From its last group record (§16.3): Stable with members, Empty without;
+    From its last group record, as a reload builds it: Stable with members, Empty without;
     no record, or a deleted one, leaves a simple group (no protocol type,
-    Empty).  Subscribed topics (§13): for a ``consumer`` group with a
+    Empty).  Subscribed topics (Kafka's ``GroupMetadata.computeSubscribedTopics``): for a ``consumer`` group with a
     selected protocol, the union of its members' (each read by storage's
     ``decode_subscription_topics``; one unreadable makes it unknown, None);
     none for an Empty one; unknown otherwise.
@@ -249,7 +249,7 @@ def commit_rates(df: DataFrame, window: str = "1 minute") -> DataFrame:
     """Commits per group and topic per time window (record timestamps: the broker's commit clock).
 
     ``commits`` counts partition offsets written, ``requests`` the OffsetCommit
-    batches they came in (one batch per accepted request, §16.2).
+    batches they came in (one batch per accepted request).
     """
     seconds = F.unix_seconds("window.end") - F.unix_seconds("window.start")
     c = offset_commits(df).where(~F.col("is_tombstone"))

@@ -1,4 +1,4 @@
-"""The import graph of ``odradek/``: layers only import downward, and no module cycle exists.
+"""The source of ``odradek/`` as a reader meets it: layers import downward, no cycles, no outside citations.
 
 Read from the source with ``ast``, deferred (function-level) imports included
 and ``if TYPE_CHECKING:`` blocks left out: a cycle hidden inside a function is
@@ -114,3 +114,13 @@ def test_no_import_cycles():
         if module not in state:
             walk(module)
     assert cycles == []
+
+
+def test_comments_cite_nothing_outside_the_repository():
+    """Comments cite Kafka's classes and methods or our docs/, never sections of an outside document."""
+    outside = ("§", "coordinator-facts", "record-batch-v2.md", "DESIGN.md", "shared/reference")
+    found = [f"{path.relative_to(ROOT.parent)}:{number}"
+             for path in sorted(ROOT.rglob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if any(marker in line for marker in outside)]
+    assert found == []

@@ -1,4 +1,4 @@
-"""DescribeGroups, ListGroups and DeleteGroups (coordinator-facts §14).
+"""DescribeGroups, ListGroups and DeleteGroups (Kafka's ``GroupCoordinator.handleDescribeGroup``, ``handleListGroups``, ``handleDeleteGroups``).
 
 Read-only views of the live groups for admin tools, and deletion of Empty
 groups: the group goes Dead and leaves the cache at once (so nothing can join

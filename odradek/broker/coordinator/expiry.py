@@ -1,4 +1,4 @@
-"""Offset expiry under KIP-211 (facts §15): the rules, and the periodic sweep that applies them.
+"""Offset expiry under KIP-211 (Kafka's ``GroupMetadataManager.cleanupGroupMetadata``): the rules, and the periodic sweep that applies them.
 
 The rules are pure functions in ``odradek.offsets.expiry`` (shared
 with ``odradek offsets --expiry-preview`` and the Spark expiry audit, so none

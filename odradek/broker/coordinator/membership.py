@@ -104,7 +104,7 @@ def _sync_completing(shard: Shard, group: ClassicGroup, member: Member, req: Syn
 
 def heartbeat(coordinator: Coordinator, group_id: str, generation: int, member_id: str,
               group_instance_id: str | None) -> ErrorCode:
-    """§8, in Kafka's order: member, then generation, then state."""
+    """``handleHeartbeat``, in Kafka's order: member, then generation, then state."""
     shard, error = coordinator.check(group_id, allow_empty=False)
     if error is not ErrorCode.NONE:
         return ErrorCode.NONE if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
@@ -132,7 +132,7 @@ def heartbeat(coordinator: Coordinator, group_id: str, generation: int, member_i
 
 
 def leave_group(coordinator: Coordinator, group_id: str, members: list[LeaveMember]) -> LeaveResult:
-    """§9: a top-level error, or one error per leaving member."""
+    """``handleLeaveGroup``: a top-level error, or one error per leaving member."""
     shard, error = coordinator.check(group_id, allow_empty=False)
     if error is not ErrorCode.NONE:
         return LeaveResult(error)

@@ -1,4 +1,4 @@
-"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, deleted topics (facts §11-§13).
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, deleted topics (Kafka's ``GroupCoordinator.handleCommitOffsets``, ``handleFetchOffsets``, ``handleDeleteOffsets``).
 
 Sans-I/O, like the rest of the coordinator: each operation validates against
 the shard's in-memory state and turns what it accepts into records and an
@@ -11,7 +11,7 @@ offsets, so what OffsetFetch returns is exactly what a reload would rebuild.
 Topic existence is not the coordinator's knowledge: callers pass a
 ``partition_count(topic) -> int | None`` accessor (the data plane's), used
 for the request-level UNKNOWN_TOPIC_OR_PARTITION filtering Kafka does before
-the coordinator sees a request (§11.2, §13).
+the coordinator sees a request (``KafkaApis.handleOffsetCommitRequest``).
 
 ``remove_offsets`` is Kafka's ``cleanupGroupMetadata``: the one routine that
 drops offsets (OffsetDelete, expiry, deleted topics) and kills groups that
@@ -44,7 +44,7 @@ log = structlog.get_logger("odradek.coordinator")
 PartitionCount = Callable[[str], "int | None"]
 
 _E = ErrorCode
-# §11.4: storage errors as an OffsetCommit answers them
+# storage errors as an OffsetCommit answers them (``GroupMetadataManager.storeOffsets``)
 _COMMIT_WRITE_ERRORS = {
     _E.UNKNOWN_TOPIC_OR_PARTITION: _E.COORDINATOR_NOT_AVAILABLE,
     _E.NOT_ENOUGH_REPLICAS: _E.COORDINATOR_NOT_AVAILABLE,
@@ -109,7 +109,7 @@ def partition_exists(partition_count: PartitionCount, cache: dict[str, int | Non
 
 
 def metadata_length(metadata: str) -> int:
-    """Java's ``String.length()`` (UTF-16 code units), which is what Kafka compares (§2)."""
+    """Java's ``String.length()`` (UTF-16 code units), which is what Kafka compares (``validateOffsetMetadataLength``)."""
     return len(metadata) + sum(1 for c in metadata if c > "\uffff")
 
 
@@ -127,7 +127,7 @@ def metadata_too_large(metadata: str | None, limit: int) -> bool:
 
 def commit_offsets(coordinator: Coordinator, request: CommitRequest, partitions: list[PartitionCommit],
                    partition_count: PartitionCount) -> Promise:
-    """§11: validate, write one batch, answer once durable.
+    """Validate, write one batch, answer once durable (``handleCommitOffsets``).
 
     The promise yields one ErrorCode per entry of ``partitions``, in order.
     """
@@ -153,7 +153,7 @@ def commit_offsets(coordinator: Coordinator, request: CommitRequest, partitions:
 
 
 def validate_commit(shard: Shard, request: CommitRequest) -> ErrorCode:
-    """The §11.3 matrix, in Kafka's order; resets the member's session when it accepts.
+    """Kafka's checks of a commit against its group (``GroupCoordinator.handleCommitOffsets``), in its order; resets the member's session when it accepts.
 
     An absent group with generation < 0 passes: the caller creates a simple
     group once it has something to write.
@@ -188,7 +188,7 @@ def validate_commit(shard: Shard, request: CommitRequest) -> ErrorCode:
 
 def _store(shard: Shard, max_metadata: int, request: CommitRequest,
            partitions: list[PartitionCommit], accepted: list[int], errors: list[ErrorCode]) -> Promise:
-    """Build the records (§11.4) and run them as one batch; the answer is ``errors``.
+    """Build the records (``GroupMetadataManager.storeOffsets``) and run them as one batch; the answer is ``errors``.
 
     A group the commit names that does not exist yet (a simple group) is
     created by the replay of its first offset.
@@ -213,7 +213,7 @@ def _store(shard: Shard, max_metadata: int, request: CommitRequest,
 
 
 def _commit_failed(written: list[int], errors: list[ErrorCode], error: ErrorCode) -> list[ErrorCode]:
-    """The write failed: every written partition answers its error, as OffsetCommit maps it (§11.4)."""
+    """The write failed: every written partition answers its error, as OffsetCommit maps it."""
     mapped = _COMMIT_WRITE_ERRORS.get(error, error)
     for i in written:
         errors[i] = mapped
@@ -224,7 +224,7 @@ def _commit_failed(written: list[int], errors: list[ErrorCode], error: ErrorCode
 
 def fetch_offsets(coordinator: Coordinator, group_id: str | None, topics: list[tuple[str, list[int]]] | None,
                   require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
-    """§12: (group-level error, partitions).  ``topics`` None: every committed partition.
+    """OffsetFetch (``GroupMetadataManager.getOffsets``): (group-level error, partitions).  ``topics`` None: every committed partition.
 
     The group's state does not matter; an absent group just has no offsets.
     With ``require_stable`` a partition whose commit is still in flight
@@ -262,7 +262,7 @@ def _fetched(fields: tuple) -> FetchedOffset:
 
 def delete_offsets(coordinator: Coordinator, group_id: str | None, topics: list[tuple[str, list[int]]],
                    partition_count: PartitionCount) -> Promise:
-    """§13 (KIP-496): yields (group error, [(topic, partition, error)]) once tombstones are durable.
+    """OffsetDelete (KIP-496, ``handleDeleteOffsets``): yields (group error, [(topic, partition, error)]) once tombstones are durable.
 
     With a group error the partition list is empty, as Kafka answers.
     """
@@ -317,7 +317,7 @@ class Removal(NamedTuple):
 
 
 def remove_offsets(shard: Shard, selection: dict[str, Iterable[TopicPartition]]) -> Removal:
-    """The tombstones for the selected offsets of each group, in one batch for the shard (§15).
+    """The tombstones for the selected offsets of each group, in one batch for the shard.
 
     Kafka's ``cleanupGroupMetadata``.  Each selected group that is then Empty
     with no offsets and nothing pending dies: its GroupMetadata tombstone

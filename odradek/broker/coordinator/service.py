@@ -4,7 +4,7 @@
 group belongs to partition ``partition_for(group_id, n)`` (Kafka's exact
 hash), so an imported Kafka data dir maps groups the same way.  Each
 partition is a ``Shard`` that loads independently; requests for a group
-whose shard is still loading get COORDINATOR_LOAD_IN_PROGRESS (§4).
+whose shard is still loading get COORDINATOR_LOAD_IN_PROGRESS (Kafka's ``GroupCoordinator.validateGroupStatus``).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Coordinator:
         return self.shards[self.partition_for(group_id)]
 
     def check(self, group_id: str | None, *, allow_empty: bool) -> tuple[Shard | None, ErrorCode]:
-        """§4 common checks: group id validity, then load state of its shard."""
+        """The checks every group request passes first (``validateGroupStatus``): group id, then its shard's load state."""
         if group_id is None or (not allow_empty and group_id == ""):
             return None, ErrorCode.INVALID_GROUP_ID
         shards = self.shards  # every group request passes here: one partition needs no hash

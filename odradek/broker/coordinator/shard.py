@@ -198,7 +198,7 @@ class Shard:
         started = time.perf_counter()
         count = 0
         batches = 0
-        replay = OffsetsReplay(self.replay_record)  # transactional commits (imported logs): §16.3
+        replay = OffsetsReplay(self.replay_record)  # transactional commits (imported logs)
         for header, records in self._iter_log():
             for record in records:
                 try:
