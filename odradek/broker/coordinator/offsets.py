@@ -21,7 +21,6 @@ end up Empty with no offsets, so the three paths cannot disagree.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 import structlog
@@ -197,7 +196,6 @@ def _store(shard: Shard, max_metadata: int, request: CommitRequest,
     expire = now + request.retention_ms if request.retention_ms != -1 else -1
     group_id = request.group_id
     records: list[Record] = []
-    written: list[int] = []
     for i in accepted:
         topic, partition, offset, epoch, metadata, timestamp = partitions[i]
         # 2 * len bounds the UTF-16 length: short metadata needs no closer look
@@ -208,16 +206,14 @@ def _store(shard: Shard, max_metadata: int, request: CommitRequest,
                             commit_timestamp=now if timestamp == -1 else timestamp,
                             expire_timestamp=expire)
         records.append((OffsetKey(group_id, topic, partition), value))
-        written.append(i)
-    return shard.run(CoordinatorResult(records, errors, partial(_commit_failed, written, errors)), now)
+    return shard.run(CoordinatorResult(records, errors, _commit_failed), now)
 
 
-def _commit_failed(written: list[int], errors: list[ErrorCode], error: ErrorCode) -> list[ErrorCode]:
-    """The write failed: every written partition answers its error, as OffsetCommit maps it."""
+def _commit_failed(errors: list[ErrorCode], error: ErrorCode) -> list[ErrorCode]:
+    """The write failed: every written partition (those still without an error) answers it, mapped."""
     mapped = _COMMIT_WRITE_ERRORS.get(error, error)
-    for i in written:
-        errors[i] = mapped
-    return errors
+    none = ErrorCode.NONE
+    return [mapped if e is none else e for e in errors]
 
 
 # --- OffsetFetch ----------------------------------------------------------------------------------
@@ -303,7 +299,7 @@ def delete_offsets(coordinator: Coordinator, group_id: str | None, topics: list[
         log.info("offsets.deleted", group=group_id, offsets=removed.offsets,
                  group_removed=bool(removed.groups))
     return shard.run(CoordinatorResult(removed.records, (ErrorCode.NONE, answer),
-                                       lambda error: (_COMMIT_WRITE_ERRORS.get(error, error), [])))
+                                       lambda _answer, error: (_COMMIT_WRITE_ERRORS.get(error, error), [])))
 
 
 # --- removal: OffsetDelete, expiry, deleted topics ------------------------------------------------
@@ -347,7 +343,7 @@ def remove_offsets(shard: Shard, selection: dict[str, Iterable[TopicPartition]])
 
 def run_removal(shard: Shard, removal: Removal, reason: str) -> Promise:
     """Write a removal's tombstones (expiry, deleted topics); a failure is logged, nothing to undo."""
-    def failed(error: ErrorCode) -> ErrorCode:
+    def failed(_response: None, error: ErrorCode) -> ErrorCode:
         log.warning("offsets.remove_failed", partition=shard.partition, reason=reason, error=error.name)
         return error
 

@@ -288,7 +288,7 @@ def store_group(shard: Shard, group: ClassicGroup, assignments: dict[str, bytes]
     return shard.run(CoordinatorResult([record], None, _store_failed))
 
 
-def _store_failed(error: ErrorCode) -> ErrorCode:
+def _store_failed(_response: None, error: ErrorCode) -> ErrorCode:
     return _STORE_ERRORS.get(error, error)
 
 

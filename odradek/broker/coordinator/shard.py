@@ -51,8 +51,10 @@ from .state import GroupState
 
 log = structlog.get_logger("odradek.coordinator")
 
+_LOADING = ShardStatus.LOADING
 TopicPartition = tuple[str, int]
 Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
+
 
 def encode_records(records: list[Record]) -> list[EncodedRecord]:
     """The offsets topic's records as (key, value) bytes; raises RecordEncodeError."""
@@ -80,7 +82,12 @@ class Shard:
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
         self.group_records: dict[str, GroupValue] = {}
         runtime = runtime if runtime is not None else CoordinatorRuntime()
-        self.writer = runtime.writer(self, log_, encode_records, clock.now_ms, await_fsync=await_fsync)
+        self.writer = runtime.writer(self, log_, encode_records, clock.now_ms, await_fsync=await_fsync,
+                                     on_accept=self._count_commits)
+        # append ``records`` as one batch; the promise yields None (written, durable and
+        # replayed) or an ErrorCode.  The runtime stages, appends, waits for fsync if asked
+        # and replays (``runtime/runtime.py``); tests replace it to hold or fail writes.
+        self.write: Callable[..., Promise] = self.writer.write
         self.load_time_ms: float = 0.0
         self.loaded_records = 0
 
@@ -108,7 +115,7 @@ class Shard:
         else:
             return
         # while loading, groups are built once at the end (``rebuild``)
-        if self.status is not ShardStatus.LOADING and (value is None or group_id not in self.groups):
+        if self.status is not _LOADING and (value is None or group_id not in self.groups):
             self.reconcile(group_id)
 
     def reconcile(self, group_id: str) -> None:
@@ -146,21 +153,13 @@ class Shard:
 
     # --- writing: through the coordinator runtime ----------------------------------------
 
-    def write(self, records: list[Record], now: int | None = None) -> Promise:
-        """Append ``records`` as one batch; the promise yields None or an ErrorCode.
-
-        The runtime stages, appends, waits for fsync if asked and replays
-        (``runtime/runtime.py``); on success the records have been replayed
-        before the promise completes.
-        """
-        promise = self.writer.write(records, now)
-        if not promise.done or promise.result() is None:  # accepted: count it for the metrics
-            commits = 0
-            for key, value in records:
-                if value is not None and type(key) is OffsetKey:
-                    commits += 1
-            self.stats["offset_commits"] += commits
-        return promise
+    def _count_commits(self, records: list[Record]) -> None:
+        """A write the log accepted: count its offset commits for the metrics."""
+        commits = 0
+        for key, value in records:
+            if value is not None and type(key) is OffsetKey:
+                commits += 1
+        self.stats["offset_commits"] += commits
 
     def run(self, result: CoordinatorResult, now: int | None = None) -> Promise:
         """Write an operation's records as one batch; a promise of its answer once they are replayed.

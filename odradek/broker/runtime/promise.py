@@ -48,6 +48,13 @@ class Promise:
 
     @classmethod
     def resolved(cls, result: Any) -> Promise:
-        p = cls()
-        p.set(result)
+        """A promise already completed with ``result`` (built directly: one per OffsetCommit)."""
+        p = _new(cls)
+        p._done = True
+        p._result = result
+        p._callbacks = _NO_CALLBACKS  # a completed promise calls back at once, never stores
         return p
+
+
+_new = object.__new__
+_NO_CALLBACKS: list = []  # shared, never appended to (only completed promises hold it)
