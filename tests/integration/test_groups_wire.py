@@ -57,7 +57,7 @@ async def test_join_group_versions(client, version):
     r = await client.request(11, version, join_body(group))
     if version >= 4:
         assert r.error_code == E.MEMBER_ID_REQUIRED
-        assert r.protocol_name == ("" if version < 7 else None)  # null vs "" (§6.1)
+        assert r.protocol_name == ("" if version < 7 else None)  # null vs ""
         if version >= 7:
             assert r.protocol_type is None
         r = await client.request(11, version, join_body(group, r.member_id))

@@ -1,4 +1,4 @@
-"""DescribeGroups, ListGroups, DeleteGroups (coordinator-facts §14)."""
+"""DescribeGroups, ListGroups, DeleteGroups (GroupCoordinator.handleDescribeGroup, handleListGroups, handleDeleteGroups)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Heartbeat (§8), LeaveGroup (§9) and session expiry (§10) on a ManualClock."""
+"""Heartbeat, LeaveGroup and session expiry (Kafka's handleHeartbeat, handleLeaveGroup, onExpireHeartbeat) on a ManualClock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Loading (§4, §16.3): answers while a shard loads, groups rebuilt from the log, sessions restart."""
+"""Loading (GroupMetadataManager.loadGroupsAndOffsets): answers while a shard loads, groups rebuilt from the log, sessions restart."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SyncGroup (coordinator-facts §7): durable assignment first, then answers; pending-sync removal."""
+"""SyncGroup (Kafka's GroupCoordinator.handleSyncGroup): durable assignment first, then answers; pending-sync removal."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OffsetCommit (facts §11): the validation matrix, per-partition checks, storage and versions."""
+"""OffsetCommit (Kafka's GroupCoordinator.handleCommitOffsets): the validation matrix, per-partition checks, storage and versions."""
 
 from __future__ import annotations
 

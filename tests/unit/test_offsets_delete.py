@@ -1,4 +1,4 @@
-"""OffsetDelete (facts §13, KIP-496) and offsets of deleted topics."""
+"""OffsetDelete (KIP-496, GroupCoordinator.handleDeleteOffsets) and offsets of deleted topics."""
 
 from __future__ import annotations
 

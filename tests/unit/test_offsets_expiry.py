@@ -1,4 +1,4 @@
-"""Offset expiry under KIP-211 (facts §15), driven by a manual clock: no sleeping."""
+"""Offset expiry under KIP-211 (GroupMetadataManager.cleanupGroupMetadata), driven by a manual clock: no sleeping."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""OffsetFetch (facts §12): answers, and where each version puts a group-level error."""
+"""OffsetFetch (Kafka's GroupCoordinator.handleFetchOffsets): answers, and where each version puts a group-level error."""
 
 from __future__ import annotations
 

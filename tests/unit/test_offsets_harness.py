@@ -151,7 +151,7 @@ class OffsetsEnv:
         assert error is None
 
     def empty_group(self, group: ClassicGroup) -> None:
-        """Every member leaves: PreparingRebalance, then Empty with the generation bumped (§6.5)."""
+        """Every member leaves: PreparingRebalance, then Empty with the generation bumped (onCompleteJoin)."""
         now = self.clock.now_ms()
         for member_id in list(group.members):
             group.remove_member(member_id)

@@ -1,4 +1,4 @@
-"""Transactional offset commits in a loaded log (coordinator-facts §16.3).
+"""Transactional offset commits in a loaded log (Kafka's GroupMetadataManager.loadGroupsAndOffsets).
 
 This broker never writes them, but a ``__consumer_offsets`` imported from
 Kafka holds them wherever a producer used ``sendOffsetsToTransaction``: the
