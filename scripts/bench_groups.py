@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from odradek.broker.wire_client import AsyncClient, encode  # noqa: E402
-from odradek.storage.consumer_protocol import (  # noqa: E402
+from odradek.offsets.consumer_protocol import (  # noqa: E402
     Assignment,
     Subscription,
     TopicPartitions,

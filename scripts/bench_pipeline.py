@@ -40,12 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from odradek.protocol.records import encode_batch  # noqa: E402
-from odradek.storage.config import LogConfig  # noqa: E402
-from odradek.storage.consumer_protocol import Subscription, encode_subscription  # noqa: E402
-from odradek.storage.log import Log  # noqa: E402
-from odradek.storage.log_manager import OFFSETS_TOPIC, offsets_topic_config  # noqa: E402
-from odradek.storage.offsets_records import (  # noqa: E402
+from odradek.offsets.consumer_protocol import Subscription, encode_subscription  # noqa: E402
+from odradek.offsets.records import (  # noqa: E402
     GroupKey,
     GroupValue,
     MemberValue,
@@ -55,6 +51,10 @@ from odradek.storage.offsets_records import (  # noqa: E402
     encode_value,
     partition_for,
 )
+from odradek.protocol.records import encode_batch  # noqa: E402
+from odradek.storage.config import LogConfig  # noqa: E402
+from odradek.storage.log import Log  # noqa: E402
+from odradek.storage.log_manager import OFFSETS_TOPIC, offsets_topic_config  # noqa: E402
 
 PARTITIONS = 8
 SEGMENT_BYTES = 16 << 20

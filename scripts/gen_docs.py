@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from odradek.broker.compat import configuration_markdown, markdown  # noqa: E402
+from odradek.broker.doc_tables import configuration_markdown, markdown  # noqa: E402
 
 BEGIN, END = "<!-- compat:begin -->", "<!-- compat:end -->"
 

@@ -22,6 +22,6 @@ async def abroker():
 
 
 def pytest_configure(config):
-    from odradek.broker import logs
+    from odradek.broker import logging_setup as logs
 
     logs.configure("text", "info")

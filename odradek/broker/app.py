@@ -13,10 +13,11 @@ from pathlib import Path
 import structlog
 
 from ..storage.config import FsyncMode, LogConfig
-from ..storage.log_manager import LogManager
+from ..storage.log_manager import OFFSETS_TOPIC, LogManager
 from .clock import Clock, RealClock
 from .config import WILDCARD_HOSTS, Config, parse_listeners
-from .coordinator.service import OFFSETS_TOPIC, Coordinator, CoordinatorConfig
+from .coordinator.config import CoordinatorConfig
+from .coordinator.service import Coordinator
 from .datadir import DirLock, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable
@@ -27,6 +28,7 @@ from .handlers import offsets as offset_handlers
 from .handlers import produce as produce_handlers
 from .handlers import topics as topic_handlers
 from .metrics import Metrics
+from .runtime.runtime import CoordinatorRuntime
 from .server import KafkaServer
 
 log = structlog.get_logger("odradek.broker")
@@ -68,6 +70,7 @@ class BrokerApp:
                                cleaner_backoff_ms=config["log.cleaner.backoff.ms"])
         self.dataplane = DataPlane(self.topics, self.logs, self.data_dir)
         self.coordinator_config = CoordinatorConfig.from_config(config)
+        self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
         self._loading: asyncio.Task | None = None
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
@@ -96,7 +99,7 @@ class BrokerApp:
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
             await self.logs.start()
             self.coordinator = self._open_coordinator()
-            self.server.write_burst = self.coordinator.burst
+            self.server.attach_runtime(self.runtime)
             await self.dataplane.start()
             # like Kafka, serve while the offsets partitions load: group requests get
             # COORDINATOR_LOAD_IN_PROGRESS until their shard is active
@@ -145,8 +148,8 @@ class BrokerApp:
         offsets_config = self.logs.config_for(OFFSETS_TOPIC).with_topic_config(
             {"segment.bytes": self.config["offsets.topic.segment.bytes"]})
         logs = [self.logs.create(OFFSETS_TOPIC, p, offsets_config) for p in range(n)]
-        durable_on_write = offsets_config.fsync is not FsyncMode.ALWAYS
-        return Coordinator(self.clock, self.coordinator_config, logs, durable_on_write=durable_on_write)
+        return Coordinator(self.clock, self.coordinator_config, logs, runtime=self.runtime,
+                           await_fsync=offsets_config.fsync is FsyncMode.ALWAYS)
 
     async def _close_storage(self) -> None:
         if self._loading is not None:

@@ -57,8 +57,8 @@ def cmd_serve(args) -> int:
         for name, source in sorted(config.unknown.items()):
             print(f"{name:<{width}}  ({_unknown_setting_note(name)})  ({source})")
         return 0
-    from . import logs
-    logs.configure(config["log.format"], config["log.level"], levels=config["log.levels"])
+    from . import logging_setup
+    logging_setup.configure(config["log.format"], config["log.level"], levels=config["log.levels"])
     return _run(_serve(config))
 
 

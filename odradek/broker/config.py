@@ -92,7 +92,7 @@ def _opt(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def _log_levels(text: str) -> str:
-    from .logs import parse_levels
+    from .logging_setup import parse_levels
 
     parse_levels(text)
     return text.strip()

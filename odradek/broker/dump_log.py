@@ -16,11 +16,11 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..offsets.consumer_protocol import decode_assignment, decode_subscription
+from ..offsets.records import GroupValue, RecordDecodeError, decode_key, decode_value
 from ..protocol.records import CorruptRecordError, Record, batch_size_at, decode_batch
-from ..storage.consumer_protocol import decode_assignment, decode_subscription
 from ..storage.files import LOG_SUFFIX, parse_partition_dir
 from ..storage.log_manager import OFFSETS_TOPIC
-from ..storage.offsets_records import GroupValue, RecordDecodeError, decode_key, decode_value
 
 
 def segment_files(paths: list[str]) -> list[Path]:

@@ -6,7 +6,7 @@ broker with 1 (or any n).  Records of one group all live in one source
 partition, so per-group order -- all that replay needs -- is preserved.
 Transactional offset commits are imported only if their transaction
 committed, where its marker stands and only over older values (as Kafka's
-loader applies them, ``storage/offsets_replay.py``); records of unknown key
+loader applies them, ``offsets/replay.py``); records of unknown key
 types (KIP-848, share groups) are skipped.
 """
 
@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..offsets.records import GroupKey, OffsetKey, RecordDecodeError, partition_for
+from ..offsets.replay import OffsetsReplay
 from ..protocol.records import Record, decode_batch, encode_batch
 from ..storage.config import LogConfig
 from ..storage.files import LOG_SUFFIX, parse_partition_dir, partition_dir_name
 from ..storage.log import Log
 from ..storage.log_manager import OFFSETS_TOPIC, offsets_topic_config
-from ..storage.offsets_records import GroupKey, OffsetKey, RecordDecodeError, partition_for
-from ..storage.offsets_replay import OffsetsReplay
 
 BATCH_RECORDS = 500
 
@@ -50,7 +50,7 @@ def source_partitions(kafka_dir: Path) -> list[Path]:
 
 
 def _records_in_order(partition_dir: Path, stats: ImportStats):
-    """Yield, in log order, (key, record) for the records that take effect (§16.3, ``OffsetsReplay``).
+    """Yield, in log order, (key, record) for the records that take effect (``OffsetsReplay``).
 
     A transactional commit is yielded where its COMMIT marker stands, and
     only if nothing later replaced it first; aborted ones, and those of

@@ -6,7 +6,7 @@ read-only (a running broker's directory is fine), batches are validated
 recovery would -- but nothing is ever truncated or written here.
 
 The records are applied with the coordinator's own ``Shard.replay`` and groups
-are rebuilt with ``Shard.materialize`` (Stable with members, Empty without,
+are rebuilt with ``Shard.rebuild`` (Stable with members, Empty without,
 commit-only groups as simple groups), so what this prints is what a broker
 restarted on that prefix of the log would hold.
 
@@ -32,14 +32,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..offsets.expiry import expires_at
+from ..offsets.records import RecordDecodeError
+from ..offsets.replay import OffsetsReplay
 from ..protocol.records import CorruptRecordError, batch_size_at, decode_batch
 from ..storage.checkpoint import CLEANER_FILE, read_checkpoint
 from ..storage.files import parse_base_offset, parse_partition_dir
 from ..storage.log_manager import OFFSETS_TOPIC
-from ..storage.offsets_records import RecordDecodeError
-from ..storage.offsets_replay import OffsetsReplay
 from .clock import ManualClock
-from .coordinator.expiry import expires_at, group_rule
+from .coordinator.expiry import group_rule
 from .coordinator.group import ClassicGroup
 from .coordinator.shard import Shard
 from .coordinator.state import GroupState
@@ -147,7 +148,7 @@ def _replay_once(partition: int, directory: Path, now_ms: int, until_ms: int | N
         if not _apply(pv, replay, header, records, until_ms, until_offset):
             break
     replay.finish()  # transactions still open at that point had committed nothing
-    shard.materialize()
+    shard.rebuild()
     return pv
 
 
@@ -172,7 +173,7 @@ def _apply(pv: PartitionView, replay: OffsetsReplay, header, records: list, unti
 def build_view(data_dirs: list[Path], *, group: str | None = None, until_ms: int | None = None,
                until_offset: int | None = None, now_ms: int | None = None) -> View:
     """Replay every offsets partition (only the group's own, when one is named)."""
-    from ..storage.offsets_records import partition_for
+    from ..offsets.records import partition_for
 
     found = offsets_partitions(data_dirs)
     if not found:
@@ -255,7 +256,7 @@ def group_json(pv: PartitionView, g: ClassicGroup) -> dict:
         "group": g.group_id, "partition": pv.partition, "state": g.state.value,
         "protocol_type": g.protocol_type, "protocol": g.protocol_name, "generation": g.generation,
         "leader": g.leader_id, "members": sorted(g.members),
-        # a simple group has no state timestamp of its own (materialize stamps it "now")
+        # a simple group has no state timestamp of its own (rebuild stamps it "now")
         "current_state_timestamp": g.current_state_timestamp if g.protocol_type is not None else None,
         "offsets": [{"topic": t, "partition": p, "offset": v.offset, "leader_epoch": v.leader_epoch,
                      "metadata": v.metadata, "commit_timestamp": v.commit_timestamp,

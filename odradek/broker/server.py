@@ -28,6 +28,7 @@ from ..protocol.primitives import ProtocolError
 from ..protocol.registry import APIS
 from .dispatch import NO_RESPONSE, HandlerTable, Later, RequestContext
 from .error_answers import error_answer
+from .runtime.runtime import CoordinatorRuntime
 
 log = structlog.get_logger("odradek.server")
 
@@ -86,50 +87,18 @@ class KafkaServer:
         self._connections: set[Connection] = set()
         self._ids = itertools.count(1)
         self.open_connections = 0
-        # staged-write hooks (begin/flush/end) around each loop turn's reads: coordinator/burst.py
-        self.write_burst: Any = None
-        self._turn: list[Connection] | None = None  # connections holding answers this turn
+        self.runtime: CoordinatorRuntime | None = None  # holds answers until their records are in the log
         self._orphans: set[asyncio.Future] = set()  # handlers still working for a closed connection
 
-    # --- the turn: every read of one event-loop iteration, answered together ------------------
-
-    def open_turn(self) -> None:
-        """Open the write burst for this loop iteration's reads (once); ``end_turn`` runs after them.
+    def attach_runtime(self, runtime: CoordinatorRuntime) -> None:
+        """Answer each loop turn's reads through the coordinator runtime (``runtime/runtime.py``).
 
         Why a turn and not a read: one iteration often reads several
         connections whose groups share an offsets partition (1 by default),
-        and an append per read costs a batch, a CRC and a write syscall each
-        (at one request per read, about a third of a commit's CPU).  The
-        callback is queued behind the iteration's I/O callbacks, so it runs
-        once they are all done, before anything queued after them.
+        and an append per read costs a batch, a CRC and a write syscall each.
         """
-        if self._turn is None:
-            self._turn = []
-            self.write_burst.begin()
-            asyncio.get_running_loop().call_soon(self.end_turn)
-
-    def end_turn(self) -> None:
-        """Append what the turn staged, then send every answer held for it."""
-        held, self._turn = self._turn, None
-        if held is None:
-            return
-        try:
-            self.write_burst.end()
-        except Exception as exc:
-            self.writes_failed(exc, held)
-            return
-        for conn in held:
-            conn.send_held()
-
-    def flush_turn(self) -> bool:
-        """Append what the turn staged so far (an answer must go out now); False if that failed."""
-        try:
-            self.write_burst.flush()
-        except Exception as exc:
-            held, self._turn = self._turn or [], []
-            self.writes_failed(exc, held)
-            return False
-        return True
+        self.runtime = runtime
+        runtime.on_writes_failed = self.writes_failed
 
     def writes_failed(self, exc: Exception, held: list[Connection]) -> None:
         """Staged writes did not reach the log: no answer that relied on them may be sent.
@@ -214,7 +183,8 @@ class KafkaServer:
         deadline = loop.time() + grace
         while any(c.queue for c in self._connections) and loop.time() < deadline:
             await asyncio.sleep(0.01)
-        self.end_turn()  # what the last reads staged reaches the log; their answers go out
+        if self.runtime is not None:
+            self.runtime.end_turn()  # what the last reads staged reaches the log; their answers go out
         for conn in list(self._connections):
             conn.close("broker stopping")
         await asyncio.sleep(0)  # connection_lost callbacks run
@@ -249,7 +219,7 @@ class Connection(asyncio.Protocol):
         self.log = log
         self.log_requests = False
         self.drain_scheduled = False
-        self.held: list[bytes] = []  # answers waiting for the end of the turn (``end_turn``)
+        self.held: list[bytes] = []  # answers waiting for the end of the turn (``runtime.end_turn``)
         self.last_seen = time.monotonic()  # when bytes last arrived (connections.max.idle.ms)
         self.frame_started = 0.0  # when the incomplete frame in ``buf`` began
 
@@ -275,7 +245,7 @@ class Connection(asyncio.Protocol):
         per-request cost of small requests such as OffsetCommit and Heartbeat.
         With a coordinator, the answers are held until the loop turn ends:
         the coordinator writes of every read of this turn are appended to the
-        log together (``KafkaServer.open_turn``), before any answer is sent.
+        log together (``CoordinatorRuntime.open_turn``), before any answer is sent.
         """
         if self.close_reason is not None:
             return
@@ -288,19 +258,20 @@ class Connection(asyncio.Protocol):
             data = bytes(buf)
             buf.clear()
         server = self.server
-        if server.write_burst is not None:
-            server.open_turn()
+        runtime = server.runtime
+        if runtime is not None:
+            runtime.open_turn()
         pos, answers, reason = self._answer_frames(data, server.max_request_bytes)
         if pos < len(data) and reason is None:
             self.frame_started = now
             buf += memoryview(data)[pos:]
             self.need = 4 + _SIZE.unpack_from(buf, 0)[0] if len(buf) >= 4 else 4
         if answers:
-            if server._turn is None:
+            if runtime is None:
                 self.transport.writelines(answers)
             else:
                 if not self.held:
-                    server._turn.append(self)
+                    runtime.hold(self)
                 self.held += answers
         if reason is not None:
             if self.held:  # answered before the bad frame: those answers still go out first
@@ -349,9 +320,14 @@ class Connection(asyncio.Protocol):
         """The turn ended and its writes are in the log: send the answers held for it."""
         self._send_now([])
 
+    def _flush_turn(self) -> bool:
+        """The open turn's writes reach the log before an answer leaves mid-turn; False if they failed."""
+        runtime = self.server.runtime
+        return runtime is None or not runtime.turn_open or runtime.flush_turn()
+
     def _send_now(self, answers: list[bytes]) -> str | None:
         """Send the held answers and ``answers``, the open turn's writes first; a close reason if they failed."""
-        if self.server._turn is not None and not self.server.flush_turn():
+        if not self._flush_turn():
             return "writes failed"
         out = self.held + answers if self.held else answers
         self.held = []
@@ -388,7 +364,7 @@ class Connection(asyncio.Protocol):
     def _drain(self) -> None:
         """Send the answers at the head of the queue that are ready, in request order."""
         self.drain_scheduled = False
-        if self.server._turn is not None and not self.server.flush_turn():
+        if not self._flush_turn():
             return  # an answer may rest on what the open turn staged: it reaches the log first
         out: list[bytes] = []
         reason = self._ready_answers(self.queue, out)

@@ -1,8 +1,8 @@
 """PySpark jobs over Odradek's (and Kafka's) log directories: reports and offline compaction.
 
 Needs the ``spark`` extra (``pip install 'odradek[spark]'``) and Java 17.
-Layering (DESIGN.md §1): this package reads ``odradek.storage`` and
-``odradek.protocol`` only, never ``odradek.broker``.
+Layering (docs/ARCHITECTURE.md): this package reads ``odradek.offsets``,
+``odradek.storage`` and ``odradek.protocol`` only, never ``odradek.broker``.
 
 - :mod:`.decode`      segment bytes -> Arrow batches (the one decoder)
 - :mod:`.datasource`  ``spark.read.format("odradek-log")`` and the binaryFile path

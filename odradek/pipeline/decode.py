@@ -54,6 +54,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from odradek.offsets.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerProtocolError,
+    decode_assignment,
+    decode_subscription_topics,
+)
+from odradek.offsets.records import (
+    GROUP_KEY_TYPE,
+    OFFSET_COMMIT_VALUE,
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    RecordDecodeError,
+    decode_key,
+    decode_value,
+)
 from odradek.protocol.columnar import RecordColumns, decode_batches, fixed_layout, read_fixed
 from odradek.protocol.fastcodec import compile_reader
 from odradek.protocol.records import (
@@ -65,25 +82,8 @@ from odradek.protocol.records import (
     iter_batch_headers,
     parse_control_key,
 )
-from odradek.storage.consumer_protocol import (
-    ConsumerProtocolError,
-    decode_assignment,
-    decode_subscription_topics,
-)
 from odradek.storage.files import LOG_SUFFIX, parse_base_offset, parse_partition_dir
 from odradek.storage.log_manager import OFFSETS_TOPIC
-from odradek.storage.offset_expiry import CONSUMER_PROTOCOL_TYPE
-from odradek.storage.offsets_records import (
-    GROUP_KEY_TYPE,
-    OFFSET_COMMIT_VALUE,
-    GroupKey,
-    GroupValue,
-    OffsetKey,
-    OffsetValue,
-    RecordDecodeError,
-    decode_key,
-    decode_value,
-)
 from odradek.storage.segment import CHUNK, ScanError, iter_file_batches, iter_file_runs, whole_batches
 
 # record_type values

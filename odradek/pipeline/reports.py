@@ -7,7 +7,7 @@ aggregates.  ``source_dir`` is part of every key: two brokers' data dirs are
 two independent worlds (each has its own ``__consumer_offsets``).
 
 Semantics follow how the coordinator rebuilds state from the log
-(coordinator-facts §16.3), so that :func:`latest_offsets` equals what
+(Kafka's ``GroupMetadataManager.loadGroupsAndOffsets``), so that :func:`latest_offsets` equals what
 OffsetFetch returns from a broker opened on the same data dir:
 
 - the record with the highest offset wins per key; a tombstone deletes;
@@ -17,7 +17,7 @@ OffsetFetch returns from a broker opened on the same data dir:
   group (its offsets stay until their own tombstones).
 
 The KIP-211 expiry rules are not implemented here: :func:`expiry_audit`
-calls ``odradek.storage.offset_expiry``, the functions the broker's sweep
+calls ``odradek.offsets.expiry``, the functions the broker's sweep
 uses, so the audit cannot drift from what the broker does.
 """
 
@@ -36,10 +36,11 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import ArrayType, MapType, StructType
 
+from odradek.offsets import expiry as offset_expiry
+from odradek.offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from odradek.offsets.records import OffsetValue
 from odradek.pipeline.decode import CONTROL, DATA, GROUP_METADATA, OFFSET_COMMIT, OFFSETS_TOPIC
 from odradek.pipeline.html import Summary, bar_chart, line_chart, table
-from odradek.storage import offset_expiry
-from odradek.storage.offsets_records import OffsetValue
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,7 +53,7 @@ COMMIT_MARKER = 1  # ControlRecordType.COMMIT
 def offset_commits(df: DataFrame) -> DataFrame:
     """Offset-commit records that take effect (non-transactional, or transactional and committed).
 
-    Kafka's load (§16.3) parks a transactional commit under its producer id
+    Kafka's load parks a transactional commit under its producer id
     until the producer's next marker: COMMIT applies it, ABORT drops it.
     """
     commits = df.where((F.col("record_type") == OFFSET_COMMIT) & F.col("decode_error").isNull())
@@ -98,7 +99,7 @@ def latest_offsets(df: DataFrame) -> DataFrame:
 def group_timeline(df: DataFrame) -> DataFrame:
     """One row per group record: generation, inferred state, who joined and left since the last one.
 
-    State is what a reload would give (§16.3): ``Stable`` with members,
+    State is what a reload would give (Kafka's ``GroupMetadata.loadGroup``): ``Stable`` with members,
     ``Empty`` without, ``Dead`` for a tombstone.  ``generation_step`` > 1
     means rebalances whose generations were never persisted (e.g. a join
     phase that was superseded before SyncGroup).
@@ -158,9 +159,9 @@ AUDIT_SCHEMA: StructType = from_arrow_schema(_AUDIT_ARROW)
 def group_facts(row: dict[str, Any]) -> tuple[str | None, str, int, list[str] | None]:
     """(protocol type, state, state timestamp, subscribed topics) of a group as a reload rebuilds it.
 
-    From its last group record (§16.3): Stable with members, Empty without;
+    From its last group record, as a reload builds it: Stable with members, Empty without;
     no record, or a deleted one, leaves a simple group (no protocol type,
-    Empty).  Subscribed topics (§13): for a ``consumer`` group with a
+    Empty).  Subscribed topics (Kafka's ``GroupMetadata.computeSubscribedTopics``): for a ``consumer`` group with a
     selected protocol, the union of its members' (each read by storage's
     ``decode_subscription_topics``; one unreadable makes it unknown, None);
     none for an Empty one; unknown otherwise.
@@ -170,7 +171,7 @@ def group_facts(row: dict[str, Any]) -> tuple[str | None, str, int, list[str] | 
     members = row["members"] or []
     protocol_type = row["protocol_type"] or None
     topics: list[str] | None = None
-    if protocol_type == offset_expiry.CONSUMER_PROTOCOL_TYPE:
+    if protocol_type == CONSUMER_PROTOCOL_TYPE:
         if not members:
             topics = []
         elif row["protocol"] is not None and all(m["subscribed_topics"] is not None for m in members):
@@ -221,7 +222,7 @@ def _audit_batches(retention_ms: int):
 def expiry_audit(df: DataFrame, *, now_ms: int, retention_ms: int = 7 * 24 * 3600 * 1000) -> DataFrame:
     """Which committed offsets would expire, when, and why (KIP-211), as of the end of the log.
 
-    The rules are the broker's own (``odradek.storage.offset_expiry``, which
+    The rules are the broker's own (``odradek.offsets.expiry``, which
     its expiry sweep uses), applied to each group as a reload would rebuild
     it (:func:`group_facts`).  ``reason``: ``explicit-expiry`` (the commit
     carried its own expire timestamp), the rule's (``empty-group``,
@@ -248,7 +249,7 @@ def commit_rates(df: DataFrame, window: str = "1 minute") -> DataFrame:
     """Commits per group and topic per time window (record timestamps: the broker's commit clock).
 
     ``commits`` counts partition offsets written, ``requests`` the OffsetCommit
-    batches they came in (one batch per accepted request, §16.2).
+    batches they came in (one batch per accepted request).
     """
     seconds = F.unix_seconds("window.end") - F.unix_seconds("window.start")
     c = offset_commits(df).where(~F.col("is_tombstone"))

@@ -1,4 +1,4 @@
-"""Record compression codecs as Kafka frames them (record-batch-v2.md §4).
+"""Record compression codecs as Kafka frames them (Kafka's ``CompressionType`` and its streams).
 
 cramjam does the byte crunching; this module owns the *framing* Kafka puts
 around it, because that is where interoperability breaks:

@@ -42,12 +42,14 @@ import dataclasses
 import keyword
 import struct
 from collections.abc import Callable, Container, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from construct import Container as Parsed  # what the schema layer parses structs into
 
 from odradek.protocol.primitives import MAX_ARRAY, ProtocolError, encode_uvarint
-from odradek.protocol.schema import F, Message
+
+if TYPE_CHECKING:  # the schema layer calls this module; this one only reads its declarations
+    from odradek.protocol.schema import F, Message
 
 
 class UnsupportedDeclaration(ValueError):
@@ -298,7 +300,7 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type | None, nested: Mapping[str,
         else:
             minsize = 1 if pl.compact else (2 if f.elem_type == "string" else 4)
             saved, body = body, []
-            read_var("it", f.elem_type, _Plan(F("x", f.elem_type), g.version, g.flexible), what + "[]")
+            read_var("it", f.elem_type, _Plan(type(f)("x", f.elem_type), g.version, g.flexible), what + "[]")
             loop = [f"for _ in range({n}):", *("    " + line for line in body), f"    {var}.append(it)"]
             body = saved
         guard = [f"if {n} > MAX_ARRAY or {n} * {max(minsize, 1)} > blen - pos: raise _short({what!r})",
@@ -431,7 +433,7 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
             loop = [f"ap(_pack('>%d{c}' % {n}, *{src}))"]
         else:
             saved, body = body, []
-            write_var("it", f.elem_type, _Plan(F("x", f.elem_type), g.version, g.flexible), what + "[]")
+            write_var("it", f.elem_type, _Plan(type(f)("x", f.elem_type), g.version, g.flexible), what + "[]")
             loop = [f"for it in {src}:", *("    " + line for line in body)]
             body = saved
         if pl.nullable:

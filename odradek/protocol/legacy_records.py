@@ -1,4 +1,4 @@
-"""Legacy message sets (magic 0 and 1), read-only: record-batch-v2.md §8.
+"""Legacy message sets (magic 0 and 1), read-only, as Kafka's ``LegacyRecord`` lays them out.
 
 Old clients (Produce v0-v2) and old captures still carry them, so the broker
 and the tools must be able to read them; nothing here writes them (Kafka 4
@@ -14,7 +14,7 @@ import struct
 import zlib
 
 from odradek.protocol.compression import CompressionError, decompress
-from odradek.protocol.records import (
+from odradek.protocol.record_types import (
     COMPRESSION_MASK,
     LOG_OVERHEAD,
     NO_TIMESTAMP,

@@ -20,17 +20,28 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
 import crc32c
 
 from odradek.protocol.compression import CompressionError, compress, decompress
+from odradek.protocol.legacy_records import decode_legacy_entry
 from odradek.protocol.primitives import encode_uvarint, zigzag_encode
+from odradek.protocol.record_types import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    DELETE_HORIZON_MASK,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    CorruptRecordError,
+    Record,
+)
 
 HEADER_SIZE = 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted by batchLength
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
@@ -38,64 +49,6 @@ ATTRIBUTES_OFFSET = 21
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BASE_OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
-
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-DELETE_HORIZON_MASK = 0x40
-
-
-class CorruptRecordError(ValueError):
-    """A batch failed validation (length, magic or CRC)."""
-
-
-@dataclass(slots=True)
-class BatchHeader:
-    base_offset: int
-    batch_length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
-
-    @property
-    def size(self) -> int:
-        """Total bytes of the batch on the wire / on disk."""
-        return self.batch_length + LOG_OVERHEAD
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def compression(self) -> int:
-        return self.attributes & COMPRESSION_MASK
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL_MASK)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_MASK)
-
-    @property
-    def log_append_time(self) -> bool:
-        return bool(self.attributes & TIMESTAMP_TYPE_MASK)
-
-    @property
-    def delete_horizon(self) -> int | None:
-        """KIP-534: when set, ``base_timestamp`` is the time tombstones may be dropped."""
-        return self.base_timestamp if self.attributes & DELETE_HORIZON_MASK else None
-
 
 def read_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """Decode the 61-byte header at ``pos``; raises CorruptRecordError if short or not magic 2."""
@@ -153,20 +106,8 @@ def iter_batch_headers(buf: bytes | bytearray | memoryview, pos: int = 0, valida
 
 # --- records ------------------------------------------------------------------
 
-NO_TIMESTAMP = -1
 _MAX_INT32 = 0x7FFFFFFF
 _MASK64 = 0xFFFFFFFFFFFFFFFF
-
-
-@dataclass(slots=True)
-class Record:
-    """One record with *absolute* offset and timestamp, whatever the batch format."""
-
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 _new = object.__new__
@@ -496,7 +437,6 @@ def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0, *,
     if magic == 2:
         return _decode_v2(buf, pos, verify_crc)
     if magic in (0, 1):
-        from odradek.protocol.legacy_records import decode_legacy_entry  # cycle: it builds Records
         return decode_legacy_entry(buf, pos, verify_crc=verify_crc)
     raise CorruptRecordError(f"unsupported magic {magic}")
 

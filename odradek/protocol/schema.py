@@ -22,6 +22,7 @@ from typing import Any
 
 from construct import Construct, Container
 
+from . import fastcodec
 from . import primitives as p
 
 
@@ -208,8 +209,6 @@ class Message:
         """
         fc = self._fast.get(version)
         if fc is None:
-            from . import fastcodec  # fastcodec imports this module
-
             if version not in self.valid:
                 raise ValueError(f"{self.name} has no version {version}")
             try:

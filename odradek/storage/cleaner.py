@@ -330,7 +330,7 @@ class _GroupWriter:
         ops.rename(idx_swap, index_path(directory, self.base))
         ops.rename(log_swap, log_path(directory, self.base))
         ops.fsync_dir(directory)
-        log._swap_segments(self.group, new_seg)
+        log.replace_segments(self.group, new_seg)
         stats.segments_out += 1
         stats.bytes_out += self.written
         for p in deleted:

@@ -548,8 +548,13 @@ class Log:
         """On-demand compaction in a worker thread; the log stays readable and appendable."""
         return await asyncio.to_thread(self.clean, now_ms)
 
-    def _swap_segments(self, old: list[Segment], new: Segment | None) -> None:
-        """Replace consecutive ``old`` segments by ``new`` in the live view (cleaner, under _maint)."""
+    def replace_segments(self, old: list[Segment], new: Segment | None) -> None:
+        """Replace consecutive ``old`` segments by ``new`` (or by nothing) in the live view.
+
+        For the cleaner, once the cleaned segment's files are in place: the
+        caller holds the maintenance lock (``clean`` runs under it), and
+        readers see either the old segments or the new one, never a mix.
+        """
         with self._lock:
             segs = list(self._view[0])
             i = segs.index(old[0])

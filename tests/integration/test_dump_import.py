@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from odradek.offsets.records import GroupKey, OffsetKey, decode_key, decode_value, partition_for
 from odradek.protocol.records import Record, encode_batch
 from odradek.storage.files import LOG_SUFFIX
-from odradek.storage.offsets_records import GroupKey, OffsetKey, decode_key, decode_value, partition_for
 from tests.kafka_captures import KONSUMER
 
 pytestmark = pytest.mark.integration

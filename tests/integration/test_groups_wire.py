@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from odradek.broker.wire_client import AsyncClient
+from odradek.offsets.consumer_protocol import Subscription, encode_subscription
 from odradek.protocol.errors import ErrorCode as E
-from odradek.storage.consumer_protocol import Subscription, encode_subscription
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -57,7 +57,7 @@ async def test_join_group_versions(client, version):
     r = await client.request(11, version, join_body(group))
     if version >= 4:
         assert r.error_code == E.MEMBER_ID_REQUIRED
-        assert r.protocol_name == ("" if version < 7 else None)  # null vs "" (§6.1)
+        assert r.protocol_name == ("" if version < 7 else None)  # null vs ""
         if version >= 7:
             assert r.protocol_type is None
         r = await client.request(11, version, join_body(group, r.member_id))

@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from odradek.broker.coordinator.shard import ShardStatus
+from odradek.broker.runtime.runtime import ShardStatus
 from odradek.broker.wire_client import SyncClient, decode, encode
 from odradek.protocol.records import iter_batches
 from tests.integration.test_offsets_clients import new_topic, unique

@@ -2,7 +2,7 @@
 
 Records go through ``storage.log.Log.append`` -- the broker's own append path
 (offset assignment, segment rolls, indexes) -- and are encoded by
-``storage.offsets_records`` and ``protocol.records``, so the bytes are what a
+``offsets.records`` and ``protocol.records``, so the bytes are what a
 broker writes.  ``Scenario`` also keeps the expected end state, computed the
 simple way (last record per key wins, tombstones delete), for the assertions.
 """
@@ -12,18 +12,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from odradek.protocol.records import Record, encode_batch, encode_end_txn_batch
-from odradek.storage.config import LogConfig
-from odradek.storage.consumer_protocol import (
+from odradek.offsets.consumer_protocol import (
     Assignment,
     Subscription,
     TopicPartitions,
     encode_assignment,
     encode_subscription,
 )
-from odradek.storage.log import Log
-from odradek.storage.log_manager import OFFSETS_TOPIC, offsets_topic_config
-from odradek.storage.offsets_records import (
+from odradek.offsets.records import (
     GroupKey,
     GroupValue,
     MemberValue,
@@ -32,6 +28,10 @@ from odradek.storage.offsets_records import (
     encode_key,
     encode_value,
 )
+from odradek.protocol.records import Record, encode_batch, encode_end_txn_batch
+from odradek.storage.config import LogConfig
+from odradek.storage.log import Log
+from odradek.storage.log_manager import OFFSETS_TOPIC, offsets_topic_config
 
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 MINUTE = 60_000

@@ -10,6 +10,7 @@ pytest.importorskip("pyspark", reason="the spark extra is not installed: pip ins
 
 import pyarrow as pa  # noqa: E402
 
+from odradek.offsets.records import OffsetKey, OffsetValue, encode_key, encode_value  # noqa: E402
 from odradek.pipeline.decode import (  # noqa: E402
     ARROW_SCHEMA,
     decode_segment_bytes,
@@ -19,7 +20,6 @@ from odradek.pipeline.decode import (  # noqa: E402
     segment_ref_for,
 )
 from odradek.protocol.records import CorruptRecordError  # noqa: E402
-from odradek.storage.offsets_records import OffsetKey, OffsetValue, encode_key, encode_value  # noqa: E402
 from tests.spark.datagen import T0, OffsetsLog  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -116,7 +116,7 @@ def test_the_hot_path_reads_every_value_version_as_decode_value_does(tmp_path, v
     """The decoder calls storage's generated readers directly; decode_value stays the reference."""
     import struct
 
-    from odradek.storage.offsets_records import OFFSET_COMMIT_VALUE, decode_value
+    from odradek.offsets.records import OFFSET_COMMIT_VALUE, decode_value
 
     fields = {"offset": 77, "leader_epoch": 4, "metadata": "meta", "commit_timestamp": T0, "expire_timestamp": T0 + 9}
     data = struct.pack(">h", version) + OFFSET_COMMIT_VALUE.build(fields, version)

@@ -22,12 +22,14 @@ from odradek.broker.coordinator.api import (
     SyncRequest,
     SyncResult,
 )
-from odradek.broker.coordinator.group import ClassicGroup, Promise
-from odradek.broker.coordinator.membership import heartbeat, join_group, leave_group, sync_group
+from odradek.broker.coordinator.group import ClassicGroup
+from odradek.broker.coordinator.join import join_group
+from odradek.broker.coordinator.membership import heartbeat, leave_group, sync_group
 from odradek.broker.coordinator.service import Coordinator, CoordinatorConfig
 from odradek.broker.coordinator.shard import Shard
+from odradek.broker.runtime.promise import Promise
+from odradek.offsets.consumer_protocol import Subscription, encode_subscription
 from odradek.protocol.errors import ErrorCode
-from odradek.storage.consumer_protocol import Subscription, encode_subscription
 from odradek.storage.log import Log
 
 E = ErrorCode

@@ -20,6 +20,16 @@ np = pytest.importorskip("numpy")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from odradek.offsets.records import (  # noqa: E402
+    OFFSET_COMMIT_VALUE,
+    GroupKey,
+    GroupValue,
+    MemberValue,
+    OffsetKey,
+    decode_value,
+    encode_key,
+    encode_value,
+)
 from odradek.protocol.columnar import (  # noqa: E402
     MAX_VARINT_BYTES,
     decode_batches,
@@ -36,16 +46,6 @@ from odradek.protocol.records import (  # noqa: E402
     encode_end_txn_batch,
     encode_varint,
     iter_batch_headers,
-)
-from odradek.storage.offsets_records import (  # noqa: E402
-    OFFSET_COMMIT_VALUE,
-    GroupKey,
-    GroupValue,
-    MemberValue,
-    OffsetKey,
-    decode_value,
-    encode_key,
-    encode_value,
 )
 from odradek.storage.segment import ScanError, iter_file_batches, iter_file_runs  # noqa: E402
 

@@ -1,11 +1,11 @@
-"""DescribeGroups, ListGroups, DeleteGroups (coordinator-facts §14)."""
+"""DescribeGroups, ListGroups, DeleteGroups (GroupCoordinator.handleDescribeGroup, handleListGroups, handleDeleteGroups)."""
 
 from __future__ import annotations
 
 import pytest
 
 from odradek.broker.coordinator.state import GroupState
-from odradek.storage.offsets_records import GroupKey, OffsetKey, OffsetValue
+from odradek.offsets.records import GroupKey, OffsetKey, OffsetValue
 from tests.unit.coordinator_harness import DEFAULT_PROTOCOLS, GROUP, E, Harness
 
 
@@ -135,10 +135,10 @@ def test_deleted_group_can_be_recreated(h):
 
 
 def test_failed_delete_keeps_the_group(h, monkeypatch):
-    from odradek.broker.coordinator.group import Promise
+    from odradek.broker.runtime.promise import Promise
 
     leader = h.stable_group(1)[0]
     h.leave(leader)
-    monkeypatch.setattr(h.shard, "write", lambda records: Promise.resolved(E.KAFKA_STORAGE_ERROR))
+    monkeypatch.setattr(h.shard, "write", lambda records, now=None: Promise.resolved(E.KAFKA_STORAGE_ERROR))
     assert h.delete(GROUP) == {GROUP: E.NOT_COORDINATOR}
     assert h.group().state is GroupState.EMPTY and GroupKey(GROUP).group in h.shard.group_records

@@ -1,4 +1,4 @@
-"""JoinGroup (coordinator-facts §6) driven on a ManualClock."""
+"""JoinGroup (Kafka's GroupCoordinator.handleJoinGroup) driven on a ManualClock."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_static_members_skip_member_id_required(h):
     assert result.member_id.startswith("i-1-")
 
 
-# --- protocol checks (§6.3) ----------------------------------------------------------------------
+# --- protocol checks (supportsProtocols) ----------------------------------------------------------------------
 
 
 def test_first_member_needs_protocol_type_and_protocols(h):
@@ -142,7 +142,7 @@ def test_protocol_vote_picks_the_most_preferred_common_protocol(h):
     assert result.protocol_type == "consumer"
 
 
-# --- the initial delayed join (§6.5, KIP-134) -----------------------------------------------------
+# --- the initial delayed join (InitialDelayedJoin, KIP-134) -----------------------------------------------------
 
 
 def test_initial_delay_never_completes_early(tmp_path):

@@ -1,11 +1,11 @@
-"""Heartbeat (§8), LeaveGroup (§9) and session expiry (§10) on a ManualClock."""
+"""Heartbeat, LeaveGroup and session expiry (Kafka's handleHeartbeat, handleLeaveGroup, onExpireHeartbeat) on a ManualClock."""
 
 from __future__ import annotations
 
 import pytest
 
 from odradek.broker.coordinator.api import LeaveMember
-from odradek.broker.coordinator.membership import reset_session
+from odradek.broker.coordinator.rebalance import reset_session
 from odradek.broker.coordinator.state import GroupState
 from tests.unit.coordinator_harness import GROUP, SESSION, E, Harness, ok
 

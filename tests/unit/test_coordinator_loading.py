@@ -1,12 +1,12 @@
-"""Loading (§4, §16.3): answers while a shard loads, groups rebuilt from the log, sessions restart."""
+"""Loading (GroupMetadataManager.loadGroupsAndOffsets): answers while a shard loads, groups rebuilt from the log, sessions restart."""
 
 from __future__ import annotations
 
 import pytest
 
 from odradek.broker.coordinator.service import Coordinator
-from odradek.broker.coordinator.shard import ShardStatus
 from odradek.broker.coordinator.state import GroupState
+from odradek.broker.runtime.runtime import ShardStatus
 from tests.unit.coordinator_harness import GROUP, SESSION, E, Harness, ok
 
 

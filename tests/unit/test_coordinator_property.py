@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from odradek.broker.coordinator.api import JoinResult, LeaveMember
-from odradek.broker.coordinator.group import ClassicGroup, Promise
+from odradek.broker.coordinator.group import ClassicGroup
 from odradek.broker.coordinator.state import GroupState
+from odradek.broker.runtime.promise import Promise
 from tests.unit.coordinator_harness import GROUP, E, Harness, subscription
 
 PROTOCOLS = [

@@ -1,4 +1,4 @@
-"""Every group state x member request, with the error code Kafka answers (§6.2, §7, §8, §9)."""
+"""Every group state x member request, with the error code Kafka answers (GroupCoordinator.handleJoinGroup, handleSyncGroup, handleHeartbeat, handleLeaveGroup)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.coordinator.api import LeaveMember
-from odradek.broker.coordinator.group import Promise
 from odradek.broker.coordinator.state import GroupState
+from odradek.broker.runtime.promise import Promise
 from tests.unit.coordinator_harness import GROUP, E, Harness, ok
 
 
@@ -147,7 +147,7 @@ def test_leave_by_instance_id(h):
 def test_failed_record_write_reverts_the_replacement(h, monkeypatch):
     ids = static_group(h, "a", "b")
     monkeypatch.setattr(h.shard, "write",
-                        lambda records: Promise.resolved(E.KAFKA_STORAGE_ERROR))
+                        lambda records, now=None: Promise.resolved(E.KAFKA_STORAGE_ERROR))
     result = h.join(instance="b").result()
     assert result.error is E.NOT_COORDINATOR and result.member_id == ""  # 56 -> 16
     group = h.group()

@@ -1,11 +1,11 @@
-"""SyncGroup (coordinator-facts §7): durable assignment first, then answers; pending-sync removal."""
+"""SyncGroup (Kafka's GroupCoordinator.handleSyncGroup): durable assignment first, then answers; pending-sync removal."""
 
 from __future__ import annotations
 
 import pytest
 
-from odradek.broker.coordinator.group import Promise
 from odradek.broker.coordinator.state import GroupState
+from odradek.broker.runtime.promise import Promise
 from tests.unit.coordinator_harness import GROUP, E, Harness, ok
 
 
@@ -31,7 +31,7 @@ class SlowWrites:
         self.held: list[tuple[list, Promise]] = []
         monkeypatch.setattr(h.shard, "write", self.write)
 
-    def write(self, records):
+    def write(self, records, now=None):
         promise = Promise()
         self.held.append((records, promise))
         return promise
@@ -172,7 +172,7 @@ def test_answers_come_after_the_fsync_when_writes_wait_for_durability(tmp_path):
 
     h = Harness(tmp_path)
     (leader, follower), generation = completing(h)
-    h.shard.durable_on_write = False  # as with log.fsync.mode=always: applied after the fsync
+    h.shard.writer.await_fsync = True  # as with log.fsync.mode=always: applied after the fsync
 
     async def scenario() -> None:
         follower_sync = h.sync(follower, generation)

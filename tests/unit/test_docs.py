@@ -37,7 +37,7 @@ def test_clients_tested_line_names_the_installed_series():
     installed here; a newer patch release must not fail a fresh clone) and what it bundles."""
     from importlib.metadata import version
 
-    from odradek.broker.compat import CLIENTS_TESTED
+    from odradek.broker.doc_tables import CLIENTS_TESTED
 
     def series(v: str) -> str:
         return ".".join(v.split(".")[:2])

@@ -8,7 +8,7 @@ import json
 import pytest
 import structlog
 
-from odradek.broker import logs
+from odradek.broker import logging_setup as logs
 
 
 @pytest.fixture(autouse=True)

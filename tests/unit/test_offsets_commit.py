@@ -1,15 +1,15 @@
-"""OffsetCommit (facts §11): the validation matrix, per-partition checks, storage and versions."""
+"""OffsetCommit (Kafka's GroupCoordinator.handleCommitOffsets): the validation matrix, per-partition checks, storage and versions."""
 
 from __future__ import annotations
 
 import pytest
 
 from odradek.broker.coordinator.group import ClassicGroup
-from odradek.broker.coordinator.shard import ShardStatus
 from odradek.broker.coordinator.state import GroupState
+from odradek.broker.runtime.runtime import ShardStatus
+from odradek.offsets.records import OffsetValue
 from odradek.protocol.records import decode_batch
 from odradek.storage.config import FsyncMode
-from odradek.storage.offsets_records import OffsetValue
 
 from .test_offsets_harness import E, OffsetsEnv, commit_body, commit_errors, wait
 

@@ -1,13 +1,13 @@
-"""OffsetDelete (facts §13, KIP-496) and offsets of deleted topics."""
+"""OffsetDelete (KIP-496, GroupCoordinator.handleDeleteOffsets) and offsets of deleted topics."""
 
 from __future__ import annotations
 
 import pytest
 
-from odradek.broker.coordinator.shard import ShardStatus
 from odradek.broker.coordinator.state import GroupState
+from odradek.broker.runtime.runtime import ShardStatus
+from odradek.offsets.records import GroupKey, OffsetKey, decode_key
 from odradek.protocol.records import decode_batch
-from odradek.storage.offsets_records import GroupKey, OffsetKey, decode_key
 
 from .test_offsets_harness import E, OffsetsEnv, wait
 

@@ -1,4 +1,4 @@
-"""Offset expiry under KIP-211 (facts §15), driven by a manual clock: no sleeping."""
+"""Offset expiry under KIP-211 (GroupMetadataManager.cleanupGroupMetadata), driven by a manual clock: no sleeping."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from odradek.broker.coordinator.state import GroupState
+from odradek.offsets.records import GroupKey, OffsetKey, decode_key
 from odradek.protocol.records import decode_batch
 from odradek.storage.config import FsyncMode
-from odradek.storage.offsets_records import GroupKey, OffsetKey, decode_key
 
 from .test_offsets_harness import MINUTE, E, OffsetsEnv, wait
 

@@ -1,12 +1,12 @@
-"""OffsetFetch (facts §12): answers, and where each version puts a group-level error."""
+"""OffsetFetch (Kafka's GroupCoordinator.handleFetchOffsets): answers, and where each version puts a group-level error."""
 
 from __future__ import annotations
 
 import pytest
 
-from odradek.broker.coordinator.shard import ShardStatus
+from odradek.broker.runtime.runtime import ShardStatus
+from odradek.offsets.records import partition_for
 from odradek.storage.config import FsyncMode
-from odradek.storage.offsets_records import partition_for
 
 from .test_offsets_harness import E, OffsetsEnv, wait
 

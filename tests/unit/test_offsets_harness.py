@@ -28,13 +28,13 @@ from odradek.broker.coordinator.shard import Shard
 from odradek.broker.coordinator.state import GroupState
 from odradek.broker.dispatch import RequestContext
 from odradek.broker.handlers import offsets as handlers
+from odradek.offsets.consumer_protocol import Subscription, encode_subscription
+from odradek.offsets.records import GroupKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.registry import APIS
 from odradek.storage.config import FsyncMode, LogConfig
-from odradek.storage.consumer_protocol import Subscription, encode_subscription
 from odradek.storage.log import Log
 from odradek.storage.log_manager import offsets_topic_config
-from odradek.storage.offsets_records import GroupKey
 
 E = ErrorCode
 MINUTE = 60_000
@@ -67,7 +67,7 @@ class OffsetsEnv:
         self.logs = [Log.open(self.root / f"__consumer_offsets-{p}", log_config, clock=self.clock.now_ms)
                      for p in range(self.config.num_partitions)]
         self.coordinator = Coordinator(self.clock, self.config, self.logs,
-                                       durable_on_write=self.fsync is not FsyncMode.ALWAYS)
+                                       await_fsync=self.fsync is FsyncMode.ALWAYS)
         await self.coordinator.load()
         return self
 
@@ -151,7 +151,7 @@ class OffsetsEnv:
         assert error is None
 
     def empty_group(self, group: ClassicGroup) -> None:
-        """Every member leaves: PreparingRebalance, then Empty with the generation bumped (§6.5)."""
+        """Every member leaves: PreparingRebalance, then Empty with the generation bumped (onCompleteJoin)."""
         now = self.clock.now_ms()
         for member_id in list(group.members):
             group.remove_member(member_id)

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from odradek.offsets import consumer_protocol as cp
+from odradek.offsets import records as r
 from odradek.protocol.fastcodec import compile_reader, compile_writer
-from odradek.storage import consumer_protocol as cp
-from odradek.storage import offsets_records as r
 from tests.kafka_captures import BURROW as BURROW_BYTES
 from tests.kafka_captures import KONSUMER as KONSUMER_BYTES
 from tests.kafka_captures import SHARED_VECTORS, needs_shared

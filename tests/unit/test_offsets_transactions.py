@@ -1,4 +1,4 @@
-"""Transactional offset commits in a loaded log (coordinator-facts §16.3).
+"""Transactional offset commits in a loaded log (Kafka's GroupMetadataManager.loadGroupsAndOffsets).
 
 This broker never writes them, but a ``__consumer_offsets`` imported from
 Kafka holds them wherever a producer used ``sendOffsetsToTransaction``: the
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from odradek.broker.import_kafka import import_offsets
 from odradek.broker.offsets_view import build_view
+from odradek.offsets.records import OffsetKey, OffsetValue, encode_key, encode_value
 from odradek.protocol.records import encode_batch, encode_end_txn_batch
-from odradek.storage.offsets_records import OffsetKey, OffsetValue, encode_key, encode_value
 
 from .test_offsets_harness import OffsetsEnv
 

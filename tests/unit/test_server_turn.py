@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from odradek.broker.coordinator.shard import ShardStatus
+from odradek.broker.runtime.runtime import ShardStatus
 from odradek.broker.server import Connection
 from odradek.broker.wire_client import decode, encode
 from odradek.protocol.records import iter_batches

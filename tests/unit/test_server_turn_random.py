@@ -20,8 +20,8 @@ import pytest
 
 from odradek.broker.server import Connection
 from odradek.broker.wire_client import decode, encode
+from odradek.offsets.records import OffsetKey, decode_key, decode_value
 from odradek.protocol.records import iter_batches
-from odradek.storage.offsets_records import OffsetKey, decode_key, decode_value
 from odradek.testing import Broker
 
 from .test_server_turn import RecordingTransport

@@ -1,4 +1,4 @@
-"""DescribeGroups, ListGroups and DeleteGroups (coordinator-facts §14).
+"""DescribeGroups, ListGroups and DeleteGroups (Kafka's ``GroupCoordinator.handleDescribeGroup``, ``handleListGroups``, ``handleDeleteGroups``).
 
 Read-only views of the live groups for admin tools, and deletion of Empty
 groups: the group goes Dead and leaves the cache at once (so nothing can join
@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from ...offsets.records import GroupKey, OffsetKey
 from ...protocol.errors import ErrorCode
-from ...storage.offsets_records import GroupKey, OffsetKey, RecordEncodeError
+from ..runtime.promise import Promise
+from ..runtime.runtime import CoordinatorResult, ShardStatus
 from .api import GroupDescription, GroupOverview, MemberDescription
-from .group import ClassicGroup, Promise
-from .offsets import restore_group
-from .shard import Record, Shard, ShardStatus
+from .group import ClassicGroup
+from .shard import Record, Shard
 from .state import GroupState, parse_state_filter
 
 if TYPE_CHECKING:
@@ -113,10 +114,15 @@ _DELETE_ERRORS = {
     ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.INVALID_RECORD: ErrorCode.UNKNOWN_SERVER_ERROR,  # ours: a record that cannot be encoded
 }
 
 
 def _delete_one(coordinator: Coordinator, group_id: str) -> tuple[ErrorCode, Promise | None]:
+    """Tombstones for an Empty group's offsets and record; their replay removes it.
+
+    A group with nothing on the log is live state only, removed at once.
+    """
     shard, error = coordinator.check(group_id, allow_empty=True)
     if error is not ErrorCode.NONE:
         return error, None
@@ -126,18 +132,11 @@ def _delete_one(coordinator: Coordinator, group_id: str) -> tuple[ErrorCode, Pro
     if group.state is not GroupState.EMPTY:
         return ErrorCode.NON_EMPTY_GROUP, None
     records = _tombstones(shard, group)
-    _forget(shard, group)
     log.info("group.deleted", group=group_id, offsets=len(shard.offsets.get(group_id) or ()))
     if not records:
+        shard.remove_group(group_id)
         return ErrorCode.NONE, None
-    try:
-        write = shard.write(records)
-    except RecordEncodeError as exc:
-        log.error("group.delete_unencodable", group=group_id, error=str(exc))
-        restore_group(shard, group_id)
-        return ErrorCode.UNKNOWN_SERVER_ERROR, None
-    write.add_done_callback(lambda error: _restore_on_failure(shard, group_id, error))
-    return ErrorCode.NONE, write
+    return ErrorCode.NONE, shard.run(CoordinatorResult(records, None))
 
 
 def _tombstones(shard: Shard, group: ClassicGroup) -> list[Record]:
@@ -148,17 +147,3 @@ def _tombstones(shard: Shard, group: ClassicGroup) -> list[Record]:
     if group.generation > 0:
         records.append((GroupKey(group_id), None))
     return records
-
-
-def _forget(shard: Shard, group: ClassicGroup) -> None:
-    """Empty -> Dead and out of the cache; pending member ids die with it."""
-    for member_id in list(group.pending_members):
-        group.drop_pending(member_id)
-    shard.remove_group(group.group_id)
-
-
-def _restore_on_failure(shard: Shard, group_id: str, error: ErrorCode | None) -> None:
-    """If the tombstones did not land, the log still has the group: so must the cache."""
-    if error is not None and group_id not in shard.groups:
-        log.warning("group.delete_failed", group=group_id, error=error.name)
-        restore_group(shard, group_id)

@@ -23,7 +23,7 @@ class JoinRequest:
     client_id: str
     client_host: str
     session_timeout_ms: int
-    rebalance_timeout_ms: int  # v0 has none: the glue passes the session timeout (§6.1)
+    rebalance_timeout_ms: int  # v0 has none: the glue passes the session timeout
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     require_known_member_id: bool = True  # JoinGroup v4+ (KIP-394)
@@ -44,7 +44,7 @@ class JoinResult:
 
     @classmethod
     def failed(cls, member_id: str, error: ErrorCode) -> JoinResult:
-        """§6.1: errors carry generation -1, no leader, no members, no protocol."""
+        """Errors carry generation -1, no leader, no members, no protocol (Kafka's ``joinError``)."""
         return cls(error, member_id)
 
 

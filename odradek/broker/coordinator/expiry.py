@@ -1,6 +1,6 @@
-"""Offset expiry under KIP-211 (facts §15): the rules, and the periodic sweep that applies them.
+"""Offset expiry under KIP-211 (Kafka's ``GroupMetadataManager.cleanupGroupMetadata``): the rules, and the periodic sweep that applies them.
 
-The rules are pure functions in ``odradek.storage.offset_expiry`` (shared
+The rules are pure functions in ``odradek.offsets.expiry`` (shared
 with ``odradek offsets --expiry-preview`` and the Spark expiry audit, so none
 can drift from what the broker will actually do); this module adapts a live
 group to them (``group_rule``) and runs the sweep.
@@ -20,18 +20,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import structlog
 
-from ...storage.offset_expiry import (  # noqa: F401 - re-exported for the CLI preview
-    EMPTY_GROUP,
-    SIMPLE_GROUP,
-    UNSUBSCRIBED_TOPIC,
-    Rule,
-    expires_at,
-    rule_for,
-)
-from ...storage.offsets_records import OffsetValue
+from ...offsets.expiry import Rule, expires_at, rule_for
+from ...offsets.records import OffsetValue
+from ..runtime.runtime import ShardStatus
 from .group import ClassicGroup
-from .offsets import remove_offsets
-from .shard import Shard, ShardStatus, TopicPartition
+from .offsets import remove_offsets, run_removal
+from .shard import Shard, TopicPartition
 
 if TYPE_CHECKING:
     from .service import Coordinator  # service imports this module
@@ -79,7 +73,8 @@ def sweep_shard(shard: Shard, now_ms: int, retention_ms: int) -> tuple[int, int,
         offsets = shard.offsets.get(group_id) or {}
         selection[group_id] = expired_offsets(group, offsets, shard.pending_offsets(group_id),
                                               now_ms, retention_ms)
-    removed = remove_offsets(shard, selection, reason="expired")
+    removed = remove_offsets(shard, selection)
+    run_removal(shard, removed, "expired")
     return len(selection), removed.offsets, len(removed.groups)
 
 

@@ -1,4 +1,4 @@
-"""In-memory model of a classic group and its members (coordinator-facts §3).
+"""In-memory model of a classic group and its members (Kafka's ``GroupMetadata``, ``MemberMetadata``).
 
 These objects hold the *live* state, including what is never persisted
 (parked JoinGroup/SyncGroup answers, pending member ids, timers).  What
@@ -9,66 +9,19 @@ from_record`` rebuilds a group from its last GroupMetadataValue.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
+from ...offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription_topics
+from ...offsets.records import GroupValue, MemberValue
 from ...protocol.errors import ErrorCode
-from ...storage.consumer_protocol import decode_subscription_topics
-from ...storage.offsets_records import GroupValue, MemberValue
 from ..clock import TimerHandle
+from ..runtime.promise import Promise
 from .state import GroupState, check_transition
 
 log = structlog.get_logger("odradek.coordinator")
-
-CONSUMER_PROTOCOL_TYPE = "consumer"
-
-
-class Promise:
-    """A result delivered later (a parked JoinGroup or SyncGroup answer).
-
-    Sans-I/O: the coordinator completes it synchronously; the network layer
-    turns it into an awaitable with ``add_done_callback``.
-    """
-
-    __slots__ = ("_done", "_result", "_callbacks")
-
-    def __init__(self) -> None:
-        self._done = False
-        self._result: Any = None
-        self._callbacks: list[Callable[[Any], None]] = []
-
-    @property
-    def done(self) -> bool:
-        return self._done
-
-    def result(self) -> Any:
-        if not self._done:
-            raise RuntimeError("promise not completed")
-        return self._result
-
-    def set(self, result: Any) -> None:
-        if self._done:
-            return
-        self._done = True
-        self._result = result
-        callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:
-            cb(result)
-
-    def add_done_callback(self, cb: Callable[[Any], None]) -> None:
-        if self._done:
-            cb(self._result)
-        else:
-            self._callbacks.append(cb)
-
-    @classmethod
-    def resolved(cls, result: Any) -> Promise:
-        p = cls()
-        p.set(result)
-        return p
 
 
 @dataclass(eq=False)
@@ -165,7 +118,7 @@ class ClassicGroup:
     awaiting_join_count: int = 0
     protocol_counts: dict[str, int] = field(default_factory=dict)
     join_timer: TimerHandle | None = None
-    join_is_initial: bool = False  # an initial delayed join never completes early (§6.5)
+    join_is_initial: bool = False  # an initial delayed join never completes early (``InitialDelayedJoin``)
     join_token: int = 0  # bumped whenever the join deadline is re-armed or cancelled
     sync_timer: TimerHandle | None = None
     stats: Counter[str] | None = None  # the shard's event counts (metrics), set by Shard.adopt
@@ -343,7 +296,7 @@ class ClassicGroup:
         return [p for p in first.protocol_names() if counts.get(p) == size]
 
     def supports_protocols(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
-        """§6.3: the check behind INCONSISTENT_GROUP_PROTOCOL."""
+        """``supportsProtocols``: the check behind INCONSISTENT_GROUP_PROTOCOL."""
         if self.state == GroupState.EMPTY or not self.members:
             return bool(protocol_type) and bool(protocols)
         if protocol_type != self.protocol_type:
@@ -363,7 +316,7 @@ class ClassicGroup:
         return max(candidates, key=lambda c: votes[c])
 
     def compute_subscribed_topics(self) -> None:
-        """§13: union of members' subscriptions (v0 prefix) for consumer groups; else unknown."""
+        """``computeSubscribedTopics``: union of members' subscriptions (v0 prefix) for consumer groups; else unknown."""
         if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
             self.subscribed_topics = None
             return
@@ -383,7 +336,7 @@ class ClassicGroup:
         self.subscribed_topics = topics
 
     def validate_member(self, member_id: str, group_instance_id: str | None) -> ErrorCode:
-        """§4 "validateCurrentMember"; see the module-level :func:`validate_member`."""
+        """Kafka's ``validateCurrentMember``; see the module-level :func:`validate_member`."""
         return validate_member(self, member_id, group_instance_id)
 
     def is_subscribed_to(self, topic: str) -> bool:
@@ -392,7 +345,7 @@ class ClassicGroup:
     # --- persistence -------------------------------------------------------------
 
     def to_value(self, assignments: dict[str, bytes] | None = None) -> GroupValue:
-        """The GroupMetadataValue for the current generation (§16.2)."""
+        """The GroupMetadataValue for the current generation (``GroupMetadataManager.storeGroup``)."""
         members = []
         for m in self.members.values():
             value = m.to_value(self.protocol_name)
@@ -405,7 +358,7 @@ class ClassicGroup:
 
     @classmethod
     def from_record(cls, group_id: str, value: GroupValue) -> ClassicGroup:
-        """§16.3: Stable with members, Empty without."""
+        """As a load rebuilds it (``GroupMetadata.loadGroup``): Stable with members, Empty without."""
         group = cls(group_id=group_id,
                     state=GroupState.STABLE if value.members else GroupState.EMPTY,
                     generation=value.generation, protocol_type=value.protocol_type or None,
@@ -428,7 +381,7 @@ class ClassicGroup:
 
 
 def validate_member(group: ClassicGroup, member_id: str, group_instance_id: str | None) -> ErrorCode:
-    """§4 "validateCurrentMember", shared by Join (known member), Sync, Heartbeat, Leave, OffsetCommit.
+    """Kafka's ``GroupCoordinator.validateCurrentMember``, shared by Join (known member), Sync, Heartbeat, Leave, OffsetCommit.
 
     A request naming a ``group.instance.id`` must name the member id that
     instance is currently mapped to: an unknown instance is 25, an instance

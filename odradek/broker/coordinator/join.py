@@ -1,9 +1,9 @@
-"""JoinGroup (coordinator-facts §6): who may join, with which id, and what it waits for.
+"""JoinGroup (Kafka's ``GroupCoordinator.handleJoinGroup``): who may join, with which id, and what it waits for.
 
 The answer is a :class:`Promise` of a :class:`JoinResult`: resolved at once
 for errors and for members that may go straight to SyncGroup, parked until
 the join phase completes otherwise.  Order of checks follows Kafka's
-``handleJoinGroup``: §4 common checks, session timeout bounds, group lookup
+``handleJoinGroup``: the common checks, session timeout bounds, group lookup
 or creation, ``group.max.size`` gate, then the new-member or known-member
 path, then an attempt to complete the join phase.
 """
@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 import structlog
 
 from ...protocol.errors import ErrorCode
+from ..runtime.promise import Promise
 from .api import JoinRequest, JoinResult, SyncResult
-from .group import ClassicGroup, Member, Promise, validate_member
+from .group import ClassicGroup, Member, validate_member
 from .rebalance import (
     add_pending_member,
     maybe_prepare_rebalance,
@@ -67,7 +68,7 @@ def join_group(coordinator: Coordinator, req: JoinRequest) -> Promise:
 
 
 def _accepts(group: ClassicGroup, member_id: str, max_size: int) -> bool:
-    """§6.2 step 4 (Kafka's acceptJoiningMember)."""
+    """Kafka's ``acceptJoiningMember``."""
     state = group.state
     if state is EMPTY or state is DEAD:
         return True
@@ -120,7 +121,7 @@ def _join_new(shard: Shard, group: ClassicGroup, req: JoinRequest) -> Promise:
 
 def add_member_and_rebalance(shard: Shard, group: ClassicGroup, req: JoinRequest,
                              member_id: str) -> Promise:
-    """§6.4: a new member waits in JoinGroup under the 5-minute new-member deadline."""
+    """``addMemberAndRebalance``: a new member waits in JoinGroup under the 5-minute new-member deadline."""
     member = Member(member_id=member_id, group_instance_id=req.group_instance_id,
                     client_id=req.client_id, client_host=req.client_host,
                     rebalance_timeout_ms=req.rebalance_timeout_ms,

@@ -1,9 +1,7 @@
-"""SyncGroup, Heartbeat and LeaveGroup (coordinator-facts §7-§9), plus ``reset_session``.
+"""SyncGroup, Heartbeat and LeaveGroup: members' requests after they joined.
 
-JoinGroup lives in ``join.py`` and the rebalance machinery in
-``rebalance.py``; this module is the stable entry point for members'
-requests after they joined.  ``reset_session`` is re-exported here because
-the offsets code restarts a member's session on an accepted OffsetCommit.
+JoinGroup lives in ``join.py`` and the rebalance machinery (sessions, join
+and sync phases, storing the group record) in ``rebalance.py``.
 """
 
 from __future__ import annotations
@@ -13,9 +11,9 @@ from typing import TYPE_CHECKING
 import structlog
 
 from ...protocol.errors import ErrorCode
+from ..runtime.promise import Promise
 from .api import LeaveMember, LeaveResult, SyncRequest, SyncResult
-from .group import ClassicGroup, Member, Promise, validate_member
-from .join import join_group
+from .group import ClassicGroup, Member, validate_member
 from .rebalance import (
     complete_sync,
     mark_synced,
@@ -30,8 +28,6 @@ from .state import COMPLETING, DEAD, EMPTY, PREPARING
 
 if TYPE_CHECKING:
     from .service import Coordinator
-
-__all__ = ["join_group", "sync_group", "heartbeat", "leave_group", "reset_session"]
 
 log = structlog.get_logger("odradek.coordinator")
 
@@ -108,7 +104,7 @@ def _sync_completing(shard: Shard, group: ClassicGroup, member: Member, req: Syn
 
 def heartbeat(coordinator: Coordinator, group_id: str, generation: int, member_id: str,
               group_instance_id: str | None) -> ErrorCode:
-    """§8, in Kafka's order: member, then generation, then state."""
+    """``handleHeartbeat``, in Kafka's order: member, then generation, then state."""
     shard, error = coordinator.check(group_id, allow_empty=False)
     if error is not ErrorCode.NONE:
         return ErrorCode.NONE if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
@@ -136,7 +132,7 @@ def heartbeat(coordinator: Coordinator, group_id: str, generation: int, member_i
 
 
 def leave_group(coordinator: Coordinator, group_id: str, members: list[LeaveMember]) -> LeaveResult:
-    """§9: a top-level error, or one error per leaving member."""
+    """``handleLeaveGroup``: a top-level error, or one error per leaving member."""
     shard, error = coordinator.check(group_id, allow_empty=False)
     if error is not ErrorCode.NONE:
         return LeaveResult(error)

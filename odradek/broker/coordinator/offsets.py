@@ -1,16 +1,17 @@
-"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, deleted topics (facts §11-§13).
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete, deleted topics (Kafka's ``GroupCoordinator.handleCommitOffsets``, ``handleFetchOffsets``, ``handleDeleteOffsets``).
 
 Sans-I/O, like the rest of the coordinator: each operation validates against
-the shard's in-memory state, turns what it accepts into records, and hands
-them to ``Shard.write`` as **one batch**; the answer is delivered through a
-``Promise`` that completes only once the batch is durable and replayed.  The
+the shard's in-memory state and turns what it accepts into records and an
+answer (a ``CoordinatorResult``); ``Shard.run`` writes the records as **one
+batch** and the answer is delivered through a ``Promise`` that completes
+only once the batch is durable and replayed.  The
 shard's persisted view (``shard.offsets``) is the only copy of committed
 offsets, so what OffsetFetch returns is exactly what a reload would rebuild.
 
 Topic existence is not the coordinator's knowledge: callers pass a
 ``partition_count(topic) -> int | None`` accessor (the data plane's), used
 for the request-level UNKNOWN_TOPIC_OR_PARTITION filtering Kafka does before
-the coordinator sees a request (§11.2, §13).
+the coordinator sees a request (``KafkaApis.handleOffsetCommitRequest``).
 
 ``remove_offsets`` is Kafka's ``cleanupGroupMetadata``: the one routine that
 drops offsets (OffsetDelete, expiry, deleted topics) and kills groups that
@@ -24,11 +25,14 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import structlog
 
+from ...offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from ...offsets.records import GroupKey, OffsetKey, OffsetValue
 from ...protocol.errors import ErrorCode
-from ...storage.offsets_records import GroupKey, OffsetKey, OffsetValue, RecordEncodeError
-from .group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, Promise, validate_member
-from .membership import reset_session
-from .shard import Record, Shard, ShardStatus, TopicPartition
+from ..runtime.promise import Promise
+from ..runtime.runtime import CoordinatorResult, ShardStatus
+from .group import ClassicGroup, validate_member
+from .rebalance import reset_session
+from .shard import Record, Shard, TopicPartition
 from .state import GroupState
 
 if TYPE_CHECKING:
@@ -39,7 +43,7 @@ log = structlog.get_logger("odradek.coordinator")
 PartitionCount = Callable[[str], "int | None"]
 
 _E = ErrorCode
-# §11.4: storage errors as an OffsetCommit answers them
+# storage errors as an OffsetCommit answers them (``GroupMetadataManager.storeOffsets``)
 _COMMIT_WRITE_ERRORS = {
     _E.UNKNOWN_TOPIC_OR_PARTITION: _E.COORDINATOR_NOT_AVAILABLE,
     _E.NOT_ENOUGH_REPLICAS: _E.COORDINATOR_NOT_AVAILABLE,
@@ -50,6 +54,7 @@ _COMMIT_WRITE_ERRORS = {
     _E.RECORD_LIST_TOO_LARGE: _E.INVALID_COMMIT_OFFSET_SIZE,
     _E.INVALID_FETCH_SIZE: _E.INVALID_COMMIT_OFFSET_SIZE,
     _E.NETWORK_EXCEPTION: _E.COORDINATOR_LOAD_IN_PROGRESS,
+    _E.INVALID_RECORD: _E.INVALID_COMMIT_OFFSET_SIZE,  # ours: a value too long for its length prefix
 }
 
 
@@ -103,7 +108,7 @@ def partition_exists(partition_count: PartitionCount, cache: dict[str, int | Non
 
 
 def metadata_length(metadata: str) -> int:
-    """Java's ``String.length()`` (UTF-16 code units), which is what Kafka compares (§2)."""
+    """Java's ``String.length()`` (UTF-16 code units), which is what Kafka compares (``validateOffsetMetadataLength``)."""
     return len(metadata) + sum(1 for c in metadata if c > "\uffff")
 
 
@@ -121,7 +126,7 @@ def metadata_too_large(metadata: str | None, limit: int) -> bool:
 
 def commit_offsets(coordinator: Coordinator, request: CommitRequest, partitions: list[PartitionCommit],
                    partition_count: PartitionCount) -> Promise:
-    """§11: validate, write one batch, answer once durable.
+    """Validate, write one batch, answer once durable (``handleCommitOffsets``).
 
     The promise yields one ErrorCode per entry of ``partitions``, in order.
     """
@@ -147,7 +152,7 @@ def commit_offsets(coordinator: Coordinator, request: CommitRequest, partitions:
 
 
 def validate_commit(shard: Shard, request: CommitRequest) -> ErrorCode:
-    """The §11.3 matrix, in Kafka's order; resets the member's session when it accepts.
+    """Kafka's checks of a commit against its group (``GroupCoordinator.handleCommitOffsets``), in its order; resets the member's session when it accepts.
 
     An absent group with generation < 0 passes: the caller creates a simple
     group once it has something to write.
@@ -182,12 +187,15 @@ def validate_commit(shard: Shard, request: CommitRequest) -> ErrorCode:
 
 def _store(shard: Shard, max_metadata: int, request: CommitRequest,
            partitions: list[PartitionCommit], accepted: list[int], errors: list[ErrorCode]) -> Promise:
-    """Build the records (§11.4), write them as one batch, map the outcome onto ``errors``."""
+    """Build the records (``GroupMetadataManager.storeOffsets``) and run them as one batch; the answer is ``errors``.
+
+    A group the commit names that does not exist yet (a simple group) is
+    created by the replay of its first offset.
+    """
     now = shard.clock.now_ms()
     expire = now + request.retention_ms if request.retention_ms != -1 else -1
     group_id = request.group_id
     records: list[Record] = []
-    written: list[int] = []
     for i in accepted:
         topic, partition, offset, epoch, metadata, timestamp = partitions[i]
         # 2 * len bounds the UTF-16 length: short metadata needs no closer look
@@ -198,61 +206,21 @@ def _store(shard: Shard, max_metadata: int, request: CommitRequest,
                             commit_timestamp=now if timestamp == -1 else timestamp,
                             expire_timestamp=expire)
         records.append((OffsetKey(group_id, topic, partition), value))
-        written.append(i)
-    if not records:
-        return Promise.resolved(errors)
-    if shard.groups.get(group_id) is None:
-        shard.get_or_create_group(group_id)  # a simple group: no protocol type (§11.3)
-    try:
-        pending = shard.write(records, now)
-    except RecordEncodeError as exc:  # e.g. a string too long for its int16 length prefix
-        log.warning("offsets.commit_unencodable", group=group_id, error=str(exc))
-        pending = Promise.resolved(ErrorCode.INVALID_COMMIT_OFFSET_SIZE)
-    if pending.done:  # durable at once (fsync never/interval): no second promise, no closure
-        _committed(shard, group_id, pending.result(), written, errors)
-        return Promise.resolved(errors)
-    result = Promise()
-    pending.add_done_callback(
-        lambda error: result.set(_committed(shard, group_id, error, written, errors)))
-    return result
+    return shard.run(CoordinatorResult(records, errors, _commit_failed), now)
 
 
-def _committed(shard: Shard, group_id: str, error: ErrorCode | None, written: list[int],
-               errors: list[ErrorCode]) -> list[ErrorCode]:
-    """Fold the write's outcome into the per-partition answer (§11.4 error mapping)."""
-    if error is None:
-        if group_id not in shard.groups:
-            ensure_group(shard, group_id)
-    else:
-        mapped = _COMMIT_WRITE_ERRORS.get(error, error)
-        for i in written:
-            errors[i] = mapped
-    return errors
-
-
-def ensure_group(shard: Shard, group_id: str) -> None:
-    """Keep "every group with offsets exists" true, as a reload would (§16.3).
-
-    Only matters when a group was removed while a commit to it was in flight.
-    """
-    if group_id not in shard.groups and shard.offsets.get(group_id):
-        restore_group(shard, group_id)
-
-
-def restore_group(shard: Shard, group_id: str) -> None:
-    """Rebuild one group from the persisted view, exactly as ``Shard.materialize`` does."""
-    value = shard.group_records.get(group_id)
-    if value is not None:
-        shard.groups[group_id] = shard.adopt(ClassicGroup.from_record(group_id, value))
-    elif shard.offsets.get(group_id):
-        shard.groups[group_id] = shard.adopt(ClassicGroup(group_id, current_state_timestamp=shard.clock.now_ms()))
+def _commit_failed(errors: list[ErrorCode], error: ErrorCode) -> list[ErrorCode]:
+    """The write failed: every written partition (those still without an error) answers it, mapped."""
+    mapped = _COMMIT_WRITE_ERRORS.get(error, error)
+    none = ErrorCode.NONE
+    return [mapped if e is none else e for e in errors]
 
 
 # --- OffsetFetch ----------------------------------------------------------------------------------
 
 def fetch_offsets(coordinator: Coordinator, group_id: str | None, topics: list[tuple[str, list[int]]] | None,
                   require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
-    """§12: (group-level error, partitions).  ``topics`` None: every committed partition.
+    """OffsetFetch (``GroupMetadataManager.getOffsets``): (group-level error, partitions).  ``topics`` None: every committed partition.
 
     The group's state does not matter; an absent group just has no offsets.
     With ``require_stable`` a partition whose commit is still in flight
@@ -290,7 +258,7 @@ def _fetched(fields: tuple) -> FetchedOffset:
 
 def delete_offsets(coordinator: Coordinator, group_id: str | None, topics: list[tuple[str, list[int]]],
                    partition_count: PartitionCount) -> Promise:
-    """§13 (KIP-496): yields (group error, [(topic, partition, error)]) once tombstones are durable.
+    """OffsetDelete (KIP-496, ``handleDeleteOffsets``): yields (group error, [(topic, partition, error)]) once tombstones are durable.
 
     With a group error the partition list is empty, as Kafka answers.
     """
@@ -326,42 +294,34 @@ def delete_offsets(coordinator: Coordinator, group_id: str | None, topics: list[
     answer = [(name, p, errors[(name, p)]) for name, indexes in topics for p in indexes]
     if not eligible:
         return Promise.resolved((ErrorCode.NONE, answer))
-    result = Promise()
-
-    def done(write_error: ErrorCode | None) -> None:
-        if write_error is None:
-            result.set((ErrorCode.NONE, answer))
-        else:
-            result.set((_COMMIT_WRITE_ERRORS.get(write_error, write_error), []))
-
-    removed = remove_offsets(shard, {group_id: eligible}, reason="offset-delete")
-    removed.promise.add_done_callback(done)
+    removed = remove_offsets(shard, {group_id: eligible})
     if removed.offsets:
         log.info("offsets.deleted", group=group_id, offsets=removed.offsets,
                  group_removed=bool(removed.groups))
-    return result
+    return shard.run(CoordinatorResult(removed.records, (ErrorCode.NONE, answer),
+                                       lambda _answer, error: (_COMMIT_WRITE_ERRORS.get(error, error), [])))
 
 
 # --- removal: OffsetDelete, expiry, deleted topics ------------------------------------------------
 
 class Removal(NamedTuple):
-    """What one ``remove_offsets`` call tombstoned, and the promise of its batch."""
+    """What ``remove_offsets`` selected: the tombstones to write, the offsets and groups they remove."""
 
-    promise: Promise
+    records: list[Record]
     offsets: int
     groups: list[str]
 
 
-def remove_offsets(shard: Shard, selection: dict[str, Iterable[TopicPartition]],
-                   reason: str) -> Removal:
-    """Tombstone the selected offsets of each group, in one batch for the shard (§15).
+def remove_offsets(shard: Shard, selection: dict[str, Iterable[TopicPartition]]) -> Removal:
+    """The tombstones for the selected offsets of each group, in one batch for the shard.
 
-    Each selected group that is then Empty with no offsets and nothing pending
-    becomes Dead at once and leaves the cache, as Kafka's cache does; its
-    GroupMetadata tombstone joins the batch when its generation is > 0 (a
-    commit-only group never had a group record).  If the batch cannot be
-    written, the removed groups are rebuilt from the persisted view, which
-    still holds them -- so live state never drifts from what a reload shows.
+    Kafka's ``cleanupGroupMetadata``.  Each selected group that is then Empty
+    with no offsets and nothing pending dies: its GroupMetadata tombstone
+    joins the batch when its generation is > 0 (a commit-only group never
+    had a group record), and the replay of its last tombstone removes it
+    (``Shard.reconcile``).  A group with nothing on the log at all is live
+    state only, removed here.  Nothing else changes until the records are
+    replayed, so a batch that cannot be written leaves the group as it was.
     """
     records: list[Record] = []
     dead: list[str] = []
@@ -372,26 +332,22 @@ def remove_offsets(shard: Shard, selection: dict[str, Iterable[TopicPartition]],
         group = shard.groups.get(group_id)
         if group is None or not _dies(shard, group, len(committed) - len(removed)):
             continue
-        generation = group.generation
-        shard.remove_group(group_id)
         dead.append(group_id)
-        if generation > 0:
+        if group.generation > 0:
             records.append((GroupKey(group_id), None))
+        elif not committed:
+            shard.remove_group(group_id)
     offsets = len(records) - sum(1 for k, _ in records if type(k) is GroupKey)
-    if not records:
-        return Removal(Promise.resolved(None), 0, dead)
-    promise = shard.write(records)
+    return Removal(records, offsets, dead)
 
-    def done(error: ErrorCode | None) -> None:
-        if error is not None:
-            log.warning("offsets.remove_failed", partition=shard.partition, reason=reason,
-                        error=error.name)
-            for group_id in dead:
-                if group_id not in shard.groups:
-                    restore_group(shard, group_id)
 
-    promise.add_done_callback(done)
-    return Removal(promise, offsets, dead)
+def run_removal(shard: Shard, removal: Removal, reason: str) -> Promise:
+    """Write a removal's tombstones (expiry, deleted topics); a failure is logged, nothing to undo."""
+    def failed(_response: None, error: ErrorCode) -> ErrorCode:
+        log.warning("offsets.remove_failed", partition=shard.partition, reason=reason, error=error.name)
+        return error
+
+    return shard.run(CoordinatorResult(removal.records, None, failed))
 
 
 def _dies(shard: Shard, group: ClassicGroup, remaining: int) -> bool:
@@ -415,8 +371,8 @@ def delete_topic_offsets(coordinator: Coordinator, topics: Iterable[str]) -> lis
         selection = {g: tps for g, tps in selection.items() if tps}
         if not selection:
             continue
-        removed = remove_offsets(shard, selection, reason="topics-deleted")
+        removed = remove_offsets(shard, selection)
         log.info("offsets.topics_deleted", partition=shard.partition, topics=sorted(gone),
                  offsets=removed.offsets, groups_removed=len(removed.groups))
-        promises.append(removed.promise)
+        promises.append(run_removal(shard, removed, "topics-deleted"))
     return promises

@@ -6,7 +6,7 @@ expiry removes a member and rebalances, the join deadline completes the join
 phase, the pending-sync deadline removes members that never synced.  The
 steps follow Kafka's old (Scala) coordinator: ``prepareRebalance``,
 ``InitialDelayedJoin``, ``onCompleteJoin``, ``DelayedSync``,
-``removeMemberAndUpdateGroup`` (coordinator-facts §6.5, §7, §10).
+``removeMemberAndUpdateGroup`` in ``GroupCoordinator``.
 
 Timers never hold a group alive: each callback first checks that the group
 object is still the shard's live group (a deleted and re-created group is a
@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import structlog
 
+from ...offsets.records import GroupKey
 from ...protocol.errors import ErrorCode
-from ...storage.offsets_records import GroupKey, RecordEncodeError
+from ..runtime.promise import Promise
+from ..runtime.runtime import CoordinatorResult
 from .api import JoinResult, SyncResult
-from .group import ClassicGroup, Member, Promise
+from .group import ClassicGroup, Member
 from .shard import Shard
 from .state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
 
 log = structlog.get_logger("odradek.coordinator")
 
 
-# §7: storage errors on the group record, as the group APIs report them
+# storage errors on the group record, as the group APIs report them (``GroupMetadataManager.storeGroup``)
 _STORE_ERRORS = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -39,6 +41,7 @@ _STORE_ERRORS = {
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_RECORD: ErrorCode.UNKNOWN_SERVER_ERROR,  # ours: a record that cannot be encoded
 }
 
 
@@ -47,7 +50,7 @@ def is_live(shard: Shard, group: ClassicGroup) -> bool:
     return shard.groups.get(group.group_id) is group and group.state is not DEAD
 
 
-# --- liveness (§10) ------------------------------------------------------------------
+# --- liveness (``onExpireHeartbeat``) ------------------------------------------------------------------
 
 
 def reset_session(shard: Shard, group: ClassicGroup, member: Member | str) -> None:
@@ -97,7 +100,7 @@ def _on_session_timer(shard: Shard, group: ClassicGroup, member: Member) -> None
 
 
 def add_pending_member(shard: Shard, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
-    """A MEMBER_ID_REQUIRED id: it must rejoin within its session timeout (§6.2)."""
+    """A MEMBER_ID_REQUIRED id: it must rejoin within its session timeout (``addPendingMemberExpiration``)."""
     group.pending_members[member_id] = shard.clock.call_at(
         shard.clock.now_ms() + timeout_ms, lambda: _on_pending_expired(shard, group, member_id))
     log.info("member.pending", group=group.group_id, member=member_id)
@@ -114,7 +117,7 @@ def _on_pending_expired(shard: Shard, group: ClassicGroup, member_id: str) -> No
 
 
 def remove_member_and_update(shard: Shard, group: ClassicGroup, member: Member, reason: str) -> None:
-    """Leave or expiry (§9, §10): answer what it parked, remove it, move the group on."""
+    """Leave or expiry (``removeMemberAndUpdateGroup``): answer what it parked, remove it, move the group on."""
     group.answer_join(member, JoinResult.failed("", ErrorCode.UNKNOWN_MEMBER_ID))
     # Kafka drops a parked SyncGroup here; answering it keeps that connection's queue moving
     member.answer_sync(SyncResult.failed(ErrorCode.UNKNOWN_MEMBER_ID))
@@ -126,7 +129,7 @@ def remove_member_and_update(shard: Shard, group: ClassicGroup, member: Member, 
         try_complete_join(shard, group)
 
 
-# --- join phase (§6.5) -------------------------------------------------------------------
+# --- join phase (``prepareRebalance``, ``onCompleteJoin``) -------------------------------------------------------------------
 
 
 def maybe_prepare_rebalance(shard: Shard, group: ClassicGroup, reason: str) -> None:
@@ -234,7 +237,7 @@ def _answer_joins(shard: Shard, group: ClassicGroup) -> None:
 
 
 def _store_empty(shard: Shard, group: ClassicGroup) -> None:
-    """§16.2: a join phase that ends empty still writes the (memberless) new generation."""
+    """A join phase that ends empty still writes the (memberless) new generation."""
     def done(error: ErrorCode | None) -> None:
         if error is not None:
             log.warning("group.store_empty_failed", group=group.group_id, error=error.name)
@@ -242,7 +245,7 @@ def _store_empty(shard: Shard, group: ClassicGroup) -> None:
     store_group(shard, group, {}).add_done_callback(done)
 
 
-# --- sync phase (§7) -----------------------------------------------------------------------
+# --- sync phase (``handleSyncGroup``) -----------------------------------------------------------------------
 
 
 def _arm_sync_deadline(shard: Shard, group: ClassicGroup) -> None:
@@ -280,16 +283,13 @@ def _on_sync_deadline(shard: Shard, group: ClassicGroup, generation: int) -> Non
 
 
 def store_group(shard: Shard, group: ClassicGroup, assignments: dict[str, bytes]) -> Promise:
-    """Append the group record for the current generation; yields None or a mapped error."""
-    try:
-        written = shard.write([(GroupKey(group.group_id), group.to_value(assignments))])
-    except RecordEncodeError as exc:
-        log.error("group.store_unencodable", group=group.group_id, error=str(exc))
-        return Promise.resolved(ErrorCode.UNKNOWN_SERVER_ERROR)
-    mapped = Promise()
-    written.add_done_callback(
-        lambda error: mapped.set(None if error is None else _STORE_ERRORS.get(error, error)))
-    return mapped
+    """Write the group record for the current generation; yields None or a mapped error."""
+    record = (GroupKey(group.group_id), group.to_value(assignments))
+    return shard.run(CoordinatorResult([record], None, _store_failed))
+
+
+def _store_failed(_response: None, error: ErrorCode) -> ErrorCode:
+    return _STORE_ERRORS.get(error, error)
 
 
 def complete_sync(shard: Shard, group: ClassicGroup, generation: int,
@@ -326,7 +326,7 @@ def _propagate(shard: Shard, group: ClassicGroup, error: ErrorCode) -> None:
 
 
 def on_shard_loaded(shard: Shard) -> None:
-    """§16.3: loaded members get fresh sessions; a group over ``group.max.size`` rebalances."""
+    """Loaded members get fresh sessions (``onGroupLoaded``); a group over ``group.max.size`` rebalances."""
     for group in list(shard.groups.values()):
         if len(group.members) > shard.config.max_group_size:
             prepare_rebalance(shard, group, "loaded group is over group.max.size")

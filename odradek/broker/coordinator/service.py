@@ -4,73 +4,47 @@
 group belongs to partition ``partition_for(group_id, n)`` (Kafka's exact
 hash), so an imported Kafka data dir maps groups the same way.  Each
 partition is a ``Shard`` that loads independently; requests for a group
-whose shard is still loading get COORDINATOR_LOAD_IN_PROGRESS (§4).
+whose shard is still loading get COORDINATOR_LOAD_IN_PROGRESS (Kafka's ``GroupCoordinator.validateGroupStatus``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from ...offsets.records import partition_for
 from ...protocol.errors import ErrorCode
-from ...storage.log_manager import OFFSETS_TOPIC  # noqa: F401 - re-exported for the app
-from ...storage.offsets_records import partition_for
 from ..clock import Clock
+from ..runtime.runtime import CoordinatorRuntime, ShardStatus
 from . import rebalance
-from .burst import WriteBurst
+from .config import CoordinatorConfig
 from .expiry import OffsetExpiry
 from .offsets import delete_topic_offsets
-from .shard import Shard, ShardStatus
+from .shard import Shard
 
 log = structlog.get_logger("odradek.coordinator")
 
 
 
-@dataclass(frozen=True)
-class CoordinatorConfig:
-    """The coordinator's settings (Kafka names in ``from_config``)."""
-
-    num_partitions: int = 1
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1800000
-    initial_rebalance_delay_ms: int = 0
-    max_group_size: int = 2**31 - 1
-    new_member_join_timeout_ms: int = 300000  # fixed in Kafka
-    offsets_retention_ms: int = 10080 * 60_000
-    offsets_retention_check_interval_ms: int = 600000
-    offset_metadata_max_bytes: int = 4096
-
-    @classmethod
-    def from_config(cls, config: Any) -> CoordinatorConfig:
-        return cls(
-            num_partitions=config["offsets.topic.num.partitions"],
-            min_session_timeout_ms=config["group.min.session.timeout.ms"],
-            max_session_timeout_ms=config["group.max.session.timeout.ms"],
-            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
-            max_group_size=config["group.max.size"],
-            offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
-            offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
-            offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
-        )
-
-
 class Coordinator:
-    def __init__(self, clock: Clock, config: CoordinatorConfig, logs: list[Any],
-                 durable_on_write: bool = True):
-        """``logs[p]`` is the storage Log of ``__consumer_offsets-p``."""
+    def __init__(self, clock: Clock, config: CoordinatorConfig, logs: list[Any], *,
+                 runtime: CoordinatorRuntime | None = None, await_fsync: bool = False):
+        """``logs[p]`` is the storage Log of ``__consumer_offsets-p``.
+
+        ``await_fsync``: ``log.fsync.mode=always`` (answers wait for fsync).
+        ``runtime``: the broker's coordinator runtime (the server opens its
+        turns); a coordinator of its own when not given.
+        """
         if len(logs) != config.num_partitions:
             raise ValueError("one log per offsets-topic partition")
         self.clock = clock
         self.config = config
-        self.shards = [Shard(p, lg, clock, durable_on_write=durable_on_write, config=config)
+        self.runtime = runtime if runtime is not None else CoordinatorRuntime()
+        self.shards = [Shard(p, lg, clock, runtime=self.runtime, await_fsync=await_fsync, config=config)
                        for p, lg in enumerate(logs)]
-        self.burst = WriteBurst()  # the server opens it around each read's requests
-        for shard in self.shards:
-            shard.burst = self.burst
         self._tasks: list[asyncio.Task] = []
         self.expiry = OffsetExpiry(self)  # KIP-211 sweep; started by load()
         # run in order when a shard has replayed its log: expiry sweep, session timers
@@ -84,7 +58,7 @@ class Coordinator:
         return self.shards[self.partition_for(group_id)]
 
     def check(self, group_id: str | None, *, allow_empty: bool) -> tuple[Shard | None, ErrorCode]:
-        """§4 common checks: group id validity, then load state of its shard."""
+        """The checks every group request passes first (``validateGroupStatus``): group id, then its shard's load state."""
         if group_id is None or (not allow_empty and group_id == ""):
             return None, ErrorCode.INVALID_GROUP_ID
         shards = self.shards  # every group request passes here: one partition needs no hash

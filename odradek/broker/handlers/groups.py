@@ -25,7 +25,8 @@ from ..coordinator.api import (
     SyncRequest,
     SyncResult,
 )
-from ..coordinator.membership import heartbeat, join_group, leave_group, sync_group
+from ..coordinator.join import join_group
+from ..coordinator.membership import heartbeat, leave_group, sync_group
 from ..dispatch import HandlerTable, RequestContext, answer_when
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def handle_join_group(app: BrokerApp, ctx: RequestContext, req) -> dict | asynci
         group_id=req["group_id"], member_id=req["member_id"],
         group_instance_id=req["group_instance_id"], client_id=ctx.client_id or "",
         client_host=ctx.client_host, session_timeout_ms=session,
-        # v0 has no rebalance timeout: the session timeout stands in (§6.1)
+        # v0 has no rebalance timeout: the session timeout stands in
         rebalance_timeout_ms=req["rebalance_timeout_ms"] if version >= 1 else session,
         protocol_type=req["protocol_type"],
         protocols=[(p["name"], bytes(p["metadata"])) for p in req["protocols"]],
@@ -76,7 +77,7 @@ def handle_join_group(app: BrokerApp, ctx: RequestContext, req) -> dict | asynci
 
 
 def join_response(result: JoinResult, version: int) -> dict:
-    # "no protocol" is "" before v7 (non-nullable there), null from v7 (§6.1)
+    # "no protocol" is "" before v7 (non-nullable there), null from v7
     name = result.protocol_name if version >= 7 else (result.protocol_name or "")
     return {
         "throttle_time_ms": 0,

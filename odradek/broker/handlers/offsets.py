@@ -5,10 +5,10 @@ coordinator (``coordinator/offsets.py``), and places errors where each
 version expects them:
 
 - OffsetCommit has no top-level error in any version: group-level errors
-  are repeated on every partition (§11.1).
+  are repeated on every partition.
 - OffsetFetch v0/v1 have no top-level error either: a group-level error is
   put on every requested partition with offset -1; v2-v7 answer it at the
-  top level with no partitions; v8+ per group (§12).  v0 reads the same
+  top level with no partitions; v8+ per group (``KafkaApis.handleOffsetFetchRequest``).  v0 reads the same
   committed offsets as v1 (real Kafka read ZooKeeper for v0 and KRaft
   brokers reject it; a single store is what a dev broker's users expect).
 - OffsetCommit v0 likewise stores into ``__consumer_offsets`` (Kafka: ZooKeeper).
@@ -24,7 +24,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
-from ..coordinator.group import Promise
 from ..coordinator.offsets import (
     CommitRequest,
     FetchedOffset,
@@ -34,6 +33,7 @@ from ..coordinator.offsets import (
     fetch_offsets,
 )
 from ..dispatch import HandlerTable, Later, RequestContext, answer_when
+from ..runtime.promise import Promise
 
 if TYPE_CHECKING:
     from ..app import BrokerApp
@@ -104,7 +104,7 @@ def offset_fetch(app: BrokerApp, ctx: RequestContext, req) -> dict:
     if error is not ErrorCode.NONE:
         if version >= 2:
             return {"throttle_time_ms": 0, "error_code": error, "topics": []}
-        # v0/v1 have no top-level error: every requested partition carries it (§12)
+        # v0/v1 have no top-level error: every requested partition carries it
         parts = [FetchedOffset(name, p, error=error) for name, indexes in topics or () for p in indexes]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "topics": fetched_topics(parts)}
 

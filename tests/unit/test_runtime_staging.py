@@ -1,4 +1,4 @@
-"""Staged coordinator writes (coordinator/burst.py): whole requests per batch, in order, nothing staged outside."""
+"""Staged coordinator writes (runtime/runtime.py): whole requests per batch, in order, nothing staged outside."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import dataclasses
 
 import pytest
 
-from odradek.broker.coordinator import shard as shard_module
-from odradek.broker.coordinator.burst import StagedWriteFailed
-from odradek.broker.coordinator.shard import ShardStatus
+from odradek.broker.runtime import runtime as runtime_module
+from odradek.broker.runtime.runtime import ShardStatus, StagedWriteFailed
 from odradek.protocol.records import iter_batches
 from odradek.storage.config import FsyncMode
 
@@ -30,13 +29,13 @@ def batches(env) -> list[list[int]]:
 async def test_staged_requests_share_a_batch_until_it_would_be_too_large(env):
     log = env.shard().log
     log.config = dataclasses.replace(log.config, max_message_bytes=1000)
-    burst = env.coordinator.burst
-    burst.begin()
+    runtime = env.coordinator.runtime
+    runtime.begin()
     for i in range(6):  # each request: 2 partitions, ~330 bytes of records
         assert env.commit_now("g", [("t", 0, i, "m" * 120), ("t", 1, i, "m" * 120)]) == [E.NONE, E.NONE]
     assert env.committed("g") == {("t", 0): 5, ("t", 1): 5}  # applied at once, for the read's next request
     assert log.log_end_offset == 0  # ... but not yet appended
-    burst.end()
+    runtime.end()
     got = batches(env)
     assert [o for b in got for o in b] == list(range(12))
     assert all(len(b) % 2 == 0 for b in got) and 1 < len(got) < 6  # requests whole, several per batch
@@ -44,12 +43,12 @@ async def test_staged_requests_share_a_batch_until_it_would_be_too_large(env):
     assert env.committed("g") == {("t", 0): 5, ("t", 1): 5}
 
 
-async def test_writes_outside_a_burst_go_straight_to_the_log(env):
+async def test_writes_outside_a_turn_go_straight_to_the_log(env):
     assert env.commit_now("g", [("t", 0, 1)]) == [E.NONE]
     assert env.shard().log.log_end_offset == 1
-    burst = env.coordinator.burst
-    burst.begin()
-    burst.end()
+    runtime = env.coordinator.runtime
+    runtime.begin()
+    runtime.end()
     assert env.commit_now("g", [("t", 0, 2)]) == [E.NONE]
     assert batches(env) == [[0], [1]]
 
@@ -57,23 +56,23 @@ async def test_writes_outside_a_burst_go_straight_to_the_log(env):
 async def test_a_request_too_large_alone_is_refused_not_staged(env):
     log = env.shard().log
     log.config = dataclasses.replace(log.config, max_message_bytes=300)
-    burst = env.coordinator.burst
-    burst.begin()
+    runtime = env.coordinator.runtime
+    runtime.begin()
     assert env.commit_now("g", [("t", p, 1, "m" * 100) for p in range(4)]) == [E.INVALID_COMMIT_OFFSET_SIZE] * 4
-    burst.end()
+    runtime.end()
     assert log.log_end_offset == 0 and env.committed("g") == {}
 
 
 async def test_a_request_too_large_to_stage_goes_after_the_staged_ones(env, monkeypatch):
     """Log order must be the order state saw, or a reload would bring back an older offset."""
-    real_bound = shard_module.pairs_batch_size_bound
-    monkeypatch.setattr(shard_module, "pairs_batch_size_bound",  # a bound above the limit, an actual size below
+    real_bound = runtime_module.pairs_batch_size_bound
+    monkeypatch.setattr(runtime_module, "pairs_batch_size_bound",  # a bound above the limit, an actual size below
                         lambda pairs: 1 << 30 if len(pairs) > 1 else real_bound(pairs))
-    burst = env.coordinator.burst
-    burst.begin()
+    runtime = env.coordinator.runtime
+    runtime.begin()
     assert env.commit_now("g", [("t", 0, 1)]) == [E.NONE]  # staged
     assert env.commit_now("g", [("t", 0, 2), ("t", 1, 2)]) == [E.NONE, E.NONE]  # straight to the log
-    burst.end()
+    runtime.end()
     assert batches(env) == [[0], [1, 2]]
     await env.restart()
     assert env.committed("g") == {("t", 0): 2, ("t", 1): 2}
@@ -82,14 +81,14 @@ async def test_a_request_too_large_to_stage_goes_after_the_staged_ones(env, monk
 async def test_fsync_always_requests_share_a_batch_and_wait_for_its_round(tmp_path):
     env = await OffsetsEnv(tmp_path, fsync=FsyncMode.ALWAYS).start()
     try:
-        burst = env.coordinator.burst
-        burst.begin()
+        runtime = env.coordinator.runtime
+        runtime.begin()
         first, second = env.commit("g", [("t", 0, 1)]), env.commit("h", [("t", 0, 2)])
         assert not first.done and not second.done
         assert env.shard().log.log_end_offset == 0  # staged
         error, parts = env.fetch("g", [("t", [0])], require_stable=True)
         assert parts[0].error is E.UNSTABLE_OFFSET_COMMIT
-        burst.end()
+        runtime.end()
         assert batches(env) == [[0, 1]]
         assert not first.done  # appended, not yet fsynced
         assert await wait(first) == [E.NONE] and await wait(second) == [E.NONE]
@@ -113,17 +112,17 @@ async def test_an_unexpected_error_in_one_shard_fails_it_and_still_flushes_the_o
             raise ValueError("not an I/O error")
 
         monkeypatch.setattr(first.log, "append_records", broken)
-        burst = env.coordinator.burst
-        burst.begin()
+        runtime = env.coordinator.runtime
+        runtime.begin()
         assert env.commit_now(groups[first.partition], [("t", 0, 1)]) == [E.NONE]
         assert env.commit_now(groups[second.partition], [("t", 0, 1)]) == [E.NONE]
         with pytest.raises(StagedWriteFailed):  # the server closes the waiting connections unanswered
-            burst.end()
+            runtime.end()
         assert first.status is ShardStatus.FAILED  # its state holds a record the log lacks
         for offset in (2, 3):  # the other shard's later commits still reach its log
-            burst.begin()
+            runtime.begin()
             assert env.commit_now(groups[second.partition], [("t", 0, offset)]) == [E.NONE]
-            burst.end()
+            runtime.end()
         assert second.log.log_end_offset == 3
     finally:
         await env.stop()

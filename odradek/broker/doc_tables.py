@@ -1,4 +1,5 @@
-"""The compatibility table (APIs and versions served), generated from the handler table."""
+"""The tables generated into the docs: README's compatibility table (APIs and versions served,
+from the handler table) and docs/CONFIGURATION.md (from the settings).  ``scripts/gen_docs.py`` writes them."""
 
 from __future__ import annotations
 

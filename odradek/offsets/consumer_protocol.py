@@ -28,11 +28,14 @@ from odradek.protocol.schema import F, Message
 from ..protocol.fastcodec import CodecCache, compile_reader, compile_writer
 
 __all__ = [
-    "SUBSCRIPTION", "ASSIGNMENT", "HIGHEST_VERSION", "ConsumerProtocolError",
+    "CONSUMER_PROTOCOL_TYPE", "SUBSCRIPTION", "ASSIGNMENT", "HIGHEST_VERSION", "ConsumerProtocolError",
     "TopicPartitions", "Subscription", "Assignment",
     "decode_subscription_topics", "decode_subscription", "encode_subscription",
     "decode_assignment", "encode_assignment",
 ]
+
+# the protocol type every Java-compatible consumer joins with; the blobs below are its metadata
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 SUBSCRIPTION = Message("ConsumerProtocolSubscription", [
     F("topics", "[]string", "0+"),

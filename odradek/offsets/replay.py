@@ -1,6 +1,6 @@
 """Rebuilding coordinator state from ``__consumer_offsets`` records, transactions included.
 
-coordinator-facts §16.3: a transactional offset commit (a Kafka producer's
+As Kafka's ``GroupMetadataManager.loadGroupsAndOffsets`` does: a transactional offset commit (a Kafka producer's
 ``sendOffsetsToTransaction``, in a log imported from Kafka) is not committed
 when it is read but parked under its producer id until that producer's next
 marker: COMMIT applies it, replacing the current value only if its batch is
@@ -25,13 +25,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ..protocol.records import ControlRecordType, CorruptRecordError, Record, parse_control_key
-from .offsets_records import GroupKey, OffsetKey, RecordDecodeError, decode_key, decode_value
+from .records import GroupKey, OffsetKey, RecordDecodeError, decode_key, decode_value
 
 Apply = Callable[[OffsetKey | GroupKey, Any, Record], None]  # key, decoded value, the record
 
 
 class OffsetsReplay:
-    """Feeds records, in log order, to ``apply(key, value, record)`` as §16.3 says they take effect.
+    """Feeds records, in log order, to ``apply(key, value, record)`` as they take effect at load time.
 
     Applied in that order, the records rebuild the same state: ``odradek
     import`` writes exactly them, as plain records, in that order.

@@ -1,4 +1,4 @@
-"""KIP-211 offset-expiry rules (coordinator-facts §15), as pure functions of persisted facts.
+"""KIP-211 offset-expiry rules (Kafka's ``GroupMetadata.removeExpiredOffsets``), as pure functions of persisted facts.
 
 The broker's live sweep, ``odradek offsets --expiry-preview`` and the Spark
 expiry audit all decide with these functions, so they cannot drift apart.
@@ -24,12 +24,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from .offsets_records import OffsetValue
+from .consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from .records import OffsetValue
 
 EMPTY_GROUP = "empty-group"
 UNSUBSCRIBED_TOPIC = "unsubscribed-topic"
 SIMPLE_GROUP = "simple-group"
-CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class Rule(NamedTuple):

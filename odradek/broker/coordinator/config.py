@@ -1,0 +1,34 @@
+"""The group coordinator's settings, read once from the broker config (Kafka's property names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    """The coordinator's settings (Kafka names in ``from_config``)."""
+
+    num_partitions: int = 1
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    initial_rebalance_delay_ms: int = 0
+    max_group_size: int = 2**31 - 1
+    new_member_join_timeout_ms: int = 300000  # fixed in Kafka
+    offsets_retention_ms: int = 10080 * 60_000
+    offsets_retention_check_interval_ms: int = 600000
+    offset_metadata_max_bytes: int = 4096
+
+    @classmethod
+    def from_config(cls, config: Any) -> CoordinatorConfig:
+        return cls(
+            num_partitions=config["offsets.topic.num.partitions"],
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            max_group_size=config["group.max.size"],
+            offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+            offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+            offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+        )
