@@ -662,6 +662,52 @@ class KArray(Construct):
         return f"{fname}(obj, io)"
 
 
+
+class KNullableStruct(Construct):
+    """A nullable struct field (Kafka's ``nullableVersions`` on a struct): int8 -1 for null,
+    1 followed by the struct otherwise (DescribeTopicPartitions' cursors)."""
+
+    def __init__(self, item: Construct):
+        super().__init__()
+        self.item = item
+
+    def _parse(self, stream, context, path):
+        marker = read_int8(stream)
+        if marker < 0:
+            return None
+        return self.item._parse(stream, context, path)
+
+    def _build(self, obj, stream, context, path):
+        if obj is None:
+            write_int8(stream, -1)
+            return None
+        write_int8(stream, 1)
+        return self.item._build(obj, stream, context, path)
+
+    def _emitparse(self, code):
+        code.append(f"from {_MODULE} import read_int8")
+        fname = f"parse_knullstruct_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(io):
+                if read_int8(io) < 0:
+                    return None
+                return {self.item._compileparse(code)}
+        """)
+        return f"{fname}(io)"
+
+    def _emitbuild(self, code):
+        code.append(f"from {_MODULE} import write_int8")
+        fname = f"build_knullstruct_{code.allocateId()}"
+        code.append(f"""
+            def {fname}(obj, io):
+                if obj is None:
+                    write_int8(io, -1)
+                    return None
+                write_int8(io, 1)
+                return {self.item._compilebuild(code)}
+        """)
+        return f"{fname}(obj, io)"
+
 def _emit_parse_fields(code, items: list[tuple[str, Construct]]) -> list[str]:
     """Statements reading ``items`` (target, construct) with ``buf``/``pos`` in locals.
 

@@ -149,6 +149,8 @@ def _field_construct(f: F, version: int, flexible: bool) -> Construct:
     nullable = version in f.nullable
     if f.fields is not None:
         item: Construct = _build_struct(f.fields, version, flexible)
+        if nullable and not f.is_array:  # a nullable struct: an int8 marker, -1 null, 1 present
+            return p.KNullableStruct(item)
     else:
         classic, comp, nclassic, ncomp = _PRIMS[f.elem_type]
         if f.is_array:
