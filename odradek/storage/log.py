@@ -80,7 +80,7 @@ class Log:
     """One partition directory (``<topic>-<partition>/``)."""
 
     def __init__(self, directory: Path, config: LogConfig, segments: list[Segment], *, clock: Clock,
-                 recovery_point: int, cleaner_checkpoint: int) -> None:
+                 recovery_point: int, cleaner_checkpoint: int, log_start_offset: int = 0) -> None:
         self.directory = directory
         self._config = config
         self._flush_interval = 0
@@ -91,6 +91,9 @@ class Log:
         self._view: tuple[tuple[Segment, ...], list[int]] = ((), [])
         self._set_segments(segments)
         self._next_offset = segments[-1].compute_next_offset()
+        # DeleteRecords moves it above the first segment's base (Kafka's logStartOffset); on
+        # load the checkpoint's value or the first base, whichever is higher
+        self._log_start = max(log_start_offset, segments[0].base_offset)
         self.durability = Durability(directory, min(recovery_point, self._next_offset), clock())
         self.cleaner_checkpoint = max(cleaner_checkpoint, self.log_start_offset)
         self.closed = False  # no read or append starts any more
@@ -114,8 +117,14 @@ class Log:
         segments = load_segments(path, recovery_point=recovery_point, log_start_offset=log_start_offset,
                                  now_ms=clock(), index_interval=config.index_interval_bytes, ops=ops,
                                  contiguous=not config.compact)
-        return cls(path, config, segments, clock=clock, recovery_point=recovery_point,
-                   cleaner_checkpoint=cleaner_checkpoint)
+        log = cls(path, config, segments, clock=clock, recovery_point=recovery_point,
+                  cleaner_checkpoint=cleaner_checkpoint, log_start_offset=log_start_offset)
+        if log._log_start > log._next_offset:
+            # records up to the start were deleted and recovery lost the tail above them:
+            # the log restarts empty at its start (Kafka's truncateFullyAndStartAt)
+            with log._maint:
+                log._truncate_locked(log._next_offset, ops, start_at=log._log_start)
+        return log
 
     # --- state ---------------------------------------------------------------------------
 
@@ -146,7 +155,24 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self._view[0][0].base_offset
+        """The first offset a read may ask for (Kafka's low watermark on one node)."""
+        base = self._view[0][0].base_offset
+        return self._log_start if self._log_start > base else base
+
+    def advance_start(self, offset: int) -> bool:
+        """DeleteRecords: records below ``offset`` are gone for readers from now on (the caller
+        persists the start, then ``delete_segments_below_start`` frees their segments).  True if
+        the start moved; ``offset`` past the log end raises OffsetOutOfRangeError (Kafka's
+        ``maybeIncrementLogStartOffset``; on one node the high watermark is the log end)."""
+        self._check_open()
+        if offset > self._next_offset:
+            raise OffsetOutOfRangeError(f"cannot move the start of {self.directory.name} to {offset}: "
+                                        f"past the high watermark {self._next_offset}")
+        if offset <= self.log_start_offset:
+            return False
+        self._log_start = offset
+        logger.info("log.start_advanced", dir=self.directory.name, log_start_offset=offset)
+        return True
 
     @property
     def log_end_offset(self) -> int:
@@ -385,9 +411,10 @@ class Log:
         end_offset = self._next_offset
         if offset == end_offset:
             return b""
-        if offset < segs[0].base_offset or offset > end_offset:
+        start = self._log_start if self._log_start > segs[0].base_offset else segs[0].base_offset
+        if offset < start or offset > end_offset:
             raise OffsetOutOfRangeError(
-                f"offset {offset} outside [{segs[0].base_offset}, {end_offset}] of {self.directory.name}")
+                f"offset {offset} outside [{start}, {end_offset}] of {self.directory.name}")
         i = max(bisect.bisect_right(bases, offset) - 1, 0)
         parts: list[bytes] = []
         remaining = max_bytes
@@ -473,18 +500,20 @@ class Log:
     # --- retention -----------------------------------------------------------------------
 
     def delete_old_segments(self, now_ms: int | None = None, *, ops: FileOps = DEFAULT_OPS) -> int:
-        """Apply retention.ms / retention.bytes to closed segments; blocking, returns bytes freed."""
-        if not self.config.delete:
-            return 0
+        """Apply retention.ms / retention.bytes to closed segments, and drop segments wholly below
+        the log start offset (whatever the cleanup policy, as Kafka's ``deleteOldSegments``);
+        blocking, returns bytes freed."""
         now = self.clock() if now_ms is None else now_ms
         with self._maint:
             if self.closed:
                 return 0
             segs = self._view[0]
             closed = segs[:-1]
-            doomed: list[Segment] = []
-            if self.config.retention_ms >= 0:
-                for seg in closed:
+            doomed: list[Segment] = self._below_start(segs)
+            if not self.config.delete:
+                return self._drop_segments(doomed, ops)
+            if self.config.retention_ms >= 0 and len(doomed) < len(closed):
+                for seg in closed[len(doomed):]:
                     if now - seg.compute_max_timestamp() > self.config.retention_ms:
                         doomed.append(seg)
                     else:
@@ -497,17 +526,40 @@ class Log:
                         total -= seg.size
                     else:
                         break
-            if not doomed:
+            return self._drop_segments(doomed, ops)
+
+    def _below_start(self, segs: tuple[Segment, ...]) -> list[Segment]:
+        """Leading segments whose next segment starts at or below the log start offset."""
+        start = self._log_start
+        return [seg for seg, nxt in zip(segs, segs[1:], strict=False) if nxt.base_offset <= start]
+
+    def _drop_segments(self, doomed: list[Segment], ops: FileOps) -> int:
+        """Remove leading segments from the view, then their files (under _maint); bytes freed."""
+        if not doomed:
+            return 0
+        gone = set(doomed)
+        with self._lock:
+            self._set_segments([s for s in self._view[0] if s not in gone])
+        self.cleaner_checkpoint = max(self.cleaner_checkpoint, self.log_start_offset)
+        freed = sum(s.size for s in doomed)
+        self._delete_segment_files(doomed, ops)
+        logger.info("log.retention.deleted", dir=self.directory.name, segments=len(doomed), bytes=freed,
+                    log_start_offset=self.log_start_offset)
+        return freed
+
+    async def delete_segments_below_start(self) -> int:
+        """After DeleteRecords: free every segment wholly below the log start offset now, rolling
+        first when the start reached the log end (nothing in the active segment is readable)."""
+        seg = self.active_segment
+        if not self.closed and seg.size > 0 and self._log_start >= self._next_offset:
+            self.roll()
+        return await asyncio.to_thread(self._delete_below_start)
+
+    def _delete_below_start(self) -> int:
+        with self._maint:
+            if self.closed:
                 return 0
-            gone = set(doomed)
-            with self._lock:
-                self._set_segments([s for s in self._view[0] if s not in gone])
-            self.cleaner_checkpoint = max(self.cleaner_checkpoint, self.log_start_offset)
-            freed = sum(s.size for s in doomed)
-            self._delete_segment_files(doomed, ops)
-            logger.info("log.retention.deleted", dir=self.directory.name, segments=len(doomed), bytes=freed,
-                        log_start_offset=self.log_start_offset)
-            return freed
+            return self._drop_segments(self._below_start(self._view[0]), DEFAULT_OPS)
 
     async def enforce_retention(self) -> int:
         return await asyncio.to_thread(self.delete_old_segments)
@@ -578,17 +630,19 @@ class Log:
         finally:
             self._maint.release()
 
-    def _truncate_locked(self, offset: int, ops: FileOps) -> None:
+    def _truncate_locked(self, offset: int, ops: FileOps, *, start_at: int | None = None) -> None:
         self._check_open()
-        if offset >= self._next_offset:
+        if offset >= self._next_offset and start_at is None:
             return
         segs = list(self._view[0])
-        if offset <= segs[0].base_offset:  # Kafka's truncateFullyAndStartAt
+        if start_at is not None or offset <= segs[0].base_offset:  # Kafka's truncateFullyAndStartAt
+            offset = offset if start_at is None else start_at
             self._delete_segment_files(segs, ops)
             fresh = Segment.create(self.directory, offset, self.clock())
             with self._lock:
                 self._set_segments([fresh])
             self._next_offset = offset
+            self._log_start = offset
         else:
             doomed = [s for s in segs if s.base_offset >= offset]
             keep = [s for s in segs if s.base_offset < offset]
@@ -604,6 +658,7 @@ class Log:
             else:
                 new_next = last.compute_next_offset()
             self._next_offset = new_next
+            self._log_start = min(self._log_start, new_next)
         self.durability.truncated(self._next_offset)
         self.durability.directory_changed()
         self.cleaner_checkpoint = min(self.cleaner_checkpoint, self.active_segment.base_offset)
