@@ -21,7 +21,7 @@ from .coordinator.service import Coordinator
 from .datadir import DirLock, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable
-from .handlers import cluster, groups
+from .handlers import cluster, groups, log_admin, partitions
 from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
@@ -82,6 +82,8 @@ class BrokerApp:
         produce_handlers.register(self.handlers, self)
         fetch_handlers.register(self.handlers, self)
         config_handlers.register(self.handlers, self)
+        partitions.register(self.handlers, self)
+        log_admin.register(self.handlers, self)
 
     @property
     def bootstrap_servers(self) -> str:

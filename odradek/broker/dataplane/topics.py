@@ -152,6 +152,8 @@ class TopicRegistry:
         self._log_configs: dict[str, LogConfig] = {}
         self._creating: dict[str, tuple[Topic, asyncio.Future[Topic]]] = {}
         self._deleting: set[str] = set()
+        self._growing: dict[str, Topic] = {}  # topics getting partitions: their new shape
+        self._grow_lock = asyncio.Lock()
         self._save_lock = asyncio.Lock()
         self._changes: set[asyncio.Task] = set()  # creates and deletes under way (``_finish``)
         # deleted topics' committed offsets go too (the broker wires in the coordinator)
@@ -337,6 +339,74 @@ class TopicRegistry:
             return await asyncio.shield(pending[1])
         return await self.create(name, self.default_partitions)
 
+    def check_grow(self, name: str, count: int, new_assignments: int | None) -> Topic:
+        """CreatePartitions' checks, in Kafka's order (``ReplicationControlManager.createPartitions``);
+        returns the topic as it would be after growing."""
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        current = topic.partitions
+        if count == current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        if count < current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"The topic {name} currently has {current} partition(s); "
+                             f"{count} would not be an increase.")
+        if new_assignments is not None and new_assignments != count - current:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Attempted to add {count - current} additional partition(s), but only "
+                             f"{new_assignments} assignment(s) were specified.")
+        if count > MAX_PARTITIONS:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"number of partitions must be between 1 and {MAX_PARTITIONS}, got {count}")
+        return Topic(topic.name, topic.topic_id, count, dict(topic.configs))
+
+    async def grow(self, name: str, count: int, *, new_assignments: int | None = None,
+                   validate_only: bool = False) -> Topic:
+        """Add partitions up to ``count`` (CreatePartitions); raises TopicError.
+
+        Grows run one at a time, each checked against the count the previous
+        one left (Kafka's controller is serial too).  Registry entry first,
+        then the new logs, then the topic is published with its new count: a
+        crash in between leaves an entry whose missing partitions
+        ``reconcile`` creates on the next start, so clients see the growth
+        whole or not at all (the pattern of ``create``).
+        """
+        if validate_only:
+            return self.check_grow(name, count, new_assignments)
+        return await self._finish(self._grow(name, count, new_assignments))
+
+    async def _grow(self, name: str, count: int, new_assignments: int | None) -> Topic:
+        async with self._grow_lock:
+            grown = self.check_grow(name, count, new_assignments)
+            topic = self._topics[name]
+            before = topic.partitions
+            self._growing[name] = grown
+            try:
+                await self._save()
+                await self._create_logs(grown)
+            except Exception as exc:
+                self._growing.pop(name, None)
+                await self._undo_grow(name, before, count)
+                log.error("topic.grow_failed", topic=name, error=str(exc))
+                raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                 f"adding partitions to {name!r} failed: {exc}") from exc
+            self._growing.pop(name, None)
+            topic.partitions = count  # the same object: whoever holds it sees the growth
+            log.info("topic.partitions_added", topic=name, partitions=count, before=before)
+            return topic
+
+    async def _undo_grow(self, name: str, before: int, count: int) -> None:
+        """The old count back on disk and the new partitions' leftovers gone; if that fails
+        too, the next start creates the missing partitions instead (the entry may say either)."""
+        try:
+            if self.logs is not None:
+                for p in range(before, count):
+                    await self.logs.delete(name, p)
+            await self._save()
+        except Exception as exc:
+            log.error("topic.grow_rollback_failed", topic=name, error=str(exc))
+
     async def delete(self, name: str) -> Topic:
         """Remove the topic and its logs; raises TopicError if unknown or internal."""
         if name in INTERNAL_TOPICS:
@@ -435,7 +505,8 @@ class TopicRegistry:
 
     def _snapshot(self) -> dict:
         """Published topics and those being created (their entry is written before their logs)."""
-        every = list(self._topics.values()) + [t for t, _done in self._creating.values()]
+        every = [self._growing.get(t.name, t) for t in self._topics.values()]
+        every += [t for t, _done in self._creating.values()]
         topics = [t.to_json() for t in sorted(every, key=lambda t: t.name)]
         return {"version": 1, "topics": topics, "deleting": sorted(self._deleting)}
 

@@ -1,0 +1,177 @@
+"""Partition-level admin APIs: CreatePartitions, ElectLeaders, DescribeTopicPartitions.
+
+One node leads every partition with the constant leader epoch of
+``topics.py``, so a valid manual assignment is ``[node_id]`` per new
+partition and every election is ``ELECTION_NOT_NEEDED``, as Kafka answers
+when the desired leader already leads.  Consumer groups notice new
+partitions through Metadata, as with Kafka (their leader rejoins when a
+subscribed topic's partition count changes); the broker pushes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import partial
+from typing import TYPE_CHECKING
+
+import structlog
+
+from ...protocol.errors import ErrorCode, clip_message
+from ...protocol.primitives import ZERO_UUID
+from ..dataplane.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicError, name_error
+from ..dispatch import HandlerTable, RequestContext
+from .fetch import LEADER_EPOCH
+from .topics import TOPIC_OPERATIONS
+
+if TYPE_CHECKING:
+    from ..app import BrokerApp
+
+log = structlog.get_logger("odradek.topics")
+
+PREFERRED, UNCLEAN = 0, 1
+MAX_PARTITIONS_PER_ANSWER = 2000
+OMITTED = -2147483648  # Kafka's max.request.partition.size.limit
+
+
+def register(table: HandlerTable, app: BrokerApp) -> None:
+    table.register(37, partial(create_partitions, app))
+    table.register(43, partial(elect_leaders, app))
+    table.register(75, partial(describe_topic_partitions, app))
+
+
+# --- CreatePartitions -------------------------------------------------------------------
+
+async def create_partitions(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    for t in req.topics:
+        try:
+            if counts[t.name] > 1:
+                raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            await _grow_one(app, t, req.validate_only)
+            results.append({"name": t.name, "error_code": ErrorCode.NONE, "error_message": None})
+        except TopicError as exc:
+            log.info("topic.create_partitions_refused", topic=t.name, count=t.count, error=exc.code.name,
+                     reason=exc.message)
+            results.append({"name": t.name, "error_code": exc.code, "error_message": exc.message})
+    return {"throttle_time_ms": 0, "results": results}
+
+
+async def _grow_one(app: BrokerApp, t, validate_only: bool) -> None:
+    if t.name in INTERNAL_TOPICS:
+        # committed offsets and transactions are placed by a hash of the partition count
+        raise TopicError(ErrorCode.INVALID_REQUEST, f"{t.name} is an internal topic; its partition count is fixed")
+    registry = app.topics
+    assignments = t.assignments
+    registry.check_grow(t.name, t.count, None if assignments is None else len(assignments))
+    for a in assignments or ():
+        _check_assignment(app.node_id, list(a.broker_ids))
+    await registry.grow(t.name, t.count, new_assignments=None if assignments is None else len(assignments),
+                        validate_only=validate_only)
+
+
+def _check_assignment(node_id: int, brokers: list[int]) -> None:
+    """Kafka's checks of a manual assignment, where the only registered broker is this node."""
+    if not brokers:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         "The manual partition assignment includes an empty replica list.")
+    for b in brokers:
+        if b != node_id:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes broker {b}, but no such broker "
+                             "is registered.")
+    if len(brokers) > 1:
+        raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"The manual partition assignment includes the broker {node_id} more than once.")
+
+
+# --- ElectLeaders ------------------------------------------------------------------------
+
+async def elect_leaders(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    """Every existing partition already has its only possible leader: ELECTION_NOT_NEEDED,
+    left out when all partitions were asked for (``topic_partitions`` null), as Kafka does."""
+    if ctx.api_version >= 1 and req.election_type not in (PREFERRED, UNCLEAN):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "replica_election_results": []}
+    results = []
+    for t in req.topic_partitions or ():
+        count = app.topics.partition_count(t.topic) or 0
+        parts = []
+        for p in dict.fromkeys(t.partitions):  # Kafka reads the request into a set
+            if 0 <= p < count:
+                parts.append({"partition_id": p, "error_code": ErrorCode.ELECTION_NOT_NEEDED,
+                              "error_message": "Leader election not needed for topic partition."})
+            else:
+                parts.append({"partition_id": p, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              "error_message": clip_message(f"The partition {t.topic}-{p} does not exist.")})
+        results.append({"topic": t.topic, "partition_result": parts})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": results}
+
+
+# --- DescribeTopicPartitions ---------------------------------------------------------------
+
+async def describe_topic_partitions(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    """Topics in name order from the cursor, at most ``response_partition_limit`` partitions
+    (``DescribeTopicPartitionsRequestHandler``): a topic cut short is continued by ``next_cursor``."""
+    named = [t.name for t in req.topics]
+    cursor = req.cursor
+    if cursor is not None and (cursor.partition_index < 0 or (named and cursor.topic_name not in named)):
+        # Kafka fails the request: every requested topic answers INVALID_REQUEST
+        return {"throttle_time_ms": 0, "next_cursor": None,
+                "topics": [dict(_unknown(n, ErrorCode.INVALID_REQUEST), topic_authorized_operations=OMITTED)
+                           for n in named]}
+    names = sorted(set(named)) if named else _all_topics(app)
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    budget = max(1, min(req.response_partition_limit, MAX_PARTITIONS_PER_ANSWER))
+    topics: list[dict] = []
+    next_cursor = None
+    for i, name in enumerate(names):
+        count = _count(app, name)
+        if count is None:
+            if named:
+                code = ErrorCode.INVALID_TOPIC_EXCEPTION if name_error(name) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                topics.append(_unknown(name, code))
+            continue
+        if budget == 0:
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        first = cursor.partition_index if cursor is not None and i == 0 and name == cursor.topic_name else 0
+        last = min(count, first + budget)
+        topics.append(_described(app, name, range(first, last)))
+        budget -= last - first
+        if last < count:
+            next_cursor = {"topic_name": name, "partition_index": last}
+            break
+    return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
+
+
+def _all_topics(app: BrokerApp) -> list[str]:
+    names = app.topics.names()
+    if app.topics.partition_count(OFFSETS_TOPIC):
+        names.append(OFFSETS_TOPIC)
+    return sorted(names)
+
+
+def _count(app: BrokerApp, name: str) -> int | None:
+    return app.topics.partition_count(name)
+
+
+def _topic_id(app: BrokerApp, name: str):
+    topic = app.topics.get(name)
+    return topic.topic_id if topic is not None else app.topics.internal_topic_id(name, app.cluster_id)
+
+
+def _described(app: BrokerApp, name: str, indexes: range) -> dict:
+    node = app.node_id
+    return {"error_code": ErrorCode.NONE, "name": name, "topic_id": _topic_id(app, name),
+            "is_internal": name in INTERNAL_TOPICS,
+            "partitions": [{"error_code": ErrorCode.NONE, "partition_index": p, "leader_id": node,
+                            "leader_epoch": LEADER_EPOCH, "replica_nodes": [node], "isr_nodes": [node],
+                            "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": []}
+                           for p in indexes],
+            "topic_authorized_operations": TOPIC_OPERATIONS}
+
+
+def _unknown(name: str | None, code: ErrorCode) -> dict:
+    return {"error_code": code, "name": name, "topic_id": ZERO_UUID, "is_internal": False, "partitions": [],
+            "topic_authorized_operations": TOPIC_OPERATIONS}
