@@ -5,7 +5,8 @@ Loop (bounded by ``--cycles`` and ``--seconds``; loopback only):
 
 1. start ``odradek serve`` on a data dir (the same one every cycle);
 2. several connections, over the raw protocol, create topics (1-6
-   partitions), produce to them, commit offsets for them, delete some of
+   partitions), produce to them, grow some (CreatePartitions), delete
+   records of some (DeleteRecords), commit offsets for them, delete some of
    them, and commit to throw-away groups that they then delete
    (DeleteGroups), recording what the broker acknowledged and what was
    sent but not yet answered;
@@ -15,8 +16,11 @@ Loop (bounded by ``--cycles`` and ``--seconds``; loopback only):
    - every acknowledged creation is there, with its partition count, and
      every acknowledged deletion is gone; a change cut off by the kill is
      either done or not, never half: a topic that exists has all its
-     partitions, each answering ListOffsets, and no directory is left of a
-     topic that does not exist (it would be adopted back);
+     partitions (an acknowledged growth included), each answering
+     ListOffsets, and no directory is left of a topic that does not exist
+     (it would be adopted back);
+   - an acknowledged DeleteRecords holds: the partition's earliest offset
+     is at least the low watermark it answered;
    - no group holds offsets of a topic that does not exist, and no
      acknowledged group deletion came back.
 
@@ -50,6 +54,8 @@ from crash_commits import LOADING, Broker  # noqa: E402
 
 PRODUCE, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 0, 2, 3, 8, 9
 CREATE, DELETE, DELETE_GROUPS = 19, 20, 42
+DELETE_RECORDS, CREATE_PARTITIONS = 21, 37
+EARLIEST = -2
 ALIVE_PER_WORKER = 4  # live topics a worker keeps before it deletes one (bounds open files)
 
 
@@ -64,6 +70,8 @@ class Ledger:
     groups_deleted: set[str] = field(default_factory=set)
     groups_deleting: set[str] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)  # every group that ever committed
+    growing: dict[str, int] = field(default_factory=dict)  # CreatePartitions sent, not answered
+    starts: dict[str, int] = field(default_factory=dict)  # partition 0's acknowledged low watermark
 
     def alive(self, prefix: str) -> list[str]:
         return [n for n in self.created if n.startswith(prefix) and n not in self.deleted
@@ -105,6 +113,10 @@ async def worker(port: int, prefix: str, group: str, ledger: Ledger, rng: random
                 raise RuntimeError(f"CreateTopics {name}: error {r.topics[0].error_code}")
             ledger.created[name] = partitions
             await c.request(PRODUCE, 9, produce_body(name))
+            if rng.random() < 0.4:
+                await grow(c, name, ledger, rng)
+            if rng.random() < 0.4:
+                await delete_records(c, name, ledger, rng)
             ledger.groups.add(group)
             await c.request(OFFSET_COMMIT, 8, commit_body(group, name, 1))
             alive = ledger.alive(prefix)
@@ -131,6 +143,30 @@ async def worker(port: int, prefix: str, group: str, ledger: Ledger, rng: random
         await c.close()
 
 
+async def grow(c: AsyncClient, name: str, ledger: Ledger, rng: random.Random) -> None:
+    count = ledger.created[name] + rng.randint(1, 3)
+    ledger.growing[name] = count
+    r = await c.request(CREATE_PARTITIONS, 3, {"topics": [{"name": name, "count": count, "assignments": None}],
+                                               "timeout_ms": 30000, "validate_only": False})
+    del ledger.growing[name]
+    if r.results[0].error_code != 0:
+        raise RuntimeError(f"CreatePartitions {name}: error {r.results[0].error_code}")
+    ledger.created[name] = count
+
+
+async def delete_records(c: AsyncClient, name: str, ledger: Ledger, rng: random.Random) -> None:
+    """Up to the high watermark (-1: whole segments go), or to an offset inside the segment
+    (only the log-start-offset checkpoint keeps that one)."""
+    await c.request(PRODUCE, 9, produce_body(name))
+    offset = rng.choice([-1, 1])
+    r = await c.request(DELETE_RECORDS, 2, {"topics": [{"name": name, "partitions": [
+        {"partition_index": 0, "offset": offset}]}], "timeout_ms": 30000})
+    part = r.topics[0].partitions[0]
+    if part.error_code != 0:
+        raise RuntimeError(f"DeleteRecords {name}: error {part.error_code}")
+    ledger.starts[name] = part.low_watermark
+
+
 async def load_until_killed(broker: Broker, workers: int, cycle: int, ledger: Ledger, rng: random.Random,
                             kill_after: float) -> None:
     tasks = [asyncio.ensure_future(worker(broker.port, f"a{cycle}-{w}-", f"adm-g{w}", ledger, rng))
@@ -142,9 +178,10 @@ async def load_until_killed(broker: Broker, workers: int, cycle: int, ledger: Le
 
 # --- checks -----------------------------------------------------------------------------------------
 
-def observe(port: int, data_dir: Path, groups: list[str]) -> tuple[dict, dict, list[str]]:
+def observe(port: int, data_dir: Path, groups: list[str], ledger: Ledger | None = None,
+            ) -> tuple[dict, dict, list[str]]:
     """(topics -> partitions, group -> topics it holds offsets of, problems seen while looking)."""
-    problems = []
+    problems: list[str] = []
     with SyncClient("127.0.0.1", port, timeout=30) as c:
         meta = c.request(METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
                                         "include_topic_authorized_operations": False})
@@ -157,7 +194,25 @@ def observe(port: int, data_dir: Path, groups: list[str]) -> tuple[dict, dict, l
             if bad:
                 problems.append(f"{name}: partitions {bad} do not answer ListOffsets")
         offsets = fetch_groups(c, groups)
+        if ledger is not None:
+            problems += check_starts(c, topics, ledger)
     return topics, offsets, problems
+
+
+def check_starts(c: SyncClient, topics: dict[str, int], ledger: Ledger) -> list[str]:
+    """Acknowledged DeleteRecords survived: partition 0 starts at or past the low watermark answered."""
+    problems = []
+    for name, acknowledged in ledger.starts.items():
+        if name not in topics:
+            continue
+        r = c.request(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": name, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                           "timestamp": EARLIEST}]}]})
+        earliest = r.topics[0].partitions[0].offset
+        if earliest < acknowledged:
+            problems.append(f"{name}-0: records deleted up to {acknowledged} (acknowledged), "
+                            f"now starts at {earliest}")
+    return problems
 
 
 def fetch_groups(c: SyncClient, groups: list[str]) -> dict[str, set[str]]:
@@ -183,13 +238,13 @@ def check(topics: dict[str, int], offsets: dict[str, set[str]], dirs: list[str],
         if name in ledger.deleted:
             if name in topics:
                 problems.append(f"{name}: deleted (acknowledged) but back after the restart")
-        elif name not in ledger.deleting and topics.get(name) != n:
+        elif name not in ledger.deleting and topics.get(name) not in (n, ledger.growing.get(name)):
             problems.append(f"{name}: created with {n} partitions (acknowledged), now {topics.get(name)}")
     for name, n in topics.items():
         expected = ledger.created.get(name, ledger.creating.get(name))
         if expected is None:
             problems.append(f"{name}: a topic nobody created")
-        elif n != expected:
+        elif n != expected and n != ledger.growing.get(name):
             problems.append(f"{name}: {n} partitions, created with {expected}")
     for d in dirs:
         topic, _, part = d.rpartition("-")
@@ -215,6 +270,10 @@ def settle(topics: dict[str, int], ledger: Ledger) -> None:
     for name in ledger.deleting:
         if name not in topics:
             ledger.deleted.add(name)
+    for name, n in ledger.growing.items():
+        if topics.get(name) == n:
+            ledger.created[name] = n
+    ledger.growing.clear()
     ledger.creating.clear()
     ledger.deleting.clear()
     ledger.groups_deleting.clear()
@@ -249,7 +308,7 @@ def run(cycles: int = 10, seconds: float = 120.0, workers: int = 4, seed: int | 
             except RuntimeError as exc:
                 problems.append(f"after kill {done + 1}: {exc}")
                 break
-            topics, offsets, seen = observe(broker.port, broker.data_dir, sorted(ledger.groups))
+            topics, offsets, seen = observe(broker.port, broker.data_dir, sorted(ledger.groups), ledger)
             registry = json.loads((broker.data_dir / "topics.json").read_text())
             problems += seen + check(topics, offsets, partition_dirs(broker.data_dir), registry, ledger)
             settle(topics, ledger)

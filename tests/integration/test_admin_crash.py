@@ -1,4 +1,4 @@
-"""Admin changes (create/delete topics, delete groups) are all-or-nothing across SIGKILL of ``odradek serve``.
+"""Admin changes (create/delete topics, grow topics, delete records, delete groups) are all-or-nothing across SIGKILL of ``odradek serve``.
 
 Runs scripts/crash_admin.py with a small, bounded count (the script itself
 takes larger ones).
@@ -36,6 +36,14 @@ def test_the_checker_notices_half_done_changes():
     assert crash.check({"a": 2}, {}, ["a-0", "a-1", "c-2"], good[3], ledger)  # a leftover directory
     assert crash.check({"a": 2}, {"g": {"a", "b"}}, good[2], good[3], ledger)  # offsets of a deleted topic
     assert crash.check({"a": 1}, {}, ["a-0"], {"topics": [{"name": "a"}]}, ledger)  # partitions missing
+    grown = crash.Ledger(created={"a": 4}, growing={"a": 6})
+    registry = {"topics": [{"name": "a"}], "deleting": []}
+    dirs = [f"a-{p}" for p in range(6)]
+    assert crash.check({"a": 4}, {}, dirs[:4], registry, grown) == []  # the cut-off growth undone
+    assert crash.check({"a": 6}, {}, dirs, registry, grown) == []  # or done
+    assert crash.check({"a": 5}, {}, dirs[:5], registry, grown)  # half of it
+    assert crash.check({"a": 4}, {}, dirs, registry, grown)  # directories of partitions that do not exist
+    assert crash.check({"a": 3}, {}, dirs[:3], registry, crash.Ledger(created={"a": 4}))  # acknowledged growth lost
 
 
 @pytest.mark.timeout(120)
