@@ -104,6 +104,33 @@ def _offset_delete(v: int, req, code: int) -> dict:
     return {"error_code": code, "topics": []}
 
 
+def _delete_records(v: int, req, code: int) -> dict:
+    return {"topics": [{"name": t.name, "partitions": [
+        {"partition_index": p.partition_index, "low_watermark": -1, "error_code": code} for p in t.partitions]}
+        for t in req.topics]}
+
+
+def _offset_for_leader_epoch(v: int, req, code: int) -> dict:
+    return {"topics": [{"topic": t.topic, "partitions": [
+        {"error_code": code, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+        for p in t.partitions]} for t in req.topics]}
+
+
+def _create_partitions(v: int, req, code: int) -> dict:
+    return {"results": [{"name": t.name, "error_code": code, "error_message": None} for t in req.topics]}
+
+
+def _elect_leaders(v: int, req, code: int) -> dict:
+    return {"error_code": code, "replica_election_results": [
+        {"topic": t.topic, "partition_result": [{"partition_id": p, "error_code": code, "error_message": None}
+                                                for p in t.partitions]} for t in req.topic_partitions or []]}
+
+
+def _describe_topic_partitions(v: int, req, code: int) -> dict:
+    return {"topics": [{"error_code": code, "name": t.name, "partitions": []} for t in req.topics],
+            "next_cursor": None}
+
+
 SHAPES: dict[int, Shape] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
     10: _find_coordinator,
@@ -111,8 +138,9 @@ SHAPES: dict[int, Shape] = {
                               "protocol_name": None if v >= 7 else "", "members": []},
     12: _top_level(), 13: _top_level(members=[]), 14: _top_level(protocol_type=None, protocol_name=None),
     15: _describe_groups, 16: _top_level(groups=[]), 18: _top_level(api_keys=[]), 19: _create_topics,
-    20: _delete_topics, 22: _top_level(producer_id=-1, producer_epoch=-1), 32: _describe_configs,
-    42: _delete_groups, 47: _offset_delete,
+    20: _delete_topics, 21: _delete_records, 22: _top_level(producer_id=-1, producer_epoch=-1),
+    23: _offset_for_leader_epoch, 32: _describe_configs, 35: _top_level(results=[]), 37: _create_partitions,
+    42: _delete_groups, 43: _elect_leaders, 47: _offset_delete, 75: _describe_topic_partitions,
     60: _top_level(error_message=None, cluster_id="", controller_id=-1, brokers=[]),
 }
 

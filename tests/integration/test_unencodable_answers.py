@@ -77,6 +77,28 @@ def test_topic_admin_with_a_32k_name_is_refused_in_an_answer(broker, api_key, ve
     assert tracebacks() == []
 
 
+@pytest.mark.parametrize("api_key, version, body, codes", [
+    (37, 3, {"topics": [{"name": "p" * LONG, "count": 2, "assignments": None}], "timeout_ms": 1000},
+     lambda r: [t.error_code for t in r.results]),
+    (43, 2, {"election_type": 0, "topic_partitions": [{"topic": "e" * LONG, "partitions": [0]}],
+             "timeout_ms": 1000}, lambda r: [p.error_code for p in r.replica_election_results[0].partition_result]),
+    (21, 2, {"topics": [{"name": "d" * LONG, "partitions": [{"partition_index": 0, "offset": 1}]}],
+             "timeout_ms": 1000}, lambda r: [p.error_code for p in r.topics[0].partitions]),
+    (23, 4, {"replica_id": -1, "topics": [{"topic": "o" * LONG, "partitions": [
+        {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+     lambda r: [p.error_code for p in r.topics[0].partitions]),
+    (75, 0, {"topics": [{"name": "t" * LONG}], "response_partition_limit": 10, "cursor": None},
+     lambda r: [t.error_code for t in r.topics]),
+])
+def test_partition_admin_with_a_32k_name_is_answered(broker, api_key, version, body, codes, tracebacks):
+    with _client(broker) as c:
+        r = c.request(api_key, version, body)
+        assert codes(r) and all(code in (ErrorCode.INVALID_TOPIC_EXCEPTION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                                for code in codes(r))
+        assert c.request(18, 0, {}).error_code == 0
+    assert tracebacks() == []
+
+
 def test_a_32k_group_instance_id_joins_describes_and_survives_a_restart(tmp_path, tracebacks):
     instance = "i" * LONG
     join = {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
