@@ -2,7 +2,8 @@
 
 A single node leads every partition with a constant leader epoch 0 (an
 advancing epoch would send kafka-python and librdkafka into
-OffsetForLeaderEpoch, which we do not serve).  ``__consumer_offsets`` is
+OffsetForLeaderEpoch validation for nothing; ``log_admin.py`` answers it
+for epoch 0).  ``__consumer_offsets`` is
 listed as internal; like Kafka, where it appears with the first consumer
 group, an all-topics listing includes it once it holds data.
 """
