@@ -206,3 +206,35 @@ async def test_a_partition_without_its_metadata_file_gets_it_on_start(tmp_path):
     (tmp_path / "half-1" / "partition.metadata").unlink()
     async with Env(tmp_path) as reg:
         assert read_partition_metadata(tmp_path / "half-1") == t.topic_id
+
+
+# --- growing (CreatePartitions) -------------------------------------------------------------
+
+async def test_grow_persists_and_is_completed_by_the_next_start(tmp_path):
+    async with Env(tmp_path) as reg:
+        await reg.create("t", 2)
+        await reg.grow("t", 5)
+        assert reg.get("t").partitions == 5 and reg.log("t", 4) is not None
+        assert await reg.grow("t", 9, validate_only=True) and reg.get("t").partitions == 5
+        with pytest.raises(TopicError) as err:
+            await reg.grow("t", 5)
+        assert err.value.code == E.INVALID_PARTITIONS
+    # a crash after the registry write, before the new partitions' logs: the next start makes them
+    data = json.loads((tmp_path / REGISTRY_FILE).read_text())
+    data["topics"][0]["partitions"] = 7
+    (tmp_path / REGISTRY_FILE).write_text(json.dumps(data))
+    async with Env(tmp_path) as reg:
+        assert reg.get("t").partitions == 7 and reg.log("t", 6) is not None
+
+
+async def test_a_delete_during_a_grow_leaves_no_partition_behind(tmp_path):
+    async with Env(tmp_path) as reg:
+        await reg.create("t", 1)
+        grow = asyncio.ensure_future(reg.grow("t", 200))
+        while reg.log("t", 1) is None:  # until the growth is creating its logs
+            await asyncio.sleep(0)
+        await reg.delete("t")
+        assert (await grow).partitions == 200  # the growth finished before the delete began
+        assert reg.get("t") is None
+        assert not any(t == "t" for t, _p in reg.logs.logs())
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("t-")]

@@ -411,6 +411,9 @@ class TopicRegistry:
         """Remove the topic and its logs; raises TopicError if unknown or internal."""
         if name in INTERNAL_TOPICS:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"{name} is an internal topic")
+        if name in self._growing:  # a growth under way ends first (Kafka's controller is serial too)
+            async with self._grow_lock:
+                pass
         topic = self._topics.get(name)
         if topic is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
