@@ -185,3 +185,34 @@ def _poll_until(consumer, done, seen: set, timeout: float = 30.0) -> None:
         msg = consumer.poll(0.2)
         if msg is not None and msg.error() is None:
             seen.add((msg.partition(), msg.value()))
+
+
+def test_kafka_python_group_rebalances_onto_new_partitions(broker):
+    """kafka-python's group leader notices the new count in Metadata and rejoins (eager protocol)."""
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+
+    topic = unique("grow-kpg")
+    create_topic(broker, topic, 1)
+    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=unique("g"),
+                             auto_offset_reset="earliest", metadata_max_age_ms=500)
+    try:
+        deadline = time.monotonic() + 30
+        while not consumer.assignment():
+            assert time.monotonic() < deadline
+            consumer.poll(timeout_ms=200)
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+        admin.create_partitions({topic: 3})
+        admin.close()
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+        for p in range(3):
+            producer.send(topic, f"v{p}".encode(), partition=p)
+        producer.flush(10)
+        producer.close(10)
+        seen: set[int] = set()
+        while seen != {0, 1, 2}:
+            assert time.monotonic() < deadline, f"read only {sorted(seen)}"
+            for records in consumer.poll(timeout_ms=200).values():
+                seen.update(r.partition for r in records)
+        assert {tp.partition for tp in consumer.assignment()} == {0, 1, 2}
+    finally:
+        consumer.close()

@@ -201,3 +201,17 @@ def test_elect_leaders_single_node(broker):
     result = ck.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(10)
     err = result[TopicPartition(topic, 0)]
     assert err is not None and err.code() == 84  # librdkafka reports it per partition
+
+
+def test_describe_topic_partitions_all_topics_and_bad_cursors(broker):
+    a, b = sorted([unique("dtpall"), unique("dtpall")])
+    create_topic(broker, a, 2)
+    create_topic(broker, b, 1)
+    with SyncClient("127.0.0.1", broker.app.endpoint.port) as c:
+        r = c.request(75, 0, {"topics": [], "response_partition_limit": 2000,
+                              "cursor": {"topic_name": a, "partition_index": 1}})
+        got = [(t.name, [p.partition_index for p in t.partitions]) for t in r.topics]
+        assert got[:2] == [(a, [1]), (b, [0])] and r.next_cursor is None
+        for cursor in ({"topic_name": "elsewhere", "partition_index": 0}, {"topic_name": a, "partition_index": -1}):
+            r = c.request(75, 0, {"topics": [{"name": a}], "response_partition_limit": 10, "cursor": cursor})
+            assert [(t.name, t.error_code) for t in r.topics] == [(a, 42)]  # INVALID_REQUEST
