@@ -62,7 +62,9 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(20, "DeleteTopics", "delete_topics", "1-6"),
     _spec(22, "InitProducerId", "init_producer_id", "0-4"),
     _spec(32, "DescribeConfigs", "describe_configs", "0-4"),
+    _spec(33, "AlterConfigs", "alter_configs", "0-2"),
     _spec(42, "DeleteGroups", "delete_groups", "0-2"),
+    _spec(44, "IncrementalAlterConfigs", "incremental_alter_configs", "0-1"),
     _spec(47, "OffsetDelete", "offset_delete", "0"),
     _spec(60, "DescribeCluster", "describe_cluster", "0-1"),
 ]}
