@@ -417,9 +417,9 @@ class TopicRegistry:
     def set_defaults(self, defaults: LogConfig) -> None:
         """New broker-level log defaults (dynamic broker configs): topics inherit them at once."""
         self.defaults = defaults
-        for topic in self._topics.values():
-            if topic.configs:
-                self._log_configs[topic.name] = defaults.with_topic_config(topic.configs)
+        for name in list(self._log_configs):
+            topic = self._topics.get(name) or next((t for t, _d in self._creating.values() if t.name == name), None)
+            self._log_configs[name] = defaults.with_topic_config(topic.configs if topic else {})
 
     async def _finish(self, change: Coroutine[Any, Any, Topic]) -> Topic:
         """Run a multi-step change to its end even if the caller is cancelled; the caller gets its
