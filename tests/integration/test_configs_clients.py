@@ -185,7 +185,13 @@ async def test_aiokafka_alter_and_describe_configs(abroker):
 
 
 def test_confluent_incremental_and_legacy_alter_configs(broker):
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
 
     topic = unique("ck")
     create_topic(broker, topic, {"cleanup.policy": "delete"})
