@@ -18,6 +18,7 @@ leaves the old set or the new one.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -158,16 +159,22 @@ class DynamicBrokerConfig:
         return out
 
     def synonyms(self, name: str) -> list[tuple[str, str | None, ConfigSource]]:
-        """Kafka's synonym list for a broker setting: every source of every synonym name, by source."""
-        return self.synonyms_of(broker_synonyms(name))
+        """Kafka's synonym list for a broker setting (``ConfigHelper.configSynonyms``)."""
+        return self.synonyms_of(broker_synonyms(name), name)
 
-    def synonyms_of(self, names: tuple[str, ...]) -> list[tuple[str, str | None, ConfigSource]]:
+    def synonyms_of(self, names: tuple[str, ...], primary: str | None = None
+                    ) -> list[tuple[str, str | None, ConfigSource]]:
+        """Every source of every synonym name, by source, then Kafka's cut: entries before the
+        first one named ``primary`` (default: the first name) are dropped.  So a topic's
+        ``retention.ms`` with only ``log.retention.hours`` set lists no synonym and reports
+        DEFAULT_CONFIG, as Kafka does."""
         found = {n: self.layers(n) for n in names}
         out = []
         for source in (ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
                        ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG):
             out.extend((n, v, s) for n, layers in found.items() for v, s in layers if s is source)
-        return out
+        first = names[0] if primary is None else primary
+        return list(itertools.dropwhile(lambda syn: syn[0] != first, out))
 
     def value(self, name: str) -> str | None:
         layers = self.layers(name)

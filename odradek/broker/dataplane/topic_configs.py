@@ -178,7 +178,8 @@ class ConfigEntry:
 class BrokerSynonyms(Protocol):
     """Where the broker settings a topic config falls back to have values (``DynamicBrokerConfig``)."""
 
-    def synonyms_of(self, names: tuple[str, ...]) -> list[tuple[str, str | None, ConfigSource]]: ...
+    def synonyms_of(self, names: tuple[str, ...], primary: str | None = None
+                    ) -> list[tuple[str, str | None, ConfigSource]]: ...
 
 
 def describe(overrides: Mapping[str, str], broker_level: LogConfig, broker: BrokerSynonyms) -> list[ConfigEntry]:
@@ -188,8 +189,9 @@ def describe(overrides: Mapping[str, str], broker_level: LogConfig, broker: Brok
     settings (dynamic ones included).  Synonyms run from the highest
     priority down, as in Kafka's ``ConfigHelper``: the topic override, then
     each broker synonym by source (this node's dynamic value, the cluster
-    default, the static setting, the built-in default); the entry's source
-    is the first synonym's.
+    default, the static setting, the built-in default), cut before the
+    primary broker name's first entry; the entry's source is the first
+    synonym's, DEFAULT_CONFIG if none is left.
     """
     base = broker_level.to_topic_config()
     out = []
@@ -197,11 +199,9 @@ def describe(overrides: Mapping[str, str], broker_level: LogConfig, broker: Brok
         synonyms: list[tuple[str, str | None, ConfigSource]] = []
         if name in overrides:
             synonyms.append((name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        inherited = broker.synonyms_of(d.broker_names) if d.broker_names else []
-        synonyms.extend(inherited)
-        if not inherited:
-            synonyms.append((d.broker_names[0] if d.broker_names else name, base.get(name, d.default),
-                             ConfigSource.DEFAULT_CONFIG))
+        if d.broker_names:
+            synonyms.extend(broker.synonyms_of(d.broker_names))
         value = overrides[name] if name in overrides else base.get(name, d.default)
-        out.append(ConfigEntry(name, value, synonyms[0][2], d.type, d.doc, tuple(synonyms)))
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        out.append(ConfigEntry(name, value, source, d.type, d.doc, tuple(synonyms)))
     return out
