@@ -275,11 +275,14 @@ def test_compaction_switched_on_then_off_survives_restart(broker):
     bs = broker.bootstrap_servers
     pairs = [(f"k{i % 5}".encode(), f"v{i}".encode() * 20) for i in range(60)]
     produce(bs, topic, pairs)
+    # compaction on, but nothing younger than an hour may be compacted: the cleaner leaves it all
     assert incremental(broker, [(TOPIC, topic, [("cleanup.policy", SET, "compact"),
+                                                ("min.compaction.lag.ms", SET, "3600000"),
                                                 ("min.cleanable.dirty.ratio", SET, "0.01")])])[0].error_code == 0
-    broker.call(lambda: None)
-    cleaned = broker._call(broker.app.logs.run_cleaner(force=True))
-    assert cleaned == 1
+    assert broker._call(broker.app.logs.run_cleaner(force=True)) == 0
+    assert len(consume(bs, topic, 60)) == 60
+    assert incremental(broker, [(TOPIC, topic, [("min.compaction.lag.ms", DELETE, None)])])[0].error_code == 0
+    assert broker._call(broker.app.logs.run_cleaner(force=True)) == 1
     kept = consume(bs, topic, 60, timeout=3)
     assert 5 <= len(kept) < 60  # the newest value of every key, and the active segment
     assert {m.key for m in kept} == {f"k{i}".encode() for i in range(5)}
@@ -372,3 +375,30 @@ def test_bad_input_gets_kafka_error_codes_and_changes_nothing(broker):
     assert [r.error_code for r in res] == [0, UNKNOWN_TOPIC]
     assert overrides(broker, topic) == {"retention.ms": "50000", "segment.ms": "600000"}
     assert len(consume(broker.bootstrap_servers, topic, 10)) == 10
+
+
+def test_confluent_broker_resource_describe_and_incremental_alter(broker):
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    a = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    res = a.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("log.cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+        ConfigEntry("log.retention.bytes", "123456789", incremental_operation=AlterConfigOpType.SET),
+    ])])
+    for f in res.values():
+        f.result(10)
+    assert broker.call(lambda: dict(broker.app.dynamic_config.node)) == {
+        "log.cleanup.policy": "delete,compact", "log.retention.bytes": "123456789"}
+    assert broker.call(lambda: broker.app.log_config.compact and broker.app.log_config.delete)
+    entries = next(iter(a.describe_configs([ConfigResource(ResourceType.BROKER, "1")]).values())).result(10)
+    assert entries["log.retention.bytes"].value == "123456789"
+    assert entries["log.retention.bytes"].source == 2  # DYNAMIC_BROKER_CONFIG
+    assert not entries["log.retention.bytes"].is_read_only and entries["node.id"].is_read_only
+    # a static setting cannot change at runtime: INVALID_REQUEST, as Kafka answers
+    from confluent_kafka import KafkaException
+
+    res = a.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)])])
+    with pytest.raises(KafkaException) as exc:
+        next(iter(res.values())).result(10)
+    assert exc.value.args[0].code() == INVALID_REQUEST
