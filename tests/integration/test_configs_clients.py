@@ -378,7 +378,13 @@ def test_bad_input_gets_kafka_error_codes_and_changes_nothing(broker):
 
 
 def test_confluent_broker_resource_describe_and_incremental_alter(broker):
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
 
     a = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     res = a.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
