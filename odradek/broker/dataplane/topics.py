@@ -388,13 +388,13 @@ class TopicRegistry:
         topic = self._topics.get(name)
         if topic is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        config = self.check_configs(overrides)
+        self.check_configs(overrides)
         # the new set is the current one from now on: a change computed after this one starts
         # from it, never from the set this one replaces
         old, topic.configs = topic.configs, dict(overrides)
-        return await self._finish(self._alter(topic, old, config))
+        return await self._finish(self._alter(topic, old))
 
-    async def _alter(self, topic: Topic, old: dict[str, str], config: LogConfig) -> Topic:
+    async def _alter(self, topic: Topic, old: dict[str, str]) -> Topic:
         overrides = topic.configs
         try:
             await self._save()
@@ -405,6 +405,7 @@ class TopicRegistry:
             raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"storing configs of {topic.name!r} failed: {exc}") \
                 from exc
         if self._topics.get(topic.name) is topic:  # not deleted meanwhile
+            config = self.defaults.with_topic_config(overrides)  # on the defaults now in force
             if overrides:
                 self._log_configs[topic.name] = config
             else:
