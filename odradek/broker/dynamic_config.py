@@ -96,6 +96,8 @@ class DynamicBrokerConfig:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return
+        except ValueError as exc:  # written whole, so only a hand edit gets here: start-up names it
+            raise DynamicConfigError(f"{self.path} is not valid JSON: {exc}") from None
         self.node = dict(data.get("brokers", {}).get(str(self.node_id), {}))
         self.default = dict(data.get("default", {}))
         try:
