@@ -21,6 +21,7 @@ from .coordinator.service import Coordinator
 from .datadir import DirLock, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable
+from .dynamic_config import DynamicBrokerConfig
 from .handlers import cluster, groups, log_admin, partitions
 from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
@@ -62,6 +63,7 @@ class BrokerApp:
         self.bound: list[tuple[str, int]] = []
         self._lock: DirLock | None = None
         self.log_config = LogConfig.from_broker_config(config.log_defaults())
+        self.dynamic_config = DynamicBrokerConfig(config, self.data_dir)
         self.topics = TopicRegistry(self.data_dir, self.log_config, default_partitions=config["num.partitions"])
         self.topics.forget_offsets = partial(topic_handlers.forget_offsets, self)
         self.logs = LogManager(config.data_dirs, self.log_config, clock=self.clock.now_ms,
@@ -98,6 +100,8 @@ class BrokerApp:
         self._lock.acquire()
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
+            self.dynamic_config.load()  # broker-level defaults set at runtime, then topics' own
+            self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
             await self.logs.start()
             self.coordinator = self._open_coordinator()
@@ -124,6 +128,12 @@ class BrokerApp:
                  listeners=[f"{h}:{p}" for h, p in self.bound],
                  advertised=self.bootstrap_servers, data_dir=str(self.data_dir),
                  metrics_port=self.metrics_port)
+
+    def set_log_defaults(self, config: LogConfig) -> None:
+        """Broker-level log defaults (static plus dynamic): topics without an override follow at once."""
+        self.log_config = config
+        self.topics.set_defaults(config)
+        self.logs.set_default_config(config)
 
     async def _load(self) -> None:
         await self.coordinator.load()

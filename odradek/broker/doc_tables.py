@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from ..protocol.registry import APIS
 from .config import SETTINGS, Config
+from .dataplane.topic_configs import TOPIC_CONFIGS
+from .dynamic_config import DYNAMIC_SETTINGS
 
 CLIENTS_TESTED = [
     ("kafka-python", "3.0.12"),
@@ -62,9 +64,47 @@ def configuration_markdown() -> str:
             lo = "" if s.low is None else _num(s.low)
             hi = "" if s.high is None else _num(s.high)
             bounds = f" Range: {lo}..{hi}."
-        lines.append(f"| `{s.name}` | {s.type_name} | {default} | {kafka} | {s.doc}{bounds} |")
+        dynamic = " **Dynamic.**" if s.name in DYNAMIC_SETTINGS else ""
+        lines.append(f"| `{s.name}` | {s.type_name} | {default} | {kafka} | {s.doc}{bounds}{dynamic} |")
     lines.append("")
+    lines += _dynamic_markdown()
     return "\n".join(lines)
+
+
+def _dynamic_markdown() -> list[str]:
+    """The runtime-changeable part: dynamic broker settings and topic configs."""
+    lines = [
+        "## Changing settings at runtime",
+        "",
+        "Settings marked **Dynamic** can be changed while the broker runs, with the admin clients'",
+        "`alter_configs` / `incremental_alter_configs` (AlterConfigs v0-2, IncrementalAlterConfigs",
+        "v0-1) on the BROKER resource: resource name = this node's `node.id` for this broker, or",
+        "`\"\"` for the cluster-wide default. A value is looked up in that order, then in the static",
+        "sources above, then the default; DescribeConfigs reports which one is in force",
+        "(`DYNAMIC_BROKER_CONFIG`, `DYNAMIC_DEFAULT_BROKER_CONFIG`, `STATIC_BROKER_CONFIG`,",
+        "`DEFAULT_CONFIG`) and, when asked, the synonyms (`log.retention.ms`/`.minutes`/`.hours`).",
+        "Dynamic values are stored in `broker-configs.json` in the first data directory (written",
+        "whole and fsynced, so a crash leaves the old set or the new one) and apply at once to every",
+        "topic without its own override. Any other setting is refused with INVALID_REQUEST, as",
+        "Kafka refuses its static settings; unlike Kafka, names Odradek does not know are refused",
+        "too rather than stored without effect.",
+        "",
+        "### Topic configs",
+        "",
+        "Set at creation (CreateTopics) or changed at runtime on the TOPIC resource; stored in",
+        "`topics.json` before they take effect on the live logs (retention from the next retention",
+        "check, segment size and age from the next append, compaction from the next cleaner pass).",
+        "Unknown names and invalid values get INVALID_CONFIG, an unknown topic",
+        "UNKNOWN_TOPIC_OR_PARTITION. The internal topics' configs are fixed (INVALID_REQUEST).",
+        "",
+        "| topic config | type | falls back to | meaning |",
+        "|---|---|---|---|",
+    ]
+    for name, d in sorted(TOPIC_CONFIGS.items()):
+        fallback = ", ".join(f"`{b}`" for b in d.broker_names) or (f"`{d.default}`" if d.default else "(empty)")
+        lines.append(f"| `{name}` | {d.type.name.lower()} | {fallback} | {d.doc} |")
+    lines.append("")
+    return lines
 
 
 def _num(x: float) -> str:

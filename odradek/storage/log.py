@@ -108,15 +108,19 @@ class Log:
     @classmethod
     def open(cls, directory: str | os.PathLike[str], config: LogConfig | None = None, *,
              recovery_point: int = 0, log_start_offset: int = 0, cleaner_checkpoint: int = 0,
-             clock: Clock | None = None, ops: FileOps = DEFAULT_OPS) -> Log:
-        """Open (creating if needed) and recover a partition directory; blocking I/O."""
+             clock: Clock | None = None, ops: FileOps = DEFAULT_OPS, gapped: bool = False) -> Log:
+        """Open (creating if needed) and recover a partition directory; blocking I/O.
+
+        ``gapped``: the log was compacted once (it may have offset gaps) even if its config
+        no longer says so; recovery then only checks ordering, as for a compacted log.
+        """
         config = config or LogConfig()
         clock = clock or wall_clock_ms
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         segments = load_segments(path, recovery_point=recovery_point, log_start_offset=log_start_offset,
                                  now_ms=clock(), index_interval=config.index_interval_bytes, ops=ops,
-                                 contiguous=not config.compact)
+                                 contiguous=not (config.compact or gapped))
         log = cls(path, config, segments, clock=clock, recovery_point=recovery_point,
                   cleaner_checkpoint=cleaner_checkpoint, log_start_offset=log_start_offset)
         if log._log_start > log._next_offset:

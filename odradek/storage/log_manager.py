@@ -80,10 +80,24 @@ class LogManager:
         return self.default_config
 
     def update_config(self, topic: str, config: LogConfig) -> None:
-        """New settings for every partition of ``topic`` (AlterConfigs); applied from the next append."""
+        """New settings for every partition of ``topic`` (AlterConfigs); in force from the next append,
+        retention pass or cleaning."""
         for (t, _p), log in self._logs.items():
             if t == topic:
                 log.config = config
+
+    def set_default_config(self, config: LogConfig) -> None:
+        """New broker-level defaults (dynamic broker configs): every log re-reads its settings.
+
+        ``__consumer_offsets`` keeps what is fixed for it (compaction, its own segment size).
+        """
+        self.default_config = config
+        for (t, _p), log in self._logs.items():
+            if t == OFFSETS_TOPIC:
+                log.config = offsets_topic_config(config).with_topic_config(
+                    {"segment.bytes": log.config.segment_bytes})
+            else:
+                log.config = self.config_for(t)
 
     # --- open / create / delete ------------------------------------------------------------
 
@@ -106,9 +120,12 @@ class LogManager:
                     continue
                 if tp in self._logs:
                     raise RuntimeError(f"partition {entry} found in both {self._logs[tp].directory.parent} and {d}")
+                # a log compacted once keeps its offset gaps below the cleaner checkpoint, even if
+                # compaction was switched off since (AlterConfigs): recover it as a compacted one
+                gapped = cleaned.get(tp, 0) > starts.get(tp, 0)
                 log = Log.open(path, self.config_for(tp[0]), recovery_point=rp.get(tp, 0),
                                log_start_offset=starts.get(tp, 0), cleaner_checkpoint=cleaned.get(tp, 0),
-                               clock=self.clock)
+                               clock=self.clock, gapped=gapped)
                 log.on_truncate = self._after_truncate
                 self._logs[tp] = log
             logger.info("log.manager.opened", dir=str(d), partitions=sum(1 for lg in self._logs.values()
@@ -159,8 +176,10 @@ class LogManager:
         for d in self.log_dirs:
             logs = {tp: lg for tp, lg in self._logs.items() if lg.directory.parent == d}
             write_checkpoint(d / RECOVERY_POINT_FILE, {tp: lg.recovery_point for tp, lg in logs.items()})
+            # kept for a log no longer compacted while cleaned segments remain: it marks the gaps
             write_checkpoint(d / CLEANER_FILE, {tp: lg.cleaner_checkpoint for tp, lg in logs.items()
-                                                if lg.config.compact})
+                                                if lg.config.compact
+                                                or lg.cleaner_checkpoint > lg.log_start_offset})
             write_checkpoint(d / LOG_START_FILE, {tp: lg.log_start_offset for tp, lg in logs.items()})
 
     def _after_truncate(self, log: Log) -> None:
@@ -194,6 +213,9 @@ class LogManager:
                 if await loop.run_in_executor(self._cleaner_pool, log.clean) is not None:
                     cleaned += 1
                     self.compactions += 1
+                    # the checkpoint records where offsets may have gaps before compaction can be
+                    # switched off (start-up recovers gapped logs leniently)
+                    await asyncio.to_thread(self.write_checkpoints)
             except CleaningAborted:
                 pass
         return cleaned

@@ -153,14 +153,26 @@ def test_topic_config_validation_uses_storage_rules():
 
 
 def test_describe_reports_sources_and_synonyms():
-    broker = {"log.retention.hours": ("5", True), "log.segment.bytes": ("1073741824", False)}
-    base = LogConfig.from_broker_config({"log.retention.hours": 5})
+    from odradek.broker.config import Config
+    from odradek.broker.dynamic_config import DynamicBrokerConfig
+
+    broker = DynamicBrokerConfig(Config.load(None, overrides={"log.retention.hours": "5",
+                                                              "log.roll.ms": "60000"}, environ={}))
+    base = broker.log_defaults()
     entries = {e.name: e for e in topic_configs.describe({"cleanup.policy": "compact"}, base, broker)}
     assert (entries["cleanup.policy"].value, entries["cleanup.policy"].source) == (
         "compact", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert entries["cleanup.policy"].synonyms == (
+        ("cleanup.policy", "compact", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        ("log.cleanup.policy", "delete", ConfigSource.DEFAULT_CONFIG))
+    # Kafka's ConfigHelper keeps a topic config's broker synonyms from its primary name on:
+    # log.retention.ms is unset, so retention.ms lists none and reports DEFAULT_CONFIG
     assert (entries["retention.ms"].value, entries["retention.ms"].source) == (
-        str(5 * 3600_000), ConfigSource.STATIC_BROKER_CONFIG)
-    assert entries["retention.ms"].synonyms == (("log.retention.hours", "5", ConfigSource.STATIC_BROKER_CONFIG),)
+        str(5 * 3600_000), ConfigSource.DEFAULT_CONFIG)
+    assert entries["retention.ms"].synonyms == ()
+    assert (entries["segment.ms"].value, entries["segment.ms"].source) == ("60000", ConfigSource.STATIC_BROKER_CONFIG)
+    assert entries["segment.ms"].synonyms == (("log.roll.ms", "60000", ConfigSource.STATIC_BROKER_CONFIG),
+                                              ("log.roll.hours", "168", ConfigSource.DEFAULT_CONFIG))
     assert entries["segment.bytes"].synonyms == (
         ("log.segment.bytes", str(1 << 30), ConfigSource.DEFAULT_CONFIG),)
     assert entries["compression.type"].value == "producer"

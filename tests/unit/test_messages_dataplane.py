@@ -18,6 +18,8 @@ import uuid
 
 import pytest
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -26,6 +28,8 @@ from kafka.protocol.admin import (
     DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 )
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.data_container import DataContainer
@@ -51,6 +55,8 @@ KP = {
     20: (DeleteTopicsRequest, DeleteTopicsResponse),
     22: (InitProducerIdRequest, InitProducerIdResponse),
     32: (DescribeConfigsRequest, DescribeConfigsResponse),
+    33: (AlterConfigsRequest, AlterConfigsResponse),
+    44: (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     60: (DescribeClusterRequest, DescribeClusterResponse),
 }
 

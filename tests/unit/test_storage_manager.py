@@ -92,3 +92,36 @@ async def test_background_compaction_and_retention(tmp_path: Path) -> None:
     assert len(d.segments) == 1 and d.log_start_offset == d.active_segment.base_offset
     assert read_checkpoint(checkpoint)[("compacted", 0)] == c.active_segment.base_offset
     await mgr.close()
+
+
+async def test_compaction_switched_off_keeps_gapped_log_after_crash(tmp_path: Path) -> None:
+    """A log compacted once has offset gaps; with compaction switched off (AlterConfigs) a recovery
+    after a crash (recovery point behind) must not take the first gap for a lost tail."""
+    from odradek.storage.checkpoint import RECOVERY_POINT_FILE, write_checkpoint
+
+    compact = LogConfig(segment_bytes=300, cleanup_policy=frozenset({"compact"}), min_cleanable_dirty_ratio=0.0)
+    configs = {"t": compact}
+    mgr = LogManager([tmp_path], LogConfig(segment_bytes=300), topic_config=configs.get)
+    await mgr.start()
+    log = mgr.create("t", 0)
+    for i in range(40):
+        log.append(batch(b"k%d" % (i % 4)))
+    assert await mgr.run_cleaner(force=True) == 1
+    kept = [r.offset for b in _batches(log) for r in b]
+    assert len(kept) < 40 and kept[-1] == 39
+    configs["t"] = LogConfig(segment_bytes=300)  # compaction off again
+    mgr.update_config("t", configs["t"])
+    await mgr.close()
+    write_checkpoint(tmp_path / RECOVERY_POINT_FILE, {("t", 0): 0})  # as after a crash: nothing vouched for
+
+    mgr = LogManager([tmp_path], LogConfig(segment_bytes=300), topic_config=configs.get)
+    await mgr.start()
+    log = mgr.get("t", 0)
+    assert [r.offset for b in _batches(log) for r in b] == kept and log.log_end_offset == 40
+    await mgr.close()
+
+
+def _batches(log):
+    from odradek.protocol.records import iter_records
+
+    return [list(iter_records(log.read(0, 1 << 20)))]

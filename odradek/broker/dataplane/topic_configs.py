@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Protocol
 
 from ...storage.config import LogConfig
 
@@ -174,14 +175,23 @@ class ConfigEntry:
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
 
 
-def describe(overrides: Mapping[str, str], broker_level: LogConfig,
-             broker_values: Mapping[str, tuple[str | None, bool]]) -> list[ConfigEntry]:
+class BrokerSynonyms(Protocol):
+    """Where the broker settings a topic config falls back to have values (``DynamicBrokerConfig``)."""
+
+    def synonyms_of(self, names: tuple[str, ...], primary: str | None = None
+                    ) -> list[tuple[str, str | None, ConfigSource]]: ...
+
+
+def describe(overrides: Mapping[str, str], broker_level: LogConfig, broker: BrokerSynonyms) -> list[ConfigEntry]:
     """Every topic config with the value in force and where it comes from.
 
-    ``broker_level`` is the LogConfig storage built from the broker's ``log.*``
-    settings; ``broker_values`` maps broker setting names to (value, set
-    explicitly).  Synonyms run from the highest priority down, as in Kafka:
-    the topic override, then explicitly set broker settings, else the default.
+    ``broker_level`` is the LogConfig built from the broker's ``log.*``
+    settings (dynamic ones included).  Synonyms run from the highest
+    priority down, as in Kafka's ``ConfigHelper``: the topic override, then
+    each broker synonym by source (this node's dynamic value, the cluster
+    default, the static setting, the built-in default), cut before the
+    primary broker name's first entry; the entry's source is the first
+    synonym's, DEFAULT_CONFIG if none is left.
     """
     base = broker_level.to_topic_config()
     out = []
@@ -189,12 +199,9 @@ def describe(overrides: Mapping[str, str], broker_level: LogConfig,
         synonyms: list[tuple[str, str | None, ConfigSource]] = []
         if name in overrides:
             synonyms.append((name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        explicit = [(b, broker_values[b][0], ConfigSource.STATIC_BROKER_CONFIG)
-                    for b in d.broker_names if broker_values.get(b, (None, False))[1]]
-        synonyms.extend(explicit)
-        if not explicit:
-            synonyms.append((d.broker_names[0] if d.broker_names else name, base.get(name, d.default),
-                             ConfigSource.DEFAULT_CONFIG))
+        if d.broker_names:
+            synonyms.extend(broker.synonyms_of(d.broker_names))
         value = overrides[name] if name in overrides else base.get(name, d.default)
-        out.append(ConfigEntry(name, value, synonyms[0][2], d.type, d.doc, tuple(synonyms)))
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        out.append(ConfigEntry(name, value, source, d.type, d.doc, tuple(synonyms)))
     return out

@@ -443,6 +443,58 @@ class TopicRegistry:
         log.info("topic.deleted", topic=name, topic_id=str(topic.topic_id))
         return topic
 
+    # --- config changes (AlterConfigs) ---------------------------------------------------
+
+    def check_configs(self, overrides: Mapping[str, str]) -> LogConfig:
+        """The LogConfig a topic with these overrides gets; INVALID_CONFIG if Kafka would refuse them."""
+        try:
+            return topic_configs.validate(overrides, self.defaults)
+        except topic_configs.TopicConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+    async def alter_configs(self, name: str, overrides: Mapping[str, str]) -> Topic:
+        """Replace the topic's overrides: durably first, then on its live logs.
+
+        Runs to its end once begun (``_finish``), so the file and the logs never
+        disagree because a client hung up half-way.
+        """
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        self.check_configs(overrides)
+        # the new set is the current one from now on: a change computed after this one starts
+        # from it, never from the set this one replaces
+        old, topic.configs = topic.configs, dict(overrides)
+        return await self._finish(self._alter(topic, old))
+
+    async def _alter(self, topic: Topic, old: dict[str, str]) -> Topic:
+        overrides = topic.configs
+        try:
+            await self._save()
+        except Exception as exc:  # nothing changed on disk: the old overrides stay in force
+            if topic.configs is overrides:
+                topic.configs = old
+            log.error("topic.config_change_failed", topic=topic.name, error=str(exc))
+            raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"storing configs of {topic.name!r} failed: {exc}") \
+                from exc
+        if self._topics.get(topic.name) is topic:  # not deleted meanwhile
+            config = self.defaults.with_topic_config(overrides)  # on the defaults now in force
+            if overrides:
+                self._log_configs[topic.name] = config
+            else:
+                self._log_configs.pop(topic.name, None)
+            if self.logs is not None:
+                self.logs.update_config(topic.name, config)
+        log.info("topic.configs_changed", topic=topic.name, configs=overrides)
+        return topic
+
+    def set_defaults(self, defaults: LogConfig) -> None:
+        """New broker-level log defaults (dynamic broker configs): topics inherit them at once."""
+        self.defaults = defaults
+        for name in list(self._log_configs):
+            topic = self._topics.get(name) or next((t for t, _d in self._creating.values() if t.name == name), None)
+            self._log_configs[name] = defaults.with_topic_config(topic.configs if topic else {})
+
     async def _finish(self, change: Coroutine[Any, Any, Topic]) -> Topic:
         """Run a multi-step change to its end even if the caller is cancelled; the caller gets its
         result (or is cancelled itself, the change going on without it)."""

@@ -1,10 +1,13 @@
-"""DescribeConfigs (v0-v4): topic and broker settings in force, with where they come from.
+"""DescribeConfigs (v0-v4), AlterConfigs (v0-v2), IncrementalAlterConfigs (v0-v1).
 
 Topic configs: an override is DYNAMIC_TOPIC_CONFIG; otherwise the broker
-setting it falls back to is STATIC_BROKER_CONFIG when set explicitly
-(server.properties, environment, --override) and DEFAULT_CONFIG otherwise.
-Broker settings are read-only (there is no AlterConfigs); topic configs are
-reported alterable, as Kafka does, since CreateTopics sets them.
+setting it falls back to reports its own source (this node's dynamic value,
+the cluster-wide dynamic default, the static setting, the built-in default).
+Topics' overrides and the broker's dynamic ``log.*`` defaults can be changed
+at runtime; changes are stored durably before they take effect on the live
+logs.  Checks and error codes follow Kafka's ``ConfigAdminManager`` (broker
+side) and ``ControllerConfigurationValidator``/``ConfigurationControlManager``
+(controller side).
 """
 
 from __future__ import annotations
@@ -12,18 +15,30 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
+import structlog
+
 from ...protocol.errors import ErrorCode
 from ..config import SETTINGS
+from ..config_ops import (
+    BROKER,
+    TOPIC,
+    ConfigOpError,
+    Op,
+    apply_ops,
+    check_shape,
+    duplicate_resources,
+    ops_of,
+)
 from ..dataplane import topic_configs
-from ..dataplane.topic_configs import ConfigEntry, ConfigSource, ConfigType
-from ..dataplane.topics import OFFSETS_TOPIC, TopicError
+from ..dataplane.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigSource, ConfigType
+from ..dataplane.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicError
 from ..dispatch import HandlerTable, RequestContext
-from .topics import broker_values
+from ..dynamic_config import DYNAMIC_SETTINGS, LIST_SETTINGS, DynamicConfigError, setting_string
 
 if TYPE_CHECKING:
     from ..app import BrokerApp
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+log = structlog.get_logger("odradek.configs")
 
 _SETTING_TYPES = {"int": ConfigType.INT, "boolean": ConfigType.BOOLEAN, "double": ConfigType.DOUBLE,
                   "optional int": ConfigType.LONG}
@@ -31,7 +46,11 @@ _SETTING_TYPES = {"int": ConfigType.INT, "boolean": ConfigType.BOOLEAN, "double"
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
     table.register(32, partial(describe_configs, app))
+    table.register(33, partial(alter_configs, app, incremental=False))
+    table.register(44, partial(alter_configs, app, incremental=True))
 
+
+# --- DescribeConfigs -------------------------------------------------------------------
 
 def describe_configs(app: BrokerApp, ctx: RequestContext, req) -> dict:
     results = []
@@ -41,20 +60,20 @@ def describe_configs(app: BrokerApp, ctx: RequestContext, req) -> dict:
             error, message = ErrorCode.NONE, None
         except TopicError as exc:
             entries, error, message = [], exc.code, exc.message
-        wanted = None if r.configuration_keys is None else set(r.configuration_keys)
-        configs = [_config(ctx.api_version, e, req, read_only=r.resource_type == BROKER)
-                   for e in entries if wanted is None or e.name in wanted]
+        wanted = None if not r.configuration_keys else set(r.configuration_keys)
+        configs = [_config(ctx.api_version, e, req, read_only=ro)
+                   for e, ro in entries if wanted is None or e.name in wanted]
         results.append({"error_code": error, "error_message": message, "resource_type": r.resource_type,
                         "resource_name": r.resource_name, "configs": configs})
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _entries(app: BrokerApp, resource_type: int, name: str) -> list[ConfigEntry]:
+def _entries(app: BrokerApp, resource_type: int, name: str) -> list[tuple[ConfigEntry, bool]]:
     if resource_type == TOPIC:
-        return _topic_entries(app, name)
+        return [(e, False) for e in _topic_entries(app, name)]
     if resource_type == BROKER:
         if name == "":
-            return []  # cluster-wide dynamic defaults: there are none
+            return _default_broker_entries(app)
         if name != str(app.node_id):
             raise TopicError(ErrorCode.INVALID_REQUEST,
                              f"unexpected broker id {name!r}: this is broker {app.node_id}")
@@ -72,17 +91,36 @@ def _topic_entries(app: BrokerApp, name: str) -> list[ConfigEntry]:
         overrides = {"cleanup.policy": "compact", "segment.bytes": str(cfg.segment_bytes)}
     else:
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-    return topic_configs.describe(overrides, app.log_config, broker_values(app))
+    return topic_configs.describe(overrides, app.log_config, app.dynamic_config)
 
 
-def _broker_entries(app: BrokerApp) -> list[ConfigEntry]:
-    values = broker_values(app)
+def _setting_type(name: str, type_name: str) -> ConfigType:
+    return ConfigType.LIST if name in LIST_SETTINGS else _SETTING_TYPES.get(type_name, ConfigType.STRING)
+
+
+def _broker_entries(app: BrokerApp) -> list[tuple[ConfigEntry, bool]]:
+    """Every setting of this node, read-only unless it can change at runtime (Kafka's rule)."""
+    dyn = app.dynamic_config
     out = []
     for s in SETTINGS:
-        value, explicit = values[s.name]
-        source = ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG
-        out.append(ConfigEntry(s.name, value, source, _SETTING_TYPES.get(s.type_name, ConfigType.STRING),
-                               s.doc, ((s.name, value, source),)))
+        synonyms = dyn.synonyms(s.name)
+        layers = dyn.layers(s.name)
+        value = layers[0][0] if layers else setting_string(s.default)
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        entry = ConfigEntry(s.name, value, source, _setting_type(s.name, s.type_name), s.doc, tuple(synonyms))
+        out.append((entry, s.name not in DYNAMIC_SETTINGS))
+    return out
+
+
+def _default_broker_entries(app: BrokerApp) -> list[tuple[ConfigEntry, bool]]:
+    """Resource name "": only the cluster-wide dynamic defaults, as Kafka lists them."""
+    by_name = {s.name: s for s in SETTINGS}
+    out = []
+    for name, value in sorted(app.dynamic_config.default.items()):
+        s = by_name[name]
+        src = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        out.append((ConfigEntry(name, value, src, _setting_type(name, s.type_name), s.doc,
+                                ((name, value, src),)), False))
     return out
 
 
@@ -93,3 +131,86 @@ def _config(version: int, e: ConfigEntry, req, *, read_only: bool) -> dict:
             "is_default": e.source is ConfigSource.DEFAULT_CONFIG, "config_source": e.source,
             "is_sensitive": False, "synonyms": synonyms, "config_type": e.type,
             "documentation": e.doc if version >= 3 and req.include_documentation else None}
+
+
+# --- AlterConfigs / IncrementalAlterConfigs --------------------------------------------
+
+async def alter_configs(app: BrokerApp, ctx: RequestContext, req, *, incremental: bool) -> dict:
+    """Each resource is checked and changed on its own; one failing leaves the others' changes."""
+    duplicates = duplicate_resources(req.resources)
+    responses = []
+    for r in req.resources:
+        try:
+            if (r.resource_type, r.resource_name) in duplicates:
+                raise ConfigOpError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            ops = ops_of(r.configs, incremental)
+            check_shape(ops)
+            if r.resource_type == TOPIC:
+                await _alter_topic(app, r.resource_name, ops, legacy=not incremental,
+                                   validate_only=req.validate_only)
+            elif r.resource_type == BROKER:
+                await _alter_broker(app, r.resource_name, ops, legacy=not incremental,
+                                    validate_only=req.validate_only)
+            else:
+                raise ConfigOpError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {r.resource_type}")
+            code, message = ErrorCode.NONE, None
+        except (ConfigOpError, TopicError) as exc:
+            code, message = exc.code, exc.message
+            log.info("configs.alter_refused", resource_type=r.resource_type, resource=r.resource_name,
+                     error=code.name, reason=message, client=ctx.client_id)
+        responses.append({"error_code": code, "error_message": message, "resource_type": r.resource_type,
+                          "resource_name": r.resource_name})
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def _alter_topic(app: BrokerApp, name: str, ops: list[Op], *, legacy: bool, validate_only: bool) -> None:
+    if name == "":
+        raise ConfigOpError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
+    app.topics.check_name(name)
+    if name in INTERNAL_TOPICS:
+        raise ConfigOpError(ErrorCode.INVALID_REQUEST,
+                            f"the configs of the internal topic {name} are fixed by the broker's settings")
+    topic = app.topics.get(name)
+    if topic is None:
+        raise ConfigOpError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+    unknown = [o.name for o in ops if o.name not in TOPIC_CONFIGS]
+    if unknown:
+        raise ConfigOpError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {unknown[0]}")
+    inherited = app.log_config.to_topic_config()
+    overrides = apply_ops(topic.configs, ops, legacy=legacy,
+                          is_list=lambda n: TOPIC_CONFIGS[n].type is ConfigType.LIST,
+                          start=lambda n: inherited.get(n, TOPIC_CONFIGS[n].default),
+                          not_list=ErrorCode.INVALID_CONFIG, dedupe=True)
+    if validate_only:
+        app.topics.check_configs(overrides)
+        return
+    await app.topics.alter_configs(name, overrides)
+
+
+async def _alter_broker(app: BrokerApp, name: str, ops: list[Op], *, legacy: bool, validate_only: bool) -> None:
+    if name != "":
+        try:
+            node = int(name)
+        except ValueError:
+            raise ConfigOpError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") \
+                from None
+        if node != app.node_id:
+            raise ConfigOpError(ErrorCode.INVALID_REQUEST,
+                                f"Unexpected broker id, expected {app.node_id}, but received {name}")
+    defaults = {s.name: setting_string(s.default) for s in SETTINGS}
+
+    def compute(current: dict[str, str]) -> dict[str, str]:
+        return apply_ops(current, ops, legacy=legacy, is_list=lambda n: n in LIST_SETTINGS,
+                         start=defaults.get, not_list=ErrorCode.INVALID_REQUEST, dedupe=False)
+
+    try:
+        config = await app.dynamic_config.change(name != "", compute, validate_only=validate_only)
+    except DynamicConfigError as exc:  # KAFKA-13609: INVALID_REQUEST, even for a bad value
+        raise ConfigOpError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    except OSError as exc:
+        log.error("configs.store_failed", resource=name, error=str(exc))
+        raise ConfigOpError(ErrorCode.KAFKA_STORAGE_ERROR, f"storing broker configs failed: {exc}") from None
+    if not validate_only:
+        app.set_log_defaults(config)
+        log.info("configs.broker_changed", resource=name or "<cluster default>",
+                 node=app.dynamic_config.node, default=app.dynamic_config.default)

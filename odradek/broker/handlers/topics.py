@@ -118,23 +118,9 @@ async def _requested_topic(app: BrokerApp, t, allow_auto: bool, ops: int) -> dic
 # --- CreateTopics -----------------------------------------------------------------------
 
 def _config_entries(app: BrokerApp, overrides: dict[str, str]) -> list[dict]:
-    entries = topic_configs.describe(overrides, app.log_config, broker_values(app))
+    entries = topic_configs.describe(overrides, app.log_config, app.dynamic_config)
     return [{"name": e.name, "value": e.value, "read_only": False, "config_source": e.source,
              "is_sensitive": False} for e in entries]
-
-
-def broker_values(app: BrokerApp) -> dict[str, tuple[str | None, bool]]:
-    """Broker settings as strings, with whether they were set explicitly (not defaults)."""
-    return {name: (config_string(value), app.config.sources.get(name, "default") != "default")
-            for name, value in app.config.items()}
-
-
-def config_string(value) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 async def create_topics(app: BrokerApp, ctx: RequestContext, req) -> dict:
