@@ -182,6 +182,62 @@ async def test_list_groups_versions(client, version):
         assert r.groups == []
 
 
+async def test_list_groups_filters_as_kafka(client):
+    """ListGroups v5 filters as Kafka 4's GroupMetadataManager.listGroups reads them.
+
+    States: lower-cased and trimmed; unknown names match nothing.  Types:
+    lower-cased, not trimmed; unknown types match nothing; an empty list does
+    not filter; both filters must hold.
+    """
+    stable = f"g-{uuid.uuid4().hex[:6]}"
+    await form(client, stable, 5, 3)
+    empty = f"g-{uuid.uuid4().hex[:6]}"
+    member, _ = await form(client, empty, 5, 3)
+    await client.request(13, 1, {"group_id": empty, "member_id": member})
+
+    async def listed(states=(), types=()) -> set[str]:
+        r = await client.request(16, 5, {"states_filter": list(states),
+                                         "types_filter": list(types)})
+        assert r.error_code == 0
+        return {g.group_id for g in r.groups} & {stable, empty}
+
+    assert await listed() == {stable, empty}
+    assert await listed(["stable"]) == {stable}
+    assert await listed(["STABLE", " Empty\t"]) == {stable, empty}
+    assert await listed(["Dead"]) == set()
+    assert await listed(["nonsense"]) == set()
+    assert await listed(["nonsense", "empty"]) == {empty}
+    assert await listed(types=["CLASSIC"]) == {stable, empty}
+    assert await listed(types=[" classic"]) == set()
+    assert await listed(types=["consumer", "share"]) == set()
+    assert await listed(types=["unknown"]) == set()
+    assert await listed(types=["consumer", "Classic"]) == {stable, empty}
+    assert await listed(["empty"], ["classic"]) == {empty}
+    assert await listed(["empty"], ["consumer"]) == set()
+
+
+async def test_zero_rebalance_timeout_expires_the_pending_sync_at_once(client):
+    """JoinGroup v1+ with rebalance_timeout_ms 0: the member is gone before its SyncGroup.
+
+    Kafka does the same: the pending-sync timer (GroupMetadataManager.schedulePendingSync,
+    and DelayedSync in 3.9's GroupCoordinator) runs for the group's rebalance
+    timeout, the largest of its members', so 0 expires it at once; the members
+    that have not synced are removed and the group rebalances (here to Empty).
+    """
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    r = await client.request(11, 1, join_body(group, rebalance_timeout_ms=0))
+    assert r.error_code == 0 and r.generation_id == 1 and r.leader == r.member_id
+    s = await client.request(14, 0, sync_body(group, 1, r.member_id, [(r.member_id, b"A")]))
+    assert s.error_code == E.UNKNOWN_MEMBER_ID
+    d = await client.request(15, 0, {"groups": [group]})
+    assert (d.groups[0].group_state, d.groups[0].members) == ("Empty", [])
+    # a rebalance timeout above zero (v0 has none: the session timeout stands in) syncs
+    r = await client.request(11, 0, join_body(group))
+    assert r.error_code == 0 and r.generation_id == 3
+    s = await client.request(14, 0, sync_body(group, 3, r.member_id, [(r.member_id, b"B")]))
+    assert s.error_code == 0 and s.assignment == b"B"
+
+
 @pytest.mark.parametrize("version", range(3))
 async def test_delete_groups_versions(client, version):
     group = f"g-{uuid.uuid4().hex[:6]}"

@@ -58,7 +58,13 @@ def describe_group(coordinator: Coordinator, group_id: str) -> GroupDescription:
 
 def list_groups(coordinator: Coordinator, states: list[str] | None = None,
                 types: list[str] | None = None) -> tuple[ErrorCode, list[GroupOverview]]:
-    """Every live group (simple ones too), filtered; error 14 while any shard still loads."""
+    """Every live group (simple ones too), filtered; error 14 while any shard still loads.
+
+    As Kafka's GroupMetadataManager.listGroups: an empty filter does not
+    filter; both filters must match.  Type names are lower-cased (not trimmed)
+    and parsed to classic/consumer/share, anything else is an unknown type that
+    matches no group.  Every group here is classic.
+    """
     wanted_states = parse_state_filter(states) if states else None
     if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
         return _loading_error(coordinator), []

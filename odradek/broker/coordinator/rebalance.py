@@ -249,7 +249,13 @@ def _store_empty(shard: Shard, group: ClassicGroup) -> None:
 
 
 def _arm_sync_deadline(shard: Shard, group: ClassicGroup) -> None:
-    """KAFKA-12890: members that never SyncGroup are removed after one rebalance timeout."""
+    """KAFKA-12890: members that never SyncGroup are removed after one rebalance timeout.
+
+    The timeout is the group's (the largest of its members'), as in Kafka's
+    GroupMetadataManager.schedulePendingSync; a group whose members all joined
+    with rebalance_timeout_ms 0 expires at once, before any SyncGroup can
+    arrive, exactly as Kafka's timer does (it runs already-expired tasks at once).
+    """
     _cancel_sync_deadline(group)
     generation = group.generation
     group.sync_timer = shard.clock.call_at(

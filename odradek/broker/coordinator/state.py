@@ -45,7 +45,17 @@ def check_transition(group_id: str, current: GroupState, target: GroupState) -> 
         raise IllegalStateTransition(f"group {group_id!r}: {current.value} -> {target.value}")
 
 
+_JAVA_TRIM = "".join(chr(c) for c in range(0x21))  # String.trim: code points <= U+0020
+
+
 def parse_state_filter(names: list[str]) -> set[GroupState]:
-    """ListGroups v4+ filters by state name, case-insensitively; unknown names match nothing."""
+    """ListGroups v4+ states_filter, as Kafka's GroupMetadataManager.listGroups reads it.
+
+    Each name is lower-cased then trimmed (Java's ``String.trim``) and compared
+    with the state's name; unknown names match nothing, so a filter of only
+    unknown names lists no group.  (Kafka 3.9's Scala coordinator lower-cased
+    without trimming; the 4.x coordinator is followed here.)
+    """
     by_name = {s.value.lower(): s for s in GroupState}
-    return {by_name[n.lower()] for n in names if n.lower() in by_name}
+    wanted = {n.lower().strip(_JAVA_TRIM) for n in names}
+    return {by_name[n] for n in wanted if n in by_name}
