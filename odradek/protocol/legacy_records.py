@@ -1,8 +1,8 @@
 """Legacy message sets (magic 0 and 1), read-only, as Kafka's ``LegacyRecord`` lays them out.
 
 Old clients (Produce v0-v2) and old captures still carry them, so the broker
-and the tools must be able to read them; nothing here writes them (Kafka 4
-stopped writing them too, KIP-724).  One *entry* (offset, size, message) is
+and the tools must be able to read them; the writer for Fetch v0-3's
+down-conversion is in ``record_conversion.py``.  One *entry* (offset, size, message) is
 decoded at a time, and presented like a magic-2 batch: a synthesised
 :class:`BatchHeader` plus absolute-offset :class:`Record` objects, so callers
 need no second code path.

@@ -44,10 +44,10 @@ def _spec(key: int, name: str, module: str, declared: str) -> ApiSpec:
 
 
 APIS: dict[int, ApiSpec] = {s.key: s for s in [
-    _spec(0, "Produce", "produce", "3-9"),
-    _spec(1, "Fetch", "fetch", "4-12"),
-    _spec(2, "ListOffsets", "list_offsets", "1-7"),
-    _spec(3, "Metadata", "metadata", "1-12"),
+    _spec(0, "Produce", "produce", "0-9"),
+    _spec(1, "Fetch", "fetch", "0-12"),
+    _spec(2, "ListOffsets", "list_offsets", "0-7"),
+    _spec(3, "Metadata", "metadata", "0-12"),
     _spec(8, "OffsetCommit", "offset_commit", "0-9"),
     _spec(9, "OffsetFetch", "offset_fetch", "0-9"),
     _spec(10, "FindCoordinator", "find_coordinator", "0-6"),
@@ -58,8 +58,8 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(15, "DescribeGroups", "describe_groups", "0-5"),
     _spec(16, "ListGroups", "list_groups", "0-5"),
     _spec(18, "ApiVersions", "api_versions", "0-4"),
-    _spec(19, "CreateTopics", "create_topics", "2-7"),
-    _spec(20, "DeleteTopics", "delete_topics", "1-6"),
+    _spec(19, "CreateTopics", "create_topics", "0-7"),
+    _spec(20, "DeleteTopics", "delete_topics", "0-6"),
     _spec(21, "DeleteRecords", "delete_records", "0-2"),
     _spec(22, "InitProducerId", "init_producer_id", "0-4"),
     _spec(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", "0-4"),

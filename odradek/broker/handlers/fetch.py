@@ -1,4 +1,4 @@
-"""Fetch (v4-v12) and ListOffsets (v1-v7).
+"""Fetch (v0-v12) and ListOffsets (v0-v7).
 
 Fetch returns stored batches as they are, from the one holding the fetch
 offset, within partition_max_bytes and the response's limit, the smaller of
@@ -22,12 +22,14 @@ response.
 from __future__ import annotations
 
 import asyncio
+import os
 from functools import partial
 from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
+from ...protocol.record_conversion import ConversionError, down_convert
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError
-from ...storage.log import Log
+from ...storage.log import Log, wall_clock_ms
 from ..dataplane.service import BIG_READ_BYTES
 from ..dispatch import HandlerTable, RequestContext
 
@@ -108,7 +110,23 @@ async def fetch(app: BrokerApp, ctx: RequestContext, req) -> dict:
         if state.bytes >= req.min_bytes or state.errors or not state.waitable or remaining <= 0:
             break
         await app.dataplane.waiters.wait(state.waitable, remaining)
+    if ctx.api_version < 4:
+        _down_convert(responses, wanted, 0 if ctx.api_version < 2 else 1)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+
+
+def _down_convert(responses: list[dict], wanted: list[tuple[str, list]], magic: int) -> None:
+    """Fetch v0-1 read magic 0, v2-3 magic 1: stored batches are converted as Kafka's
+    ``RecordsUtil.downConvert`` does (headers dropped); zstd cannot be, so that
+    partition gets UNSUPPORTED_COMPRESSION_TYPE (``KafkaApis.maybeConvertFetchedData``)."""
+    for topic, (_name, parts) in zip(responses, wanted, strict=True):
+        for answer, p in zip(topic["partitions"], parts, strict=True):
+            if not answer["records"]:
+                continue
+            try:
+                answer["records"] = down_convert(answer["records"], magic, p.fetch_offset)
+            except ConversionError:
+                answer.update(_partition_error(p.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None))
 
 
 async def _read(app: BrokerApp, req, topic: str, p, state: _Pass) -> dict:
@@ -153,10 +171,59 @@ async def list_offsets(app: BrokerApp, ctx: RequestContext, req) -> dict:
     dupes = _duplicates(req)
     topics = []
     for t in req.topics:
+        if ctx.api_version == 0:
+            parts = [await _list_v0(app, t.name, p) for p in t.partitions]
+            topics.append({"name": t.name, "partitions": parts})
+            continue
         parts = [_offset(p.partition_index, ErrorCode.INVALID_REQUEST) if (t.name, p.partition_index) in dupes
                  else await _list_one(app, ctx.api_version, t.name, p) for p in t.partitions]
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+async def _list_v0(app: BrokerApp, topic: str, p) -> dict:
+    """ListOffsets v0 (sarama, Burrow): up to max_num_offsets segment-boundary offsets.
+
+    As Kafka 3.9's ``handleListOffsetRequestV0`` and ``UnifiedLog.legacyFetchOffsetsBefore``:
+    timestamps below -2 are UNSUPPORTED_VERSION; no duplicate check.
+    """
+    answer = _offset(p.partition_index, ErrorCode.NONE)
+    if p.timestamp < EARLIEST:
+        answer["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+        return answer
+    log = app.topics.log(topic, p.partition_index)
+    if log is None:
+        answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return answer
+    try:
+        answer["old_style_offsets"] = await asyncio.to_thread(
+            legacy_offsets_before, log, p.timestamp, p.max_num_offsets)
+    except LogClosedError:
+        answer["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return answer
+
+
+def legacy_offsets_before(log: Log, timestamp: int, max_num: int) -> list[int]:
+    """Kafka's ``legacyFetchOffsetsBefore``: (segment base, file mtime) pairs, plus
+    (log end, now) when the active segment holds data; LATEST starts at the last
+    pair, EARLIEST at the first, a time at the last pair modified at or before it;
+    then up to ``max_num`` offsets walking back, newest first."""
+    segments = log.segments
+    start = log.log_start_offset
+    pairs = [(max(seg.base_offset, start), int(os.stat(seg.path).st_mtime * 1000))
+             for seg in segments]
+    if segments[-1].size > 0:
+        pairs.append((log.log_end_offset, wall_clock_ms()))
+    if timestamp == LATEST:
+        index = len(pairs) - 1
+    elif timestamp == EARLIEST:
+        index = 0
+    else:
+        index = len(pairs) - 1
+        while index >= 0 and pairs[index][1] > timestamp:
+            index -= 1
+    count = min(max_num, index + 1)
+    return sorted((pairs[index - j][0] for j in range(max(count, 0))), reverse=True)
 
 
 def _duplicates(req) -> set[tuple[str, int]]:

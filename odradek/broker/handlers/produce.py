@@ -1,4 +1,7 @@
-"""Produce (v3-v9) and InitProducerId (v0-v4).
+"""Produce (v0-v9) and InitProducerId (v0-v4).
+
+Produce v0-2 carry magic 0/1 message sets: they are up-converted to one
+magic-2 batch before validation (``protocol/record_conversion.py``).
 
 Transactions are out of scope and fail loudly rather than half-work: an
 InitProducerId or Produce carrying a transactional id, and any transactional
@@ -19,6 +22,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from ...protocol.errors import ErrorCode
+from ...protocol.record_conversion import is_legacy, up_convert
+from ...protocol.records import CorruptRecordError
 from ...storage.log import Log
 from ..dataplane import AppendResult
 from ..dataplane.batches import BatchRejected
@@ -72,10 +77,29 @@ def produce(app: BrokerApp, ctx: RequestContext, req):
         code, message = refused
         return _finish(app, req, [(td.name, [_partition(pd.index, code, message) for pd in td.partition_data])
                                   for td in req.topic_data])
+    if ctx.api_version < 3:
+        _up_convert(req)
     plan = _plan(app, req)
     if plan is not None and app.dataplane.fast_path_ok(_logs(plan)):
         return _finish(app, req, _append_all(app, plan, ctx.api_version, req.acks))
     return _produce_ordered(app, ctx, req)
+
+
+class _Refusal(tuple):
+    """(code, message) standing in for a partition's records that cannot be appended."""
+
+
+def _up_convert(req) -> None:
+    """Produce v0-2: magic 0/1 message sets become one magic-2 batch, as Kafka's
+    LogValidator up-converts on append; one that does not decode is CORRUPT_MESSAGE."""
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            if not is_legacy(pd.records):
+                continue
+            try:
+                pd.records = up_convert(pd.records)
+            except CorruptRecordError as exc:
+                pd.records = _Refusal((ErrorCode.CORRUPT_MESSAGE, f"legacy message set: {exc}"))
 
 
 def _refused(req) -> tuple[ErrorCode, str] | None:
@@ -107,6 +131,8 @@ def _plan(app: BrokerApp, req, *, may_create: bool = True) -> Plan | None:
             lg = app.topics.log(td.name, pd.index) if 0 <= pd.index < topic.partitions else None
             target = lg if lg is not None else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                 f"{td.name} has no partition {pd.index}")
+            if lg is not None and isinstance(pd.records, _Refusal):
+                target = pd.records
             parts.append((pd.index, target, pd.records))
         plan.append((td.name, parts))
     return plan

@@ -77,9 +77,12 @@ def _offsets_topic_used(app: BrokerApp) -> bool:
 
 
 async def topic_metadata(app: BrokerApp, ctx: RequestContext, req) -> list[dict]:
-    """The ``topics`` of a Metadata response: null = all, [] = none; auto-creates if allowed."""
+    """The ``topics`` of a Metadata response: null = all, [] = none; auto-creates if allowed.
+
+    v0 has no null: an empty list asks for every topic (``MetadataRequest.isAllTopics``).
+    """
     ops = TOPIC_OPERATIONS if req.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-    if req.topics is None:
+    if req.topics is None or (ctx.api_version == 0 and not req.topics):
         names = app.topics.names()
         if _offsets_topic_used(app):
             names.append(OFFSETS_TOPIC)

@@ -1,6 +1,6 @@
 """CreateTopics (key 19): admin clients and test fixtures create topics up front.
 
-We serve 2-7 (v0/v1 were removed in Kafka 4.0; kafka-python starts at 2).
+v0/v1 were removed in Kafka 4.0 but 3.9 still served them (kafka-python starts at 2).
 """
 
 from ..schema import F, Message
@@ -21,7 +21,7 @@ REQUEST = Message("CreateTopicsRequest", [
     ]),
     F("timeout_ms", "int32", default=60000),
     F("validate_only", "bool", "1+"),
-], valid="2-7", flexible="5+")
+], valid="0-7", flexible="5+")
 
 RESPONSE = Message("CreateTopicsResponse", [
     F("throttle_time_ms", "int32", "2+"),
@@ -41,4 +41,4 @@ RESPONSE = Message("CreateTopicsResponse", [
             F("is_sensitive", "bool", "5+"),
         ]),
     ]),
-], valid="2-7", flexible="5+")
+], valid="0-7", flexible="5+")

@@ -13,7 +13,7 @@ REQUEST = Message("DeleteTopicsRequest", [
     ]),
     F("topic_names", "[]string", "0-5"),
     F("timeout_ms", "int32"),
-], valid="1-6", flexible="4+")
+], valid="0-6", flexible="4+")
 
 RESPONSE = Message("DeleteTopicsResponse", [
     F("throttle_time_ms", "int32", "1+"),
@@ -23,4 +23,4 @@ RESPONSE = Message("DeleteTopicsResponse", [
         F("error_code", "int16"),
         F("error_message", "string", "5+", nullable="5+", default=None),
     ]),
-], valid="1-6", flexible="4+")
+], valid="0-6", flexible="4+")

@@ -1,7 +1,8 @@
 """Fetch (key 1): consumers read record batches, long-polling for new data.
 
-We serve 4-12: v4 brings isolation_level/last_stable_offset (librdkafka and
-kafkajs default to read_committed) and v13+ addresses topics by ID only,
+v0-3 get batches down-converted to magic 0 (v0-1) or 1 (v2-3), as Kafka 3.9;
+v4 brings isolation_level/last_stable_offset (librdkafka and kafkajs
+default to read_committed) and v13+ addresses topics by ID only,
 which the broker does not track (client-needs gotcha 5).  Fields of later
 versions are declared anyway so the declaration stays a copy of Kafka's.
 """
@@ -40,7 +41,7 @@ REQUEST = Message("FetchRequest", [
         F("partitions", "[]int32", "7+"),
     ]),
     F("rack_id", "string", "11+"),
-], valid="4-12", flexible="12+")
+], valid="0-12", flexible="12+")
 
 RESPONSE = Message("FetchResponse", [
     F("throttle_time_ms", "int32", "1+"),
@@ -81,4 +82,4 @@ RESPONSE = Message("FetchResponse", [
         F("port", "int32", "16+"),
         F("rack", "string", "16+", nullable="16+", default=None),
     ]),
-], valid="4-12", flexible="12+")
+], valid="0-12", flexible="12+")

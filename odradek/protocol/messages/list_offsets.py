@@ -1,6 +1,6 @@
 """ListOffsets (key 2): earliest (-2), latest (-1), max-timestamp (-3) or by-time offsets.
 
-We serve 1-7: v0's multi-offset form is gone from modern clients, and v7
+v0's multi-offset form is still sent by sarama-based tools (Burrow); v7
 (max timestamp) is what kafka-python's version probe looks for.
 """
 
@@ -19,7 +19,7 @@ REQUEST = Message("ListOffsetsRequest", [
         ]),
     ]),
     F("timeout_ms", "int32", "10+"),
-], valid="1-7", flexible="6+")
+], valid="0-7", flexible="6+")
 
 RESPONSE = Message("ListOffsetsResponse", [
     F("throttle_time_ms", "int32", "2+"),
@@ -34,4 +34,4 @@ RESPONSE = Message("ListOffsetsResponse", [
             F("leader_epoch", "int32", "4+", default=-1),
         ]),
     ]),
-], valid="1-7", flexible="6+")
+], valid="0-7", flexible="6+")

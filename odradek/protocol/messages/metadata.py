@@ -1,7 +1,7 @@
 """Metadata (key 3): brokers, controller, cluster id and topic/partition leaders.
 
-v1+ only: from v1 on ``topics=None`` means "all topics" and ``[]`` means
-none, which is the distinction every client relies on.  The authorized-
+From v1 on ``topics=None`` means "all topics" and ``[]`` means none, which
+is the distinction every client relies on; v0 (not nullable) reads ``[]`` as all.  The authorized-
 operations fields default to Kafka's "not requested" value -2147483648.
 """
 
@@ -15,7 +15,7 @@ REQUEST = Message("MetadataRequest", [
     F("allow_auto_topic_creation", "bool", "4+", default=True),
     F("include_cluster_authorized_operations", "bool", "8-10"),
     F("include_topic_authorized_operations", "bool", "8+"),
-], valid="1-12", flexible="9+")
+], valid="0-12", flexible="9+")
 
 RESPONSE = Message("MetadataResponse", [
     F("throttle_time_ms", "int32", "3+"),
@@ -44,4 +44,4 @@ RESPONSE = Message("MetadataResponse", [
         F("topic_authorized_operations", "int32", "8+", default=-2147483648),
     ]),
     F("cluster_authorized_operations", "int32", "8-10", default=-2147483648),
-], valid="1-12", flexible="9+")
+], valid="0-12", flexible="9+")

@@ -1,8 +1,8 @@
 """Produce (key 0): producers append record batches to partitions.
 
 ``records`` stays opaque bytes here; storage validates and stamps batches.
-We serve 3-9: v3 is the first version carrying RecordBatch v2 (Kafka 4.0
-dropped 0-2).  The v10+ tagged leader hints (KIP-951) are declared too, so
+v0-2 carry magic 0/1 message sets (up-converted on append, as Kafka 3.9);
+v3 is the first version carrying RecordBatch v2 (Kafka 4.0 dropped 0-2).  The v10+ tagged leader hints (KIP-951) are declared too, so
 the declaration stays a copy of Kafka's and raising the ceiling is one line.
 """
 
@@ -19,7 +19,7 @@ REQUEST = Message("ProduceRequest", [
             F("records", "records", nullable="0+"),
         ]),
     ]),
-], valid="3-9", flexible="9+")
+], valid="0-9", flexible="9+")
 
 RESPONSE = Message("ProduceResponse", [
     F("responses", "[]", fields=[
@@ -48,4 +48,4 @@ RESPONSE = Message("ProduceResponse", [
         F("port", "int32", "10+"),
         F("rack", "string", "10+", nullable="10+", default=None),
     ]),
-], valid="3-9", flexible="9+")
+], valid="0-9", flexible="9+")
