@@ -83,6 +83,16 @@ def _choice(*options: str) -> Callable[[str], str]:
     return parse
 
 
+def _kafka_release(text: str) -> str:
+    """A release in the generated table (``odradek/protocol/kafka_releases.py``), or "" for none."""
+    from ..protocol.kafka_releases import RELEASES
+
+    value = text.strip()
+    if value and value not in RELEASES:
+        raise ValueError(f"{text!r} is not an emulated Kafka release (one of {', '.join(RELEASES)})")
+    return value
+
+
 def _opt(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """An optional setting: unset (None) by default, else parsed."""
     def parse_opt(text: str) -> Any:
@@ -127,7 +137,7 @@ class Setting:
     @property
     def type_name(self) -> str:
         return {_int: "int", _bool: "boolean", _float: "double", _str: "string",
-                _listeners: "listeners", _paths: "paths", _log_levels: "component=level list"}.get(self.parse, self.parse.__name__)
+                _listeners: "listeners", _paths: "paths", _kafka_release: "Kafka release", _log_levels: "component=level list"}.get(self.parse, self.parse.__name__)
 
     def convert(self, raw: Any) -> Any:
         value = raw if not isinstance(raw, str) else self.parse(raw)
@@ -195,6 +205,10 @@ SETTINGS: list[Setting] = [
     Setting("log.index.interval.bytes", _int, 4096, "Bytes between offset-index entries.", low=0),
     Setting("message.max.bytes", _int, 1048588, "Largest record batch accepted.", low=0,
             high=INT32_MAX),
+    Setting("odradek.emulate.kafka.version", _kafka_release, "",
+            "Serve only the request versions this Kafka release served (ApiVersions and every "
+            "version check), and write the __consumer_offsets value versions it wrote; "
+            "empty: every version implemented. One of 2.0, 2.8, 3.0, 3.5, 3.9."),
     # topics
     Setting("auto.create.topics.enable", _bool, True,
             "Create unknown topics on Metadata/Produce requests that allow it."),

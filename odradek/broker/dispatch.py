@@ -85,8 +85,10 @@ class Handler:
 
 
 class HandlerTable:
-    def __init__(self) -> None:
+    def __init__(self, limits: dict[int, tuple[int, int]] | None = None) -> None:
+        """``limits``: the {api key: (min, max)} of an emulated Kafka release (``emulation.py``)."""
         self._handlers: dict[int, Handler] = {}
+        self.limits = limits
         # the server's per-(api key, version) lookups, built on first use; emptied by register()
         self.routes: dict[tuple[int, int], Any] = {}
 
@@ -96,6 +98,14 @@ class HandlerTable:
         served = spec.declared if versions is None else Versions.parse(versions)
         if served.lo < spec.declared.lo or served.hi is None or served.hi > spec.declared.hi:
             raise ValueError(f"{spec.name}: served {served} outside declared {spec.declared}")
+        if self.limits is not None:
+            limit = self.limits.get(api_key)
+            lo, hi = (max(served.lo, limit[0]), min(served.hi, limit[1])) if limit else (1, 0)
+            if lo > hi:  # the emulated release did not serve this API (or none of our versions)
+                self._handlers.pop(api_key, None)
+                self.routes.clear()
+                return
+            served = Versions(lo, hi)
         self._handlers[api_key] = Handler(spec, served, fn)
         self.routes.clear()
 

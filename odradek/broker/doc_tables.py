@@ -29,10 +29,37 @@ def served_table() -> list[tuple[int, str, str, str]]:
     return rows
 
 
+def _served(overrides: dict[str, str]) -> dict[int, tuple[int, int]]:
+    from .app import BrokerApp
+
+    app = BrokerApp(Config.load(None, environ={}, overrides=overrides))
+    return {k: (lo, hi) for k, lo, hi in app.handlers.served()}
+
+
+def emulation_markdown() -> list[str]:
+    """What each ``odradek.emulate.kafka.version`` serves, with the Kafka ref each column read."""
+    from ..protocol.kafka_releases import RELEASES
+
+    columns = {r: _served({"odradek.emulate.kafka.version": r}) for r in RELEASES}
+    keys = sorted(_served({}))
+    lines = ["With `odradek.emulate.kafka.version` (versions served; — not served):", "",
+             "| API | key | " + " | ".join(columns) + " |",
+             "|---|---:|" + "---|" * len(columns)]
+    for key in keys:
+        cells = [f"{c[key][0]}–{c[key][1]}" if key in c else "—" for c in columns.values()]
+        lines.append(f"| {APIS[key].name} | {key} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Columns read from apache/kafka: " + ", ".join(
+        f"{r} = `{t['ref']}` ({t['commit'][:12]})" for r, t in RELEASES.items()) + ".")
+    return lines
+
+
 def markdown() -> str:
     lines = ["| API | key | served | declared |", "|---|---:|---|---|"]
     for key, name, served, declared in served_table():
         lines.append(f"| {name} | {key} | {served} | {declared} |")
+    lines.append("")
+    lines.extend(emulation_markdown())
     lines.append("")
     lines.append("Clients tested in CI: " + ", ".join(f"{n} {v}" for n, v in CLIENTS_TESTED) + ".")
     return "\n".join(lines)

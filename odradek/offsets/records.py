@@ -187,7 +187,7 @@ _KEY_WRITERS = CodecCache(
 _OFFSET_VALUE_WRITERS = CodecCache(
     lambda v: compile_writer(OFFSET_COMMIT_VALUE, v, prefix=v), (1, 2, 3))
 _GROUP_VALUE_WRITERS = CodecCache(
-    lambda v: compile_writer(GROUP_METADATA_VALUE, v, prefix=v, nested=_NESTED), (2, 3))
+    lambda v: compile_writer(GROUP_METADATA_VALUE, v, prefix=v, nested=_NESTED), (1, 2, 3))
 
 _INT16 = struct.Struct(">h")
 
@@ -272,7 +272,7 @@ def group_value_version(value: GroupValue) -> int:
 
 
 def encode_value(value: OffsetValue | GroupValue | None, version: int | None = None) -> bytes | None:
-    """Value bytes in the version Kafka writes (or ``version``: 1-3 / 2-3); ``None`` stays a tombstone.
+    """Value bytes in the version Kafka writes (or ``version``: 1-3); ``None`` stays a tombstone.
 
     An explicit older version drops the fields it lacks, as Kafka's writer
     of that version does (v2 has no leader epoch or static member id).

@@ -446,6 +446,10 @@ def test_epochless_commits_and_plain_groups_are_written_as_kafka_writes_them():
     assert r.decode_value(r.OffsetKey("g", "t", 0), old) == commit
     assert r.encode_value(group, version=2)[:2] == b"\x00\x02"
     assert r.decode_value(r.GroupKey("g"), r.encode_value(group, version=2)) == group
+    # v1, what Kafka 2.0 wrote: no current-state timestamp, no static member id
+    v1 = r.encode_value(dataclasses.replace(group, current_state_timestamp=1700000000000), version=1)
+    assert v1[:2] == b"\x00\x01" and r.decode_value(r.GroupKey("g"), v1) == group
+    assert r.encode_value(commit, version=1)[:2] == b"\x00\x01"
 
 
 def _as_dict(obj):

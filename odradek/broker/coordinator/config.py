@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ...offsets.records import OffsetValue
+from ..emulation import value_versions
+
 
 @dataclass(frozen=True)
 class CoordinatorConfig:
@@ -19,6 +22,9 @@ class CoordinatorConfig:
     offsets_retention_ms: int = 10080 * 60_000
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
+    # value versions an emulated older Kafka wrote (broker/emulation.py); None = Kafka's current rule
+    offset_value_version: int | None = None
+    group_value_version: int | None = None
 
     @classmethod
     def from_config(cls, config: Any) -> CoordinatorConfig:
@@ -31,4 +37,14 @@ class CoordinatorConfig:
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+            **dict(zip(("offset_value_version", "group_value_version"),
+                       value_versions(config["odradek.emulate.kafka.version"]), strict=True)),
         )
+
+    @property
+    def emulates_value_versions(self) -> bool:
+        return self.offset_value_version is not None or self.group_value_version is not None
+
+    def value_version(self, value: object) -> int | None:
+        """The version to write ``value`` in: an emulated release's, else None (today's rule)."""
+        return self.offset_value_version if isinstance(value, OffsetValue) else self.group_value_version

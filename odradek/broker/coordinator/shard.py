@@ -61,6 +61,12 @@ def encode_records(records: list[Record]) -> list[EncodedRecord]:
     return [(encode_key(k), encode_value(v)) for k, v in records]
 
 
+def emulated_encoder(config: CoordinatorConfig) -> Callable[[list[Record]], list[EncodedRecord]]:
+    """``encode_records`` writing the value versions of an emulated older Kafka."""
+    version = config.value_version
+    return lambda records: [(encode_key(k), encode_value(v, version(v))) for k, v in records]
+
+
 class Shard:
     """The group coordinator's shard; its writes go through the coordinator runtime.
 
@@ -82,7 +88,8 @@ class Shard:
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
         self.group_records: dict[str, GroupValue] = {}
         runtime = runtime if runtime is not None else CoordinatorRuntime()
-        self.writer = runtime.writer(self, log_, encode_records, clock.now_ms, await_fsync=await_fsync,
+        encode = emulated_encoder(self.config) if self.config.emulates_value_versions else encode_records
+        self.writer = runtime.writer(self, log_, encode, clock.now_ms, await_fsync=await_fsync,
                                      on_accept=self._count_commits)
         # append ``records`` as one batch; the promise yields None (written, durable and
         # replayed) or an ErrorCode.  The runtime stages, appends, waits for fsync if asked
