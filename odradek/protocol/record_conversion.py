@@ -79,18 +79,19 @@ def down_convert(records: bytes | memoryview, magic: int, fetch_offset: int) -> 
         codec = header.attributes & COMPRESSION_MASK
         if codec == ZSTD:
             raise ConversionError("down-conversion of zstandard-compressed batches is not supported")
-        if header.magic <= magic:  # stored in an old format already: sent as it is
-            out.append(_encode_entries(batch_records, header.magic, codec,
+        if header.magic <= magic:  # stored in an old enough format: its magic is kept
+            out.append(encode_entries(batch_records, header.magic, codec,
                                        bool(header.attributes & TIMESTAMP_TYPE_MASK)))
             continue
         kept = batch_records if codec != NONE else [r for r in batch_records if r.offset >= fetch_offset]
         if kept:
-            out.append(_encode_entries(kept, magic, codec,
+            out.append(encode_entries(kept, magic, codec,
                                        bool(header.attributes & TIMESTAMP_TYPE_MASK)))
     return b"".join(out)
 
 
-def _encode_entries(records: list[Record], magic: int, codec: int, log_append: bool) -> bytes:
+def encode_entries(records: list[Record], magic: int, codec: int, log_append: bool) -> bytes:
+    """``records`` as magic 0/1 entries: one message each, or one ``codec`` wrapper around them."""
     ts_attr = TIMESTAMP_TYPE_MASK if (log_append and magic == 1) else 0
     if codec == NONE:
         return b"".join(encode_entry(r.offset, magic, ts_attr, r.timestamp, r.key, r.value)

@@ -18,7 +18,7 @@ from kafka.record import MemoryRecords, MemoryRecordsBuilder
 
 from odradek.broker.wire_client import SyncClient
 from odradek.protocol.errors import ErrorCode as E
-from odradek.protocol.record_conversion import _encode_entries
+from odradek.protocol.record_conversion import encode_entries
 from odradek.protocol.records import Record, encode_batch, iter_batches, iter_records
 from odradek.testing import ThreadedBroker
 
@@ -51,7 +51,7 @@ KP_CODECS = (0, GZIP)  # kafka-python without python-snappy/lz4 writes and reads
 def legacy_set(magic: int, codec: int, records: list[tuple[int, bytes | None, bytes]]) -> bytes:
     """A magic 0/1 message set written by kafka-python's builder (by ours for snappy/lz4)."""
     if codec not in KP_CODECS:
-        return _encode_entries([Record(i, ts if magic else -1, k, v) for i, (ts, k, v) in enumerate(records)],
+        return encode_entries([Record(i, ts if magic else -1, k, v) for i, (ts, k, v) in enumerate(records)],
                                magic, codec, False)
     b = MemoryRecordsBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
     for ts, key, value in records:

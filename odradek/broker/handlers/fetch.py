@@ -111,7 +111,11 @@ async def fetch(app: BrokerApp, ctx: RequestContext, req) -> dict:
             break
         await app.dataplane.waiters.wait(state.waitable, remaining)
     if ctx.api_version < 4:
-        _down_convert(responses, wanted, 0 if ctx.api_version < 2 else 1)
+        convert = partial(_down_convert, responses, wanted, 0 if ctx.api_version < 2 else 1)
+        if state.bytes > BIG_READ_BYTES:  # a big answer is converted off the event loop
+            await asyncio.to_thread(convert)
+        else:
+            convert()
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
 
 
