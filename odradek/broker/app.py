@@ -22,7 +22,7 @@ from .datadir import DirLock, clear_bound, load_or_create_meta, prepare_data_dir
 from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable
 from .dynamic_config import DynamicBrokerConfig
-from .emulation import api_limits
+from .emulation import advertised_floors, api_limits
 from .handlers import cluster, groups, log_admin, partitions
 from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
@@ -52,7 +52,8 @@ class BrokerApp:
         self.clock = clock or RealClock()
         self.node_id: int = config["node.id"]
         self.data_dir: Path = config.data_dirs[0]
-        self.handlers = HandlerTable(api_limits(config["odradek.emulate.kafka.version"]))
+        release = config["odradek.emulate.kafka.version"]
+        self.handlers = HandlerTable(api_limits(release), advertised_floors(release))
         self.metrics = Metrics()
         self.server = KafkaServer(self.handlers, config["socket.request.max.bytes"], self.metrics,
                                   idle_ms=config["connections.max.idle.ms"])

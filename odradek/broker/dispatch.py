@@ -85,10 +85,13 @@ class Handler:
 
 
 class HandlerTable:
-    def __init__(self, limits: dict[int, tuple[int, int]] | None = None) -> None:
-        """``limits``: the {api key: (min, max)} of an emulated Kafka release (``emulation.py``)."""
+    def __init__(self, limits: dict[int, tuple[int, int]] | None = None,
+                 advertised_floors: dict[int, int] | None = None) -> None:
+        """``limits``: the {api key: (min, max)} of an emulated Kafka release (``emulation.py``);
+        ``advertised_floors``: minimum versions its ApiVersions listed below what it served."""
         self._handlers: dict[int, Handler] = {}
         self.limits = limits
+        self.advertised_floors = advertised_floors or {}
         # the server's per-(api key, version) lookups, built on first use; emptied by register()
         self.routes: dict[tuple[int, int], Any] = {}
 
@@ -115,6 +118,11 @@ class HandlerTable:
     def served(self) -> list[tuple[int, int, int]]:
         """(api key, min, max) for every served API, in key order."""
         return [(k, h.versions.lo, h.versions.hi) for k, h in sorted(self._handlers.items())]
+
+    def advertised(self) -> list[tuple[int, int, int]]:
+        """What ApiVersions lists: ``served()``, but for an emulated Kafka 4 Produce from v0,
+        as its ``ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION`` (KAFKA-18659) does."""
+        return [(k, min(lo, self.advertised_floors.get(k, lo)), hi) for k, lo, hi in self.served()]
 
     def __contains__(self, api_key: int) -> bool:
         return api_key in self._handlers

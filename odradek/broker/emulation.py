@@ -5,12 +5,15 @@ Two things change, both from Kafka's own sources:
 - the request versions served: each API's range is cut to what that release's
   brokers served (the generated table in ``odradek/protocol/kafka_releases.py``);
   an API the release did not have, or served only on its controller listener,
-  is not served at all, so ApiVersions and every version check follow;
+  is not served at all, so ApiVersions and every version check follow (Kafka 4
+  lists Produce from v0 but refuses v0-2, and so do we);
 - the ``__consumer_offsets`` value versions written, as Kafka's
   ``MetadataVersion.offsetCommitValueVersion`` / ``groupMetadataValueVersion``
-  chose them at that release's default inter-broker protocol: before 2.1,
-  OffsetCommitValue v1 and GroupMetadataValue v1; from 2.3 on, v3 (v1 for an
-  offset with its own expire timestamp) and v3, what is written without emulation.
+  chose them at that release's default inter-broker protocol (from 4.0 on,
+  ``GroupCoordinatorRecordHelpers``): before 2.1, OffsetCommitValue v1 and
+  GroupMetadataValue v1; from 2.3 to 4.0, v3 (v1 for an offset with its own
+  expire timestamp) and v3, what is written without emulation; 4.1 writes
+  OffsetCommitValue v4 (the flexible one) instead of v3.
 """
 
 from __future__ import annotations
@@ -32,12 +35,25 @@ def api_limits(release: str) -> dict[int, tuple[int, int]] | None:
     return out
 
 
+def advertised_floors(release: str) -> dict[int, int]:
+    """Kafka 4 lists Produce from v0 in ApiVersions yet serves only v3+ (KAFKA-18659)."""
+    floor = RELEASES[release].get("produce_advertised_min") if release else None
+    return {} if floor is None else {0: floor}
+
+
 def value_versions(release: str) -> tuple[int | None, int | None]:
-    """(OffsetCommitValue, GroupMetadataValue) versions to write; None = today's rule."""
-    if release and _before(release, (2, 1)):
+    """(OffsetCommitValue, GroupMetadataValue) versions to write; None = today's rule.
+
+    An offset with its own expire timestamp is v1 whatever this says (every release).
+    """
+    if not release:
+        return None, None
+    if _before(release, (2, 1)):
         return 1, 1
-    if release and _before(release, (2, 3)):
+    if _before(release, (2, 3)):
         return None, 2
+    if not _before(release, (4, 1)):  # GroupCoordinatorRecordHelpers.offsetCommitValueVersion
+        return 4, None
     return None, None
 
 

@@ -23,8 +23,8 @@ version`` + value struct, and a tombstone is a null value (``None`` here).
   timestamp (v1 drops the leader epoch exactly as Kafka's v1 does), and
   GroupMetadataValue v3.  Tools that decode only the versions Kafka writes
   (every Burrow release reads offset values v0, v1, v3 and v4, not v2) rely
-  on it.  The v1/v2 writers stay reachable through ``version=`` for emulated
-  older releases and tests.
+  on it.  The v1, v2 and v4 writers stay reachable through ``version=`` for
+  emulated releases (2.0 wrote v1 values, 4.1 writes OffsetCommitValue v4).
 
 Decoding is on the replay path, so encode/decode run through readers and
 writers generated from these declarations by :mod:`.fastcodec` (about 2x
@@ -185,7 +185,7 @@ _KEY_WRITERS = CodecCache(
     lambda t: compile_writer(GROUP_METADATA_KEY if t == GROUP_KEY_TYPE else OFFSET_COMMIT_KEY, t, prefix=t),
     (OFFSET_KEY_TYPE, GROUP_KEY_TYPE))
 _OFFSET_VALUE_WRITERS = CodecCache(
-    lambda v: compile_writer(OFFSET_COMMIT_VALUE, v, prefix=v), (1, 2, 3))
+    lambda v: compile_writer(OFFSET_COMMIT_VALUE, v, prefix=v), (1, 2, 3, 4))
 _GROUP_VALUE_WRITERS = CodecCache(
     lambda v: compile_writer(GROUP_METADATA_VALUE, v, prefix=v, nested=_NESTED), (1, 2, 3))
 

@@ -14,16 +14,19 @@ from odradek.broker.emulation import api_limits, value_versions
 from odradek.protocol.kafka_releases import RELEASES
 
 ROOT = Path(__file__).resolve().parents[2]
-KAFKA_GIT = Path(os.environ.get("ODRADEK_KAFKA_GIT", "/work/.mirror/apache+kafka/repo"))
+MIRRORS = Path(os.environ.get("ODRADEK_KAFKA_MIRRORS", "/work/.mirror"))
 
 
 def test_committed_table_is_the_scripts_output():
-    """Regenerating from Kafka's repository gives the committed module byte for byte."""
-    if not (KAFKA_GIT / "objects").is_dir():
-        pytest.skip(f"no bare clone of apache/kafka at {KAFKA_GIT} (set ODRADEK_KAFKA_GIT)")
-    pairs = [f"{r}={t['ref']}" for r, t in RELEASES.items()]
+    """Regenerating from Kafka's repositories gives the committed module byte for byte."""
+    args: list[str] = []
+    for release, table in RELEASES.items():
+        git_dir = MIRRORS / table["repository"].replace("/", "+") / "repo"
+        if not (git_dir / "objects").is_dir():
+            pytest.skip(f"no bare clone of {table['repository']} at {git_dir} (ODRADEK_KAFKA_MIRRORS)")
+        args += ["--git", str(git_dir), f"{release}={table['ref']}"]
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_kafka_release_versions.py"),
-                          str(KAFKA_GIT), *pairs], check=True, capture_output=True, text=True).stdout
+                          *args], check=True, capture_output=True, text=True).stdout
     assert out == (ROOT / "odradek" / "protocol" / "kafka_releases.py").read_text()
 
 
@@ -31,8 +34,9 @@ def test_limits_and_value_versions_per_release():
     assert api_limits("") is None
     assert api_limits("2.0")[0] == (0, 6) and 60 not in api_limits("2.0")
     assert value_versions("2.0") == (1, 1)
-    for release in ("2.8", "3.0", "3.5", "3.9"):
+    for release in ("2.8", "3.0", "3.5", "3.9", "4.0"):
         assert value_versions(release) == (None, None)
+    assert value_versions("4.1") == (4, None)
 
 
 def test_an_unknown_release_stops_start_up_naming_the_setting():

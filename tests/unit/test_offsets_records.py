@@ -450,6 +450,9 @@ def test_epochless_commits_and_plain_groups_are_written_as_kafka_writes_them():
     v1 = r.encode_value(dataclasses.replace(group, current_state_timestamp=1700000000000), version=1)
     assert v1[:2] == b"\x00\x01" and r.decode_value(r.GroupKey("g"), v1) == group
     assert r.encode_value(commit, version=1)[:2] == b"\x00\x01"
+    # v4, what Kafka 4.1 writes: flexible (compact metadata string, empty tagged fields)
+    v4 = r.encode_value(dataclasses.replace(commit, metadata="m", leader_epoch=3), version=4)
+    assert v4 == b"\x00\x04" + struct.pack(">qi", 12, 3) + b"\x02m" + struct.pack(">q", 1700000000000) + b"\x00"
 
 
 def _as_dict(obj):

@@ -47,4 +47,7 @@ class CoordinatorConfig:
 
     def value_version(self, value: object) -> int | None:
         """The version to write ``value`` in: an emulated release's, else None (today's rule)."""
-        return self.offset_value_version if isinstance(value, OffsetValue) else self.group_value_version
+        if isinstance(value, OffsetValue):
+            version = self.offset_value_version
+            return 1 if version is not None and value.expire_timestamp != -1 else version
+        return self.group_value_version

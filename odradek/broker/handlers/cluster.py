@@ -34,7 +34,7 @@ def api_versions(table: HandlerTable, ctx: RequestContext, req) -> dict:
     return {
         "error_code": ErrorCode.NONE,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
-                     for k, lo, hi in table.served()],
+                     for k, lo, hi in table.advertised()],
         "throttle_time_ms": 0,
     }
 
