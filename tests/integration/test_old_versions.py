@@ -122,6 +122,44 @@ def test_kafka_python_pinned_to_old_releases_round_trips(broker, api_version, co
         assert all(ts is None for *_, ts in got)
 
 
+def test_old_kafka_python_and_confluent_kafka_read_each_other(broker):
+    """Produce old (magic 1) / consume new, and produce new with headers / consume old."""
+    from confluent_kafka import Consumer, Producer
+
+    bootstrap = f"127.0.0.1:{broker.app.endpoint.port}"
+    old_topic, new_topic = unique("from-old"), unique("from-new")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(0, 10, 1))
+    for i in range(3):
+        producer.send(old_topic, key=b"k%d" % i, value=b"v%d" % i,
+                      timestamp_ms=1_700_000_000_000 + i).get(timeout=10)
+    producer.close()
+    p = Producer({"bootstrap.servers": bootstrap, "compression.type": "gzip"})
+    for i in range(3):
+        p.produce(new_topic, key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"x")],
+                  timestamp=1_700_000_000_100 + i)
+    assert p.flush(15) == 0
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"),
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([old_topic])
+    got = []
+    for _ in range(60):
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append((m.offset(), m.key(), m.value(), m.timestamp()[1], m.headers()))
+        if len(got) == 3:
+            break
+    c.close()
+    assert got == [(i, b"k%d" % i, b"v%d" % i, 1_700_000_000_000 + i, None) for i in range(3)]
+
+    old = KafkaConsumer(bootstrap_servers=bootstrap, api_version=(0, 10, 1),
+                        auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    old.assign([_tp(new_topic)])
+    seen = [(m.offset, m.key, m.value, m.timestamp, list(m.headers or [])) for m in old]
+    old.close()
+    assert seen == [(i, b"k%d" % i, b"v%d" % i, 1_700_000_000_100 + i, []) for i in range(3)]
+
+
 def _tp(topic: str):
     from kafka import TopicPartition
     return TopicPartition(topic, 0)
