@@ -1,6 +1,6 @@
 """Emulating an older Kafka release (``odradek.emulate.kafka.version``).
 
-Two things change, both from Kafka's own sources:
+What changes, all from Kafka's own sources:
 
 - the request versions served: each API's range is cut to what that release's
   brokers served (the generated table in ``odradek/protocol/kafka_releases.py``);
@@ -13,7 +13,8 @@ Two things change, both from Kafka's own sources:
   ``GroupCoordinatorRecordHelpers``): before 2.1, OffsetCommitValue v1 and
   GroupMetadataValue v1; from 2.3 to 4.0, v3 (v1 for an offset with its own
   expire timestamp) and v3, what is written without emulation; 4.1 writes
-  OffsetCommitValue v4 (the flexible one) instead of v3.
+  OffsetCommitValue v4 (the flexible one) instead of v3;
+- how ListGroups reads its states filter (``state_filter_mode``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,16 @@ def value_versions(release: str) -> tuple[int | None, int | None]:
     if not _before(release, (4, 1)):  # GroupCoordinatorRecordHelpers.offsetCommitValueVersion
         return 4, None
     return None, None
+
+
+def state_filter_mode(release: str) -> str:
+    """How ListGroups reads states_filter (``state.parse_state_filter``): case-sensitive
+    in the Scala coordinator to 3.5, lower-cased in 3.9's, also trimmed from 4.0."""
+    if release and _before(release, (3, 9)):
+        return "exact"
+    if release and _before(release, (4, 0)):
+        return "lower"
+    return "lower-trim"
 
 
 def _before(release: str, version: tuple[int, int]) -> bool:

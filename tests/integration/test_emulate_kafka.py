@@ -160,3 +160,31 @@ def test_confluent_kafka_runs_a_consumer_group(emulated):
     c.close()
     assert got == [b"v%d" % i for i in range(5)]
     assert [tp.offset for tp in committed] == [5]
+
+
+def test_list_groups_reads_states_as_that_release_did(emulated):
+    """Case-sensitive to 3.5 (Scala coordinator), lower-cased in 3.9, also trimmed from 4.0."""
+    from odradek.offsets.consumer_protocol import Subscription, encode_subscription
+
+    release, b = emulated
+    if RELEASES[release]["apis"][16][2] < 4:
+        pytest.skip(f"Kafka {release}'s ListGroups has no states filter")
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    meta = encode_subscription(Subscription(version=0, topics=["t"]))
+    with SyncClient("127.0.0.1", b.app.endpoint.port, timeout=15) as c:
+        j = c.request(11, 2, {"group_id": group, "session_timeout_ms": 10000,
+                              "rebalance_timeout_ms": 10000, "member_id": "",
+                              "protocol_type": "consumer",
+                              "protocols": [{"name": "range", "metadata": meta}]})
+        s = c.request(14, 0, {"group_id": group, "generation_id": j.generation_id,
+                              "member_id": j.member_id,
+                              "assignments": [{"member_id": j.member_id, "assignment": b"A"}]})
+        assert (j.error_code, s.error_code) == (0, 0)
+
+        def listed(*states: str) -> bool:
+            r = c.request(16, 4, {"states_filter": list(states)})
+            return group in {g.group_id for g in r.groups}
+
+        assert listed("Stable") and not listed("Empty")
+        assert listed("stable") == (release not in ("2.8", "3.0", "3.5"))
+        assert listed(" Stable") == (release in ("4.0", "4.1"))

@@ -65,7 +65,7 @@ def list_groups(coordinator: Coordinator, states: list[str] | None = None,
     and parsed to classic/consumer/share, anything else is an unknown type that
     matches no group.  Every group here is classic.
     """
-    wanted_states = parse_state_filter(states) if states else None
+    wanted_states = parse_state_filter(states, coordinator.config.state_filter_mode) if states else None
     if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
         return _loading_error(coordinator), []
     out = []

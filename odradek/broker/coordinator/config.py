@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...offsets.records import OffsetValue
-from ..emulation import value_versions
+from ..emulation import state_filter_mode, value_versions
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class CoordinatorConfig:
     # value versions an emulated older Kafka wrote (broker/emulation.py); None = Kafka's current rule
     offset_value_version: int | None = None
     group_value_version: int | None = None
+    state_filter_mode: str = "lower-trim"  # ListGroups states_filter (state.parse_state_filter)
 
     @classmethod
     def from_config(cls, config: Any) -> CoordinatorConfig:
@@ -39,6 +40,7 @@ class CoordinatorConfig:
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
             **dict(zip(("offset_value_version", "group_value_version"),
                        value_versions(config["odradek.emulate.kafka.version"]), strict=True)),
+            state_filter_mode=state_filter_mode(config["odradek.emulate.kafka.version"]),
         )
 
     @property

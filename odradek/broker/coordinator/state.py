@@ -48,14 +48,21 @@ def check_transition(group_id: str, current: GroupState, target: GroupState) -> 
 _JAVA_TRIM = "".join(chr(c) for c in range(0x21))  # String.trim: code points <= U+0020
 
 
-def parse_state_filter(names: list[str]) -> set[GroupState]:
-    """ListGroups v4+ states_filter, as Kafka's GroupMetadataManager.listGroups reads it.
+def parse_state_filter(names: list[str], mode: str = "lower-trim") -> set[GroupState]:
+    """ListGroups v4+ states_filter, as Kafka's coordinator of the time read it.
 
-    Each name is lower-cased then trimmed (Java's ``String.trim``) and compared
-    with the state's name; unknown names match nothing, so a filter of only
-    unknown names lists no group.  (Kafka 3.9's Scala coordinator lower-cased
-    without trimming; the 4.x coordinator is followed here.)
+    ``lower-trim`` (Kafka 4's GroupMetadataManager.listGroups, the default):
+    each name lower-cased then trimmed (Java's ``String.trim``); ``lower``
+    (3.9's Scala GroupCoordinator.handleListGroups): lower-cased only;
+    ``exact`` (2.6 to 3.5): the state's name as Kafka spells it.  Unknown
+    names match nothing, so a filter of only unknown names lists no group.
     """
-    by_name = {s.value.lower(): s for s in GroupState}
-    wanted = {n.lower().strip(_JAVA_TRIM) for n in names}
+    if mode == "exact":
+        by_name = {s.value: s for s in GroupState}
+        wanted = set(names)
+    else:
+        by_name = {s.value.lower(): s for s in GroupState}
+        wanted = {n.lower() for n in names}
+        if mode == "lower-trim":
+            wanted = {n.strip(_JAVA_TRIM) for n in wanted}
     return {by_name[n] for n in wanted if n in by_name}
