@@ -509,6 +509,10 @@ class Connection(asyncio.Protocol):
             control = self.server.control
             if control is None or (rule := control.on_request(ctx, body)) is None:
                 result = route.fn(ctx, body)
+            elif rule.error is not None and api_key == headers.API_VERSIONS_KEY and rule.close is None:
+                # as for UNSUPPORTED_VERSION: clients read an ApiVersions error answer as v0
+                return self._api_versions_fallback(correlation_id, self.server.handlers.get(api_key).versions.hi,
+                                                   rule.error)
             else:
                 result = self._faulted(rule, route, ctx, body)
             if type(result) is not dict:
@@ -601,11 +605,12 @@ class Connection(asyncio.Protocol):
             self.log.exception("request.error_answer_failed", api=route.name, version=version)
         raise CloseConnection("handler failed")
 
-    def _api_versions_fallback(self, correlation_id: int, max_version: int) -> tuple[bytes, bytes]:
+    def _api_versions_fallback(self, correlation_id: int, max_version: int,
+                               code: int = ErrorCode.UNSUPPORTED_VERSION) -> tuple[bytes, bytes]:
         """An unsupported ApiVersions version gets a v0 body and v0 header naming our range."""
         self.log.info("request.api_versions_fallback", correlation_id=correlation_id)
         body = APIS[headers.API_VERSIONS_KEY].response.build({
-            "error_code": ErrorCode.UNSUPPORTED_VERSION,
+            "error_code": code,
             "api_keys": [{"api_key": headers.API_VERSIONS_KEY, "min_version": 0,
                           "max_version": max_version}],
         }, 0)
