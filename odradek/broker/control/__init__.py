@@ -108,7 +108,8 @@ class BrokerControl:
         NOT_COORDINATOR makes clients look the coordinator up again;
         COORDINATOR_LOAD_IN_PROGRESS makes them retry it.  Every group
         request naming ``group`` gets it, for ``seconds`` (or ``times``
-        requests, or until the rule is removed); returns the rule id.
+        requests, or until the rule is removed); returns the rule id.  As
+        in Kafka, heartbeats are answered as usual while "loading".
         """
         code = error_code_of(error)
         if code.name not in COORDINATOR_ERRORS:
@@ -116,6 +117,8 @@ class BrokerControl:
                              f"not {code.name}")
         served = self._served()
         apis = [name for name in GROUP_APIS if _served_name(name, served)]
+        if code.name == "COORDINATOR_LOAD_IN_PROGRESS":
+            apis.remove("Heartbeat")  # a loading coordinator answers heartbeats NONE (handleHeartbeat)
         return self.add_fault(apis, error=code.name, group_id=group, seconds=seconds, times=times)
 
     def broker_down(self, seconds: float) -> None:

@@ -55,7 +55,10 @@ ALLOWED: dict[int, set[E]] = {
     11: _COORDINATOR | _MEMBER | {  # JoinGroup
         E.INCONSISTENT_GROUP_PROTOCOL, E.INVALID_SESSION_TIMEOUT, E.MEMBER_ID_REQUIRED,
         E.GROUP_MAX_SIZE_REACHED, E.UNRELEASED_INSTANCE_ID},
-    12: _COORDINATOR | _MEMBER,  # Heartbeat
+    # Heartbeat: never COORDINATOR_LOAD_IN_PROGRESS -- a loading coordinator answers a heartbeat
+    # NONE "blindly" (GroupCoordinator.handleHeartbeat; GroupCoordinatorService.heartbeat), and
+    # aiokafka 0.14 does not survive one (its heartbeat task dies and getmany raises forever)
+    12: (_COORDINATOR - {E.COORDINATOR_LOAD_IN_PROGRESS}) | _MEMBER,
     13: _COORDINATOR | _MEMBER,  # LeaveGroup
     14: _COORDINATOR | _MEMBER | {E.INCONSISTENT_GROUP_PROTOCOL},  # SyncGroup
     15: _COORDINATOR | {E.GROUP_ID_NOT_FOUND},  # DescribeGroups
