@@ -44,8 +44,8 @@ def test_cli_adds_lists_and_removes_a_fault_that_real_requests_then_get(controll
         code, out, _ = _run(capsys, controlled, "faults")
         assert (code, json.loads(out)) == (0, [])  # spent
         code, out, _ = _run(capsys, controlled, "coordinator_unavailable", "group=g",
-                            "error=COORDINATOR_LOAD_IN_PROGRESS")
-        assert c.request(12, 3, HEARTBEAT).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                            "error=COORDINATOR_NOT_AVAILABLE")
+        assert c.request(12, 3, HEARTBEAT).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
         (rule,) = json.loads(_run(capsys, controlled, "faults")[1])
         assert rule["group_id"] == "g" and "Heartbeat" in rule["apis"] and rule["fired"] == 1
         assert _run(capsys, controlled, "remove_fault", f"rule_id={rule['id']}")[1].strip() == "true"

@@ -70,10 +70,10 @@ def test_filters_match_group_topic_partition_version_and_client_id(broker):
 def test_rules_apply_in_the_order_added_and_a_timed_rule_expires(broker):
     with _client(broker) as c:
         first = broker.fault("Heartbeat", error="NOT_COORDINATOR", seconds=0.3)
-        broker.fault("Heartbeat", error="COORDINATOR_LOAD_IN_PROGRESS")
+        broker.fault("Heartbeat", error="COORDINATOR_NOT_AVAILABLE")
         assert c.request(12, 3, HEARTBEAT).error_code == ErrorCode.NOT_COORDINATOR
         time.sleep(0.4)
-        assert c.request(12, 3, HEARTBEAT).error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        assert c.request(12, 3, HEARTBEAT).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
         assert first.remove() is False  # it expired
         assert broker.clear_faults() == 1
         assert c.request(12, 3, HEARTBEAT).error_code == ErrorCode.UNKNOWN_MEMBER_ID
