@@ -144,7 +144,8 @@ class Setting:
     @property
     def type_name(self) -> str:
         return {_int: "int", _bool: "boolean", _float: "double", _str: "string",
-                _listeners: "listeners", _paths: "paths", _log_levels: "component=level list"}.get(self.parse, self.parse.__name__)
+                _listeners: "listeners", _paths: "paths", _log_levels: "component=level list",
+                _control_address: "host:port or port"}.get(self.parse, self.parse.__name__)
 
     def convert(self, raw: Any) -> Any:
         value = raw if not isinstance(raw, str) else self.parse(raw)
