@@ -161,7 +161,11 @@ class KafkaServer:
 
     async def _relisten(self, addresses: list[tuple[str, int]]) -> None:
         for host, port in addresses:
-            await self.listen(host, port)
+            try:
+                await self.listen(host, port)
+            except OSError as exc:  # another process took the port meanwhile: say so, stay up
+                log.error("broker.up_failed", host=host, port=port, error=str(exc))
+                self._addresses.append((host, port))
         log.warning("broker.up", listeners=[f"{h}:{p}" for h, p in addresses])
 
     def _schedule_sweep(self) -> None:

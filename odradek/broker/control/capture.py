@@ -20,7 +20,7 @@ from ...protocol.registry import APIS
 from .faults import request_keys
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~1 us more per request
 class CapturedRequest:
     """One received request; ``body`` is the decoded request (attribute access: ``body.topics``)."""
 
