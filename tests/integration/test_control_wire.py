@@ -143,3 +143,17 @@ def test_capture_records_decoded_requests_and_filters_them(broker):
     assert len(broker.captured(["Metadata", "OffsetCommit"], topic="t")) == 3
     assert broker.captured("OffsetCommit", partition=3) == []
     assert broker.clear_capture() == 3
+
+
+def test_the_fixture_handle_removes_a_block_rule_and_refuses_non_operations():
+    from odradek.testing.handle import BrokerHandle
+
+    with BrokerHandle() as handle, SyncClient(handle.host, handle.port) as c:
+        with handle.fault("Heartbeat", error="NOT_COORDINATOR") as fault:
+            assert c.request(12, 3, HEARTBEAT).error_code == ErrorCode.NOT_COORDINATOR
+            assert [f["id"] for f in handle.faults()] == [fault.id]
+        assert handle.faults() == []  # the block ended: the rule is gone
+        assert c.request(12, 3, HEARTBEAT).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        for name in ("on_request", "_sync"):
+            with pytest.raises(AttributeError, match="no control operation"):
+                handle.control(name)
