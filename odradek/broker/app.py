@@ -15,7 +15,9 @@ import structlog
 from ..storage.config import FsyncMode, LogConfig
 from ..storage.log_manager import OFFSETS_TOPIC, LogManager
 from .clock import Clock, RealClock
-from .config import WILDCARD_HOSTS, Config, parse_listeners
+from .config import WILDCARD_HOSTS, Config, parse_address, parse_listeners
+from .control import BrokerControl
+from .control.endpoint import ControlEndpoint
 from .coordinator.config import CoordinatorConfig
 from .coordinator.service import Coordinator
 from .datadir import DirLock, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
@@ -88,6 +90,10 @@ class BrokerApp:
         config_handlers.register(self.handlers, self)
         partitions.register(self.handlers, self)
         log_admin.register(self.handlers, self)
+        # test control: faults and capture (in-process always; from outside only if configured)
+        self.control = BrokerControl(self, config["odradek.control.capture.requests"])
+        self.control_endpoint: ControlEndpoint | None = None
+        self.control_address: tuple[str, int] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -117,10 +123,16 @@ class BrokerApp:
             write_bound(self.data_dir, self.bound)  # what `odradek health` probes
             self.endpoint = self._advertised()
             self.metrics.attach(self)
+            if self.config["odradek.control.listener"]:
+                self.control_endpoint = ControlEndpoint(self.control)
+                self.control_address = await self.control_endpoint.start(
+                    *parse_address(self.config["odradek.control.listener"]))
             if self.config["metrics.port"] is not None:
                 self.metrics_port = self.metrics.serve(self.config["metrics.host"],
                                                        self.config["metrics.port"])
         except BaseException:
+            if self.control_endpoint is not None:
+                await self.control_endpoint.stop()
             await self.server.stop_accepting()
             await self._close_storage()
             clear_bound(self.data_dir)
@@ -175,6 +187,9 @@ class BrokerApp:
         await self.logs.close()
 
     async def stop(self, grace: float = 5.0) -> None:
+        if self.control_endpoint is not None:
+            await self.control_endpoint.stop()
+            self.control_endpoint = None
         await self.server.stop_accepting()
         await self.server.close_all(grace=min(grace, 0.5))
         await self.server.finish_orphans(grace)

@@ -1,4 +1,4 @@
-"""``odradek`` command line: serve, health, dump-log, import, offsets.
+"""``odradek`` command line: serve, health, dump-log, import, offsets, control.
 
 Ordinary mistakes (a missing file, a bad address, an unusable data dir, a
 reader that closes the pipe) end with one line naming what to fix and a
@@ -159,6 +159,59 @@ def cmd_offsets(args) -> int:
     return run(args)
 
 
+def cmd_control(args) -> int:
+    """Call one test-control operation on a running broker's control endpoint; print its JSON result."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from .config import parse_address
+
+    endpoint = args.endpoint
+    if endpoint is None:
+        try:
+            configured = _load_config(args)["odradek.control.listener"]
+        except (ConfigError, OSError) as exc:
+            print(f"odradek: {describe_error(exc)}", file=sys.stderr)
+            return 2
+        if not configured:
+            print("odradek control: no endpoint: give --endpoint HOST:PORT, or set odradek.control.listener "
+                  "in the config this command reads", file=sys.stderr)
+            return 2
+        endpoint = configured
+    host, port = parse_address(endpoint)
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/v1/{args.operation or ''}"
+    kwargs = dict(_control_argument(item) for item in args.arguments)
+    data = json.dumps(kwargs).encode() if args.operation else None
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=args.timeout) as answer:
+            payload = json.load(answer)
+    except urllib.error.HTTPError as exc:
+        payload = json.load(exc)
+        print(f"odradek control {args.operation}: {payload.get('error', exc.reason)}", file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        print(f"odradek control: cannot reach the control endpoint at {host}:{port}: {reason}", file=sys.stderr)
+        return 1
+    print(json.dumps(payload["result"], indent=2 if args.pretty else None))
+    return 0
+
+
+def _control_argument(item: str) -> tuple[str, object]:
+    """``name=value``; the value is read as JSON (numbers, lists, null) or else kept as a string."""
+    import json
+
+    name, sep, value = item.partition("=")
+    if not sep or not name:
+        raise ValueError(f"{item!r} is not NAME=VALUE")
+    try:
+        return name, json.loads(value)
+    except json.JSONDecodeError:
+        return name, value
+
+
 DESCRIPTION = """\
 A Kafka-protocol broker (consumer groups, committed offsets, topics) for tests
 and development. Each command has its own --help."""
@@ -232,6 +285,27 @@ def build_parser() -> argparse.ArgumentParser:
                          help="set a property, as for serve")
     offsets.add_argument("--json", action="store_true", help="one JSON document")
     offsets.set_defaults(func=cmd_offsets)
+
+    control = sub.add_parser(
+        "control", parents=[debug],
+        help="test control of a running broker (faults, capture): calls its control endpoint",
+        description="Call a test-control operation on a broker serving the control endpoint "
+                    "(odradek.control.listener; a testing tool, never for production). Without an "
+                    "operation, list the operations. Arguments are NAME=VALUE, VALUE read as JSON "
+                    "when it parses (5, [1,2], null) and as a string otherwise. Examples: "
+                    "odradek control add_fault api=OffsetCommit error=NOT_COORDINATOR times=2; "
+                    "odradek control broker_down seconds=5; odradek control captured api=JoinGroup")
+    control.add_argument("operation", nargs="?", help="add_fault, remove_fault, clear_faults, faults, "
+                         "coordinator_unavailable, broker_down, broker_up, captured, clear_capture, ...")
+    control.add_argument("arguments", nargs="*", metavar="NAME=VALUE")
+    control.add_argument("--endpoint", type=_host_port, default=None,
+                         help="HOST:PORT of the control endpoint (default: odradek.control.listener "
+                              "of the config)")
+    control.add_argument("--config", dest="config", default=None, help="server.properties file")
+    control.add_argument("--override", action="append", metavar="KEY=VALUE", help=argparse.SUPPRESS)
+    control.add_argument("--timeout", type=float, default=10.0, help="seconds to wait (default: %(default)s)")
+    control.add_argument("--pretty", action="store_true", help="indent the JSON result")
+    control.set_defaults(func=cmd_control)
     return parser
 
 

@@ -113,6 +113,23 @@ def _listeners(text: str) -> str:
     return text.strip()
 
 
+def parse_address(text: str) -> tuple[str, int]:
+    """``host:port`` or just ``port`` (then 127.0.0.1): where the control endpoint listens."""
+    text = text.strip()
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", text
+    if not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT or PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _control_address(text: str) -> str:
+    if text.strip():
+        parse_address(text)
+    return text.strip()
+
+
 def _paths(text: str) -> str:
     if not any(p.strip() for p in text.split(",")):
         raise ValueError("no directory given")
@@ -137,7 +154,9 @@ class Setting:
     @property
     def type_name(self) -> str:
         return {_int: "int", _bool: "boolean", _float: "double", _str: "string",
-                _listeners: "listeners", _paths: "paths", _kafka_release: "Kafka release", _log_levels: "component=level list"}.get(self.parse, self.parse.__name__)
+                _listeners: "listeners", _paths: "paths", _kafka_release: "Kafka release",
+                _log_levels: "component=level list",
+                _control_address: "host:port or port"}.get(self.parse, self.parse.__name__)
 
     def convert(self, raw: Any) -> Any:
         value = raw if not isinstance(raw, str) else self.parse(raw)
@@ -247,6 +266,14 @@ SETTINGS: list[Setting] = [
             "Serve Prometheus metrics over HTTP on this port (0 picks one); unset: no endpoint.",
             low=0, high=65535),
     Setting("metrics.host", _str, "127.0.0.1", "Interface of the metrics endpoint."),
+    # test control (fault injection, request capture): a testing tool, never for production
+    Setting("odradek.control.listener", _control_address, "",
+            "Serve the test control endpoint (faults, capture; `odradek control`) on HOST:PORT, or on "
+            "127.0.0.1:PORT if only a port is given; empty: off. A testing tool with no "
+            "authentication: never enable it on a production broker."),
+    Setting("odradek.control.capture.requests", _int, 0,
+            "Keep the last N requests received, decoded, for tests to query (`captured`); 0: off. "
+            "The in-process test brokers keep 1000.", low=0, high=10_000_000),
 ]
 
 SETTINGS_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

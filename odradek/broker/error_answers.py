@@ -131,6 +131,12 @@ def _describe_topic_partitions(v: int, req, code: int) -> dict:
             "next_cursor": None}
 
 
+def _alter_configs(v: int, req, code: int) -> dict:
+    """AlterConfigs and IncrementalAlterConfigs: the error on every resource named."""
+    return {"responses": [{"error_code": code, "error_message": None, "resource_type": r.resource_type,
+                           "resource_name": r.resource_name} for r in req.resources]}
+
+
 SHAPES: dict[int, Shape] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
     10: _find_coordinator,
@@ -139,7 +145,7 @@ SHAPES: dict[int, Shape] = {
     12: _top_level(), 13: _top_level(members=[]), 14: _top_level(protocol_type=None, protocol_name=None),
     15: _describe_groups, 16: _top_level(groups=[]), 18: _top_level(api_keys=[]), 19: _create_topics,
     20: _delete_topics, 21: _delete_records, 22: _top_level(producer_id=-1, producer_epoch=-1),
-    23: _offset_for_leader_epoch, 32: _describe_configs, 35: _top_level(results=[]), 37: _create_partitions,
+    23: _offset_for_leader_epoch, 32: _describe_configs, 33: _alter_configs, 44: _alter_configs, 35: _top_level(results=[]), 37: _create_partitions,
     42: _delete_groups, 43: _elect_leaders, 47: _offset_delete, 75: _describe_topic_partitions,
     60: _top_level(error_message=None, cluster_id="", controller_id=-1, brokers=[]),
 }

@@ -89,6 +89,11 @@ class KafkaServer:
         self.open_connections = 0
         self.runtime: CoordinatorRuntime | None = None  # holds answers until their records are in the log
         self._orphans: set[asyncio.Future] = set()  # handlers still working for a closed connection
+        # test control (``control/``): consulted per request only while a fault rule or the
+        # request capture is on; None otherwise, so a broker without them pays one attribute test
+        self.control: Any = None
+        self._addresses: list[tuple[str, int]] = []  # where each listener was bound (broker_down)
+        self._down: asyncio.TimerHandle | None = None
 
     def attach_runtime(self, runtime: CoordinatorRuntime) -> None:
         """Answer each loop turn's reads through the coordinator runtime (``runtime/runtime.py``).
@@ -122,7 +127,46 @@ class KafkaServer:
             self._schedule_sweep()
         sock = server.sockets[0]
         bound = sock.getsockname()
+        self._addresses.append((host, bound[1]))
         return bound[0], bound[1]
+
+    def go_down(self, seconds: float) -> None:
+        """Broker down (the mock cluster's ``rd_kafka_mock_broker_set_down``): refuse connections
+        and drop every open one for ``seconds``, keeping all data and state.
+
+        In-flight work completes as for any closed connection (``orphan``);
+        only the answers are lost.  Listening resumes on the same ports.
+        """
+        if self._down is not None:
+            self._down.cancel()
+        else:
+            for server in self._servers:
+                server.close()
+            self._servers = []
+        for conn in list(self._connections):
+            conn.drop("broker down (test control)")
+        log.warning("broker.down", seconds=seconds)
+        self._down = asyncio.get_running_loop().call_later(seconds, self.come_up)
+
+    def come_up(self) -> None:
+        """End a ``go_down``: listen again on the ports bound before."""
+        if self._down is None:
+            return
+        self._down.cancel()
+        self._down = None
+        addresses, self._addresses = self._addresses, []
+        task = asyncio.get_running_loop().create_task(self._relisten(addresses))
+        self._orphans.add(task)  # a stop waits for it (finish_orphans)
+        task.add_done_callback(self._orphan_done)
+
+    async def _relisten(self, addresses: list[tuple[str, int]]) -> None:
+        for host, port in addresses:
+            try:
+                await self.listen(host, port)
+            except OSError as exc:  # another process took the port meanwhile: say so, stay up
+                log.error("broker.up_failed", host=host, port=port, error=str(exc))
+                self._addresses.append((host, port))
+        log.warning("broker.up", listeners=[f"{h}:{p}" for h, p in addresses])
 
     def _schedule_sweep(self) -> None:
         period = min(max(self.idle_s / 4, 0.01), 30.0)
@@ -150,6 +194,9 @@ class KafkaServer:
     async def stop_accepting(self) -> None:
         if self._sweep is not None:
             self._sweep.cancel()
+        if self._down is not None:  # a broker stopped while "down" stays down
+            self._down.cancel()
+            self._down = None
         for server in self._servers:
             server.close()
         for server in self._servers:
@@ -316,6 +363,13 @@ class Connection(asyncio.Protocol):
             self.close_reason = reason
         self.transport.close()  # buffered answers are still sent
 
+    def drop(self, reason: str) -> None:
+        """Close at once, discarding buffered answers (a broker that went away sends nothing more)."""
+        if self.close_reason is None:
+            self.close_reason = reason
+        self.held.clear()
+        self.transport.abort()
+
     def send_held(self) -> None:
         """The turn ended and its writes are in the log: send the answers held for it."""
         self._send_now([])
@@ -456,7 +510,15 @@ class Connection(asyncio.Protocol):
                            client_id=header["client_id"])
         started = time.perf_counter()
         try:
-            result = route.fn(ctx, body)
+            control = self.server.control
+            if control is None or (rule := control.on_request(ctx, body)) is None:
+                result = route.fn(ctx, body)
+            elif rule.error is not None and api_key == headers.API_VERSIONS_KEY and rule.close is None:
+                # as for UNSUPPORTED_VERSION: clients read an ApiVersions error answer as v0
+                return self._api_versions_fallback(correlation_id, self.server.handlers.get(api_key).versions.hi,
+                                                   rule.error)
+            else:
+                result = self._faulted(rule, route, ctx, body)
             if type(result) is not dict:
                 if type(result) is Later:  # the coordinator answers later (a commit awaiting fsync)
                     return _Pending(result, route, version, correlation_id, started, body)
@@ -468,6 +530,32 @@ class Connection(asyncio.Protocol):
             raise
         except Exception:
             return self._refuse(route, version, correlation_id, body, started)
+
+    def _faulted(self, rule: Any, route: Route, ctx: RequestContext, body: Any) -> Any:
+        """Apply a fault rule (``control/faults.py``) instead of, or around, the handler.
+
+        An error answer is Kafka's error response for the request
+        (``error_answers``) and the handler does not run; closing before
+        means the handler does not run either; closing after runs it (a
+        commit lands) and closes instead of answering; a delay or throttle
+        wraps the handler's answer in a coroutine the connection waits on,
+        as on any slow request, without blocking other connections.
+        """
+        self.log.info("request.fault", api=route.name, version=ctx.api_version, rule=rule.id,
+                      error=rule.error, delay_ms=rule.delay_ms, close=rule.close, throttle_ms=rule.throttle_ms)
+        if rule.close == "before":
+            raise CloseConnection(f"fault rule {rule.id}: close before handling")
+        if rule.error is not None:
+            answer = error_answer(route.api_key, ctx.api_version, body, rule.error)
+            result = NO_RESPONSE if answer is None else answer
+        else:
+            result = route.fn(ctx, body)
+        if not rule.delay_ms and rule.close is None:
+            if rule.throttle_ms is None or result is NO_RESPONSE:
+                return result
+            if type(result) is dict:
+                return {**result, "throttle_time_ms": rule.throttle_ms}
+        return _fault_later(rule, result)
 
     def _route(self, api_key: int, version: int) -> Route | None:
         """The route for a request kind seen for the first time (None: ApiVersions fallback)."""
@@ -521,12 +609,44 @@ class Connection(asyncio.Protocol):
             self.log.exception("request.error_answer_failed", api=route.name, version=version)
         raise CloseConnection("handler failed")
 
-    def _api_versions_fallback(self, correlation_id: int, max_version: int) -> tuple[bytes, bytes]:
+    def _api_versions_fallback(self, correlation_id: int, max_version: int,
+                               code: int = ErrorCode.UNSUPPORTED_VERSION) -> tuple[bytes, bytes]:
         """An unsupported ApiVersions version gets a v0 body and v0 header naming our range."""
         self.log.info("request.api_versions_fallback", correlation_id=correlation_id)
         body = APIS[headers.API_VERSIONS_KEY].response.build({
-            "error_code": ErrorCode.UNSUPPORTED_VERSION,
+            "error_code": code,
             "api_keys": [{"api_key": headers.API_VERSIONS_KEY, "min_version": 0,
                           "max_version": max_version}],
         }, 0)
         return headers.encode_response_parts(correlation_id, 0, body)
+
+
+async def _fault_later(rule: Any, result: Any) -> Any:
+    """The handler's answer, then the rule's delay, throttle or close (see ``Connection._faulted``)."""
+    if type(result) is Later:
+        result = await _later_done(result)
+    elif inspect.isawaitable(result):
+        result = await result
+    if rule.delay_ms:
+        await asyncio.sleep(rule.delay_ms / 1000)
+    if rule.close == "after":
+        raise CloseConnection(f"fault rule {rule.id}: close after handling")
+    if rule.throttle_ms is not None and type(result) is dict:
+        result = {**result, "throttle_time_ms": rule.throttle_ms}
+    return result
+
+
+def _later_done(later: Later) -> asyncio.Future:
+    """A future completed with a ``Later``'s shaped answer."""
+    future = asyncio.get_running_loop().create_future()
+
+    def done(_later: Later) -> None:
+        if future.done():
+            return
+        try:
+            future.set_result(later.result())
+        except Exception as exc:
+            future.set_exception(exc)
+
+    later.add_done_callback(done)
+    return future

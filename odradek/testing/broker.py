@@ -11,6 +11,7 @@ restart keeping their data.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import shutil
 import tempfile
 import threading
@@ -20,16 +21,25 @@ from typing import Any
 
 from ..broker.app import BrokerApp
 from ..broker.config import Config
+from .control import ControlApi
+
+CAPTURE_REQUESTS = 1000  # test brokers keep the last 1000 requests for ``captured``
 
 
 def _config(data_dir: Path, port: int, overrides: Mapping[str, Any]) -> Config:
-    settings = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(data_dir)}
+    settings = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(data_dir),
+                "odradek.control.capture.requests": str(CAPTURE_REQUESTS)}
     settings.update({k: str(v) for k, v in overrides.items()})
     return Config.load(None, overrides=settings, environ={})
 
 
-class Broker:
-    """``async with Broker() as b: ... b.bootstrap_servers``"""
+class Broker(ControlApi):
+    """``async with Broker() as b: ... b.bootstrap_servers``
+
+    The test-control methods (``fault``, ``captured``, ``broker_down`` ...)
+    run at once on this loop; an operation that is a coroutine is returned
+    for the caller to await.
+    """
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
                  overrides: Mapping[str, Any] | None = None):
@@ -48,6 +58,13 @@ class Broker:
     def port(self) -> int:
         assert self.app is not None, "broker not started"
         return self.app.endpoint.port
+
+    def control(self, name: str, **kwargs: Any) -> Any:
+        """Call a ``BrokerControl`` operation by name (this is the broker's loop)."""
+        assert self.app is not None, "broker not started"
+        if name not in self.app.control.operations():
+            raise AttributeError(f"no control operation {name!r}")
+        return getattr(self.app.control, name)(**kwargs)
 
     async def start(self) -> None:
         self.app = BrokerApp(_config(self.data_dir, self._port, self.overrides))
@@ -77,7 +94,7 @@ class Broker:
         self.cleanup()
 
 
-class ThreadedBroker:
+class ThreadedBroker(ControlApi):
     """The same broker on a private event loop in a daemon thread."""
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
@@ -95,6 +112,13 @@ class ThreadedBroker:
         """Run ``fn(*args)`` on the broker's loop (for inspecting broker state safely)."""
         async def run():
             return fn(*args)
+        return self._call(run())
+
+    def control(self, name: str, **kwargs: Any) -> Any:
+        """Call a ``BrokerControl`` operation by name on the broker's loop; its errors are raised here."""
+        async def run():
+            result = self.broker.control(name, **kwargs)
+            return await result if inspect.isawaitable(result) else result
         return self._call(run())
 
     @property

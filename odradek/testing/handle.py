@@ -8,6 +8,7 @@ from typing import Any
 
 from ..broker.wire_client import SyncClient
 from .broker import ThreadedBroker
+from .control import ControlApi
 
 CREATE_TOPICS = 19
 CREATE_TOPICS_VERSION = 5
@@ -17,7 +18,10 @@ class TopicError(RuntimeError):
     pass
 
 
-class BrokerHandle:
+class BrokerHandle(ControlApi):
+    """The fixture's broker: ``bootstrap_servers``, ``create_topic``, ``restart`` and test control
+    (``fault``, ``coordinator_unavailable``, ``broker_down``, ``captured``; see ``control.py``)."""
+
     def __init__(self, data_dir: str | Path | None = None,
                  overrides: Mapping[str, Any] | None = None):
         self._broker = ThreadedBroker(data_dir=data_dir, overrides=overrides)
@@ -45,6 +49,9 @@ class BrokerHandle:
 
     def call(self, fn, *args):
         return self._broker.call(fn, *args)
+
+    def control(self, name: str, **kwargs: Any) -> Any:
+        return self._broker.control(name, **kwargs)
 
     def create_topic(self, name: str, partitions: int = 1,
                      config: Mapping[str, str] | None = None) -> None:

@@ -1,0 +1,165 @@
+"""Test control: fault rules, broker-level faults and request capture, behind one facade.
+
+:class:`BrokerControl`'s public methods *are* the operations: the in-process
+test API (``odradek.testing``), the control endpoint (``endpoint.py``) and
+``odradek control`` call them by name, so a method added here is reachable
+from all three.  Every method runs on the broker's event loop (the threaded
+broker and the endpoint make sure of it) and returns plain values.
+
+A testing tool: the endpoint is off unless ``odradek.control.listener`` is
+set, and never meant for a production broker.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from ..dispatch import RequestContext
+from .capture import CapturedRequest, RequestCapture
+from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule
+
+if TYPE_CHECKING:
+    from ..app import BrokerApp
+
+# the requests a group coordinator answers (what a coordinator move makes fail)
+GROUP_APIS = ("OffsetCommit", "OffsetFetch", "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup",
+              "DescribeGroups", "DeleteGroups", "OffsetDelete", "TxnOffsetCommit")
+COORDINATOR_ERRORS = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE")
+
+__all__ = ["BrokerControl", "CapturedRequest", "FaultRule"]
+
+
+class BrokerControl:
+    """The operations a test (or ``odradek control``) can perform on a running broker."""
+
+    def __init__(self, app: BrokerApp, capture_requests: int = 0) -> None:
+        self._app = app
+        self._rules = FaultRules()
+        self._capture = RequestCapture(capture_requests)
+        self._next_id = 1
+        self._sync()
+
+    # --- the request path (called by the server, only while a rule or the capture is on) -----
+
+    def on_request(self, ctx: RequestContext, body: Any) -> FaultRule | None:
+        """Record the request if capturing; the fault rule it matches, if any."""
+        if self._capture.enabled:
+            self._capture.record(ctx.api_key, ctx.api_version, ctx.client_id, ctx.connection_id,
+                                 ctx.correlation_id, self._app.clock.now_ms(), body)
+        if not self._rules.by_api:
+            return None
+        rule = self._rules.match(ctx.api_key, ctx.api_version, ctx.client_id, body)
+        if rule is not None:
+            self._sync()  # a spent rule may have been the last
+        return rule
+
+    def _sync(self) -> None:
+        """The server consults this object only while there is something to do (no cost otherwise)."""
+        active = self._capture.enabled or len(self._rules) > 0
+        self._app.server.control = self if active else None
+
+    def _served(self) -> dict[int, tuple[int, int]]:
+        return {key: (lo, hi) for key, lo, hi in self._app.handlers.served()}
+
+    # --- operations ------------------------------------------------------------------------
+
+    @classmethod
+    def operations(cls) -> list[str]:
+        """The names callable from outside: every public method of this class."""
+        return sorted(name for name, fn in inspect.getmembers(cls, inspect.isfunction)
+                      if not name.startswith("_") and name != "on_request")
+
+    def add_fault(self, api: str | int | list, *, error: str | int | None = None, versions: Any = None,
+                  group_id: str | None = None, topic: str | None = None, partition: int | None = None,
+                  transactional_id: str | None = None, client_id: str | None = None, delay_ms: int = 0,
+                  close: str | None = None, throttle_ms: int | None = None, times: int | None = None,
+                  seconds: float | None = None) -> int:
+        """Add a fault rule; returns its id.  Raises ``ValueError`` naming what is wrong."""
+        rule = make_rule(self._next_id, api, self._served(), error=error, versions=versions,
+                         group_id=group_id, topic=topic, partition=partition,
+                         transactional_id=transactional_id, client_id=client_id, delay_ms=delay_ms,
+                         close=close, throttle_ms=throttle_ms, times=times, seconds=seconds)
+        self._next_id += 1
+        self._rules.add(rule)
+        self._sync()
+        return rule.id
+
+    def remove_fault(self, rule_id: int) -> bool:
+        """Remove a rule; False if it was already gone (spent, expired or removed)."""
+        removed = self._rules.remove(int(rule_id))
+        self._sync()
+        return removed
+
+    def clear_faults(self) -> int:
+        """Remove every rule; returns how many there were."""
+        n = self._rules.clear()
+        self._sync()
+        return n
+
+    def faults(self) -> list[dict]:
+        """The live rules, in the order they apply."""
+        return [rule.describe() for rule in self._rules]
+
+    def coordinator_unavailable(self, group: str, error: str | int = "NOT_COORDINATOR",
+                                seconds: float | None = None, times: int | None = None) -> int:
+        """The group coordinator answers ``error`` for ``group`` (a coordinator move or load).
+
+        NOT_COORDINATOR makes clients look the coordinator up again;
+        COORDINATOR_LOAD_IN_PROGRESS makes them retry it.  Every group
+        request naming ``group`` gets it, for ``seconds`` (or ``times``
+        requests, or until the rule is removed); returns the rule id.  As
+        in Kafka, heartbeats are answered as usual while "loading".
+        """
+        code = error_code_of(error)
+        if code.name not in COORDINATOR_ERRORS:
+            raise ValueError(f"coordinator_unavailable answers one of {', '.join(COORDINATOR_ERRORS)}, "
+                             f"not {code.name}")
+        served = self._served()
+        apis = [name for name in GROUP_APIS if _served_name(name, served)]
+        if code.name == "COORDINATOR_LOAD_IN_PROGRESS":
+            apis.remove("Heartbeat")  # a loading coordinator answers heartbeats NONE (handleHeartbeat)
+        return self.add_fault(apis, error=code.name, group_id=group, seconds=seconds, times=times)
+
+    def broker_down(self, seconds: float) -> None:
+        """Stop accepting and drop every connection for ``seconds``; data and state are kept."""
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0:
+            raise ValueError(f"seconds must be a positive number, not {seconds!r}")
+        self._app.server.go_down(float(seconds))
+
+    def broker_up(self) -> None:
+        """End a ``broker_down`` early: listen again on the same ports."""
+        self._app.server.come_up()
+
+    def captured(self, api: str | int | list | None = None, *, version: int | None = None,
+                 client_id: str | None = None, connection: int | None = None, group_id: str | None = None,
+                 topic: str | None = None, partition: int | None = None,
+                 transactional_id: str | None = None) -> list[CapturedRequest]:
+        """Captured requests matching every filter given, oldest first."""
+        keys = None
+        if api is not None:
+            served = self._served()
+            apis = api if isinstance(api, list | tuple | set) else [api]
+            keys = {api_key_of(a, served) for a in apis}
+        return self._capture.query(keys, version=version, client_id=client_id, connection=connection,
+                                   group_id=group_id, topic=topic, partition=partition,
+                                   transactional_id=transactional_id)
+
+    def clear_capture(self) -> int:
+        """Forget the captured requests; returns how many there were."""
+        return self._capture.clear()
+
+    def set_capture(self, max_requests: int) -> None:
+        """Capture the last ``max_requests`` requests (0 turns capture off)."""
+        if not isinstance(max_requests, int) or isinstance(max_requests, bool) or max_requests < 0:
+            raise ValueError(f"max_requests must be a non-negative integer, not {max_requests!r}")
+        self._capture.resize(max_requests)
+        self._sync()
+
+
+def _served_name(name: str, served: dict[int, tuple[int, int]]) -> bool:
+    try:
+        api_key_of(name, served)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,93 @@
+"""The typed test-control API shared by ``Broker``, ``ThreadedBroker`` and the pytest fixture handle.
+
+    with kafka_broker.fault("OffsetCommit", error="NOT_COORDINATOR", times=2):
+        consumer.commit()               # the first two commits get NOT_COORDINATOR
+    assert kafka_broker.captured("OffsetCommit", group_id="g")
+
+A fault used as a context manager is removed when the block ends, so a test
+cannot leak it into the next one.  Every call goes to the broker's
+``BrokerControl`` (``odradek/broker/control``) on the broker's own loop;
+``control(name, **kwargs)`` reaches any operation by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..broker.control import CapturedRequest
+
+
+class Fault:
+    """A rule on the broker: ``remove()`` it, or use it as a context manager."""
+
+    def __init__(self, owner: ControlApi, rule_id: int) -> None:
+        self._owner = owner
+        self.id = rule_id
+
+    def remove(self) -> bool:
+        """Remove the rule; False if it was already spent, expired or removed."""
+        return self._owner.remove_fault(self.id)
+
+    def __enter__(self) -> Fault:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        return f"Fault(id={self.id})"
+
+
+class ControlApi:
+    """Mixin: subclasses provide ``control(name, **kwargs)``, run on the broker's loop."""
+
+    def control(self, name: str, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def fault(self, api: str | int | list, *, error: str | int | None = None, versions: Any = None,
+              group_id: str | None = None, topic: str | None = None, partition: int | None = None,
+              transactional_id: str | None = None, client_id: str | None = None, delay_ms: int = 0,
+              close: str | None = None, throttle_ms: int | None = None, times: int | None = None,
+              seconds: float | None = None) -> Fault:
+        """Add a fault rule (see ``BrokerControl.add_fault``); ``ValueError`` names a bad argument.
+
+        ``api``: a name (``"OffsetCommit"``) or key, or a list; ``error``: a
+        Kafka error name or code the API can return; ``versions``: ``3``,
+        ``"3-5"``, ``"3+"``; ``close``: ``"before"`` or ``"after"`` the
+        handler runs; fires ``times`` times, for ``seconds``, or until removed.
+        """
+        rule_id = self.control("add_fault", api=api, error=error, versions=versions, group_id=group_id,
+                               topic=topic, partition=partition, transactional_id=transactional_id,
+                               client_id=client_id, delay_ms=delay_ms, close=close, throttle_ms=throttle_ms,
+                               times=times, seconds=seconds)
+        return Fault(self, rule_id)
+
+    def remove_fault(self, rule_id: int) -> bool:
+        return self.control("remove_fault", rule_id=rule_id)
+
+    def clear_faults(self) -> int:
+        return self.control("clear_faults")
+
+    def faults(self) -> list[dict]:
+        return self.control("faults")
+
+    def coordinator_unavailable(self, group: str, error: str = "NOT_COORDINATOR", seconds: float | None = None,
+                                times: int | None = None) -> Fault:
+        """Group requests for ``group`` get NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS...)."""
+        return Fault(self, self.control("coordinator_unavailable", group=group, error=error, seconds=seconds,
+                                        times=times))
+
+    def broker_down(self, seconds: float) -> None:
+        """Refuse and drop every connection for ``seconds``; data is kept."""
+        self.control("broker_down", seconds=seconds)
+
+    def broker_up(self) -> None:
+        self.control("broker_up")
+
+    def captured(self, api: str | int | list | None = None, **filters: Any) -> list[CapturedRequest]:
+        """Captured requests (oldest first) of ``api`` matching ``filters``: version, client_id,
+        connection, group_id, topic, partition, transactional_id."""
+        return self.control("captured", api=api, **filters)
+
+    def clear_capture(self) -> int:
+        return self.control("clear_capture")

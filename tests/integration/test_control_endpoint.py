@@ -1,0 +1,85 @@
+"""The control endpoint and ``odradek control``: the same operations from outside the process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from odradek.broker import cli
+from odradek.broker.control import BrokerControl
+from odradek.broker.wire_client import SyncClient
+from odradek.protocol.errors import ErrorCode
+from odradek.testing import ThreadedBroker
+
+pytestmark = pytest.mark.integration
+
+HEARTBEAT = {"group_id": "g", "generation_id": 1, "member_id": "m"}
+
+
+@pytest.fixture
+def controlled():
+    with ThreadedBroker(overrides={"odradek.control.listener": "0"}) as b:
+        yield b
+
+
+def _run(capsys, b, *argv) -> tuple[int, str, str]:
+    host, port = b.app.control_address
+    code = cli.main(["control", "--endpoint", f"{host}:{port}", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_endpoint_is_off_by_default_and_binds_loopback_when_on(broker, controlled):
+    assert broker.app.control_address is None and broker.app.control_endpoint is None
+    assert controlled.app.control_address[0] == "127.0.0.1"
+
+
+def test_cli_adds_lists_and_removes_a_fault_that_real_requests_then_get(controlled, capsys):
+    code, out, _ = _run(capsys, controlled, "add_fault", "api=Heartbeat", "error=NOT_COORDINATOR", "times=1")
+    assert code == 0
+    rule_id = json.loads(out)
+    with SyncClient("127.0.0.1", controlled.app.endpoint.port) as c:
+        assert c.request(12, 3, HEARTBEAT).error_code == ErrorCode.NOT_COORDINATOR
+        code, out, _ = _run(capsys, controlled, "faults")
+        assert (code, json.loads(out)) == (0, [])  # spent
+        code, out, _ = _run(capsys, controlled, "coordinator_unavailable", "group=g",
+                            "error=COORDINATOR_NOT_AVAILABLE")
+        assert c.request(12, 3, HEARTBEAT).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        (rule,) = json.loads(_run(capsys, controlled, "faults")[1])
+        assert rule["group_id"] == "g" and "Heartbeat" in rule["apis"] and rule["fired"] == 1
+        assert _run(capsys, controlled, "remove_fault", f"rule_id={rule['id']}")[1].strip() == "true"
+        assert c.request(12, 3, HEARTBEAT).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert rule_id >= 1
+
+
+def test_cli_queries_the_capture_as_json(controlled, capsys):
+    assert _run(capsys, controlled, "set_capture", "max_requests=100")[0] == 0
+    with SyncClient("127.0.0.1", controlled.app.endpoint.port) as c:
+        c.request(12, 3, HEARTBEAT)
+    code, out, _ = _run(capsys, controlled, "captured", "api=Heartbeat", "group_id=g")
+    (req,) = json.loads(out)
+    assert (code, req["api"], req["body"]["member_id"], req["client_id"]) == (0, "Heartbeat", "m", "odradek-wire")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["add_fault", "api=Produce", "error=NOT_COORDINATOR"], "NOT_COORDINATOR (16) is not an error Produce"),
+    (["add_fault", "api=Heartbeat", "error=NOT_COORDINATOR", "colour=red"], "unexpected keyword argument"),
+    (["no_such_thing"], "no operation 'no_such_thing'"),
+])
+def test_cli_reports_a_refused_call_in_one_line(controlled, capsys, argv, message):
+    code, out, err = _run(capsys, controlled, *argv)
+    assert code == 1 and out == "" and message in err and "Traceback" not in err
+
+
+def test_cli_without_an_endpoint_says_how_to_name_one(capsys, tmp_path):
+    (tmp_path / "server.properties").write_text("node.id=1\n")
+    code = cli.main(["control", "faults", "--config", str(tmp_path / "server.properties")])
+    assert code == 2 and "give --endpoint HOST:PORT" in capsys.readouterr().err
+
+
+def test_an_operation_added_to_the_facade_is_reachable_from_outside(controlled, capsys, monkeypatch):
+    monkeypatch.setattr(BrokerControl, "echo", lambda self, text: text.upper(), raising=False)
+    assert "echo" in json.loads(_run(capsys, controlled)[1])
+    assert json.loads(_run(capsys, controlled, "echo", "text=hi")[1]) == "HI"
+    assert controlled.control("echo", text="py") == "PY"
