@@ -146,10 +146,17 @@ def _delete_one(coordinator: Coordinator, group_id: str) -> tuple[ErrorCode, Pro
 
 
 def _tombstones(shard: Shard, group: ClassicGroup) -> list[Record]:
-    """Every committed offset of the group, and its group record if one can exist (generation > 0)."""
+    """Every committed offset of the group, and its group record if one can exist (generation > 0).
+
+    Commits written but not yet durable (``log.fsync.mode=always``) count too:
+    they precede these tombstones in the log, so a partition left out would be
+    replayed after an acknowledged deletion and bring the group back (Kafka's
+    ``OffsetMetadataManager.deleteAllOffsets`` reads the uncommitted state too).
+    """
     group_id = group.group_id
+    partitions = set(shard.offsets.get(group_id) or ()) | shard.pending_offsets(group_id)
     records: list[Record] = [(OffsetKey(group_id, topic, partition), None)
-                             for topic, partition in sorted(shard.offsets.get(group_id) or ())]
+                             for topic, partition in sorted(partitions)]
     if group.generation > 0:
         records.append((GroupKey(group_id), None))
     return records
