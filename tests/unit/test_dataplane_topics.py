@@ -250,3 +250,30 @@ async def test_a_delete_during_a_grow_leaves_no_partition_behind(tmp_path):
         assert reg.get("t") is None
         assert not any(t == "t" for t, _p in reg.logs.logs())
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("t-")]
+
+
+async def test_a_delete_whose_offsets_cleanup_fails_keeps_its_marker_until_a_start_finishes_it(tmp_path):
+    async def broken(names):
+        raise TimeoutError("coordinator still loading")
+
+    forgotten: list[list[str]] = []
+
+    async def working(names):
+        forgotten.append(names)
+
+    async with Env(tmp_path) as reg:
+        reg.forget_offsets = broken
+        await reg.create("t", 1)
+        await reg.delete("t")
+        assert reg.get("t") is None and not (tmp_path / "t-0").exists()
+        with pytest.raises(TopicError) as info:  # not re-creatable while its offsets may remain
+            await reg.create("t", 1)
+        assert info.value.code == E.TOPIC_ALREADY_EXISTS
+    assert json.loads((tmp_path / REGISTRY_FILE).read_text())["deleting"] == ["t"]
+    env = Env(tmp_path)
+    env.registry.forget_offsets = working
+    async with env as reg:
+        await reg.finish_deletes()
+        assert forgotten == [["t"]]
+        await reg.create("t", 1)
+    assert json.loads((tmp_path / REGISTRY_FILE).read_text())["deleting"] == []

@@ -240,10 +240,24 @@ class TopicRegistry:
         names, self._interrupted = sorted(self._interrupted), set()
         if not names or self.forget_offsets is None:
             return
-        await self.forget_offsets(names)
+        if not await self._forgot_offsets(names):
+            return
         self._deleting.difference_update(names)
         await self._save()
         log.info("topic.deletes_finished", topics=names)
+
+    async def _forgot_offsets(self, names: list[str]) -> bool:
+        """Run the offsets hook; False (the deletion markers stay, so the next start retries and
+        the names stay refused until then) when it failed: a marker dropped with the offsets
+        still there would let a re-created topic inherit them."""
+        if self.forget_offsets is None:
+            return True
+        try:
+            await self.forget_offsets(names)
+        except Exception as exc:  # logged by the hook; anything it raises means "not done"
+            log.error("topic.delete_unfinished", topics=names, error=str(exc) or type(exc).__name__)
+            return False
+        return True
 
     def _adopt(self, name: str, parts: list[int]) -> Topic:
         logs = self.logs
@@ -435,8 +449,8 @@ class TopicRegistry:
         except Exception as exc:  # the marker stays: the next start finishes the delete
             log.error("topic.delete_unfinished", topic=name, error=str(exc))
             raise TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"deleting {name!r} failed: {exc}") from exc
-        if self.forget_offsets is not None:
-            await self.forget_offsets([name])
+        if not await self._forgot_offsets([name]):
+            return topic  # gone from clients' view; the marker stays and the next start finishes
         self._deleting.discard(name)
         self._log_configs.pop(name, None)
         await self._save()

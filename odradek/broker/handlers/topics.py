@@ -244,7 +244,9 @@ async def forget_offsets(app: BrokerApp, names: list[str]) -> None:
         if pending:
             await asyncio.wait_for(asyncio.gather(*pending), OFFSETS_CLEANUP_WAIT_S)
     except Exception:
+        # the registry keeps the deletion marker, so the next start forgets them again
         log.exception("topic.offsets_cleanup_failed", topics=names)
+        raise
 
 
 def _as_future(promise) -> asyncio.Future | None:
