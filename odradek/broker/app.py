@@ -14,7 +14,7 @@ import structlog
 
 from ..storage.config import FsyncMode, LogConfig
 from ..storage.log_manager import OFFSETS_TOPIC, LogManager
-from .clock import Clock, RealClock
+from .clock import BrokerClock, Clock
 from .config import WILDCARD_HOSTS, Config, parse_address, parse_listeners
 from .control import BrokerControl
 from .control.endpoint import ControlEndpoint
@@ -51,14 +51,14 @@ class Endpoint:
 class BrokerApp:
     def __init__(self, config: Config, clock: Clock | None = None):
         self.config = config
-        self.clock = clock or RealClock()
+        self.clock = clock or BrokerClock()  # tests move it (``odradek.broker.control``)
         self.node_id: int = config["node.id"]
         self.data_dir: Path = config.data_dirs[0]
         release = config["odradek.emulate.kafka.version"]
         self.handlers = HandlerTable(api_limits(release), advertised_floors(release))
         self.metrics = Metrics()
         self.server = KafkaServer(self.handlers, config["socket.request.max.bytes"], self.metrics,
-                                  idle_ms=config["connections.max.idle.ms"])
+                                  idle_ms=config["connections.max.idle.ms"], clock=self.clock)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
         self.metrics_port: int | None = None

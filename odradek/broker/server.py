@@ -26,6 +26,7 @@ from ..protocol import headers
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ProtocolError
 from ..protocol.registry import APIS
+from .clock import Clock, RealClock, TimerHandle
 from .dispatch import NO_RESPONSE, HandlerTable, Later, RequestContext
 from .error_answers import error_answer
 from .runtime.runtime import CoordinatorRuntime
@@ -77,12 +78,15 @@ class _Pending:
 
 
 class KafkaServer:
-    def __init__(self, handlers: HandlerTable, max_request_bytes: int, metrics=None, idle_ms: int = -1):
+    def __init__(self, handlers: HandlerTable, max_request_bytes: int, metrics=None, idle_ms: int = -1,
+                 clock: Clock | None = None):
         self.handlers = handlers
         self.metrics = metrics
         self.max_request_bytes = max_request_bytes
-        self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None  # connections.max.idle.ms; None: never
-        self._sweep: asyncio.TimerHandle | None = None
+        self.idle_ms = idle_ms if idle_ms >= 0 else None  # connections.max.idle.ms; None: never
+        self.clock = clock or RealClock()  # the broker's: a test advancing it expires idle connections
+        self.now_ms = self.clock.now_ms
+        self._sweep: TimerHandle | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[Connection] = set()
         self._ids = itertools.count(1)
@@ -123,7 +127,7 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
         server = await loop.create_server(lambda: Connection(self), host or None, port, reuse_address=True)
         self._servers.append(server)
-        if self.idle_s is not None and self._sweep is None:
+        if self.idle_ms is not None and self._sweep is None:
             self._schedule_sweep()
         sock = server.sockets[0]
         bound = sock.getsockname()
@@ -169,8 +173,8 @@ class KafkaServer:
         log.warning("broker.up", listeners=[f"{h}:{p}" for h, p in addresses])
 
     def _schedule_sweep(self) -> None:
-        period = min(max(self.idle_s / 4, 0.01), 30.0)
-        self._sweep = asyncio.get_running_loop().call_later(period, self.close_idle)
+        period = min(max(self.idle_ms // 4, 10), 30_000)
+        self._sweep = self.clock.call_at(self.now_ms() + period, self.close_idle)
 
     def close_idle(self) -> None:
         """Close connections idle for ``connections.max.idle.ms`` (Kafka's ``Selector`` idle expiry).
@@ -181,12 +185,12 @@ class KafkaServer:
         we owe an answer (a parked JoinGroup, a long-polling Fetch) is busy,
         not idle.
         """
-        limit = time.monotonic() - self.idle_s
+        limit = self.now_ms() - self.idle_ms
         for conn in list(self._connections):
             if conn.queue or conn.close_reason is not None:
                 continue
             if conn.last_seen < limit or (conn.buf and conn.frame_started < limit):
-                conn.log.info("connection.idle_closed", idle_ms=int(self.idle_s * 1000),
+                conn.log.info("connection.idle_closed", idle_ms=self.idle_ms,
                               partial_frame=len(conn.buf))
                 conn.close("idle" if not conn.buf else "incomplete frame past connections.max.idle.ms")
         self._schedule_sweep()
@@ -267,8 +271,8 @@ class Connection(asyncio.Protocol):
         self.log_requests = False
         self.drain_scheduled = False
         self.held: list[bytes] = []  # answers waiting for the end of the turn (``runtime.end_turn``)
-        self.last_seen = time.monotonic()  # when bytes last arrived (connections.max.idle.ms)
-        self.frame_started = 0.0  # when the incomplete frame in ``buf`` began
+        self.last_seen = server.now_ms()  # when bytes last arrived (connections.max.idle.ms)
+        self.frame_started = 0  # when the incomplete frame in ``buf`` began
 
     # --- transport callbacks ---------------------------------------------------------------
 
@@ -296,7 +300,7 @@ class Connection(asyncio.Protocol):
         """
         if self.close_reason is not None:
             return
-        self.last_seen = now = time.monotonic()
+        self.last_seen = now = self.server.now_ms()
         buf = self.buf
         if buf:  # the rest of a frame that began in an earlier read
             buf += data

@@ -68,6 +68,9 @@ class LogManager:
         self.compactions = 0  # runs that rewrote a log (metrics)
         self._checkpoint_lock = threading.Lock()
         self._background: set[asyncio.Task[None]] = set()
+        self._rounds = asyncio.Lock()  # the scheduler's rounds and a test's catch_up, one at a time
+        self._next_retention: int | None = None  # when each round is next due (clock ms)
+        self._next_clean = self._next_checkpoint = 0
 
     # --- configuration ---------------------------------------------------------------------
 
@@ -236,27 +239,41 @@ class LogManager:
     async def _scheduler(self) -> None:
         tick = max(self.flush_check_interval_ms, 10) / 1000
         now = self.clock()
-        next_retention = now + self.retention_check_interval_ms
-        next_clean = now + self.cleaner_backoff_ms
-        next_checkpoint = now + self.checkpoint_interval_ms
+        self._next_retention = now + self.retention_check_interval_ms
+        self._next_clean = now + self.cleaner_backoff_ms
+        self._next_checkpoint = now + self.checkpoint_interval_ms
         while True:
             await asyncio.sleep(tick)
             try:
                 await self.run_flushes()
-                now = self.clock()
-                if now >= next_retention:
-                    next_retention = now + self.retention_check_interval_ms
-                    await self.run_retention()
-                if now >= next_clean:
-                    next_clean = now + self.cleaner_backoff_ms
-                    await self.run_cleaner()
-                if now >= next_checkpoint:
-                    next_checkpoint = now + self.checkpoint_interval_ms
-                    await asyncio.to_thread(self.write_checkpoints)
+                await self.catch_up()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # keep the broker up; the next round retries
                 logger.exception("log.manager.maintenance_failed", error=str(exc))
+
+    async def catch_up(self) -> None:
+        """Run the retention, cleaning and checkpoint rounds that are due by the clock.
+
+        The scheduler calls it every tick; a test that moved the broker's
+        clock forward calls it at once, so what the advance made due (time-based
+        retention) is done when the advance returns.  Like Kafka's scheduled
+        ``cleanupLogs``, a round runs when its interval has passed, however
+        much further the clock went: one round, not one per missed interval.
+        """
+        if self._next_retention is None:
+            return  # not started
+        async with self._rounds:
+            now = self.clock()
+            if now >= self._next_retention:
+                self._next_retention = now + self.retention_check_interval_ms
+                await self.run_retention()
+            if now >= self._next_clean:
+                self._next_clean = now + self.cleaner_backoff_ms
+                await self.run_cleaner()
+            if now >= self._next_checkpoint:
+                self._next_checkpoint = now + self.checkpoint_interval_ms
+                await asyncio.to_thread(self.write_checkpoints)
 
     async def close(self) -> None:
         """Stop maintenance, fsync and close every log, write final checkpoints."""

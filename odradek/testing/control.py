@@ -91,3 +91,24 @@ class ControlApi:
 
     def clear_capture(self) -> int:
         return self.control("clear_capture")
+
+    # --- the broker's clock: on ``Broker`` (asyncio) ``advance`` is a coroutine to await ---
+
+    def advance(self, *, seconds: float = 0, ms: int = 0) -> Any:
+        """Move the broker's clock forward: session and rebalance timeouts, offset retention,
+        time-based log retention and idle connections fire as if that time had passed, without
+        sleeping.  Clients' own timers are not moved.  Returns the broker's time in ms."""
+        total = round(seconds * 1000) + ms
+        if total < 0:
+            raise ValueError("the broker's clock only moves forward")
+        return self.control("advance_clock", ms=total)
+
+    def advance_clock(self, ms: int) -> Any:
+        return self.control("advance_clock", ms=ms)
+
+    def freeze_clock(self) -> int:
+        """Stop the broker's time (only ``advance`` moves it) until ``unfreeze_clock``."""
+        return self.control("freeze_clock")
+
+    def unfreeze_clock(self) -> int:
+        return self.control("unfreeze_clock")

@@ -16,6 +16,7 @@ import inspect
 from typing import TYPE_CHECKING, Any
 
 from ..dispatch import RequestContext
+from . import clock_ops
 from .capture import CapturedRequest, RequestCapture
 from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule
 
@@ -148,6 +149,26 @@ class BrokerControl:
     def clear_capture(self) -> int:
         """Forget the captured requests; returns how many there were."""
         return self._capture.clear()
+
+    # --- the broker's clock (clock_ops.py) ---------------------------------------------------
+
+    async def advance_clock(self, ms: int) -> int:
+        """Move the broker's time forward by ``ms``: what waits on time fires as if it had
+        passed (sessions, rebalances, offset and log retention, idle connections); returns
+        the broker's time in ms."""
+        return (await clock_ops.advance(self._app, ms))["now_ms"]
+
+    def freeze_clock(self) -> int:
+        """Stop the broker's time; only ``advance_clock`` moves it until ``unfreeze_clock``."""
+        return clock_ops.freeze(self._app)["now_ms"]
+
+    def unfreeze_clock(self) -> int:
+        """Let real time run again, from where the frozen clock stands."""
+        return clock_ops.unfreeze(self._app)["now_ms"]
+
+    def clock(self) -> dict:
+        """The broker's time: ``now_ms``, ``frozen``, ``offset_ms`` ahead of the wall clock."""
+        return clock_ops.clock_state(self._app)
 
     def set_capture(self, max_requests: int) -> None:
         """Capture the last ``max_requests`` requests (0 turns capture off)."""
