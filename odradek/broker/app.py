@@ -18,6 +18,7 @@ from .clock import BrokerClock, Clock
 from .config import WILDCARD_HOSTS, Config, parse_address, parse_listeners
 from .control import BrokerControl
 from .control.endpoint import ControlEndpoint
+from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
 from .coordinator.service import Coordinator
 from .datadir import DirLock, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
@@ -108,6 +109,7 @@ class BrokerApp:
         self._lock.acquire()
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
+            finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
             self.dynamic_config.load()  # broker-level defaults set at runtime, then topics' own
             self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery

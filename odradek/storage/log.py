@@ -681,6 +681,13 @@ class Log:
             finally:
                 self._close_files()
 
+    def discard(self) -> None:
+        """Close without flushing: the partition is being thrown away (blocking)."""
+        self.closed = True
+        self.stop_cleaning.set()
+        with self._maint:
+            self._close_files()
+
     async def aclose(self) -> None:
         if self.closed:
             return

@@ -160,6 +160,25 @@ class LogManager:
         self._logs[(topic, partition)] = log
         return log
 
+    def detach_all(self) -> list[Log]:
+        """Forget every log at once (a test's reset): nothing finds them any more, none takes an
+        append; the caller moves their directories away and closes them."""
+        logs, self._logs = list(self._logs.values()), {}
+        for log in logs:
+            log.closed = True
+            log.stop_cleaning.set()
+        return logs
+
+    def track(self, task: asyncio.Task[None]) -> None:
+        """Background work on these logs that ``close`` must wait for."""
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    @property
+    def maintenance(self) -> asyncio.Lock:
+        """Held while a retention/cleaning/checkpoint round runs; hold it to keep rounds out."""
+        return self._rounds
+
     async def delete(self, topic: str, partition: int) -> bool:
         """Remove a partition and its directory (topic deletion)."""
         log = self._logs.pop((topic, partition), None)

@@ -112,3 +112,12 @@ class ControlApi:
 
     def unfreeze_clock(self) -> int:
         return self.control("unfreeze_clock")
+
+    # --- reset: on ``Broker`` (asyncio) a coroutine to await ---------------------------------
+
+    def reset(self) -> Any:
+        """Back to an empty broker in milliseconds -- topics, groups, committed offsets, producer
+        state, fault rules and captured requests gone -- so one session-scoped broker serves
+        many tests; connected clients stay connected and see the empty broker.  Returns what
+        went: ``{"topics": n, "groups": n, "faults": n, "ms": ...}``."""
+        return self.control("reset")

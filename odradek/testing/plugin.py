@@ -6,7 +6,10 @@
 ``kafka_broker`` is session-scoped by default (one broker for the run; each
 test should use its own topic and group names); choose another scope with
 ``--kafka-broker-scope=function`` or the ini option ``kafka_broker_scope``.
-``fresh_kafka_broker`` is always function-scoped.  Broker settings can be
+``fresh_kafka_broker`` is always function-scoped; ``clean_kafka_broker`` is
+the shared broker reset to empty (``reset()``) before the test.  Under
+pytest-xdist each worker is its own process with its own session, so it gets
+a broker of its own: tests in different workers never share one.  Broker settings can be
 passed with the ini option ``kafka_broker_overrides`` (``key=value`` lines).
 The broker runs in a background thread on 127.0.0.1 with an ephemeral port
 and a temporary data directory, so it serves synchronous and asyncio clients
@@ -48,6 +51,13 @@ def kafka_broker(request: pytest.FixtureRequest):
     """A running broker; ``.bootstrap_servers``, ``.create_topic()``, ``.restart()``."""
     with BrokerHandle(overrides=_overrides(request.config)) as handle:
         yield handle
+
+
+@pytest.fixture
+def clean_kafka_broker(kafka_broker):
+    """The shared ``kafka_broker``, reset to empty before the test (milliseconds, not a new broker)."""
+    kafka_broker.reset()
+    return kafka_broker
 
 
 @pytest.fixture

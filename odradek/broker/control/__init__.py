@@ -19,6 +19,7 @@ from ..dispatch import RequestContext
 from . import clock_ops
 from .capture import CapturedRequest, RequestCapture
 from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule
+from .reset import reset_broker
 
 if TYPE_CHECKING:
     from ..app import BrokerApp
@@ -149,6 +150,17 @@ class BrokerControl:
     def clear_capture(self) -> int:
         """Forget the captured requests; returns how many there were."""
         return self._capture.clear()
+
+    # --- reset (reset.py) -------------------------------------------------------------------
+
+    async def reset(self) -> dict:
+        """Back to an empty broker in one call: topics, groups, committed offsets, producer
+        state, fault rules and captured requests; crash-safe, connections stay open.  Returns
+        what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
+        faults = self.clear_faults()  # first: no rule may fail the clients' first requests after
+        gone = await reset_broker(self._app)
+        self.clear_capture()  # last: what was captured during the reset goes too
+        return {**gone, "faults": faults}
 
     # --- the broker's clock (clock_ops.py) ---------------------------------------------------
 

@@ -146,6 +146,12 @@ class DataPlane:
             return await log.read_async(offset, max_bytes)
         return log.read(offset, max_bytes)
 
+    def forget_all(self, topics: list[str]) -> None:
+        """After a reset: no producer state survives, long polls on the old topics wake now."""
+        self.producers = ProducerStates()
+        for topic in topics:
+            self.waiters.notify_topic(topic)
+
     def forget_topic(self, topic: str) -> None:
         """After a delete: drop producer state and wake long polls so they see the error now."""
         self.producers.drop_topic(topic)

@@ -270,6 +270,20 @@ class TopicRegistry:
         log.warning("topic.adopted", topic=name, partitions=max(parts) + 1, topic_id=str(topic_id))
         return Topic(name, topic_id, max(parts) + 1)  # type: ignore[arg-type]
 
+    def clear(self) -> list[str]:
+        """Forget every topic at once (a test's reset; the caller removes the logs and saves).
+        Only between changes: ``drain`` first.  Returns the names that were known."""
+        assert not self._creating, "clear() while a create is under way"
+        names = sorted(self._topics)
+        for store in (self._topics, self._by_id, self._collisions, self._log_configs):
+            store.clear()
+        self._deleting.clear()
+        self._interrupted.clear()
+        return names
+
+    async def save(self) -> None:
+        await self._save()
+
     # --- validation ---------------------------------------------------------------------
 
     def check_name(self, name: str) -> None:

@@ -1,0 +1,166 @@
+"""Reset: the running broker back to empty in one call, for a broker shared by many tests.
+
+Gone: every topic and its logs, every group and committed offset, producer
+state (``BrokerControl.reset`` also clears the fault rules and the captured
+requests).  Kept: the listeners and their connections, the cluster id, the
+producer-id block (ids never repeat), the clock (time only moves forward; a
+frozen clock runs again) and the broker's configuration.
+
+Crash safety: the marker file ``reset.pending`` is written durably before
+anything is touched and removed once the empty state is durable; a start
+that finds it finishes the reset (``finish_interrupted_reset``) before it
+opens any log.  So a ``kill -9`` at any point leaves the old state (no
+marker yet) or the empty one.
+
+Connected clients: the switch from the old state to the empty one happens
+without yielding to the event loop, so every request is answered either from
+the old state or from the empty one.  Parked JoinGroup/SyncGroup answers get
+NOT_COORDINATOR (the clients re-find the coordinator and join the new, empty
+one), long polls on the old topics wake with UNKNOWN_TOPIC_OR_PARTITION.
+The old directories are renamed ``*-delete`` during the switch and removed in
+a worker thread afterwards (a start removes any that remain).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from ...storage.checkpoint import CLEANER_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
+from ...storage.files import DELETE_DIR_SUFFIX, delete_dir_name, fsync_dir, parse_partition_dir
+from ...storage.log import Log
+from ..coordinator import rebalance
+from ..dataplane.topics import REGISTRY_FILE
+
+if TYPE_CHECKING:
+    from ..app import BrokerApp
+
+log = structlog.get_logger("odradek.control")
+
+RESET_MARKER = "reset.pending"
+_CHECKPOINTS = (RECOVERY_POINT_FILE, CLEANER_FILE, LOG_START_FILE)
+
+
+async def reset_broker(app: BrokerApp) -> dict[str, Any]:
+    """Empty the broker; returns what went (topics, groups) and how long it took (ms)."""
+    lock = _reset_lock(app)
+    async with lock:
+        started = time.perf_counter()
+        await asyncio.to_thread(_write_marker, app.data_dir)  # from here on a crash ends empty
+        await app.wait_loaded()
+        async with app.logs.maintenance:  # no retention or cleaning round on the old logs
+            await app.topics.drain()  # no create or delete half-way
+            old_logs, topics, groups, old_coordinator = _switch(app)
+        await old_coordinator.stop()
+        await app.coordinator.load()  # empty logs: at once
+        await app.topics.save()
+        await asyncio.to_thread(_make_durable, app)
+        cleanup = asyncio.ensure_future(_remove_old(old_logs))
+        app.logs.track(cleanup)
+        if getattr(app.clock, "frozen", False):
+            app.clock.unfreeze()
+        ms = (time.perf_counter() - started) * 1000
+        log.info("broker.reset", topics=len(topics), groups=groups, ms=round(ms, 2))
+        return {"topics": len(topics), "groups": groups, "ms": ms}
+
+
+def _reset_lock(app: BrokerApp) -> asyncio.Lock:
+    lock = getattr(app, "_reset_lock", None)
+    if lock is None:
+        lock = app._reset_lock = asyncio.Lock()
+    return lock
+
+
+def _switch(app: BrokerApp) -> tuple[list[Log], list[str], int, Any]:
+    """Old state to empty without yielding: every request sees one or the other."""
+    runtime = app.runtime
+    if runtime.turn_open:
+        runtime.flush_turn()  # what this turn staged reaches the old logs while they are open
+    old_coordinator = app.coordinator
+    groups = sum(len(shard.groups) for shard in old_coordinator.shards)
+    old_coordinator.expiry.stop()
+    for shard in old_coordinator.shards:
+        rebalance.unload_shard(shard)  # parked joins and syncs answer NOT_COORDINATOR, timers stop
+    topics = app.topics.clear()
+    old_logs = app.logs.detach_all()
+    for lg in old_logs:  # move every partition away, so a new topic of the same name starts empty
+        target = lg.directory.with_name(delete_dir_name(lg.topic, lg.partition, uuid.uuid4().hex))
+        os.replace(lg.directory, target)
+        lg.directory = target
+    app.dataplane.forget_all(topics)
+    app.coordinator = app._open_coordinator()  # fresh offsets partitions, Loading until load()
+    return old_logs, topics, groups, old_coordinator
+
+
+def _make_durable(app: BrokerApp) -> None:
+    """The renames, the empty registry and checkpoints on disk, then the marker goes."""
+    app.logs.write_checkpoints()
+    for d in app.config.data_dirs:
+        fsync_dir(d)
+    _remove_marker(app.data_dir)
+
+
+async def _remove_old(logs: list[Log]) -> None:
+    await asyncio.gather(*(lg.durability.drain() for lg in logs), return_exceptions=True)
+    await asyncio.to_thread(_close_and_remove, logs)
+
+
+def _close_and_remove(logs: list[Log]) -> None:
+    for lg in logs:
+        try:
+            lg.discard()
+            shutil.rmtree(lg.directory, ignore_errors=True)
+        except Exception as exc:  # a start removes what is left (``*-delete``)
+            log.error("broker.reset_cleanup_failed", dir=str(lg.directory), error=str(exc))
+
+
+# --- the marker --------------------------------------------------------------------------
+
+def _write_marker(data_dir: Path) -> None:
+    path = data_dir / RESET_MARKER
+    tmp = path.with_name(RESET_MARKER + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(b"reset\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(data_dir)
+
+
+def _remove_marker(data_dir: Path) -> None:
+    (data_dir / RESET_MARKER).unlink(missing_ok=True)
+    fsync_dir(data_dir)
+
+
+def finish_interrupted_reset(data_dirs: list[Path]) -> bool:
+    """At start, before any log opens: a reset cut short by a crash is finished (blocking).
+
+    Removes every partition directory (internal topics included), the topic
+    registry and the log checkpoints, then the marker; run again if cut
+    short again.  Returns True if there was a reset to finish.
+    """
+    first = data_dirs[0]
+    if not (first / RESET_MARKER).exists():
+        return False
+    for d in data_dirs:
+        if not d.is_dir():
+            continue
+        for entry in os.listdir(d):
+            path = d / entry
+            if path.is_dir() and (entry.endswith(DELETE_DIR_SUFFIX) or parse_partition_dir(entry)):
+                shutil.rmtree(path)
+        for name in _CHECKPOINTS:
+            (d / name).unlink(missing_ok=True)
+        fsync_dir(d)
+    (first / REGISTRY_FILE).unlink(missing_ok=True)
+    fsync_dir(first)
+    _remove_marker(first)
+    log.warning("broker.reset_finished_at_start", data_dirs=[str(d) for d in data_dirs])
+    return True
