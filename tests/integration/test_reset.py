@@ -127,3 +127,63 @@ def test_reset_unfreezes_the_clock_and_keeps_its_time(broker):
     assert broker.call(lambda: broker.app.clock.frozen) is False
     assert broker.call(broker.app.clock.now_ms) >= frozen + 60_000
 
+
+
+async def test_resets_under_load_break_no_client_and_log_no_error():
+    """A producer and a consumer group keep going through several resets; the broker logs no
+    error and both clients still work afterwards (each reset empties what they made so far)."""
+    from odradek.testing import Broker
+
+    async with Broker(overrides={"num.partitions": 2}) as abroker:  # auto-created again alike
+        await _resets_under_load(abroker)
+
+
+async def _resets_under_load(abroker) -> None:
+    import asyncio
+
+    import structlog
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from .group_helpers import await_for
+
+    topic, group = _name("reset-load"), _name("reset-load-g")
+    await abroker.app.topics.create(topic, 2)
+    producer = AIOKafkaProducer(bootstrap_servers=abroker.bootstrap_servers)
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=abroker.bootstrap_servers, group_id=group,
+                                heartbeat_interval_ms=100, metadata_max_age_ms=200,
+                                enable_auto_commit=False)
+    await producer.start()
+    await consumer.start()
+    stop = asyncio.Event()
+
+    async def produce() -> int:
+        sent = 0
+        while not stop.is_set():
+            try:
+                await producer.send_and_wait(topic, b"x")  # auto-creates the topic after a reset
+                sent += 1
+            except Exception:  # a send racing a reset may fail; the next goes on
+                await asyncio.sleep(0.01)
+        return sent
+
+    async def consume() -> None:
+        while not stop.is_set():
+            await consumer.getmany(timeout_ms=50)
+
+    with structlog.testing.capture_logs() as logs:
+        tasks = [asyncio.ensure_future(produce()), asyncio.ensure_future(consume())]
+        try:
+            for _ in range(5):
+                await asyncio.sleep(0.1)  # let traffic flow between resets
+                await abroker.reset()
+            # the producer re-creates the topic; the consumer's group rejoins
+            await await_for(lambda: len(consumer.assignment()) == 2, what="the group back after resets")
+        finally:
+            stop.set()
+            sent, _ = await asyncio.gather(*tasks)
+            await consumer.stop()
+            await producer.stop()
+    assert sent > 0
+    assert any(e["event"] == "broker.reset" for e in logs)  # the capture sees the broker's log
+    errors = [e for e in logs if e.get("log_level") in ("error", "critical")]
+    assert errors == []
