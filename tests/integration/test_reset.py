@@ -187,3 +187,41 @@ async def _resets_under_load(abroker) -> None:
     assert any(e["event"] == "broker.reset" for e in logs)  # the capture sees the broker's log
     errors = [e for e in logs if e.get("log_level") in ("error", "critical")]
     assert errors == []
+
+
+def test_reset_removes_fault_rules_and_captured_requests(broker):
+    from odradek.protocol.errors import ErrorCode
+
+    heartbeat = {"group_id": "g", "generation_id": 1, "member_id": "m"}
+    broker.fault("Heartbeat", error="NOT_COORDINATOR")  # not removed by the test: reset must
+    with _wire(broker) as c:
+        assert c.request(12, 3, heartbeat).error_code == ErrorCode.NOT_COORDINATOR
+        assert broker.captured("Heartbeat")
+        assert broker.reset()["faults"] == 1
+        assert broker.faults() == [] and broker.captured() == []
+        assert c.request(12, 3, heartbeat).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_the_clock_and_reset_from_outside(capsys):
+    import json
+
+    from odradek.broker import cli
+    from odradek.testing import ThreadedBroker
+
+    with ThreadedBroker(overrides={"odradek.control.listener": "0"}) as b:
+        host, port = b.app.control_address
+
+        def run(*argv: str):
+            assert cli.main(["control", "--endpoint", f"{host}:{port}", *argv]) == 0
+            return json.loads(capsys.readouterr().out)
+
+        frozen = run("freeze_clock")
+        assert run("advance_clock", "ms=60000") == frozen + 60_000
+        assert run("clock")["frozen"] is True
+        run("unfreeze_clock")
+        with _wire(b) as c:
+            _create_many(c, ["outside"])
+        gone = run("reset")
+        assert gone["topics"] == 1
+        with _wire(b) as c:
+            assert _topics(c) == []
