@@ -225,3 +225,16 @@ def test_the_clock_and_reset_from_outside(capsys):
         assert gone["topics"] == 1
         with _wire(b) as c:
             assert _topics(c) == []
+
+
+def test_reset_returns_runtime_broker_settings_to_the_static_ones(broker):
+    """A test that changed a broker-level default with IncrementalAlterConfigs does not pass it on."""
+    node = str(broker.app.node_id)
+    body = {"resources": [{"resource_type": 4, "resource_name": node, "configs": [
+        {"name": "log.retention.ms", "config_operation": 0, "value": "1234"}]}], "validate_only": False}
+    with _wire(broker) as c:
+        assert c.request(44, 1, body).responses[0].error_code == 0
+    assert broker.call(lambda: broker.app.log_config.retention_ms) == 1234
+    broker.reset()
+    assert broker.call(lambda: broker.app.log_config.retention_ms) == 7 * 24 * 3600 * 1000
+    assert broker.call(lambda: (broker.app.dynamic_config.node, broker.app.dynamic_config.default)) == ({}, {})

@@ -1,10 +1,11 @@
 """Reset: the running broker back to empty in one call, for a broker shared by many tests.
 
 Gone: every topic and its logs, every group and committed offset, producer
-state (``BrokerControl.reset`` also clears the fault rules and the captured
-requests).  Kept: the listeners and their connections, the cluster id, the
-producer-id block (ids never repeat), the clock (time only moves forward; a
-frozen clock runs again) and the broker's configuration.
+state, broker settings changed at runtime (AlterConfigs on the broker: back to
+the static configuration); ``BrokerControl.reset`` also clears the fault rules
+and the captured requests.  Kept: the listeners and their connections, the
+cluster id, the producer-id block (ids never repeat), the clock (time only
+moves forward; a frozen clock runs again) and the static configuration.
 
 Crash safety: the marker file ``reset.pending`` is written durably before
 anything is touched and removed once the empty state is durable; a start
@@ -38,6 +39,7 @@ from ...storage.files import DELETE_DIR_SUFFIX, delete_dir_name, fsync_dir, pars
 from ...storage.log import Log
 from ..coordinator import rebalance
 from ..dataplane.topics import REGISTRY_FILE
+from ..dynamic_config import FILE as DYNAMIC_CONFIG_FILE
 
 if TYPE_CHECKING:
     from ..app import BrokerApp
@@ -55,6 +57,7 @@ async def reset_broker(app: BrokerApp) -> dict[str, Any]:
         started = time.perf_counter()
         await asyncio.to_thread(_write_marker, app.data_dir)  # from here on a crash ends empty
         await app.wait_loaded()
+        await _forget_dynamic_config(app)
         async with app.logs.maintenance:  # no retention or cleaning round on the old logs
             await app.topics.drain()  # no create or delete half-way
             old_logs, topics, groups, old_coordinator = _switch(app)
@@ -76,6 +79,14 @@ def _reset_lock(app: BrokerApp) -> asyncio.Lock:
     if lock is None:
         lock = app._reset_lock = asyncio.Lock()
     return lock
+
+
+async def _forget_dynamic_config(app: BrokerApp) -> None:
+    """Broker-level settings a test changed at runtime (AlterConfigs) go back to the static ones."""
+    dynamic = app.dynamic_config
+    if dynamic.node or dynamic.default:
+        await dynamic.change(True, lambda _old: {})
+        app.set_log_defaults(await dynamic.change(False, lambda _old: {}))
 
 
 def _switch(app: BrokerApp) -> tuple[list[Log], list[str], int, Any]:
@@ -143,7 +154,7 @@ def finish_interrupted_reset(data_dirs: list[Path]) -> bool:
     """At start, before any log opens: a reset cut short by a crash is finished (blocking).
 
     Removes every partition directory (internal topics included), the topic
-    registry and the log checkpoints, then the marker; run again if cut
+    registry, the runtime broker settings and the log checkpoints, then the marker; run again if cut
     short again.  Returns True if there was a reset to finish.
     """
     first = data_dirs[0]
@@ -160,6 +171,7 @@ def finish_interrupted_reset(data_dirs: list[Path]) -> bool:
             (d / name).unlink(missing_ok=True)
         fsync_dir(d)
     (first / REGISTRY_FILE).unlink(missing_ok=True)
+    (first / DYNAMIC_CONFIG_FILE).unlink(missing_ok=True)
     fsync_dir(first)
     _remove_marker(first)
     log.warning("broker.reset_finished_at_start", data_dirs=[str(d) for d in data_dirs])
