@@ -503,6 +503,29 @@ class Log:
 
     # --- retention -----------------------------------------------------------------------
 
+    def roll_if_past_retention(self, now_ms: int | None = None) -> bool:
+        """Roll an active segment whose every record is past ``retention.ms``, so the retention
+        round that follows deletes it (event loop only, like every roll).
+
+        Kafka's ``UnifiedLog.deletableSegments`` counts the active segment too
+        when it breaches retention, rolling first (``deleteSegments``: a log
+        always keeps one segment); without this a quiet topic whose records all
+        sit in one segment would keep them forever.  Only with the segment's
+        largest timestamp known without a scan (tracked since it was created
+        here); a recovered active segment waits for its first roll.
+        """
+        config = self.config
+        if self.closed or not config.delete or config.retention_ms < 0:
+            return False
+        seg = self.active_segment
+        if seg.size == 0 or seg.max_timestamp is None or seg.max_timestamp < 0:
+            return False
+        now = self.clock() if now_ms is None else now_ms
+        if now - seg.max_timestamp <= config.retention_ms:
+            return False
+        self.roll()
+        return True
+
     def delete_old_segments(self, now_ms: int | None = None, *, ops: FileOps = DEFAULT_OPS) -> int:
         """Apply retention.ms / retention.bytes to closed segments, and drop segments wholly below
         the log start offset (whatever the cleanup policy, as Kafka's ``deleteOldSegments``);

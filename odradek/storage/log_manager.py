@@ -221,6 +221,7 @@ class LogManager:
         freed = 0
         for log in list(self._logs.values()):
             if log.config.delete and not log.closed:
+                log.roll_if_past_retention()  # on the loop, where appends and rolls happen
                 freed += await asyncio.to_thread(log.delete_old_segments)
         return freed
 

@@ -135,7 +135,7 @@ def test_time_based_segment_retention_deletes_after_an_advance(broker):
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     topic = _name("clock-retention")
-    _create(broker, topic, 1, {"retention.ms": "60000", "segment.ms": "30000",
+    _create(broker, topic, 1, {"retention.ms": "600000", "segment.ms": "30000",
                                "message.timestamp.type": "LogAppendTime"})
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
     try:
@@ -149,8 +149,9 @@ def test_time_based_segment_retention_deletes_after_an_advance(broker):
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
     try:
         assert consumer.beginning_offsets([tp])[tp] == 0
-        # past retention.ms and log.retention.check.interval.ms (5 minutes): the round runs
-        broker.advance(seconds=5 * MINUTE)
+        # the old segment past retention.ms (10 minutes), the new record not; the retention
+        # round (every log.retention.check.interval.ms, 5 minutes) is due: it runs
+        broker.advance(seconds=10 * MINUTE - 31 + 10)
         assert consumer.beginning_offsets([tp])[tp] == 3
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)
@@ -175,3 +176,27 @@ def test_an_idle_connection_is_closed_after_an_advance(broker):
         assert closed
     with _wire(broker) as c:  # a new connection is served
         assert c.request(18, 0, {}).error_code == 0
+
+
+def test_a_quiet_topic_in_one_segment_is_emptied_by_time_retention_after_an_advance(broker):
+    """As on Kafka, the active segment counts when all of it is past retention.ms: it is rolled
+    and deleted, the log start offset moves to the end, and new records are kept."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    topic = _name("clock-quiet")
+    _create(broker, topic, 1, {"retention.ms": "60000"})
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        for i in range(3):
+            producer.send(topic, value=b"old-%d" % i).get(10)
+        tp = TopicPartition(topic, 0)
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
+        try:
+            broker.advance(seconds=5 * MINUTE + 1)  # past retention.ms and the 5-minute check
+            assert consumer.beginning_offsets([tp])[tp] == 3
+            assert consumer.end_offsets([tp])[tp] == 3
+            assert producer.send(topic, value=b"new").get(10).offset == 3
+        finally:
+            consumer.close()
+    finally:
+        producer.close(10)
