@@ -17,19 +17,13 @@ import pytest
 
 from odradek.broker.wire_client import SyncClient
 
+from .wire_helpers import create_topic
+
 pytestmark = pytest.mark.integration
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def create_topic(b, name: str, partitions: int, configs: dict | None = None) -> None:
-    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": -1, "assignments": [],
-                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
-            "timeout_ms": 5000, "validate_only": False}
-    with SyncClient("127.0.0.1", b.app.endpoint.port) as c:
-        assert c.request(19, 5, body).topics[0].error_code == 0
 
 
 def partition_count(b, topic: str) -> int:
