@@ -12,6 +12,7 @@ cannot leak it into the next one.  Every call goes to the broker's
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 from ..broker.control import CapturedRequest
@@ -38,11 +39,12 @@ class Fault:
         return f"Fault(id={self.id})"
 
 
-class ControlApi:
+class ControlApi(ABC):
     """Mixin: subclasses provide ``control(name, **kwargs)``, run on the broker's loop."""
 
+    @abstractmethod
     def control(self, name: str, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        """Run the ``BrokerControl`` operation ``name`` with ``kwargs`` and return its result."""
 
     def fault(self, api: str | int | list, *, error: str | int | None = None, versions: Any = None,
               group_id: str | None = None, topic: str | None = None, partition: int | None = None,

@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ...storage.checkpoint import CLEANER_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
-from ...storage.files import DELETE_DIR_SUFFIX, delete_dir_name, fsync_dir, parse_partition_dir
+from ...storage.files import (
+    DELETE_DIR_SUFFIX,
+    atomic_write_text,
+    delete_dir_name,
+    fsync_dir,
+    parse_partition_dir,
+)
 from ...storage.log import Log
 from ..coordinator import rebalance
 from ..dataplane.topics import REGISTRY_FILE
@@ -135,14 +141,7 @@ def _close_and_remove(logs: list[Log]) -> None:
 # --- the marker --------------------------------------------------------------------------
 
 def _write_marker(data_dir: Path) -> None:
-    path = data_dir / RESET_MARKER
-    tmp = path.with_name(RESET_MARKER + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(b"reset\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(data_dir)
+    atomic_write_text(data_dir / RESET_MARKER, "reset\n")
 
 
 def _remove_marker(data_dir: Path) -> None:
