@@ -75,6 +75,10 @@ class RequestContext:
     client_host: str
     connection_id: int
     header: Any = None
+    # who sent it and where: set by the connection once it is authenticated (Kafka's
+    # ``RequestContext.principal`` / ``listenerName``); ANONYMOUS on PLAINTEXT
+    principal: str = "User:ANONYMOUS"
+    listener: str = "PLAINTEXT"
 
 
 @dataclass
