@@ -1,0 +1,1 @@
+"""Listener security: TLS, SASL mechanisms and the authorizer (Kafka's names and semantics)."""
