@@ -63,6 +63,9 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(21, "DeleteRecords", "delete_records", "0-2"),
     _spec(22, "InitProducerId", "init_producer_id", "0-4"),
     _spec(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", "0-4"),
+    _spec(24, "AddPartitionsToTxn", "add_partitions_to_txn", "0-3"),
+    _spec(25, "AddOffsetsToTxn", "add_offsets_to_txn", "0-3"),
+    _spec(26, "EndTxn", "end_txn", "0-4"),
     _spec(32, "DescribeConfigs", "describe_configs", "0-4"),
     _spec(33, "AlterConfigs", "alter_configs", "0-2"),
     _spec(35, "DescribeLogDirs", "describe_log_dirs", "0-4"),
@@ -72,5 +75,7 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(44, "IncrementalAlterConfigs", "incremental_alter_configs", "0-1"),
     _spec(47, "OffsetDelete", "offset_delete", "0"),
     _spec(60, "DescribeCluster", "describe_cluster", "0-1"),
+    _spec(65, "DescribeTransactions", "describe_transactions", "0"),
+    _spec(66, "ListTransactions", "list_transactions", "0-1"),
     _spec(75, "DescribeTopicPartitions", "describe_topic_partitions", "0"),
 ]}

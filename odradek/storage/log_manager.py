@@ -36,6 +36,8 @@ from odradek.storage.log import Clock, Log, wall_clock_ms
 logger = structlog.get_logger("odradek.storage")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+COMPACTED_INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # Kafka fixes compaction for both
 TopicPartition = tuple[str, int]
 
 
@@ -78,7 +80,7 @@ class LogManager:
         cfg = self._topic_config(topic) if self._topic_config else None
         if cfg is not None:
             return cfg
-        if topic == OFFSETS_TOPIC:
+        if topic in COMPACTED_INTERNAL_TOPICS:
             return offsets_topic_config(self.default_config)
         return self.default_config
 
@@ -96,7 +98,7 @@ class LogManager:
         """
         self.default_config = config
         for (t, _p), log in self._logs.items():
-            if t == OFFSETS_TOPIC:
+            if t in COMPACTED_INTERNAL_TOPICS:
                 log.config = offsets_topic_config(config).with_topic_config(
                     {"segment.bytes": log.config.segment_bytes})
             else:

@@ -1,4 +1,4 @@
-"""Produce (v0-v9) and InitProducerId (v0-v4).
+"""Produce (v0-v9); InitProducerId is served with the transactional APIs (``transactions.py``).
 
 Produce v0-2 carry magic 0/1 message sets: they are up-converted to one
 magic-2 batch before validation (``protocol/record_conversion.py``).
@@ -41,22 +41,6 @@ TXN_MESSAGE = "transactions are not supported by this broker"
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
     table.register(0, partial(produce, app))
-    table.register(22, partial(init_producer_id, app))
-
-
-# --- InitProducerId -------------------------------------------------------------------
-
-async def init_producer_id(app: BrokerApp, ctx: RequestContext, req) -> dict:
-    """A fresh producer id, epoch 0; like Kafka, a non-transactional re-init always gets a new id."""
-    if req.transactional_id is not None:
-        return {"throttle_time_ms": 0, "error_code": TXN_ERROR, "producer_id": -1, "producer_epoch": -1}
-    try:
-        pid = await app.dataplane.producer_ids.allocate()
-    except OSError as exc:
-        log.error("producer_id.allocate_failed", error=str(exc))
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.KAFKA_STORAGE_ERROR, "producer_id": -1,
-                "producer_epoch": -1}
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid, "producer_epoch": 0}
 
 
 # --- Produce --------------------------------------------------------------------------
