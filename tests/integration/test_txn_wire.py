@@ -188,3 +188,16 @@ def test_state_survives_a_restart(broker):
         assert (d.transaction_state, d.producer_id, d.producer_epoch) == ("Ongoing", pid, 0)
         assert end(c, tid, pid, 0, True) == E.NONE
         wait_state(c, tid, "CompleteCommit")
+
+
+def test_reset_forgets_transactional_ids(broker):
+    topic, tid = _id("t"), _id()
+    create_topic(broker, topic)
+    with client(broker) as c:
+        pid = init(c, tid).producer_id
+        assert add(c, tid, pid, 0, {topic: [0]}) == {(topic, 0): 0}
+        broker.reset()
+        assert describe(c, tid)[0].error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+        assert end(c, tid, pid, 0, True) == E.INVALID_PRODUCER_ID_MAPPING
+        r = init(c, tid)
+        assert r.error_code == E.NONE and r.producer_id > pid  # producer ids never repeat

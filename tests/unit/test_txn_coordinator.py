@@ -383,3 +383,29 @@ async def test_list_filters_by_state_producer_and_duration(h):
     assert [t["transactional_id"] for t in durations] == ["a", "b"]
     assert h.coord.list_transactions([], [], 5000)["transaction_states"] == \
         [{"transactional_id": "b", "producer_id": pb, "transaction_state": "Empty"}]
+
+
+# --- bad input and durability modes -------------------------------------------------------------
+
+async def test_an_unwritable_id_is_refused_without_a_trace(h):
+    huge = "x" * 40_000  # longer than a record's int16 string length
+    error, _pid, _epoch = await h.init(huge)
+    assert error is E.UNKNOWN_SERVER_ERROR
+    assert h.meta(huge) is None and records(h.logs[0]) == []
+    assert await h.init(TID) == (E.NONE, 1001, 0)
+
+
+async def test_with_fsync_always_a_transaction_completes_and_reloads(tmp_path):
+    from odradek.storage.config import FsyncMode
+
+    h = await Harness(tmp_path, fsync=FsyncMode.ALWAYS).start()
+    try:
+        pid, epoch = await ongoing(h)
+        assert await h.end(TID, pid, epoch, True) is E.NONE
+        await h.settle()
+        assert h.state(TID) == "CompleteCommit"
+        live = h.persisted()
+        await h.reopen()
+        assert h.persisted() == live
+    finally:
+        await h.close()

@@ -3,11 +3,10 @@
 Produce v0-2 carry magic 0/1 message sets: they are up-converted to one
 magic-2 batch before validation (``protocol/record_conversion.py``).
 
-Transactions are out of scope and fail loudly rather than half-work: an
-InitProducerId or Produce carrying a transactional id, and any transactional
+Transactional produce is not served yet and fails loudly rather than
+half-works: a Produce carrying a transactional id, and any transactional
 batch, get TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), which every client
-surfaces as a fatal, clearly named error (FindCoordinator for a transaction
-coordinator already answers INVALID_REQUEST with a message).  Idempotent
+surfaces as a fatal, clearly named error.  Idempotent
 producers work: ids from InitProducerId, sequence checks and dedupe on
 Produce.  acks=0 gets no response at all, as clients expect (errors are
 logged; Kafka would close the connection).

@@ -518,6 +518,13 @@ class TransactionCoordinator:
         finally:
             handle.cancel()
 
+    def unload(self) -> None:
+        """Stop answering at once (NOT_COORDINATOR) and start nothing new; ``stop`` then ends
+        what runs.  A test's reset replaces the coordinator this way, without yielding."""
+        self._stopped = True
+        for shard in self.shards:
+            shard.status = ShardStatus.FAILED
+
     async def stop(self) -> None:
         self._stopped = True
         for timer in self._timers.values():
