@@ -201,3 +201,15 @@ def test_reset_forgets_transactional_ids(broker):
         assert end(c, tid, pid, 0, True) == E.INVALID_PRODUCER_ID_MAPPING
         r = init(c, tid)
         assert r.error_code == E.NONE and r.producer_id > pid  # producer ids never repeat
+
+
+def test_faults_can_target_a_transactional_id(broker):
+    topic, tid, other = _id("t"), _id(), _id()
+    create_topic(broker, topic)
+    with client(broker) as c:
+        pid = init(c, tid).producer_id
+        other_pid = init(c, other).producer_id
+        with broker.fault("AddPartitionsToTxn", error="CONCURRENT_TRANSACTIONS", transactional_id=tid):
+            assert add(c, other, other_pid, 0, {topic: [0]}) == {(topic, 0): 0}
+            assert add(c, tid, pid, 0, {topic: [0]}) == {(topic, 0): E.CONCURRENT_TRANSACTIONS}
+        assert add(c, tid, pid, 0, {topic: [0]}) == {(topic, 0): 0}
