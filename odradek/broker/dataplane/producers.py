@@ -16,37 +16,56 @@ the partition has no state for (new, or its batches were removed) may start
 at any sequence, as in Kafka since 2.5 (KIP-360), which no longer answers
 UNKNOWN_PRODUCER_ID on Produce.
 
-The state is not snapshotted: on the first append after a restart the tail
-of the log (``SCAN_TAIL_BYTES``) is scanned, batch headers only, in a worker
-thread, so a producer that retries across a broker restart is still deduped.
+Transactions (Kafka's ``ProducerStateManager``): each producer's *current
+txn first offset* (its first transactional batch since its last marker), the
+partition's open transactions ordered by that offset (the oldest one bounds
+the last stable offset), and the aborted transactions (the ``.txnindex``
+entries, also kept in memory for Fetch).  A marker (``complete``) checks the
+epoch and coordinator epoch, closes the producer's open transaction and, for
+an ABORT, yields the index entry.
+
+The state is not snapshotted: the first time a partition is touched after a
+start (a produce, a fetch, a marker, ...) the whole log is scanned, batch
+headers only (plus the one record of each control batch), in a worker
+thread.  A whole scan, not a tail: an open transaction may be older than any
+fixed window, and it holds the last stable offset until its marker.  The
+same scan rewrites each segment's ``.txnindex``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import os
 from collections import OrderedDict, deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 
 from ...protocol.errors import ErrorCode
-from ...protocol.records import BatchHeader
+from ...protocol.records import (
+    BatchHeader,
+    ControlRecordType,
+    CorruptRecordError,
+    decode_batch,
+    parse_control_key,
+    parse_end_txn_marker,
+)
+from ...storage import txn_index
 from ...storage.files import fsync_dir
 from ...storage.log import Log
-from ...storage.segment import Segment
+from ...storage.txn_index import AbortedTxn
 
 logger = structlog.get_logger("odradek.producers")
 
 BATCHES_TO_RETAIN = 5
 ID_BLOCK_SIZE = 1000
 ID_FILE = "producer-ids"
-SCAN_TAIL_BYTES = 64 << 20
 MAX_PRODUCERS_PER_PARTITION = 10_000  # least recently used beyond this are forgotten (like expiry)
 INT32_MAX = 0x7FFFFFFF
 NO_EPOCH = -1
+NO_OFFSET = -1
 
 
 class ProducerIdAllocator:
@@ -116,10 +135,19 @@ class BatchMeta:
 class ProducerEntry:
     epoch: int = NO_EPOCH
     batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1  # of the last marker
+    last_timestamp: int = -1  # max timestamp of the last batch or marker
+    txn_first_offset: int = NO_OFFSET  # Kafka's currentTxnFirstOffset
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
+
+    def bump_epoch(self, epoch: int) -> None:
+        """A newer epoch forgets the batches of the old one (its sequences restart at 0)."""
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.batches.clear()
 
 
 class SequenceError(Exception):
@@ -135,6 +163,22 @@ class PartitionProducers:
     def __init__(self) -> None:
         self.entries: OrderedDict[int, ProducerEntry] = OrderedDict()
         self.loaded = False
+        self.open_txns: dict[int, int] = {}  # producer id -> first offset, oldest first
+        self.aborted: list[AbortedTxn] = []  # by marker offset
+        self._aborted_last: list[int] = []
+
+    def in_txn(self, producer_id: int) -> bool:
+        """Whether the producer has an open transaction in this partition (no verification
+        needed for its next transactional batch, as Kafka's ``hasOngoingTransaction``)."""
+        return producer_id in self.open_txns
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction (Kafka's firstUndecidedOffset)."""
+        return next(iter(self.open_txns.values()), None)
+
+    def last_stable_offset(self, log_end_offset: int) -> int:
+        first = self.first_unstable_offset()
+        return log_end_offset if first is None or first > log_end_offset else first
 
     def check(self, h: BatchHeader) -> BatchMeta | None:
         """Validate an idempotent batch; returns the original's metadata if it is a duplicate."""
@@ -158,63 +202,125 @@ class PartitionProducers:
             raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                 f"producer {h.producer_id}: sequence {h.base_sequence} does not follow "
                                 f"{entry.last_seq}")
+        if not h.is_transactional and entry.txn_first_offset != NO_OFFSET:
+            raise SequenceError(ErrorCode.INVALID_TXN_STATE,
+                                f"producer {h.producer_id} wrote a non-transactional batch while its "
+                                f"transaction is open in this partition")
         return None
 
-    def record(self, h: BatchHeader, first_offset: int, append_time: int) -> None:
-        """Remember an appended batch (also used when rebuilding from the log)."""
-        pid = h.producer_id
+    def _entry(self, pid: int) -> ProducerEntry:
         entry = self.entries.get(pid)
         if entry is None:
             entry = self.entries[pid] = ProducerEntry()
             if len(self.entries) > MAX_PRODUCERS_PER_PARTITION:
-                self.entries.popitem(last=False)
+                self._evict_one()
         else:
             self.entries.move_to_end(pid)
+        return entry
+
+    def _evict_one(self) -> None:
+        """Forget the least recently used producer, never one with an open transaction."""
+        for pid, entry in self.entries.items():
+            if entry.txn_first_offset == NO_OFFSET:
+                del self.entries[pid]
+                return
+
+    def record(self, h: BatchHeader, first_offset: int, append_time: int) -> None:
+        """Remember an appended data batch (also used when rebuilding from the log)."""
+        entry = self._entry(h.producer_id)
         if h.producer_epoch < entry.epoch:
             return
-        if h.producer_epoch > entry.epoch:
-            entry.epoch = h.producer_epoch
-            entry.batches.clear()
+        entry.bump_epoch(h.producer_epoch)
         entry.batches.append(BatchMeta(h.base_sequence, last_sequence(h.base_sequence, h.last_offset_delta),
                                        first_offset, first_offset + h.last_offset_delta, append_time))
+        entry.last_timestamp = h.max_timestamp if append_time < 0 else append_time
+        if h.is_transactional and entry.txn_first_offset == NO_OFFSET:
+            entry.txn_first_offset = first_offset
+            self.open_txns[h.producer_id] = first_offset
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Kafka's marker checks (``ProducerAppendInfo.appendEndTxnMarker``); raises SequenceError."""
+        entry = self.entries.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.epoch:
+            raise SequenceError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                                f"marker of producer {producer_id} has epoch {producer_epoch}, "
+                                f"older than {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise SequenceError(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                                f"marker of producer {producer_id} has coordinator epoch {coordinator_epoch}, "
+                                f"older than {entry.coordinator_epoch}")
+
+    def complete(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                 marker_offset: int, timestamp: int) -> AbortedTxn | None:
+        """Apply an appended marker: the producer's open transaction ends here.  Returns the
+        aborted-index entry for an ABORT that closed a transaction, else None."""
+        entry = self._entry(producer_id)
+        first = entry.txn_first_offset
+        entry.bump_epoch(producer_epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+        entry.txn_first_offset = NO_OFFSET
+        if first == NO_OFFSET:
+            return None  # an empty transaction here, or a resent marker: nothing to index
+        self.open_txns.pop(producer_id, None)
+        if commit:
+            return None
+        other = self.first_unstable_offset()
+        aborted = AbortedTxn(producer_id, first, marker_offset,
+                             marker_offset + 1 if other is None else other)
+        self.aborted.append(aborted)
+        self._aborted_last.append(marker_offset)
+        return aborted
+
+    def aborted_in(self, start: int, upper: int) -> list[AbortedTxn]:
+        """Aborted transactions a reader of [start, upper) must know about (Kafka's
+        ``collectAbortedTxns``): marker at or after ``start``, first offset below ``upper``;
+        the walk stops at the first entry whose last stable offset reaches ``upper``."""
+        out = []
+        aborted = self.aborted
+        for i in range(bisect.bisect_left(self._aborted_last, start), len(aborted)):
+            e = aborted[i]
+            if e.first_offset < upper:
+                out.append(e)
+            if e.last_stable_offset >= upper:
+                break
+        return out
 
     def rebuild(self, log: Log) -> None:
-        """Replay the batch headers of the log's tail (blocking: run it in a worker thread)."""
+        """Replay the whole log's batch headers and markers, rewriting each segment's
+        ``.txnindex`` to match (blocking: run it in a worker thread)."""
         with log.reading() as segments:  # a delete meanwhile closes the files only after this scan
-            for h in _tail_headers(segments, SCAN_TAIL_BYTES):
-                if h.producer_id >= 0 and h.base_sequence >= 0 and not h.is_control:
-                    self.record(h, h.base_offset, h.max_timestamp if h.log_append_time else -1)
+            for seg in segments:
+                found: list[AbortedTxn] = []
+                for _pos, buf, off, h in seg.iter_batches():
+                    if h.producer_id < 0:
+                        continue
+                    if h.is_control:
+                        aborted = self._replay_marker(buf, off, h)
+                        if aborted is not None:
+                            found.append(aborted)
+                    elif h.base_sequence >= 0:
+                        self.record(h, h.base_offset, h.max_timestamp if h.log_append_time else -1)
+                txn_index.write_entries(log.directory, seg.base_offset, found)
 
-
-def _tail_headers(segments: Sequence[Segment], budget: int):
-    """Headers of the last ``budget`` bytes or so of the log, oldest first, from batch boundaries."""
-    chosen = []
-    total = 0
-    for seg in reversed(segments):
-        chosen.append(seg)
-        total += seg.size
-        if total >= budget:
-            break
-    chosen.reverse()
-    excess = total - budget
-    for i, seg in enumerate(chosen):
-        start = 0
-        if i == 0 and excess > 0:
-            start = _index_position_at_least(seg, excess)
-        for _pos, _buf, _off, header in seg.iter_batches(start, seg.size):
-            yield header
-
-
-def _index_position_at_least(seg, position: int) -> int:
-    """A batch boundary at or after ``position`` taken from the sparse index (0 if none)."""
-    for _rel, pos in seg.index.entries():
-        if pos >= position:
-            return pos
-    return 0
+    def _replay_marker(self, buf: bytes, off: int, h: BatchHeader) -> AbortedTxn | None:
+        try:
+            record = decode_batch(buf, off, verify_crc=False)[1][0]
+            key = parse_control_key(record.key)
+            if key.type not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                return None
+            coordinator_epoch = parse_end_txn_marker(record.value).coordinator_epoch
+        except (CorruptRecordError, IndexError) as exc:
+            logger.warning("producer_state.bad_marker", offset=h.base_offset, error=str(exc))
+            return None
+        return self.complete(h.producer_id, h.producer_epoch, coordinator_epoch,
+                             key.type == ControlRecordType.COMMIT, h.base_offset, h.max_timestamp)
 
 
 class ProducerStates:
-    """Every partition's producer state, loaded lazily from the log on first append."""
+    """Every partition's producer state, loaded lazily from the log on first use."""
 
     def __init__(self) -> None:
         self._parts: dict[tuple[str, int], PartitionProducers] = {}
@@ -225,6 +331,9 @@ class ProducerStates:
         if state is None:
             state = self._parts[key] = PartitionProducers()
         return state
+
+    def peek(self, topic: str, partition: int) -> PartitionProducers | None:
+        return self._parts.get((topic, partition))
 
     async def ensure_loaded(self, state: PartitionProducers, log: Log) -> None:
         """Rebuild from the log once; the caller keeps appends in arrival order meanwhile."""
