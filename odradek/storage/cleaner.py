@@ -198,6 +198,9 @@ class _TxnTracker:
         if ongoing is not None and ongoing[1]:
             self.carried.append(ongoing[0])
             return False
+        if h.producer_id in self.committed:  # data the index does not call aborted: keep its marker
+            self.committed.discard(h.producer_id)
+            return False
         return True
 
 

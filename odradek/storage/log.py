@@ -47,7 +47,7 @@ from odradek.protocol.records import (
     decode_batch,
     encode_pairs_batch,
 )
-from odradek.storage import txn_index
+from odradek.storage import producer_snapshot, txn_index
 from odradek.storage.cleaner import CleanStats, clean_log
 from odradek.storage.config import FsyncMode, LogConfig
 from odradek.storage.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
@@ -687,6 +687,7 @@ class Log:
                 self._set_segments([fresh])
             self._next_offset = offset
             self._log_start = offset
+            producer_snapshot.delete_above(self.directory, -1)  # they describe data that is gone
         else:
             doomed = [s for s in segs if s.base_offset >= offset]
             keep = [s for s in segs if s.base_offset < offset]
@@ -704,6 +705,7 @@ class Log:
             txn_index.truncate_entries(self.directory, last.base_offset, new_next)
             self._next_offset = new_next
             self._log_start = min(self._log_start, new_next)
+            producer_snapshot.delete_above(self.directory, new_next)
         self.durability.truncated(self._next_offset)
         self.durability.directory_changed()
         self.cleaner_checkpoint = min(self.cleaner_checkpoint, self.active_segment.base_offset)

@@ -75,6 +75,7 @@ class LogManager:
         # the last stable offset of a log the cleaner is about to compact (the data plane's,
         # which knows the open transactions); None = no bound
         self.stable_offset: Callable[[Log], Awaitable[int | None]] | None = None
+        self.before_close: Callable[[], Awaitable[None]] | None = None  # last writes (producer snapshots)
 
     # --- configuration ---------------------------------------------------------------------
 
@@ -311,6 +312,8 @@ class LogManager:
             log.stop_cleaning.set()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        if self.before_close is not None:
+            await self.before_close()
         await asyncio.gather(*(log.aclose() for log in self._logs.values()))
         await asyncio.to_thread(self.write_checkpoints)
         self._cleaner_pool.shutdown(wait=True)

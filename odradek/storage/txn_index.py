@@ -6,11 +6,11 @@ offset | int64 last offset (the ABORT marker's) | int64 last stable offset``,
 appended to the index of the segment that received the marker, with strictly
 increasing last offsets.  Only aborted transactions are indexed.
 
-The file is derived data: the data plane rebuilds it from the log when it
-loads a partition's producer state (as Kafka's recovery does for segments
-past the recovery point), so an entry lost in a crash is written again and
-the file needs no fsync of its own.  The cleaner reads it to find the data
-it must drop.
+The file is derived data: the data plane rewrites it from the log for every
+segment it replays when it loads a partition's producer state (all of them
+without a producer snapshot, those after the snapshot otherwise), so it is
+fsynced only before a snapshot vouches for it.  The cleaner reads it to find
+the data it must drop.
 """
 
 from __future__ import annotations
@@ -62,6 +62,19 @@ def append_entry(directory: Path, base_offset: int, entry: AbortedTxn) -> None:
     fd = os.open(txn_index_path(directory, base_offset), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.write(fd, encode([entry]))
+    finally:
+        os.close(fd)
+
+
+def sync(directory: Path, base_offset: int) -> None:
+    """fsync the segment's index if it has one: before a producer snapshot vouches for the
+    segment (a snapshot past an ABORT marker means its entry is not replayed again)."""
+    try:
+        fd = os.open(txn_index_path(directory, base_offset), os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
     finally:
         os.close(fd)
 

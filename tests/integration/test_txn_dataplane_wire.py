@@ -24,6 +24,7 @@ from odradek.protocol.records import (
     parse_control_key,
     parse_end_txn_marker,
 )
+from odradek.storage import producer_snapshot
 from odradek.storage.files import txn_index_path
 from odradek.testing import ThreadedBroker
 
@@ -308,32 +309,57 @@ def test_marker_under_fsync_always_is_durable_when_written(tmp_path):
 
 # --- restart ----------------------------------------------------------------------------------
 
-def test_open_and_aborted_transactions_survive_a_restart(tmp_path):
+def _txn_history(b) -> None:
+    with client(b) as c:
+        create(c, "t")
+        produce(c, "t", tbatch(5, 0))  # 0: aborted
+        produce(c, "t", tbatch(6, 0))  # 1: stays open
+        assert marker(b, "t", 5, commit=False) == E.NONE  # 2
+        for i in range(30):  # many segments later
+            produce(c, "t", encode_batch([(b"k", b"x" * 100 + bytes([i]))]), txn=None)
+    assert len(b.app.topics.log("t", 0).segments) > 3
+
+
+def _check_after_restart(b) -> None:
+    b.app.txn_coordinator = FakeVerifier(E.INVALID_TXN_STATE)
+    with client(b) as c:
+        p = fetch(c, "t", 0)
+        assert (p.last_stable_offset, p.high_watermark) == (1, 33)
+        assert offsets_of(p.records) == [0] and aborted(p) == [(5, 0)]
+        assert list_offset(c, "t", -1, 1).offset == 1
+        # the open transaction goes on without a new verification, and its sequence continues
+        assert produce(c, "t", tbatch(6, 2)).error_code == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert produce(c, "t", tbatch(6, 1)).base_offset == 33
+        assert marker(b, "t", 6, commit=True) == E.NONE
+        p = fetch(c, "t", 0)
+        assert p.last_stable_offset == 35 and aborted(p) == [(5, 0)]
+
+
+def test_restart_loads_the_producer_snapshot(tmp_path):
     with ThreadedBroker(data_dir=tmp_path, overrides={"log.segment.bytes": "1024"}) as b:
         b.app.txn_coordinator = FakeVerifier()
-        with client(b) as c:
-            create(c, "t")
-            produce(c, "t", tbatch(5, 0))  # 0: aborted
-            produce(c, "t", tbatch(6, 0))  # 1: stays open
-            assert marker(b, "t", 5, commit=False) == E.NONE  # 2
-            for i in range(30):  # many segments later
-                produce(c, "t", encode_batch([(b"k", b"x" * 100 + bytes([i]))]), txn=None)
+        _txn_history(b)
         directory = b.app.topics.log("t", 0).directory
-        assert len(b.app.topics.log("t", 0).segments) > 3
-        txn_index_path(directory, 0).unlink()  # lost: the restart rebuilds it from the log
         b.restart()
+        # a clean stop snapshotted the state at the log end (Kafka's format and name)
+        assert producer_snapshot.offsets(directory)[-1] == 33
+        entries = {e.producer_id: e for e in producer_snapshot.latest(directory, 33)[1]}
+        assert (entries[6].txn_first_offset, entries[5].txn_first_offset) == (1, -1)
+        _check_after_restart(b)
+
+
+def test_open_and_aborted_transactions_survive_a_restart_without_snapshots(tmp_path):
+    """As after a crash with no snapshot: the whole log is replayed, the index rewritten."""
+    with ThreadedBroker(data_dir=tmp_path, overrides={"log.segment.bytes": "1024"}) as b:
         b.app.txn_coordinator = FakeVerifier()
-        with client(b) as c:
-            p = fetch(c, "t", 0)
-            assert (p.last_stable_offset, p.high_watermark) == (1, 33)
-            assert offsets_of(p.records) == [0] and aborted(p) == [(5, 0)]
-            assert list_offset(c, "t", -1, 1).offset == 1
-            # the open transaction goes on without a new verification, and its sequence continues
-            b.app.txn_coordinator.code = E.INVALID_TXN_STATE
-            assert produce(c, "t", tbatch(6, 1)).base_offset == 33
-            assert marker(b, "t", 6, commit=True) == E.NONE
-            p = fetch(c, "t", 0)
-            assert p.last_stable_offset == 35 and aborted(p) == [(5, 0)]
+        _txn_history(b)
+        directory = b.app.topics.log("t", 0).directory
+        b.stop()
+        for o in producer_snapshot.offsets(directory):
+            producer_snapshot.snapshot_path(directory, o).unlink()
+        txn_index_path(directory, 0).unlink()
+        b.start()
+        _check_after_restart(b)
         assert txn_index_path(directory, 0).read_bytes() == struct.pack(">hqqqq", 0, 5, 0, 2, 1)
 
 

@@ -24,12 +24,16 @@ entries, also kept in memory for Fetch).  A marker (``complete``) checks the
 epoch and coordinator epoch, closes the producer's open transaction and, for
 an ABORT, yields the index entry.
 
-The state is not snapshotted: the first time a partition is touched after a
-start (a produce, a fetch, a marker, ...) the whole log is scanned, batch
-headers only (plus the one record of each control batch), in a worker
-thread.  A whole scan, not a tail: an open transaction may be older than any
-fixed window, and it holds the last stable offset until its marker.  The
-same scan rewrites each segment's ``.txnindex``.
+Snapshots (Kafka's ``<offset>.snapshot`` files, ``storage/producer_snapshot.py``)
+are written when a produce or a marker rolls a segment, after a rebuild, and
+at shutdown.  The first time a partition is touched after a start (a produce,
+a fetch, a marker, the cleaner) its state is loaded from the newest snapshot
+at or below the log end and the batches after it are replayed (headers only,
+plus the one record of each marker), in a worker thread; without a snapshot
+the whole log is replayed, never just a tail: an open transaction may be
+older than any fixed window, and it holds the last stable offset until its
+marker.  The replay rewrites the ``.txnindex`` of the segments it covers;
+older segments' indexes are read as they are.
 """
 
 from __future__ import annotations
@@ -52,9 +56,10 @@ from ...protocol.records import (
     parse_control_key,
     parse_end_txn_marker,
 )
-from ...storage import txn_index
+from ...storage import producer_snapshot, txn_index
 from ...storage.files import fsync_dir
 from ...storage.log import Log
+from ...storage.producer_snapshot import SnapshotEntry
 from ...storage.txn_index import AbortedTxn
 
 logger = structlog.get_logger("odradek.producers")
@@ -167,10 +172,16 @@ class PartitionProducers:
         self.aborted: list[AbortedTxn] = []  # by marker offset
         self._aborted_last: list[int] = []
 
-    def in_txn(self, producer_id: int) -> bool:
-        """Whether the producer has an open transaction in this partition (no verification
-        needed for its next transactional batch, as Kafka's ``hasOngoingTransaction``)."""
-        return producer_id in self.open_txns
+    def in_txn(self, producer_id: int, producer_epoch: int | None = None) -> bool:
+        """Whether the producer (at this epoch, if given) has an open transaction in this partition:
+        its next transactional batch needs no verification (Kafka's ``hasOngoingTransaction``)."""
+        if producer_id not in self.open_txns:
+            return False
+        return producer_epoch is None or self.entries[producer_id].epoch == producer_epoch
+
+    def has_aborted_from(self, start: int) -> bool:
+        """Whether any aborted transaction ends at or after ``start`` (cheap pre-check for Fetch)."""
+        return bool(self._aborted_last) and self._aborted_last[-1] >= start
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction (Kafka's firstUndecidedOffset)."""
@@ -270,8 +281,7 @@ class PartitionProducers:
         other = self.first_unstable_offset()
         aborted = AbortedTxn(producer_id, first, marker_offset,
                              marker_offset + 1 if other is None else other)
-        self.aborted.append(aborted)
-        self._aborted_last.append(marker_offset)
+        self._add_aborted([aborted])
         return aborted
 
     def aborted_in(self, start: int, upper: int) -> list[AbortedTxn]:
@@ -288,22 +298,83 @@ class PartitionProducers:
                 break
         return out
 
+    def _add_aborted(self, entries: list[AbortedTxn]) -> None:
+        self.aborted.extend(entries)
+        self._aborted_last.extend(e.last_offset for e in entries)
+
+    # --- snapshots and rebuild ------------------------------------------------------------
+
+    def snapshot_entries(self) -> list[SnapshotEntry]:
+        """The state as Kafka's snapshot holds it (the last batch of each producer)."""
+        out = []
+        for pid, e in self.entries.items():
+            if e.batches:
+                b = e.batches[-1]
+                out.append(SnapshotEntry(pid, e.epoch, b.last_seq, b.last_offset, b.last_offset - b.first_offset,
+                                         e.last_timestamp, e.coordinator_epoch, e.txn_first_offset))
+            else:
+                out.append(SnapshotEntry(pid, e.epoch, -1, -1, 0, e.last_timestamp, e.coordinator_epoch,
+                                         e.txn_first_offset))
+        return out
+
+    def load_snapshot(self, entries: list[SnapshotEntry], log_append_time: bool) -> None:
+        for s in entries:
+            e = self.entries[s.producer_id] = ProducerEntry(s.epoch, coordinator_epoch=s.coordinator_epoch,
+                                                            last_timestamp=s.timestamp,
+                                                            txn_first_offset=s.txn_first_offset)
+            if s.last_sequence >= 0 and s.last_offset >= 0:
+                first_seq = s.last_sequence - s.offset_delta
+                if first_seq < 0:
+                    first_seq += INT32_MAX + 1
+                e.batches.append(BatchMeta(first_seq, s.last_sequence, s.last_offset - s.offset_delta,
+                                           s.last_offset, s.timestamp if log_append_time else -1))
+        for s in sorted((s for s in entries if s.txn_first_offset != NO_OFFSET), key=lambda s: s.txn_first_offset):
+            self.open_txns[s.producer_id] = s.txn_first_offset
+
     def rebuild(self, log: Log) -> None:
-        """Replay the whole log's batch headers and markers, rewriting each segment's
-        ``.txnindex`` to match (blocking: run it in a worker thread)."""
+        """Load the newest snapshot and replay the batches after it (all of them without one),
+        rewriting the replayed segments' ``.txnindex``; then snapshot the result (blocking: run
+        it in a worker thread)."""
+        directory = log.directory
+        end = log.log_end_offset
+        snap = producer_snapshot.latest(directory, end)
+        start = 0
+        if snap is not None:
+            start = snap[0]
+            self.load_snapshot(snap[1], log.config.log_append_time)
+        replayed: list[int] = []
         with log.reading() as segments:  # a delete meanwhile closes the files only after this scan
-            for seg in segments:
-                found: list[AbortedTxn] = []
-                for _pos, buf, off, h in seg.iter_batches():
-                    if h.producer_id < 0:
-                        continue
-                    if h.is_control:
-                        aborted = self._replay_marker(buf, off, h)
-                        if aborted is not None:
-                            found.append(aborted)
-                    elif h.base_sequence >= 0:
-                        self.record(h, h.base_offset, h.max_timestamp if h.log_append_time else -1)
-                txn_index.write_entries(log.directory, seg.base_offset, found)
+            for i, seg in enumerate(segments):
+                upper = segments[i + 1].base_offset if i + 1 < len(segments) else end
+                indexed = txn_index.read_entries(directory, seg.base_offset) if snap is not None else []
+                if upper <= start and seg.base_offset < start:  # wholly before the snapshot
+                    self._add_aborted(indexed)
+                    continue
+                kept = [e for e in indexed if e.last_offset < start]
+                self._add_aborted(kept)
+                position = 0
+                if start > seg.base_offset:
+                    loc = seg.find(start)
+                    position = seg.size if loc is None else loc[0]
+                txn_index.write_entries(directory, seg.base_offset, kept + self._replay(seg, position))
+                replayed.append(seg.base_offset)
+        if snap is None or start < end:
+            for base in replayed:  # what the snapshot vouches for is on disk first
+                txn_index.sync(directory, base)
+            producer_snapshot.write(directory, end, self.snapshot_entries())
+
+    def _replay(self, seg, position: int) -> list[AbortedTxn]:
+        found: list[AbortedTxn] = []
+        for _pos, buf, off, h in seg.iter_batches(position):
+            if h.producer_id < 0:
+                continue
+            if h.is_control:
+                aborted = self._replay_marker(buf, off, h)
+                if aborted is not None:
+                    found.append(aborted)
+            elif h.base_sequence >= 0:
+                self.record(h, h.base_offset, h.max_timestamp if h.log_append_time else -1)
+        return found
 
     def _replay_marker(self, buf: bytes, off: int, h: BatchHeader) -> AbortedTxn | None:
         try:
@@ -343,6 +414,9 @@ class ProducerStates:
             except Exception as exc:  # a torn tail is storage's to repair; dedupe starts afresh
                 logger.warning("producer_state.rebuild_failed", dir=log.directory.name, error=str(exc))
             state.loaded = True
+
+    def loaded(self) -> list[tuple[tuple[str, int], PartitionProducers]]:
+        return [(k, s) for k, s in self._parts.items() if s.loaded]
 
     def drop_topic(self, topic: str) -> None:
         for key in [k for k in self._parts if k[0] == topic]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,10 +20,12 @@ import structlog
 
 from ...protocol.errors import ErrorCode
 from ...protocol.records import HEADER_SIZE, encode_end_txn_batch
+from ...storage import producer_snapshot, txn_index
 from ...storage.config import FsyncMode
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
 from ...storage.log import Log
 from ...storage.log_manager import LogManager
+from ...storage.producer_snapshot import SnapshotEntry
 from ...storage.txn_index import AbortedTxn
 from ..txn_contracts import TxnMarker, TxnVerifier
 from . import topic_configs
@@ -67,6 +69,7 @@ class DataPlane:
         self._gate = asyncio.Lock()
         self._ordered = 0
         logs.stable_offset = self._stable_offset_for_cleaner
+        logs.before_close = self._snapshot_all
 
     async def start(self) -> None:
         await self.topics.reconcile(self.logs)
@@ -109,9 +112,11 @@ class DataPlane:
 
     async def ensure_loaded(self, log: Log) -> PartitionProducers:
         """The partition's producer state, rebuilt first if this is its first use since start
-        (readers need it too: the last stable offset and the aborted transactions)."""
+        (readers need it too: the last stable offset and the aborted transactions).  Internal
+        topics are written by their coordinators, not through here: no state is kept for them
+        and their last stable offset is their log end."""
         state = self.producers.get(log.topic, log.partition)
-        if not state.loaded:
+        if not state.loaded and log.topic not in INTERNAL_TOPICS:
             async with self.ordered():
                 await self.producers.ensure_loaded(state, log)
         return state
@@ -131,7 +136,7 @@ class DataPlane:
             raise BatchRejected(ErrorCode.NOT_ENOUGH_REPLICAS,
                                 "min.insync.replicas is above the one replica a single broker has")
         state = self.producers.get(log.topic, log.partition)
-        if h.is_transactional and not state.in_txn(h.producer_id):
+        if h.is_transactional and not state.in_txn(h.producer_id, h.producer_epoch):
             _verify(log, h.producer_id, h.producer_epoch, transactional_id, verifier, api_version)
         if h.producer_id >= 0:
             try:
@@ -140,7 +145,7 @@ class DataPlane:
                 raise BatchRejected(exc.code, exc.message) from None
             if dup is not None:
                 return AppendResult(dup.first_offset, dup.append_time, log.log_start_offset)
-        first = _append(log, data)  # type: ignore[arg-type]
+        first = self._append(log, state, data)  # type: ignore[arg-type]
         append_time = _stamped_time(log, h.size) if config.log_append_time else -1
         if h.producer_id >= 0:
             state.record(h, first, append_time)
@@ -182,7 +187,7 @@ class DataPlane:
         batch = encode_end_txn_batch(marker.commit, producer_id=marker.producer_id,
                                      producer_epoch=marker.producer_epoch,
                                      coordinator_epoch=marker.coordinator_epoch, timestamp=now)
-        offset = _append(log, batch)
+        offset = self._append(log, state, batch)
         aborted = state.complete(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
                                  marker.commit, offset, now)
         if aborted is not None:
@@ -200,15 +205,54 @@ class DataPlane:
         await self.ensure_loaded(log)
         return self.last_stable_offset(log)
 
+    def _append(self, log: Log, state: PartitionProducers, data: bytes) -> int:
+        """Append; when the append rolled a segment, snapshot the producer state as of the new
+        segment's base (the batch just written is not in it yet), as Kafka does on a roll."""
+        active = log.active_segment
+        first = _append(log, data)
+        if log.active_segment is not active:
+            self._snapshot(log, first, state.snapshot_entries(), active.base_offset)
+        return first
+
+    @staticmethod
+    def _snapshot(log: Log, offset: int, entries: list[SnapshotEntry], indexed_base: int) -> None:
+        """Write a snapshot; the aborted index it vouches for (the segment at ``indexed_base``,
+        the last one written to) is made durable first."""
+        try:
+            txn_index.sync(log.directory, indexed_base)
+            producer_snapshot.write(log.directory, offset, entries)
+        except OSError as exc:  # a shortcut only: the next load replays more of the log
+            logger.warning("producer_snapshot.write_failed", dir=log.directory.name, error=str(exc))
+
+    async def _snapshot_all(self) -> None:
+        """At shutdown (before the logs close): every loaded partition's state at its log end,
+        so the next start replays nothing."""
+        jobs = []
+        for (topic, partition), state in self.producers.loaded():
+            log = self.topics.log(topic, partition)
+            if log is not None and not log.closed and state.entries:
+                jobs.append((log, log.log_end_offset, state.snapshot_entries(), log.active_segment.base_offset))
+        if jobs:
+            await asyncio.to_thread(lambda: [self._snapshot(*job) for job in jobs])
+
     def last_stable_offset(self, log: Log) -> int:
         """min(first offset of the oldest open transaction, high watermark = log end)."""
         state = self.producers.peek(log.topic, log.partition)
         end = log.log_end_offset
         return end if state is None else state.last_stable_offset(end)
 
-    def aborted_txns(self, log: Log, start: int, upper: int) -> list[AbortedTxn]:
+    def loaded(self, log: Log) -> bool:
+        """Whether the partition's producer state is ready (``ensure_loaded`` need not be awaited)."""
         state = self.producers.peek(log.topic, log.partition)
-        return [] if state is None else state.aborted_in(start, upper)
+        return state is not None and (state.loaded or log.topic in INTERNAL_TOPICS)
+
+    def aborted_txns(self, log: Log, start: int, upper: Callable[[], int]) -> list[AbortedTxn]:
+        """Aborted transactions of a read from ``start``; ``upper`` (the offset after the read)
+        is only computed when some aborted transaction ends at or after ``start``."""
+        state = self.producers.peek(log.topic, log.partition)
+        if state is None or not state.has_aborted_from(start):
+            return []
+        return state.aborted_in(start, upper())
 
     @staticmethod
     def needs_sync(log: Log, acks: int) -> bool:

@@ -157,7 +157,7 @@ async def _read(app: BrokerApp, req, topic: str, p, state: _Pass, version: int) 
         return _partition_error(p.partition, code, aborted)
     assert log is not None
     dp = app.dataplane
-    if version >= 4:
+    if version >= 4 and not dp.loaded(log):
         await dp.ensure_loaded(log)
     lso = dp.last_stable_offset(log)
     records = b""
@@ -182,7 +182,7 @@ async def _read(app: BrokerApp, req, topic: str, p, state: _Pass, version: int) 
     state.waitable.append((topic, p.partition))
     if committed and records:
         aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
-                   for a in dp.aborted_txns(log, p.fetch_offset, _end_offset(records))]
+                   for a in dp.aborted_txns(log, p.fetch_offset, partial(_end_offset, records))]
     hw = log.log_end_offset
     return {"partition_index": p.partition, "error_code": ErrorCode.NONE, "high_watermark": hw,
             "last_stable_offset": lso if version >= 4 else hw, "log_start_offset": log.log_start_offset,
