@@ -27,7 +27,7 @@ from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
-from .handlers import cluster, groups, log_admin, partitions
+from .handlers import cluster, groups, log_admin, partitions, producer_state
 from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
@@ -100,6 +100,7 @@ class BrokerApp:
         config_handlers.register(self.handlers, self)
         partitions.register(self.handlers, self)
         log_admin.register(self.handlers, self)
+        producer_state.register(self.handlers, self)
         # test control: faults and capture (in-process always; from outside only if configured)
         self.control = BrokerControl(self, config["odradek.control.capture.requests"])
         self.control_endpoint: ControlEndpoint | None = None
