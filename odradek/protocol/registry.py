@@ -63,6 +63,7 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(21, "DeleteRecords", "delete_records", "0-2"),
     _spec(22, "InitProducerId", "init_producer_id", "0-4"),
     _spec(23, "OffsetForLeaderEpoch", "offset_for_leader_epoch", "0-4"),
+    _spec(28, "TxnOffsetCommit", "txn_offset_commit", "0-4"),
     _spec(32, "DescribeConfigs", "describe_configs", "0-4"),
     _spec(33, "AlterConfigs", "alter_configs", "0-2"),
     _spec(35, "DescribeLogDirs", "describe_log_dirs", "0-4"),
