@@ -295,3 +295,20 @@ async def test_with_fsync_always_the_answers_wait_for_the_fsync(tmp_path):
         await reloaded(env)
     finally:
         await env.stop()
+
+
+async def test_open_transactions_bound_the_partitions_stable_offset(env):
+    """What the cleaner must not compact past (Kafka's uncleanable boundary at the LSO)."""
+    env.commit_now("g", [("t", 0, 1)])  # offset 0
+    assert env.shard().stable_offset() is None
+    env.txn_commit_now("g", [("t", 0, 2)], producer=P)  # 1
+    env.commit_now("g", [("t", 1, 1)])  # 2
+    env.txn_commit_now("g", [("t", 1, 2)], producer=Q)  # 3
+    env.txn_commit_now("g", [("t", 0, 3)], producer=P)  # 4: P's transaction is open since 1
+    assert env.shard().stable_offset() == 1
+    env.marker_now("g", producer=P, commit=False)  # 5
+    assert env.shard().stable_offset() == 3
+    await env.restart()
+    assert env.shard().stable_offset() == 3
+    env.marker_now("g", producer=Q, commit=True)
+    assert env.shard().stable_offset() is None

@@ -44,7 +44,7 @@ from ...protocol.errors import ErrorCode
 from ...protocol.records import decode_batch
 from ..clock import Clock
 from ..runtime.promise import Promise
-from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus
+from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus, TxnBatch
 from .config import CoordinatorConfig
 from .group import ClassicGroup
 from .state import GroupState
@@ -105,7 +105,11 @@ class Shard:
         runtime = runtime if runtime is not None else CoordinatorRuntime()
         encode = emulated_encoder(self.config) if self.config.emulates_value_versions else encode_records
         self.writer = runtime.writer(self, log_, encode, clock.now_ms, await_fsync=await_fsync,
-                                     on_accept=self._count_commits)
+                                     on_accept=self._count_commits, on_txn_append=self._txn_appended)
+        # the log's open transactions: producer id -> offset of its first transactional batch not
+        # yet ended by a marker (Kafka's ProducerStateManager of this partition): what bounds the
+        # log's last stable offset, below which the cleaner may compact
+        self.open_txns: dict[int, int] = {}
         # append ``records`` as one batch; the promise yields None (written, durable and
         # replayed) or an ErrorCode.  The runtime stages, appends, waits for fsync if asked
         # and replays (``runtime/runtime.py``); tests replace it to hold or fail writes.
@@ -262,6 +266,18 @@ class Shard:
     def has_pending_writes(self) -> bool:
         return self.writer.has_pending_writes()
 
+    def _txn_appended(self, txn: TxnBatch, first_offset: int, pairs: list[EncodedRecord]) -> None:
+        """A transactional batch landed at ``first_offset``: it opens the producer's transaction here,
+        or (a marker) ends it."""
+        if not txn.control:
+            self.open_txns.setdefault(txn.producer_id, first_offset)
+            return
+        self.open_txns.pop(txn.producer_id, None)
+
+    def stable_offset(self) -> int | None:
+        """First offset of the oldest open transaction (the log end bounds the LSO when None)."""
+        return min(self.open_txns.values()) if self.open_txns else None
+
     # --- loading -------------------------------------------------------------------
 
     async def load(self, on_loaded: Callable[[Shard], None] | None = None,
@@ -272,6 +288,9 @@ class Shard:
         batches = 0
         replay = self.replay
         for header, records in self._iter_log():
+            if header.is_transactional and records:
+                self._txn_appended(TxnBatch(header.producer_id, header.producer_epoch, header.is_control),
+                                   records[0].offset, [])
             for record in records:
                 try:
                     decoded = decode_record(header, record)

@@ -150,13 +150,16 @@ class ShardWriter:
     ``encode`` turns a request's records into (key bytes, value bytes) pairs;
     ``await_fsync`` is true when ``log.fsync.mode=always`` (a write is applied
     and answered only after the fsync round covering it); ``on_accept``, if
-    given, sees every write the log accepted (the shard's metrics).
+    given, sees every write the log accepted (the shard's metrics);
+    ``on_txn_append(txn, first offset, pairs)``, if given, learns where each
+    transactional or control batch landed (a partition's open transactions).
     """
 
     def __init__(self, runtime: CoordinatorRuntime, shard: CoordinatorShard, log_: Any,
                  encode: Callable[[list[Record]], list[EncodedRecord]],
                  now_ms: Callable[[], int], *, await_fsync: bool = False,
-                 on_accept: Callable[[list[Record]], None] | None = None) -> None:
+                 on_accept: Callable[[list[Record]], None] | None = None,
+                 on_txn_append: Callable[[TxnBatch, int, list[EncodedRecord]], None] | None = None) -> None:
         self.runtime = runtime
         self.shard = shard
         self.log = log_
@@ -164,6 +167,7 @@ class ShardWriter:
         self.now_ms = now_ms
         self.await_fsync = await_fsync
         self.on_accept = on_accept
+        self.on_txn_append = on_txn_append
         # writes staged or appended, not yet fsynced (await_fsync), in write order
         self._in_flight: dict[_Write, None] = {}
         # staged requests of the open turn: (encoded records, timestamp, the write waiting for fsync,
@@ -302,7 +306,9 @@ class ShardWriter:
         batch = encode_batch(pairs, base_offset=0, base_timestamp=now, producer_id=txn.producer_id,
                              producer_epoch=txn.producer_epoch, base_sequence=-1 if txn.control else 0,
                              partition_leader_epoch=0, transactional=True, control=txn.control)
-        self.log.append(batch, validate=False, schedule=not self.await_fsync)
+        first, _last = self.log.append(batch, validate=False, schedule=not self.await_fsync)
+        if self.on_txn_append is not None:
+            self.on_txn_append(txn, first, pairs)
 
     # --- durability ------------------------------------------------------------------------
 
@@ -359,9 +365,11 @@ class CoordinatorRuntime:
     def writer(self, shard: CoordinatorShard, log_: Any,
                encode: Callable[[list[Record]], list[EncodedRecord]], now_ms: Callable[[], int],
                *, await_fsync: bool = False,
-               on_accept: Callable[[list[Record]], None] | None = None) -> ShardWriter:
+               on_accept: Callable[[list[Record]], None] | None = None,
+               on_txn_append: Callable[[TxnBatch, int, list[EncodedRecord]], None] | None = None) -> ShardWriter:
         """A shard joins the runtime: the writer its handlers' records go through."""
-        return ShardWriter(self, shard, log_, encode, now_ms, await_fsync=await_fsync, on_accept=on_accept)
+        return ShardWriter(self, shard, log_, encode, now_ms, await_fsync=await_fsync, on_accept=on_accept,
+                           on_txn_append=on_txn_append)
 
     # --- staging ---------------------------------------------------------------------------
 
