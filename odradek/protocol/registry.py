@@ -66,6 +66,7 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(24, "AddPartitionsToTxn", "add_partitions_to_txn", "0-3"),
     _spec(25, "AddOffsetsToTxn", "add_offsets_to_txn", "0-3"),
     _spec(26, "EndTxn", "end_txn", "0-4"),
+    _spec(28, "TxnOffsetCommit", "txn_offset_commit", "0-4"),
     _spec(32, "DescribeConfigs", "describe_configs", "0-4"),
     _spec(33, "AlterConfigs", "alter_configs", "0-2"),
     _spec(35, "DescribeLogDirs", "describe_log_dirs", "0-4"),
