@@ -26,7 +26,7 @@ from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
-from .handlers import cluster, groups, log_admin, partitions
+from .handlers import cluster, groups, log_admin, partitions, scram_credentials
 from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
@@ -34,6 +34,8 @@ from .handlers import produce as produce_handlers
 from .handlers import topics as topic_handlers
 from .metrics import Metrics
 from .runtime.runtime import CoordinatorRuntime
+from .security import oauthbearer, scram  # noqa: F401  (register their SASL mechanisms)
+from .security.scram_store import ScramCredentialStore
 from .server import KafkaServer
 
 log = structlog.get_logger("odradek.broker")
@@ -81,6 +83,8 @@ class BrokerApp:
         self.coordinator: Coordinator | None = None
         self._loading: asyncio.Task | None = None
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
+        # SCRAM users (SaslSettings.credentials): read at start, changed by AlterUserScramCredentials
+        self.scram_credentials = ScramCredentialStore(self.data_dir)
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
         offset_handlers.register(self.handlers, self)
@@ -91,6 +95,7 @@ class BrokerApp:
         config_handlers.register(self.handlers, self)
         partitions.register(self.handlers, self)
         log_admin.register(self.handlers, self)
+        scram_credentials.register(self.handlers, self)
         # test control: faults and capture (in-process always; from outside only if configured)
         self.control = BrokerControl(self, config["odradek.control.capture.requests"])
         self.control_endpoint: ControlEndpoint | None = None
@@ -110,6 +115,7 @@ class BrokerApp:
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
             finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
+            self.scram_credentials.load()
             self.dynamic_config.load()  # broker-level defaults set at runtime, then topics' own
             self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
