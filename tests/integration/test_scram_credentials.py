@@ -145,7 +145,7 @@ def test_denied_principal_gets_cluster_authorization_failed(broker):
             r = c.request(50, 0, {"users": [{"name": "alice"}]})
             assert r.error_code == CLUSTER_AUTHZ and [x.error_code for x in r.results] == [CLUSTER_AUTHZ]
         assert alter(broker, [upsert("eve")], [("alice", SHA256)]) == {
-            "eve": (CLUSTER_AUTHZ, "Authorization failed."), "alice": (CLUSTER_AUTHZ, "Authorization failed.")}
+            "eve": (CLUSTER_AUTHZ, "Cluster authorization failed."), "alice": (CLUSTER_AUTHZ, "Cluster authorization failed.")}
     finally:
         del broker.app.authorize_cluster
     assert {x.user for x in describe(broker, None).results} == {"alice"}

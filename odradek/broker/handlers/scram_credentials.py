@@ -35,7 +35,7 @@ DUPLICATE_ALTER = "A user credential cannot be altered twice in the same request
 DUPLICATE_DESCRIBE = "Cannot describe SCRAM credentials for the same user twice in a single request: "
 NOT_FOUND_DESCRIBE = "Attempt to describe a user credential that does not exist: "
 NOT_FOUND_DELETE = "Attempt to delete a user credential that does not exist"
-AUTHZ_DENIED = "Authorization failed."
+AUTHZ_DENIED = "Cluster authorization failed."  # Errors.CLUSTER_AUTHORIZATION_FAILED
 
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
