@@ -27,7 +27,7 @@ from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
-from .handlers import cluster, groups, log_admin, partitions, producer_state
+from .handlers import cluster, groups, log_admin, partitions, producer_state, scram_credentials
 from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
@@ -36,6 +36,8 @@ from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
 from .metrics import Metrics
 from .runtime.runtime import CoordinatorRuntime
+from .security import oauthbearer, scram  # noqa: F401  (register their SASL mechanisms)
+from .security.scram_store import ScramCredentialStore
 from .server import KafkaServer
 from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
@@ -89,6 +91,8 @@ class BrokerApp:
         self.marker_router = MarkerRouter(self)
         self._loading: asyncio.Task | None = None
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
+        # SCRAM users (SaslSettings.credentials): read at start, changed by AlterUserScramCredentials
+        self.scram_credentials = ScramCredentialStore(self.data_dir)
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
         offset_handlers.register(self.handlers, self)
@@ -101,6 +105,7 @@ class BrokerApp:
         partitions.register(self.handlers, self)
         log_admin.register(self.handlers, self)
         producer_state.register(self.handlers, self)
+        scram_credentials.register(self.handlers, self)
         # test control: faults and capture (in-process always; from outside only if configured)
         self.control = BrokerControl(self, config["odradek.control.capture.requests"])
         self.control_endpoint: ControlEndpoint | None = None
@@ -120,6 +125,7 @@ class BrokerApp:
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
             finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
+            self.scram_credentials.load()
             self.dynamic_config.load()  # broker-level defaults set at runtime, then topics' own
             self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
