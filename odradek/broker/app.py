@@ -26,6 +26,7 @@ from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
+from .handlers import acls as acl_handlers
 from .handlers import cluster, groups, log_admin, partitions
 from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
@@ -34,6 +35,8 @@ from .handlers import produce as produce_handlers
 from .handlers import topics as topic_handlers
 from .metrics import Metrics
 from .runtime.runtime import CoordinatorRuntime
+from .security import guards
+from .security.authorizer import Authorizer
 from .server import KafkaServer
 
 log = structlog.get_logger("odradek.broker")
@@ -81,6 +84,8 @@ class BrokerApp:
         self.coordinator: Coordinator | None = None
         self._loading: asyncio.Task | None = None
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
+        # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all
+        self.authorizer: Authorizer | None = Authorizer.from_config(config, self.data_dir)
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
         offset_handlers.register(self.handlers, self)
@@ -91,6 +96,9 @@ class BrokerApp:
         config_handlers.register(self.handlers, self)
         partitions.register(self.handlers, self)
         log_admin.register(self.handlers, self)
+        acl_handlers.register(self.handlers, self)
+        # every handler above is registered: wrap them with Kafka's authorization checks
+        guards.install(self.handlers, self)
         # test control: faults and capture (in-process always; from outside only if configured)
         self.control = BrokerControl(self, config["odradek.control.capture.requests"])
         self.control_endpoint: ControlEndpoint | None = None
@@ -110,6 +118,8 @@ class BrokerApp:
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
             finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
+            if self.authorizer is not None:
+                self.authorizer.load()  # before any listener: no request is checked against no ACLs
             self.dynamic_config.load()  # broker-level defaults set at runtime, then topics' own
             self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery

@@ -137,6 +137,15 @@ def _alter_configs(v: int, req, code: int) -> dict:
                            "resource_name": r.resource_name} for r in req.resources]}
 
 
+def _create_acls(v: int, req, code: int) -> dict:
+    return {"results": [{"error_code": code, "error_message": None} for _ in req.creations]}
+
+
+def _delete_acls(v: int, req, code: int) -> dict:
+    return {"filter_results": [{"error_code": code, "error_message": None, "matching_acls": []}
+                               for _ in req.filters]}
+
+
 SHAPES: dict[int, Shape] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
     10: _find_coordinator,
@@ -148,6 +157,7 @@ SHAPES: dict[int, Shape] = {
     23: _offset_for_leader_epoch, 32: _describe_configs, 33: _alter_configs, 44: _alter_configs, 35: _top_level(results=[]), 37: _create_partitions,
     42: _delete_groups, 43: _elect_leaders, 47: _offset_delete, 75: _describe_topic_partitions,
     60: _top_level(error_message=None, cluster_id="", controller_id=-1, brokers=[]),
+    29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
 }
 
 
