@@ -23,7 +23,7 @@ from .coordinator.config import CoordinatorConfig
 from .coordinator.service import Coordinator
 from .datadir import DirLock, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
-from .dispatch import HandlerTable
+from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
 from .handlers import acls as acl_handlers
@@ -36,6 +36,7 @@ from .handlers import topics as topic_handlers
 from .metrics import Metrics
 from .runtime.runtime import CoordinatorRuntime
 from .security import guards
+from .security.acls import AclOperation
 from .security.authorizer import Authorizer
 from .server import KafkaServer
 
@@ -154,6 +155,13 @@ class BrokerApp:
                  listeners=[f"{h}:{p}" for h, p in self.bound],
                  advertised=self.bootstrap_servers, data_dir=str(self.data_dir),
                  metrics_port=self.metrics_port)
+
+    def authorize_cluster(self, ctx: RequestContext, operation: str) -> bool:
+        """``operation`` (an ACL operation name: DESCRIBE, ALTER, ...) on the cluster resource,
+        for handlers that check it themselves (the SCRAM credential APIs); True without ACLs."""
+        if self.authorizer is None:
+            return True
+        return self.authorizer.cluster(ctx, AclOperation[operation])
 
     def set_log_defaults(self, config: LogConfig) -> None:
         """Broker-level log defaults (static plus dynamic): topics without an override follow at once."""

@@ -205,3 +205,19 @@ def test_every_served_api_is_guarded(tmp_path):
     config = Config.load(None, overrides=[f"log.dirs={tmp_path}"], environ={})
     served = {key for key, _lo, _hi in BrokerApp(config).handlers.served()}
     assert served - set(GUARDS) - NO_CHECK - SELF_CHECKING - PENDING_GUARDS == set()
+
+
+def test_audit_line_reads_like_kafkas_authorizer_logger():
+    from structlog.testing import capture_logs
+
+    a = authz(acl("t", Op.READ, A.DENY, principal=BOB))
+    with capture_logs() as logs:
+        a.authorize(BOB, HOST, Op.READ, R.TOPIC, "t", "Fetch")
+        a.authorize(ALICE, HOST, Op.READ, R.TOPIC, "t", "Fetch", audit=False)
+    (line,) = logs
+    assert line["log_level"] == "info"
+    assert line["message"] == (
+        "Principal = User:bob is Denied operation = READ from host = 10.0.0.1 on resource = "
+        "Topic:LITERAL:t for request = Fetch with resourceRefCount = 1 based on rule MatchingAcl(acl="
+        "StandardAcl(resourceType=TOPIC, resourceName=t, patternType=LITERAL, principal=User:bob, "
+        "host=*, operation=READ, permissionType=DENY))")

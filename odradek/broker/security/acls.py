@@ -331,10 +331,9 @@ class AclAuthorizer:
             allow = allow or acl
         if allow is not None:
             return Decision(True, f"MatchingAcl(acl={allow})")
-        if not acls:
-            return Decision(self.allow_if_no_acl,
-                            f"DefaultRule(allow.everyone.if.no.acl.found={str(self.allow_if_no_acl).lower()})")
-        return Decision(False, "DefaultRule(no matching ACL)")
+        if not acls:  # no ACL names the resource: allow.everyone.if.no.acl.found decides
+            return Decision(self.allow_if_no_acl, "DefaultAllow" if self.allow_if_no_acl else "DefaultDeny")
+        return Decision(False, "DefaultDeny")
 
     def authorize(self, principal: str, host: str, op: AclOperation, rtype: ResourceType, name: str,
                   request: str = "", *, audit: bool = True) -> bool:
@@ -346,7 +345,7 @@ class AclAuthorizer:
             line = log.debug if d.allowed else log.info
             line("authorizer.decision",
                  message=(f"Principal = {principal} is {'Allowed' if d.allowed else 'Denied'} "
-                          f"operation = {_pascal(op.name)} from host = {host} on resource = "
+                          f"operation = {op.name} from host = {host} on resource = "
                           f"{_pascal(rtype.name)}:LITERAL:{name} for request = {request} with "
                           f"resourceRefCount = 1 based on rule {d.rule}"))
         return d.allowed
