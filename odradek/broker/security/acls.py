@@ -14,13 +14,17 @@ pattern filters and exact principal/host strings.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
 import structlog
 
-log = structlog.get_logger("odradek.authorizer")
+from ..logging_setup import enabled
+
+AUDIT_COMPONENT = "odradek.authorizer"
+log = structlog.get_logger(AUDIT_COMPONENT)
 
 WILDCARD = "*"  # a LITERAL resource name, a host: every one
 WILDCARD_PRINCIPAL = "User:*"
@@ -341,7 +345,7 @@ class AclAuthorizer:
         allowed, info when denied; ``audit=False`` for bit fields and filtering, as Kafka's
         ``logIfAllowed``/``logIfDenied`` flags."""
         d = self.decide(principal, host, op, rtype, name)
-        if audit:
+        if audit and enabled(AUDIT_COMPONENT, logging.DEBUG if d.allowed else logging.INFO):
             line = log.debug if d.allowed else log.info
             line("authorizer.decision",
                  message=(f"Principal = {principal} is {'Allowed' if d.allowed else 'Denied'} "
