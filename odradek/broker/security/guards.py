@@ -596,3 +596,147 @@ def _visible_topics(g: Guarded, ctx: RequestContext, topics: list, fetch_all: bo
         return topics
     names = g.authz.allowed_names(ctx, Op.DESCRIBE, R.TOPIC, (t["name"] for t in topics), audit=False)
     return [t for t in topics if t["name"] in names]
+
+
+# --- transactions --------------------------------------------------------------------------
+# Field names are Kafka's JSON names in snake case, as every declaration here spells them.
+
+NOT_ATTEMPTED = ErrorCode.OPERATION_NOT_ATTEMPTED
+
+
+def _txn_allowed(g: Guarded, ctx: RequestContext, txn: str | None) -> bool:
+    return txn is not None and g.authz.allowed(ctx, Op.WRITE, R.TRANSACTIONAL_ID, txn)
+
+
+def _partition_exists(g: Guarded, topic: str, partition: int) -> bool:
+    t = g.app.topics.get(topic)
+    return t is not None and 0 <= partition < t.partitions
+
+
+@guard(24)
+def add_partitions_to_txn(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """v0-3 (producers): WRITE on the transactional id (else 53 everywhere), WRITE on each
+    topic; when one is denied nothing is added: 29 for it, UNKNOWN_TOPIC_OR_PARTITION for a
+    missing partition, OPERATION_NOT_ATTEMPTED for the rest.  v4+ (brokers verifying):
+    CLUSTER_ACTION on the cluster (``KafkaApis.handleAddPartitionsToTxnRequest``)."""
+    if ctx.api_version >= 4:
+        if not g.authz.cluster(ctx, Op.CLUSTER_ACTION):
+            return {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED, "results_by_transaction": []}
+        return g.inner(ctx, req)
+    topics = list(req.v3_and_below_topics)
+
+    def answer(code_of: Callable[[str, int], ErrorCode]) -> dict:
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+            {"name": t.name, "results_by_partition": [
+                {"partition_index": p, "partition_error_code": code_of(t.name, p)} for p in t.partitions]}
+            for t in topics]}
+    if not _txn_allowed(g, ctx, req.v3_and_below_transactional_id):
+        return answer(lambda _t, _p: TXN_DENIED)
+    allowed = g.authz.allowed_names(ctx, Op.WRITE, R.TOPIC, (t.name for t in topics))
+    if len(allowed) == len({t.name for t in topics}):
+        return g.inner(ctx, req)
+
+    def code(topic: str, partition: int) -> ErrorCode:
+        if topic not in allowed:
+            return TOPIC_DENIED
+        if not _partition_exists(g, topic, partition):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return NOT_ATTEMPTED
+    return answer(code)
+
+
+@guard(25)
+def add_offsets_to_txn(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    if not _txn_allowed(g, ctx, req.transactional_id):
+        return {"throttle_time_ms": 0, "error_code": TXN_DENIED}
+    if not g.authz.allowed(ctx, Op.READ, R.GROUP, req.group_id):
+        return {"throttle_time_ms": 0, "error_code": GROUP_DENIED}
+    return g.inner(ctx, req)
+
+
+@guard(26)
+def end_txn(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    if not _txn_allowed(g, ctx, req.transactional_id):
+        return {"throttle_time_ms": 0, "error_code": TXN_DENIED, "producer_id": -1, "producer_epoch": -1}
+    return g.inner(ctx, req)
+
+
+@guard(28)
+def txn_offset_commit(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """WRITE on the transactional id (53 everywhere), READ on the group (30 everywhere), READ
+    on each topic (29 for its partitions, the others committed)."""
+    def everywhere(code: ErrorCode) -> dict:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                            for p in t.partitions]} for t in req.topics]}
+    if not _txn_allowed(g, ctx, req.transactional_id):
+        return everywhere(TXN_DENIED)
+    if not g.authz.allowed(ctx, Op.READ, R.GROUP, req.group_id):
+        return everywhere(GROUP_DENIED)
+    topics = list(req.topics)
+    allowed = g.authz.allowed_names(ctx, Op.READ, R.TOPIC, (t.name for t in topics))
+    refused = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": TOPIC_DENIED}
+                                               for p in t.partitions]} for t in topics if t.name not in allowed]
+    if not refused:
+        return g.inner(ctx, req)
+    kept = [t for t in topics if t.name in allowed]
+    served = g.inner(ctx, _with(req, topics=kept)) if kept else {"throttle_time_ms": 0, "topics": []}
+
+    def merge(body: dict) -> dict:
+        body["topics"] = list(body["topics"]) + refused
+        return body
+    return after(served, merge)
+
+
+@guard(61)
+def describe_producers(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """READ on each topic; a denied one answers 29 on every partition asked for."""
+    topics = list(req.topics)
+    allowed = g.authz.allowed_names(ctx, Op.READ, R.TOPIC, (t.name for t in topics))
+    refused = [{"name": t.name, "partitions": [
+        {"partition_index": p, "error_code": TOPIC_DENIED, "error_message": None, "active_producers": []}
+        for p in t.partition_indexes]} for t in topics if t.name not in allowed]
+    if not refused:
+        return g.inner(ctx, req)
+    kept = [t for t in topics if t.name in allowed]
+    served = g.inner(ctx, _with(req, topics=kept)) if kept else {"throttle_time_ms": 0, "topics": []}
+
+    def merge(body: dict) -> dict:
+        body["topics"] = list(body["topics"]) + refused
+        return body
+    return after(served, merge)
+
+
+@guard(65)
+def describe_transactions(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """DESCRIBE on each transactional id (53 for a denied one); the topics of a described
+    transaction are only those the principal may describe."""
+    ids = list(req.transactional_ids)
+    allowed = g.authz.allowed_names(ctx, Op.DESCRIBE, R.TRANSACTIONAL_ID, ids)
+    refused = [{"error_code": TXN_DENIED, "transactional_id": t, "transaction_state": "",
+                "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+                "producer_epoch": -1, "topics": []} for t in ids if t not in allowed]
+    kept = [t for t in ids if t in allowed]
+    served = g.inner(ctx, _with(req, transactional_ids=kept)) if kept else \
+        {"throttle_time_ms": 0, "transaction_states": []}
+
+    def shape(body: dict) -> dict:
+        for state in body["transaction_states"]:
+            topics = list(state.get("topics") or [])
+            names = g.authz.allowed_names(ctx, Op.DESCRIBE, R.TOPIC, (t["topic"] for t in topics), audit=False)
+            state["topics"] = [t for t in topics if t["topic"] in names]
+        body["transaction_states"] = list(body["transaction_states"]) + refused
+        return body
+    return after(served, shape)
+
+
+@guard(66)
+def list_transactions(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """Only the transactional ids the principal may describe are listed."""
+    def visible(body: dict) -> dict:
+        states = list(body["transaction_states"])
+        names = g.authz.allowed_names(ctx, Op.DESCRIBE, R.TRANSACTIONAL_ID,
+                                      (s["transactional_id"] for s in states), audit=False)
+        body["transaction_states"] = [s for s in states if s["transactional_id"] in names]
+        return body
+    return after(g.inner(ctx, req), visible)
