@@ -198,6 +198,7 @@ def compact_offline(data_dir: Path) -> int:
     from odradek.storage.config import LogConfig
     from odradek.storage.log import Log
     from odradek.storage.log_manager import offsets_topic_config
+    from odradek.storage.open_txns import first_unstable_offset
 
     saved = 0
     for d in sorted(data_dir.glob("__consumer_offsets-*")):
@@ -205,7 +206,7 @@ def compact_offline(data_dir: Path) -> int:
         try:
             before = log.size_bytes
             log.roll()
-            log.clean()
+            log.clean(stable_offset=first_unstable_offset(log))  # as the broker: not past open transactions
             saved += before - log.size_bytes
         finally:
             log.close()

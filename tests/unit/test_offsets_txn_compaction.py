@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from odradek.storage.config import LogConfig
+from odradek.storage.log import Log
+from odradek.storage.log_manager import offsets_topic_config
 from odradek.storage.txn_index import read_entries
 
 from .test_offsets_harness import OffsetsEnv
@@ -81,3 +84,26 @@ async def test_a_lost_index_entry_is_written_again_at_load(env):
     await compact(env)
     await env.restart()
     assert env.committed("g") == {("t", 0): 5}
+
+
+async def test_offline_compaction_rebuilds_the_bound_from_the_batch_headers(env):
+    """``odradek compact``/the crash drivers clean the files with no broker: the open transactions
+    come from the headers (``storage/open_txns.py``)."""
+    from odradek.storage.open_txns import first_unstable_offset
+
+    env.commit_now("g", [("t", 0, 5)])  # 0
+    env.txn_commit_now("g", [("t", 1, 1)], producer=Q)  # 1
+    env.marker_now("g", producer=Q, commit=True)  # 2
+    env.txn_commit_now("g", [("t", 0, 9)], producer=P)  # 3: left open
+    log = env.shard().log
+    assert first_unstable_offset(log) == 3 == env.coordinator.stable_offset(0)
+    await env.stop()
+    offline = Log.open(log.directory, offsets_topic_config(LogConfig()))
+    try:
+        offline.roll()
+        offline.clean(stable_offset=first_unstable_offset(offline))
+    finally:
+        offline.close()
+    await env.start()
+    env.marker_now("g", producer=P, commit=False)
+    assert env.committed("g") == {("t", 0): 5, ("t", 1): 1}
