@@ -85,6 +85,9 @@ class BrokerApp:
                                retention_check_interval_ms=config["log.retention.check.interval.ms"],
                                cleaner_backoff_ms=config["log.cleaner.backoff.ms"])
         self.dataplane = DataPlane(self.topics, self.logs, self.data_dir)
+        # the cleaner's bound: the data plane's LSO for data partitions, ours for the offsets topic
+        self._data_stable_offset = self.logs.stable_offset
+        self.logs.stable_offset = self._stable_offset_for_cleaner
         self.coordinator_config = CoordinatorConfig.from_config(config)
         self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
@@ -231,6 +234,15 @@ class BrokerApp:
                                       runtime=self.runtime,
                                       await_fsync=txn_log_config.fsync is FsyncMode.ALWAYS,
                                       offsets_topic=OFFSETS_TOPIC)
+
+    async def _stable_offset_for_cleaner(self, log) -> int | None:
+        """Kafka's uncleanable boundary: no log is compacted past its last stable offset; the
+        offsets partitions' open transactions are the group coordinator's to know."""
+        coordinator = self.coordinator
+        if log.topic == OFFSETS_TOPIC and coordinator is not None \
+                and 0 <= log.partition < len(coordinator.shards) and coordinator.shards[log.partition].log is log:
+            return coordinator.stable_offset(log.partition)
+        return None if self._data_stable_offset is None else await self._data_stable_offset(log)
 
     async def _close_storage(self) -> None:
         if self._loading is not None:

@@ -177,6 +177,7 @@ SHAPES: dict[int, Shape] = {
     42: _delete_groups, 43: _elect_leaders, 47: _offset_delete, 75: _describe_topic_partitions,
     60: _top_level(error_message=None, cluster_id="", controller_id=-1, brokers=[]),
     24: _add_partitions_to_txn, 25: _top_level(), 26: _top_level(), 65: _describe_transactions,
+    28: _offset_commit,  # TxnOffsetCommit: the same shape (TxnOffsetCommitRequest.getErrorResponse)
     66: _top_level(unknown_state_filters=[], transaction_states=[]), 61: _describe_producers,
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
 }
