@@ -12,8 +12,9 @@ from pathlib import Path
 
 import structlog
 
+from ..offsets.records import partition_for
 from ..storage.config import FsyncMode, LogConfig
-from ..storage.log_manager import OFFSETS_TOPIC, LogManager
+from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
 from .clock import BrokerClock, Clock
 from .config import WILDCARD_HOSTS, Config, parse_address, parse_listeners
 from .control import BrokerControl
@@ -27,18 +28,21 @@ from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
 from .handlers import acls as acl_handlers
-from .handlers import cluster, groups, log_admin, partitions
+from .handlers import cluster, groups, log_admin, partitions, producer_state
 from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
 from .handlers import produce as produce_handlers
 from .handlers import topics as topic_handlers
+from .handlers import transactions as txn_handlers
 from .metrics import Metrics
 from .runtime.runtime import CoordinatorRuntime
 from .security import guards
 from .security.acls import AclOperation
 from .security.authorizer import Authorizer
 from .server import KafkaServer
+from .txn import TransactionCoordinator, TxnConfig
+from .txn.markers import MarkerRouter
 
 log = structlog.get_logger("odradek.broker")
 
@@ -83,6 +87,10 @@ class BrokerApp:
         self.coordinator_config = CoordinatorConfig.from_config(config)
         self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
+        self.txn_config = TxnConfig.from_config(config)
+        # the transaction coordinator (also the data plane's TxnVerifier); markers go through the router
+        self.txn_coordinator: TransactionCoordinator | None = None
+        self.marker_router = MarkerRouter(self)
         self._loading: asyncio.Task | None = None
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
         # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all
@@ -93,10 +101,12 @@ class BrokerApp:
         groups.register(self.handlers, self)
         topic_handlers.register(self.handlers, self)
         produce_handlers.register(self.handlers, self)
+        txn_handlers.register(self.handlers, self)
         fetch_handlers.register(self.handlers, self)
         config_handlers.register(self.handlers, self)
         partitions.register(self.handlers, self)
         log_admin.register(self.handlers, self)
+        producer_state.register(self.handlers, self)
         acl_handlers.register(self.handlers, self)
         # every handler above is registered: wrap them with Kafka's authorization checks
         guards.install(self.handlers, self)
@@ -126,6 +136,7 @@ class BrokerApp:
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
             await self.logs.start()
             self.coordinator = self._open_coordinator()
+            self.txn_coordinator = self._open_txn_coordinator()
             self.server.attach_runtime(self.runtime)
             await self.dataplane.start()
             # like Kafka, serve while the offsets partitions load: group requests get
@@ -170,7 +181,7 @@ class BrokerApp:
         self.logs.set_default_config(config)
 
     async def _load(self) -> None:
-        await self.coordinator.load()
+        await asyncio.gather(self.coordinator.load(), self.txn_coordinator.load())
         self.coordinator_loaded.set()
         try:  # deletes a crash interrupted also forget their topics' offsets, now that it can be done
             await self.topics.finish_deletes()
@@ -197,11 +208,32 @@ class BrokerApp:
         return Coordinator(self.clock, self.coordinator_config, logs, runtime=self.runtime,
                            await_fsync=offsets_config.fsync is FsyncMode.ALWAYS)
 
+    def _open_txn_coordinator(self) -> TransactionCoordinator:
+        """``__transaction_state``'s shards; like the offsets topic, its partition count is fixed
+        once it exists (the id -> partition hash depends on it)."""
+        n = self.txn_config.num_partitions
+        existing = sorted(p for t, p in self.logs.logs() if t == TRANSACTION_STATE_TOPIC)
+        if existing and len(existing) != n:
+            log.warning("config.transaction_state_partitions_fixed", configured=n, existing=len(existing))
+            n = len(existing)
+            self.txn_config = dataclasses.replace(self.txn_config, num_partitions=n)
+        txn_log_config = self.logs.config_for(TRANSACTION_STATE_TOPIC).with_topic_config(
+            {"segment.bytes": self.config["transaction.state.log.segment.bytes"]})
+        logs = [self.logs.create(TRANSACTION_STATE_TOPIC, p, txn_log_config) for p in range(n)]
+        groups = self.coordinator_config.num_partitions
+        return TransactionCoordinator(self.clock, self.txn_config, logs, markers=self.marker_router,
+                                      group_partition=lambda group: partition_for(group, groups),
+                                      runtime=self.runtime,
+                                      await_fsync=txn_log_config.fsync is FsyncMode.ALWAYS,
+                                      offsets_topic=OFFSETS_TOPIC)
+
     async def _close_storage(self) -> None:
         if self._loading is not None:
             self._loading.cancel()
             await asyncio.gather(self._loading, return_exceptions=True)
             self._loading = None
+        if self.txn_coordinator is not None:
+            await self.txn_coordinator.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()
         await self.logs.close()

@@ -23,6 +23,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # no authorizer: every operation a cluster supports, as Kafka reports when asked (CREATE,
 # CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE)
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 9, 10, 11, 12, 7, 8))
+GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
@@ -64,10 +65,12 @@ async def metadata(app: BrokerApp, ctx: RequestContext, req) -> dict:
 
 
 def _coordinator_for(app: BrokerApp, key: str, key_type: int) -> dict:
-    if key_type == TRANSACTION_KEY_TYPE:
+    """This node coordinates every group and transactional id (key_type 0 and 1): it leads every
+    partition of ``__consumer_offsets`` and ``__transaction_state``."""
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": ErrorCode.INVALID_REQUEST,
-                "error_message": "transactions are not supported by this broker"}
+                "error_message": f"unsupported coordinator key type {key_type}"}
     ep = app.endpoint
     return {"key": key, "node_id": ep.node_id, "host": ep.host, "port": ep.port,
             "error_code": ErrorCode.NONE, "error_message": None}
