@@ -28,7 +28,7 @@ from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
 from .handlers import acls as acl_handlers
-from .handlers import cluster, groups, log_admin, partitions, producer_state
+from .handlers import cluster, groups, log_admin, partitions, producer_state, scram_credentials
 from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
@@ -37,9 +37,10 @@ from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
 from .metrics import Metrics
 from .runtime.runtime import CoordinatorRuntime
-from .security import guards
+from .security import guards, oauthbearer, scram  # noqa: F401  (scram, oauthbearer: register their SASL mechanisms)
 from .security.acls import AclOperation
 from .security.authorizer import Authorizer
+from .security.scram_store import ScramCredentialStore
 from .server import KafkaServer
 from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
@@ -95,6 +96,8 @@ class BrokerApp:
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
         # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all
         self.authorizer: Authorizer | None = Authorizer.from_config(config, self.data_dir)
+        # SCRAM users (SaslSettings.credentials): read at start, changed by AlterUserScramCredentials
+        self.scram_credentials = ScramCredentialStore(self.data_dir)
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
         offset_handlers.register(self.handlers, self)
@@ -107,6 +110,7 @@ class BrokerApp:
         partitions.register(self.handlers, self)
         log_admin.register(self.handlers, self)
         producer_state.register(self.handlers, self)
+        scram_credentials.register(self.handlers, self)
         acl_handlers.register(self.handlers, self)
         # every handler above is registered: wrap them with Kafka's authorization checks
         guards.install(self.handlers, self)
@@ -131,6 +135,7 @@ class BrokerApp:
             finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
             if self.authorizer is not None:
                 self.authorizer.load()  # before any listener: no request is checked against no ACLs
+            self.scram_credentials.load()
             self.dynamic_config.load()  # broker-level defaults set at runtime, then topics' own
             self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
