@@ -37,7 +37,7 @@ from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
 from .metrics import Metrics
 from .runtime.runtime import CoordinatorRuntime
-from .security import guards, oauthbearer, scram  # noqa: F401  (scram, oauthbearer: register their SASL mechanisms)
+from .security import guards, oauthbearer, scram  # noqa: F401  (register their SASL mechanisms)
 from .security.acls import AclOperation
 from .security.authorizer import Authorizer
 from .security.scram_store import ScramCredentialStore
@@ -94,10 +94,10 @@ class BrokerApp:
         self.marker_router = MarkerRouter(self)
         self._loading: asyncio.Task | None = None
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
-        # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all
-        self.authorizer: Authorizer | None = Authorizer.from_config(config, self.data_dir)
         # SCRAM users (SaslSettings.credentials): read at start, changed by AlterUserScramCredentials
         self.scram_credentials = ScramCredentialStore(self.data_dir)
+        # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all
+        self.authorizer: Authorizer | None = Authorizer.from_config(config, self.data_dir)
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
         offset_handlers.register(self.handlers, self)
@@ -133,9 +133,9 @@ class BrokerApp:
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
             finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
+            self.scram_credentials.load()
             if self.authorizer is not None:
                 self.authorizer.load()  # before any listener: no request is checked against no ACLs
-            self.scram_credentials.load()
             self.dynamic_config.load()  # broker-level defaults set at runtime, then topics' own
             self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery

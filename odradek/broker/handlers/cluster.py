@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from ..app import BrokerApp
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+GROUP_KEY_TYPE = 0
 # no authorizer: every operation a cluster supports, as Kafka reports when asked (CREATE,
 # CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE)
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 9, 10, 11, 12, 7, 8))
-GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
