@@ -538,3 +538,19 @@ def test_transaction_apis_check_topics_and_groups(tmp_path):
         assert r.responses[0].partition_responses[0].error_code == TXN_DENIED
     finally:
         b.close()
+
+
+def test_scram_credential_apis_need_the_cluster(tmp_path):
+    b = acl_broker(tmp_path, allow_everyone_if_no_acl_found="false")
+    try:
+        assert request(b, 50, 0, {"users": None}).error_code == CLUSTER_DENIED
+        altered = request(b, 51, 0, {"deletions": [], "upsertions": [
+            {"name": "alice", "mechanism": 1, "iterations": 4096, "salt": b"salt", "salted_password": b"x" * 32}]})
+        assert [r.error_code for r in altered.results] == [CLUSTER_DENIED]
+    finally:
+        b.close()
+    b = acl_broker(tmp_path, allow_everyone_if_no_acl_found="false", super_users=ANON)
+    try:
+        assert request(b, 50, 0, {"users": None}).error_code == 0
+    finally:
+        b.close()
