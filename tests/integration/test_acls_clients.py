@@ -554,3 +554,19 @@ def test_scram_credential_apis_need_the_cluster(tmp_path):
         assert request(b, 50, 0, {"users": None}).error_code == 0
     finally:
         b.close()
+
+
+def test_unknown_codes_in_acl_requests_are_refused_not_fatal(tmp_path):
+    b = acl_broker(tmp_path)
+    try:
+        assert create_acls(b, (99, "t", LITERAL, ANON, "*", READ, ALLOW), (TOPIC, "t", 99, ANON, "*", READ, ALLOW),
+                           (TOPIC, "t", LITERAL, ANON, "*", 99, ALLOW),
+                           (TOPIC, "t", LITERAL, ANON, "*", READ, -5)) == [INVALID_REQUEST] * 4
+        bad = {"resource_type_filter": ANY, "resource_name_filter": None, "pattern_type_filter": 77,
+               "principal_filter": None, "host_filter": None, "operation": ANY, "permission_type": ANY}
+        assert request(b, 29, 2, bad).error_code == INVALID_REQUEST
+        assert [f.error_code for f in request(b, 31, 2, {"filters": [bad]}).filter_results] == [INVALID_REQUEST]
+        assert b.app.authorizer.acls.acls() == []
+        assert produce(b, unique("still-serving")) == 0
+    finally:
+        b.close()
