@@ -15,8 +15,9 @@ import contextlib
 import os
 import shutil
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import structlog
@@ -73,6 +74,10 @@ class LogManager:
         self._rounds = asyncio.Lock()  # the scheduler's rounds and a test's catch_up, one at a time
         self._next_retention: int | None = None  # when each round is next due (clock ms)
         self._next_clean = self._next_checkpoint = 0
+        # the last stable offset of a log the cleaner is about to compact (the data plane's,
+        # which knows the open transactions); None = no bound
+        self.stable_offset: Callable[[Log], Awaitable[int | None]] | None = None
+        self.before_close: Callable[[], Awaitable[None]] | None = None  # last writes (producer snapshots)
 
     # --- configuration ---------------------------------------------------------------------
 
@@ -235,7 +240,8 @@ class LogManager:
             if log.closed or not log.config.compact or not (force or log.needs_cleaning()):
                 continue
             try:
-                if await loop.run_in_executor(self._cleaner_pool, log.clean) is not None:
+                stable = await self.stable_offset(log) if self.stable_offset is not None else None
+                if await loop.run_in_executor(self._cleaner_pool, partial(log.clean, stable_offset=stable)) is not None:
                     cleaned += 1
                     self.compactions += 1
                     # the checkpoint records where offsets may have gaps before compaction can be
@@ -308,6 +314,8 @@ class LogManager:
             log.stop_cleaning.set()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        if self.before_close is not None:
+            await self.before_close()
         await asyncio.gather(*(log.aclose() for log in self._logs.values()))
         await asyncio.to_thread(self.write_checkpoints)
         self._cleaner_pool.shutdown(wait=True)
