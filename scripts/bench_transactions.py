@@ -60,7 +60,7 @@ def build_fetch_topic(data_dir: Path, txns: int, txn_batches: int) -> tuple[int,
     aborted = 0
     logging_setup.configure(level="warning")  # the in-process builder's request log is noise here
     with ThreadedBroker(data_dir=data_dir, overrides={"log.fsync.mode": "never"}) as b:
-        b.app.txn_coordinator = _Verified()
+        b.app.txn_coordinator.verify_partition = _Verified().verify_partition
         records = [(None, b"x" * 100)] * 10
         with SyncClient("127.0.0.1", b.app.endpoint.port, timeout=30) as c:
             body = {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": -1, "assignments": [],
