@@ -24,10 +24,11 @@ from .coordinator.config import CoordinatorConfig
 from .coordinator.service import Coordinator
 from .datadir import DirLock, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
-from .dispatch import HandlerTable
+from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
-from .handlers import cluster, groups, log_admin, partitions, producer_state
+from .handlers import acls as acl_handlers
+from .handlers import cluster, groups, log_admin, partitions, producer_state, scram_credentials
 from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
@@ -36,6 +37,10 @@ from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
 from .metrics import Metrics
 from .runtime.runtime import CoordinatorRuntime
+from .security import guards, oauthbearer, scram  # noqa: F401  (register their SASL mechanisms)
+from .security.acls import AclOperation
+from .security.authorizer import Authorizer
+from .security.scram_store import ScramCredentialStore
 from .server import KafkaServer
 from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
@@ -89,6 +94,10 @@ class BrokerApp:
         self.marker_router = MarkerRouter(self)
         self._loading: asyncio.Task | None = None
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
+        # SCRAM users (SaslSettings.credentials): read at start, changed by AlterUserScramCredentials
+        self.scram_credentials = ScramCredentialStore(self.data_dir)
+        # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all
+        self.authorizer: Authorizer | None = Authorizer.from_config(config, self.data_dir)
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
         offset_handlers.register(self.handlers, self)
@@ -101,6 +110,10 @@ class BrokerApp:
         partitions.register(self.handlers, self)
         log_admin.register(self.handlers, self)
         producer_state.register(self.handlers, self)
+        scram_credentials.register(self.handlers, self)
+        acl_handlers.register(self.handlers, self)
+        # every handler above is registered: wrap them with Kafka's authorization checks
+        guards.install(self.handlers, self)
         # test control: faults and capture (in-process always; from outside only if configured)
         self.control = BrokerControl(self, config["odradek.control.capture.requests"])
         self.control_endpoint: ControlEndpoint | None = None
@@ -120,6 +133,9 @@ class BrokerApp:
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
             finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
+            self.scram_credentials.load()
+            if self.authorizer is not None:
+                self.authorizer.load()  # before any listener: no request is checked against no ACLs
             self.dynamic_config.load()  # broker-level defaults set at runtime, then topics' own
             self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
@@ -155,6 +171,13 @@ class BrokerApp:
                  listeners=[f"{h}:{p}" for h, p in self.bound],
                  advertised=self.bootstrap_servers, data_dir=str(self.data_dir),
                  metrics_port=self.metrics_port)
+
+    def authorize_cluster(self, ctx: RequestContext, operation: str) -> bool:
+        """``operation`` (an ACL operation name: DESCRIBE, ALTER, ...) on the cluster resource,
+        for handlers that check it themselves (the SCRAM credential APIs); True without ACLs."""
+        if self.authorizer is None:
+            return True
+        return self.authorizer.cluster(ctx, AclOperation[operation])
 
     def set_log_defaults(self, config: LogConfig) -> None:
         """Broker-level log defaults (static plus dynamic): topics without an override follow at once."""

@@ -130,6 +130,19 @@ def _control_address(text: str) -> str:
     return text.strip()
 
 
+def _authorizer(text: str) -> str:
+    from .security.authorizer import check_authorizer_class
+
+    return check_authorizer_class(text)
+
+
+def _super_users(text: str) -> str:
+    from .security.acls import parse_super_users
+
+    parse_super_users(text)
+    return text.strip()
+
+
 def _paths(text: str) -> str:
     if not any(p.strip() for p in text.split(",")):
         raise ValueError("no directory given")
@@ -235,6 +248,15 @@ SETTINGS: list[Setting] = [
     Setting("default.replication.factor", _int, 1, "Only 1 is possible on a single node.", low=1,
             high=1),
     Setting("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
+    # authorization (ACLs)
+    Setting("authorizer.class.name", _authorizer, "",
+            "Kafka's StandardAuthorizer (org.apache.kafka.metadata.authorizer.StandardAuthorizer) or "
+            "AclAuthorizer (kafka.security.authorizer.AclAuthorizer) name turns on ACLs; empty: every "
+            "request is allowed and the ACL APIs answer SECURITY_DISABLED."),
+    Setting("super.users", _super_users, "",
+            "Principals allowed everything whatever the ACLs, ';'-separated (User:admin;User:ops)."),
+    Setting("allow.everyone.if.no.acl.found", _bool, False,
+            "With ACLs on: allow a request on a resource no ACL names (else it is denied)."),
     # group coordinator and committed offsets
     Setting("group.min.session.timeout.ms", _int, 6000, "Smallest session timeout a member may ask for."),
     Setting("group.max.session.timeout.ms", _int, 1800000, "Largest session timeout a member may ask for."),

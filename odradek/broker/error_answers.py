@@ -84,6 +84,12 @@ def _describe_transactions(v: int, req, code: int) -> dict:
                                    for tid in req.transactional_ids]}
 
 
+def _describe_producers(v: int, req, code: int) -> dict:
+    return {"topics": [{"name": t.name, "partitions": [
+        {"partition_index": p, "error_code": code, "error_message": None, "active_producers": []}
+        for p in t.partition_indexes]} for t in req.topics]}
+
+
 def _top_level(**fields: Any) -> Shape:
     return lambda v, req, code: {"error_code": code, **fields}
 
@@ -150,6 +156,15 @@ def _alter_configs(v: int, req, code: int) -> dict:
                            "resource_name": r.resource_name} for r in req.resources]}
 
 
+def _create_acls(v: int, req, code: int) -> dict:
+    return {"results": [{"error_code": code, "error_message": None} for _ in req.creations]}
+
+
+def _delete_acls(v: int, req, code: int) -> dict:
+    return {"filter_results": [{"error_code": code, "error_message": None, "matching_acls": []}
+                               for _ in req.filters]}
+
+
 SHAPES: dict[int, Shape] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
     10: _find_coordinator,
@@ -162,7 +177,8 @@ SHAPES: dict[int, Shape] = {
     42: _delete_groups, 43: _elect_leaders, 47: _offset_delete, 75: _describe_topic_partitions,
     60: _top_level(error_message=None, cluster_id="", controller_id=-1, brokers=[]),
     24: _add_partitions_to_txn, 25: _top_level(), 26: _top_level(), 65: _describe_transactions,
-    66: _top_level(unknown_state_filters=[], transaction_states=[]),
+    66: _top_level(unknown_state_filters=[], transaction_states=[]), 61: _describe_producers,
+    29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
 }
 
 

@@ -104,6 +104,7 @@ ALLOWED: dict[int, set[E]] = {
     26: _TXN,  # EndTxn
     65: _TXN | {E.TRANSACTIONAL_ID_NOT_FOUND},  # DescribeTransactions
     66: {E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR},  # ListTransactions
+    61: _TOPIC | {E.NOT_LEADER_OR_FOLLOWER, E.TOPIC_AUTHORIZATION_FAILED},  # DescribeProducers
 }
 
 

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 GROUP_KEY_TYPE = 0
+# no authorizer: every operation a cluster supports, as Kafka reports when asked (CREATE,
+# CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE)
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 9, 10, 11, 12, 7, 8))
 TRANSACTION_KEY_TYPE = 1
 
 
@@ -57,7 +60,7 @@ async def metadata(app: BrokerApp, ctx: RequestContext, req) -> dict:
         "cluster_id": app.cluster_id,
         "controller_id": app.node_id,
         "topics": await topic_metadata(app, ctx, req),
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": _cluster_operations(req.include_cluster_authorized_operations),
     }
 
 
@@ -91,5 +94,9 @@ def describe_cluster(app: BrokerApp, ctx: RequestContext, req) -> dict:
         "cluster_id": app.cluster_id,
         "controller_id": app.node_id,
         "brokers": _brokers(app),
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": _cluster_operations(req.include_cluster_authorized_operations),
     }
+
+
+def _cluster_operations(requested: bool) -> int:
+    return CLUSTER_OPERATIONS if requested else AUTHORIZED_OPERATIONS_OMITTED
