@@ -14,6 +14,7 @@ import structlog
 
 from ..offsets.records import partition_for
 from ..storage.config import FsyncMode, LogConfig
+from ..storage.log import Log
 from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
 from .clock import BrokerClock, Clock
 from .config import WILDCARD_HOSTS, Config, parse_address, parse_listeners
@@ -36,7 +37,7 @@ from .handlers import produce as produce_handlers
 from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
 from .metrics import Metrics
-from .runtime.runtime import CoordinatorRuntime
+from .runtime.runtime import CoordinatorRuntime, ShardStatus
 from .security import guards, oauthbearer, scram  # noqa: F401  (register their SASL mechanisms)
 from .security.acls import AclOperation
 from .security.authorizer import Authorizer
@@ -85,6 +86,7 @@ class BrokerApp:
                                retention_check_interval_ms=config["log.retention.check.interval.ms"],
                                cleaner_backoff_ms=config["log.cleaner.backoff.ms"])
         self.dataplane = DataPlane(self.topics, self.logs, self.data_dir)
+        self.dataplane.internal_stable_offset = self._offsets_stable_offset
         self.coordinator_config = CoordinatorConfig.from_config(config)
         self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
@@ -231,6 +233,19 @@ class BrokerApp:
                                       runtime=self.runtime,
                                       await_fsync=txn_log_config.fsync is FsyncMode.ALWAYS,
                                       offsets_topic=OFFSETS_TOPIC)
+
+    def _offsets_stable_offset(self, lg: Log) -> int | None:
+        """The cleaner's bound on an offsets partition: its oldest open transaction (kept by its
+        shard), so pending transactional offsets are never compacted; 0 (nothing) while it loads.
+        Other internal topics (``__transaction_state``) are not transactional: no bound."""
+        coordinator = self.coordinator
+        if lg.topic != OFFSETS_TOPIC or coordinator is None:
+            return None
+        shard = next((s for s in coordinator.shards if s.log is lg), None)
+        if shard is None or shard.status is ShardStatus.LOADING:
+            return 0
+        first = shard.stable_offset()
+        return lg.log_end_offset if first is None else min(first, lg.log_end_offset)
 
     async def _close_storage(self) -> None:
         if self._loading is not None:

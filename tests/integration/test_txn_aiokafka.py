@@ -167,3 +167,24 @@ async def test_producer_reacquires_its_id_after_a_broker_restart(tbroker):
     finally:
         await p.stop()
     assert await consume(bs, topic, "read_committed", 2) == [b"before", b"after"]
+
+
+async def test_open_transactional_offsets_bound_the_offsets_topic_cleaner(tbroker):
+    """The cleaner of ``__consumer_offsets`` stops at its oldest open transaction (the pending
+    offsets of ``send_offsets_to_transaction``), and goes on to the log end once it commits."""
+    from aiokafka import TopicPartition
+
+    bs = tbroker.bootstrap_servers
+    topic = await create_topic(bs)
+    offsets_log = tbroker.app.logs.get("__consumer_offsets", 0)
+    p = await start_producer(bs, "tx-offsets")
+    try:
+        await p.begin_transaction()
+        await p.send_and_wait(topic, b"out")
+        start = offsets_log.log_end_offset
+        await p.send_offsets_to_transaction({TopicPartition(topic, 0): 5}, "g-txn")
+        assert await tbroker.app.logs.stable_offset(offsets_log) == start
+        await p.commit_transaction()
+    finally:
+        await p.stop()
+    assert await tbroker.app.logs.stable_offset(offsets_log) == offsets_log.log_end_offset

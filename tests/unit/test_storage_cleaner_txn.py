@@ -89,3 +89,21 @@ def test_nothing_at_or_past_the_last_stable_offset_is_cleaned(tmp_path):
         assert values == [(1, b"new"), (2, b"pending"), (3, b"z")]
     finally:
         log.close()
+
+
+def test_abort_marker_without_an_index_entry_still_drops_its_data(tmp_path):
+    """A writer that kept no ``.txnindex`` (or lost it): the aborted value must not hide the
+    committed one in the key map, or compaction would leave only data that replay drops."""
+    log = Log.open(tmp_path / "c-0", cfg())
+    try:
+        log.append(encode_batch([(b"a", b"good")]))  # 0
+        txn(log, 2, 0, [(b"a", b"bad")])  # 1
+        log.append(encode_end_txn_batch(False, producer_id=2, producer_epoch=0, coordinator_epoch=0))  # 2, no entry
+        log.roll()
+        log.append(encode_batch([(b"z", b"tail")]))
+        log.clean(NOW, stable_offset=log.log_end_offset)
+        values = [(r.offset, r.value) for h, recs in batches(log) if not h.is_control for r in recs]
+        assert values == [(0, b"good"), (3, b"tail")]
+        assert [h.base_offset for h, _ in batches(log) if h.is_control] == [2]  # kept: its data was here
+    finally:
+        log.close()

@@ -69,6 +69,8 @@ class DataPlane:
         self._gate = asyncio.Lock()
         self._ordered = 0
         logs.stable_offset = self._stable_offset_for_cleaner
+        # the cleaner's bound on an internal topic, from the coordinator that writes it (set by the app)
+        self.internal_stable_offset: Callable[[Log], int | None] | None = None
         logs.before_close = self._snapshot_all
 
     async def start(self) -> None:
@@ -200,7 +202,10 @@ class DataPlane:
     async def _stable_offset_for_cleaner(self, log: Log) -> int | None:
         """The cleaner's bound: a data partition's LSO (its producer state loaded first, which
         also brings its ``.txnindex`` up to date).  Internal topics are their coordinators'."""
-        if log.topic in INTERNAL_TOPICS or self.topics.log(log.topic, log.partition) is not log:
+        if log.topic in INTERNAL_TOPICS:
+            hook = self.internal_stable_offset
+            return hook(log) if hook is not None else None
+        if self.topics.log(log.topic, log.partition) is not log:
             return None
         await self.ensure_loaded(log)
         return self.last_stable_offset(log)
