@@ -251,13 +251,12 @@ class DataPlane:
         state = self.producers.peek(log.topic, log.partition)
         return state is not None and (state.loaded or log.topic in INTERNAL_TOPICS)
 
-    def aborted_txns(self, log: Log, start: int, upper: Callable[[], int]) -> list[AbortedTxn]:
-        """Aborted transactions of a read from ``start``; ``upper`` (the offset after the read)
-        is only computed when some aborted transaction ends at or after ``start``."""
+    def aborted_txns(self, log: Log, start: int, upper: int) -> list[AbortedTxn]:
+        """Aborted transactions of a read of [start, upper)."""
         state = self.producers.peek(log.topic, log.partition)
         if state is None or not state.has_aborted_from(start):
             return []
-        return state.aborted_in(start, upper())
+        return state.aborted_in(start, upper)
 
     @staticmethod
     def needs_sync(log: Log, acks: int) -> bool:
@@ -276,6 +275,13 @@ class DataPlane:
         return t.configs if t is not None else {}
 
     # --- fetch ----------------------------------------------------------------------------
+
+    async def read_span(self, log: Log, offset: int, max_bytes: int, *, background: bool = False,
+                        max_offset: int | None = None) -> tuple[bytes, int]:
+        """``read``, and the offset after the last batch read (read_committed's range end)."""
+        if max_bytes > BIG_READ_BYTES and (background or log.log_end_offset - offset > BIG_READ_LAG):
+            return await log.read_span_async(offset, max_bytes, max_offset=max_offset)
+        return log.read_span(offset, max_bytes, max_offset=max_offset)
 
     async def read(self, log: Log, offset: int, max_bytes: int, *, background: bool = False,
                    max_offset: int | None = None) -> bytes:
