@@ -359,6 +359,19 @@ def test_restart_loads_the_producer_snapshot(tmp_path):
         _check_after_restart(b)
 
 
+def test_a_partition_without_producers_is_snapshotted_too(tmp_path):
+    """Else every start would replay its whole log again on its first fetch."""
+    with ThreadedBroker(data_dir=tmp_path) as b:
+        with client(b) as c:
+            create(c, "plain")
+            for i in range(3):
+                produce(c, "plain", encode_batch([(b"k", b"%d" % i)]), txn=None)
+            assert fetch(c, "plain", 0).last_stable_offset == 3  # loads the (empty) producer state
+        directory = b.app.topics.log("plain", 0).directory
+        b.restart()
+        assert producer_snapshot.latest(directory, 3) == (3, [])
+
+
 def test_open_and_aborted_transactions_survive_a_restart_without_snapshots(tmp_path):
     """As after a crash with no snapshot: the whole log is replayed, the index rewritten."""
     with ThreadedBroker(data_dir=tmp_path, overrides={"log.segment.bytes": "1024"}) as b:

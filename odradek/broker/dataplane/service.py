@@ -231,11 +231,12 @@ class DataPlane:
 
     async def _snapshot_all(self) -> None:
         """At shutdown (before the logs close): every loaded partition's state at its log end,
-        so the next start replays nothing."""
+        so the next start replays nothing (an empty state too: without a snapshot the next
+        start would replay the whole log)."""
         jobs = []
         for (topic, partition), state in self.producers.loaded():
             log = self.topics.log(topic, partition)
-            if log is not None and not log.closed and state.entries:
+            if log is not None and not log.closed and topic not in INTERNAL_TOPICS:
                 jobs.append((log, log.log_end_offset, state.snapshot_entries(), log.active_segment.base_offset))
         if jobs:
             await asyncio.to_thread(lambda: [self._snapshot(*job) for job in jobs])
