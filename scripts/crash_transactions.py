@@ -3,7 +3,9 @@
 
 Each cycle:
 
-1. Start ``odradek serve`` on the same data dir (fsync mode ``always`` or ``never``).
+1. Start ``odradek serve`` on the same data dir (fsync mode ``always`` or ``never``;
+   16 KiB segments, so rolls write producer snapshots and a restart replays
+   only the batches after the newest one).
 2. Every transactional id re-initialises (InitProducerId, retried while the
    coordinator loads or completes): this aborts whatever a previous cycle
    left open.  Then ``--producers`` raw-frame producers run transactions
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,6 +46,7 @@ from odradek.protocol.records import encode_batch  # noqa: E402
 from odradek.testing.process import SERVE, free_port, serve_args, wait_until_serving  # noqa: E402
 
 TOPIC = "crash-txn"
+SEGMENT_BYTES = 16384  # small: rolls write producer snapshots, restarts replay from them
 PARTITIONS = 3
 RETRY = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
          ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_ENOUGH_REPLICAS}
@@ -63,7 +67,8 @@ class Broker:
 
     def start(self, timeout: float = 30.0) -> None:
         cmd = [*SERVE, *serve_args([f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={self.data_dir}",
-                                    f"log.fsync.mode={self.fsync}", "log.format=json", "log.level=warning"])]
+                                    f"log.fsync.mode={self.fsync}", "log.format=json", "log.level=warning",
+                                    f"log.segment.bytes={SEGMENT_BYTES}"])]
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=ROOT)
         wait_until_serving(self.proc, self.port, timeout, f"broker did not start (see {self.log_file})")
@@ -266,6 +271,8 @@ def run(cycles: int = 5, fsync: str = "always", producers: int = 4, seed: int | 
         problems += check(asyncio.run(read_committed(broker.port)), ledger)
     finally:
         broker.stop()
+        if data_dir is None and not problems:
+            shutil.rmtree(data, ignore_errors=True)
     return problems
 
 
