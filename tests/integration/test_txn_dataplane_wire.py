@@ -151,6 +151,17 @@ def test_verification_only_before_the_first_batch_of_a_transaction(txb):
         assert produce(c, "t", tbatch(5, 3)).base_offset == 4  # sequences continue across transactions
 
 
+def test_a_new_epoch_is_verified_even_while_the_old_one_has_a_transaction_open(txb):
+    """Kafka's hasOngoingTransaction compares the epoch: a bumped producer asks the coordinator."""
+    verifier = txb.verifier
+    with client(txb) as c:
+        create(c, "t")
+        assert produce(c, "t", tbatch(5, 0, epoch=0)).error_code == E.NONE
+        verifier.code = E.PRODUCER_FENCED
+        assert produce(c, "t", tbatch(5, 0, epoch=1)).error_code == E.INVALID_PRODUCER_EPOCH
+        assert verifier.calls[-1] == (TXN, 5, 1, "t", 0)
+
+
 def test_without_a_transaction_coordinator_transactional_batches_are_refused(txb):
     coordinator, txb.app.txn_coordinator = txb.app.txn_coordinator, None
     try:
