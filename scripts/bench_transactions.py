@@ -24,7 +24,9 @@ raw Fetch v12 requests read the whole partition from offset 0, 1 MiB per
 request, one connection, alternately read_uncommitted and read_committed,
 ``--runs`` rounds of each.  MB/s counts record-batch bytes (both isolation
 levels return the same bytes: clients drop aborted batches themselves); the
-ratio is read_committed / read_uncommitted, per round side by side.
+ratio is read_committed / read_uncommitted, per round side by side.  Then,
+end to end, a fresh aiokafka consumer reads the partition under each
+isolation level (it filters the aborted batches and markers itself).
 
 Target: read_committed >= 0.8 x read_uncommitted.
 
@@ -138,6 +140,27 @@ async def read_all(port: int, end: int, isolation: int) -> tuple[float, int, int
     return time.perf_counter() - t0, total, listed
 
 
+async def aiokafka_read_all(port: int, end: int, isolation: str) -> tuple[float, int]:
+    """(seconds, records delivered) for a fresh aiokafka consumer reading the partition to its end."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    c = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", isolation_level=isolation,
+                         enable_auto_commit=False)
+    await c.start()
+    try:
+        tp = TopicPartition(TOPIC, 0)
+        c.assign([tp])
+        await c.seek_to_beginning(tp)
+        got = 0
+        t0 = time.perf_counter()
+        while await c.position(tp) < end:
+            for msgs in (await c.getmany(timeout_ms=1000, max_records=100_000)).values():
+                got += len(msgs)
+        return time.perf_counter() - t0, got
+    finally:
+        await c.stop()
+
+
 def fetch_part(args) -> None:
     data = Path(tempfile.mkdtemp(prefix="bench-txn-"))
     try:
@@ -168,6 +191,18 @@ def fetch_part(args) -> None:
                 print(f"{name:17s} {statistics.median(r):7.1f} MB/s  [{min(r):.1f}-{max(r):.1f}]")
             print(f"ratio committed/uncommitted: median {statistics.median(ratios):.2f} "
                   f"[{min(ratios):.2f}-{max(ratios):.2f}] (target >= 0.8)")
+            e2e: dict[str, list[float]] = {"read_uncommitted": [], "read_committed": []}
+            delivered = {}
+            for _ in range(max(args.runs // 2, 1)):
+                for isolation in e2e:
+                    seconds, got = asyncio.run(aiokafka_read_all(port, end, isolation))
+                    e2e[isolation].append(seconds)
+                    delivered[isolation] = got
+            for isolation, times in e2e.items():
+                print(f"aiokafka {isolation:17s} {min(times):6.2f} s for the partition, "
+                      f"{delivered[isolation]} records delivered")
+            print(f"aiokafka time ratio uncommitted/committed (best of each): "
+                  f"{min(e2e['read_uncommitted']) / min(e2e['read_committed']):.2f}")
         finally:
             stop(proc)
     finally:
