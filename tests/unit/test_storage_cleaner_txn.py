@@ -4,6 +4,8 @@ nothing at or past the last stable offset is touched."""
 
 from __future__ import annotations
 
+import os
+
 from odradek.protocol.records import DELETE_HORIZON_MASK, encode_batch, encode_end_txn_batch, iter_batches
 from odradek.storage import txn_index
 from odradek.storage.config import LogConfig
@@ -105,5 +107,25 @@ def test_abort_marker_without_an_index_entry_still_drops_its_data(tmp_path):
         values = [(r.offset, r.value) for h, recs in batches(log) if not h.is_control for r in recs]
         assert values == [(0, b"good"), (3, b"tail")]
         assert [h.base_offset for h, _ in batches(log) if h.is_control] == [2]  # kept: its data was here
+    finally:
+        log.close()
+
+
+def test_recovery_cutting_a_torn_tail_drops_its_index_entries_and_snapshots(tmp_path):
+    from odradek.storage import producer_snapshot
+    from odradek.storage.files import log_path
+
+    log = Log.open(tmp_path / "c-0", cfg())
+    first = txn(log, 1, 0, [(b"a", b"x")])  # 0
+    end(log, 1, False, first)  # 1: ABORT, indexed
+    producer_snapshot.write(log.directory, 2, [])
+    log.close()
+    path = log_path(tmp_path / "c-0", 0)
+    os.truncate(path, path.stat().st_size - 5)  # the marker's batch is torn
+    log = Log.open(tmp_path / "c-0", cfg())
+    try:
+        assert log.log_end_offset == 1
+        assert txn_index.read_entries(log.directory, 0) == []
+        assert producer_snapshot.offsets(log.directory) == []
     finally:
         log.close()
