@@ -205,6 +205,23 @@ class _TxnTracker:
         return True
 
 
+def first_unstable_offset(log: Log) -> int:
+    """The last stable offset read from the log alone: the first offset of the oldest
+    transaction without its marker, else the log end (a header scan of the whole log, plus the
+    one record of each marker; for cleaning without a running broker's producer state)."""
+    opened: dict[int, int] = {}
+    with log.reading() as segments:
+        for seg in segments:
+            for _pos, _buf, _off, h in seg.iter_batches():
+                if h.producer_id < 0 or not h.attributes & TRANSACTIONAL_MASK:
+                    continue
+                if h.attributes & CONTROL_MASK:
+                    opened.pop(h.producer_id, None)
+                else:
+                    opened.setdefault(h.producer_id, h.base_offset)
+    return min(opened.values(), default=log.log_end_offset)
+
+
 def _aborted_txns(log: Log, cleanable: list[Segment]) -> list[AbortedTxn]:
     """The aborted transactions of the range: the ``.txnindex`` entries, plus any ABORT marker of
     the range closing data of the range that no entry names (a log whose writer kept no index,

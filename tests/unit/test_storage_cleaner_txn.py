@@ -129,3 +129,28 @@ def test_recovery_cutting_a_torn_tail_drops_its_index_entries_and_snapshots(tmp_
         assert producer_snapshot.offsets(log.directory) == []
     finally:
         log.close()
+
+
+def test_offline_compaction_stops_at_an_open_transaction(tmp_path):
+    """``odradek compact`` runs without the broker's producer state: the log itself says where
+    the oldest open transaction starts, and nothing from there on is cleaned."""
+    from odradek.pipeline.compact import compact_partition
+    from odradek.storage.cleaner import first_unstable_offset
+
+    log = Log.open(tmp_path / "c-0", cfg())
+    log.append(encode_batch([(b"a", b"old")]))  # 0
+    log.roll()
+    txn(log, 1, 0, [(b"a", b"pending")])  # 1: open
+    log.roll()
+    log.append(encode_batch([(b"a", b"newer")]))  # 2
+    log.roll()
+    log.append(encode_batch([(b"z", b"tail")]))  # 3
+    assert first_unstable_offset(log) == 1
+    log.close()
+    compact_partition(tmp_path / "c-0", cfg(), NOW)
+    log = Log.open(tmp_path / "c-0", cfg())
+    try:
+        offsets = [r.offset for _h, recs in batches(log) for r in recs]
+        assert offsets == [0, 1, 2, 3]  # only [0, 1) was cleanable, and it holds a's only value there
+    finally:
+        log.close()
