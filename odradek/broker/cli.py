@@ -51,9 +51,15 @@ def cmd_serve(args) -> int:
         print(f"odradek: {describe_error(exc)}", file=sys.stderr)
         return 2
     if args.print_config:
+        from .config import SETTINGS_BY_NAME, scoped_setting
+
         width = max(len(s.name) for s in SETTINGS)
         for name, value in config.items():
-            print(f"{name:<{width}}  {value!s:<40}  ({config.sources[name]})")
+            shown = "[hidden]" if SETTINGS_BY_NAME[name].sensitive and value else value
+            print(f"{name:<{width}}  {shown!s:<40}  ({config.sources[name]})")
+        for name, value in sorted(config.scoped.items()):  # listener.name.<l>.<key> overrides
+            shown = "[hidden]" if scoped_setting(name).sensitive and value else value
+            print(f"{name:<{width}}  {shown!s:<40}  ({config.sources[name]})")
         for name, source in sorted(config.unknown.items()):
             print(f"{name:<{width}}  ({_unknown_setting_note(name)})  ({source})")
         return 0
@@ -75,7 +81,7 @@ async def _serve(config: Config) -> int:
     app = BrokerApp(config)
     try:
         await app.start()
-    except (DataDirError, OSError) as exc:
+    except (DataDirError, OSError, ConfigError) as exc:
         log.error("broker.start_failed", error=str(exc))
         return 1
     stop = asyncio.Event()

@@ -148,6 +148,7 @@ SHAPES: dict[int, Shape] = {
     23: _offset_for_leader_epoch, 32: _describe_configs, 33: _alter_configs, 44: _alter_configs, 35: _top_level(results=[]), 37: _create_partitions,
     42: _delete_groups, 43: _elect_leaders, 47: _offset_delete, 75: _describe_topic_partitions,
     60: _top_level(error_message=None, cluster_id="", controller_id=-1, brokers=[]),
+    17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),
 }
 
 

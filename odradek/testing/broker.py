@@ -22,15 +22,28 @@ from typing import Any
 from ..broker.app import BrokerApp
 from ..broker.config import Config
 from .control import ControlApi
+from .security import ClientSecurity, make_security
 
 CAPTURE_REQUESTS = 1000  # test brokers keep the last 1000 requests for ``captured``
 
 
-def _config(data_dir: Path, port: int, overrides: Mapping[str, Any]) -> Config:
-    settings = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(data_dir),
+def _config(data_dir: Path, port: int, overrides: Mapping[str, Any], protocol: str = "PLAINTEXT") -> Config:
+    settings = {"listeners": f"{protocol}://127.0.0.1:{port}", "log.dirs": str(data_dir),
                 "odradek.control.capture.requests": str(CAPTURE_REQUESTS)}
     settings.update({k: str(v) for k, v in overrides.items()})
     return Config.load(None, overrides=settings, environ={})
+
+
+Security = str | Mapping[str, Any] | None
+
+
+def _security_settings(security: Security, directory: Path) -> tuple[dict[str, str], ClientSecurity]:
+    """``"SASL_SSL"`` or ``{"protocol": "SSL", "client_auth": "required", ...}`` (``make_security``'s
+    keyword arguments) -> the broker's settings and the client's side."""
+    if security is None:
+        return {}, ClientSecurity()
+    options = {"protocol": security} if isinstance(security, str) else dict(security)
+    return make_security(options.pop("protocol"), directory, **options)
 
 
 class Broker(ControlApi):
@@ -42,10 +55,23 @@ class Broker(ControlApi):
     """
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
-                 overrides: Mapping[str, Any] | None = None):
+                 overrides: Mapping[str, Any] | None = None, security: Security = None):
+        """``security``: ``"SSL"``, ``"SASL_SSL"`` or ``"SASL_PLAINTEXT"`` (or a dict of
+        ``make_security`` options) serves that protocol with throw-away certificates and a PLAIN
+        user; ``client`` then says how to connect (``client.kafka_python()``, ``.aiokafka()``,
+        ``.confluent()``)."""
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-"))
-        self.overrides = dict(overrides or {})
+        self._security_dir: Path | None = None
+        security_overrides: dict[str, str] = {}
+        if security is not None:
+            self._security_dir = Path(tempfile.mkdtemp(prefix="odradek-tls-"))
+            security_overrides, self.client = _security_settings(security, self._security_dir)
+        else:
+            self.client = ClientSecurity()
+        self._protocol = self.client.security_protocol
+        security_overrides.pop("listeners", None)
+        self.overrides = {**security_overrides, **(overrides or {})}
         self._port = port
         self.app: BrokerApp | None = None
 
@@ -67,7 +93,7 @@ class Broker(ControlApi):
         return getattr(self.app.control, name)(**kwargs)
 
     async def start(self) -> None:
-        self.app = BrokerApp(_config(self.data_dir, self._port, self.overrides))
+        self.app = BrokerApp(_config(self.data_dir, self._port, self.overrides, self._protocol))
         await self.app.start()
         self._port = self.app.endpoint.port  # a restart comes back on the same port
 
@@ -84,6 +110,8 @@ class Broker(ControlApi):
     def cleanup(self) -> None:
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+        if self._security_dir is not None:
+            shutil.rmtree(self._security_dir, ignore_errors=True)
 
     async def __aenter__(self) -> Broker:
         await self.start()
@@ -98,8 +126,8 @@ class ThreadedBroker(ControlApi):
     """The same broker on a private event loop in a daemon thread."""
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
-                 overrides: Mapping[str, Any] | None = None):
-        self.broker = Broker(data_dir, port, overrides)
+                 overrides: Mapping[str, Any] | None = None, security: Security = None):
+        self.broker = Broker(data_dir, port, overrides, security)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="odradek-broker",
                                         daemon=True)
@@ -124,6 +152,11 @@ class ThreadedBroker(ControlApi):
     @property
     def bootstrap_servers(self) -> str:
         return self.broker.bootstrap_servers
+
+    @property
+    def client(self) -> ClientSecurity:
+        """How a client connects (security protocol, CA file, client certificate, user)."""
+        return self.broker.client
 
     @property
     def app(self) -> BrokerApp | None:

@@ -94,6 +94,8 @@ ALLOWED: dict[int, set[E]] = {
     47: _COORDINATOR | _TOPIC | {E.GROUP_ID_NOT_FOUND, E.GROUP_SUBSCRIBED_TO_TOPIC,  # OffsetDelete
                                  E.NON_EMPTY_GROUP},
     60: {E.CLUSTER_AUTHORIZATION_FAILED},  # DescribeCluster
+    17: {E.UNSUPPORTED_SASL_MECHANISM, E.ILLEGAL_SASL_STATE},  # SaslHandshake
+    36: {E.SASL_AUTHENTICATION_FAILED, E.ILLEGAL_SASL_STATE},  # SaslAuthenticate
 }
 
 
