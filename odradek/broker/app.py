@@ -12,8 +12,9 @@ from pathlib import Path
 
 import structlog
 
+from ..offsets.records import partition_for
 from ..storage.config import FsyncMode, LogConfig
-from ..storage.log_manager import OFFSETS_TOPIC, LogManager
+from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
 from .clock import BrokerClock, Clock
 from .config import WILDCARD_HOSTS, Config, parse_address
 from .control import BrokerControl
@@ -23,20 +24,28 @@ from .coordinator.config import CoordinatorConfig
 from .coordinator.service import Coordinator
 from .datadir import DirLock, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
-from .dispatch import HandlerTable
+from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
-from .handlers import cluster, groups, log_admin, partitions
+from .handlers import acls as acl_handlers
+from .handlers import cluster, groups, log_admin, partitions, producer_state, scram_credentials
 from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
 from .handlers import produce as produce_handlers
 from .handlers import sasl as sasl_handlers
 from .handlers import topics as topic_handlers
+from .handlers import transactions as txn_handlers
 from .metrics import Metrics
 from .runtime.runtime import CoordinatorRuntime
+from .security import guards, oauthbearer, scram  # noqa: F401  (register their SASL mechanisms)
+from .security.acls import AclOperation
+from .security.authorizer import Authorizer
+from .security.scram_store import ScramCredentialStore
 from .security.served import ServedListener, build_listeners
 from .server import KafkaServer
+from .txn import TransactionCoordinator, TxnConfig
+from .txn.markers import MarkerRouter
 
 log = structlog.get_logger("odradek.broker")
 
@@ -83,8 +92,16 @@ class BrokerApp:
         self.coordinator_config = CoordinatorConfig.from_config(config)
         self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
+        self.txn_config = TxnConfig.from_config(config)
+        # the transaction coordinator (also the data plane's TxnVerifier); markers go through the router
+        self.txn_coordinator: TransactionCoordinator | None = None
+        self.marker_router = MarkerRouter(self)
         self._loading: asyncio.Task | None = None
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
+        # SCRAM users (SaslSettings.credentials): read at start, changed by AlterUserScramCredentials
+        self.scram_credentials = ScramCredentialStore(self.data_dir)
+        # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all
+        self.authorizer: Authorizer | None = Authorizer.from_config(config, self.data_dir)
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
         sasl_handlers.register(self.handlers)
@@ -92,10 +109,16 @@ class BrokerApp:
         groups.register(self.handlers, self)
         topic_handlers.register(self.handlers, self)
         produce_handlers.register(self.handlers, self)
+        txn_handlers.register(self.handlers, self)
         fetch_handlers.register(self.handlers, self)
         config_handlers.register(self.handlers, self)
         partitions.register(self.handlers, self)
         log_admin.register(self.handlers, self)
+        producer_state.register(self.handlers, self)
+        scram_credentials.register(self.handlers, self)
+        acl_handlers.register(self.handlers, self)
+        # every handler above is registered: wrap them with Kafka's authorization checks
+        guards.install(self.handlers, self)
         # test control: faults and capture (in-process always; from outside only if configured)
         self.control = BrokerControl(self, config["odradek.control.capture.requests"])
         self.control_endpoint: ControlEndpoint | None = None
@@ -115,18 +138,22 @@ class BrokerApp:
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
             finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
+            self.scram_credentials.load()
+            if self.authorizer is not None:
+                self.authorizer.load()  # before any listener: no request is checked against no ACLs
             self.dynamic_config.load()  # broker-level defaults set at runtime, then topics' own
             self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
             await self.logs.start()
             self.coordinator = self._open_coordinator()
+            self.txn_coordinator = self._open_txn_coordinator()
             self.server.attach_runtime(self.runtime)
             await self.dataplane.start()
             # like Kafka, serve while the offsets partitions load: group requests get
             # COORDINATOR_LOAD_IN_PROGRESS until their shard is active
             self._loading = asyncio.get_running_loop().create_task(self._load())
             # every listener's TLS and SASL set-up is checked before the first port opens
-            self.listeners = build_listeners(self.config, getattr(self, "scram_credentials", None),
+            self.listeners = build_listeners(self.config, self.scram_credentials,
                                              self.clock.now_ms)
             for listener in self.listeners:
                 self.bound.append(await self.server.listen(listener.spec.host, listener.spec.port, listener))
@@ -156,6 +183,13 @@ class BrokerApp:
                  advertised=self.bootstrap_servers, data_dir=str(self.data_dir),
                  metrics_port=self.metrics_port)
 
+    def authorize_cluster(self, ctx: RequestContext, operation: str) -> bool:
+        """``operation`` (an ACL operation name: DESCRIBE, ALTER, ...) on the cluster resource,
+        for handlers that check it themselves (the SCRAM credential APIs); True without ACLs."""
+        if self.authorizer is None:
+            return True
+        return self.authorizer.cluster(ctx, AclOperation[operation])
+
     def set_log_defaults(self, config: LogConfig) -> None:
         """Broker-level log defaults (static plus dynamic): topics without an override follow at once."""
         self.log_config = config
@@ -163,7 +197,7 @@ class BrokerApp:
         self.logs.set_default_config(config)
 
     async def _load(self) -> None:
-        await self.coordinator.load()
+        await asyncio.gather(self.coordinator.load(), self.txn_coordinator.load())
         self.coordinator_loaded.set()
         try:  # deletes a crash interrupted also forget their topics' offsets, now that it can be done
             await self.topics.finish_deletes()
@@ -190,11 +224,32 @@ class BrokerApp:
         return Coordinator(self.clock, self.coordinator_config, logs, runtime=self.runtime,
                            await_fsync=offsets_config.fsync is FsyncMode.ALWAYS)
 
+    def _open_txn_coordinator(self) -> TransactionCoordinator:
+        """``__transaction_state``'s shards; like the offsets topic, its partition count is fixed
+        once it exists (the id -> partition hash depends on it)."""
+        n = self.txn_config.num_partitions
+        existing = sorted(p for t, p in self.logs.logs() if t == TRANSACTION_STATE_TOPIC)
+        if existing and len(existing) != n:
+            log.warning("config.transaction_state_partitions_fixed", configured=n, existing=len(existing))
+            n = len(existing)
+            self.txn_config = dataclasses.replace(self.txn_config, num_partitions=n)
+        txn_log_config = self.logs.config_for(TRANSACTION_STATE_TOPIC).with_topic_config(
+            {"segment.bytes": self.config["transaction.state.log.segment.bytes"]})
+        logs = [self.logs.create(TRANSACTION_STATE_TOPIC, p, txn_log_config) for p in range(n)]
+        groups = self.coordinator_config.num_partitions
+        return TransactionCoordinator(self.clock, self.txn_config, logs, markers=self.marker_router,
+                                      group_partition=lambda group: partition_for(group, groups),
+                                      runtime=self.runtime,
+                                      await_fsync=txn_log_config.fsync is FsyncMode.ALWAYS,
+                                      offsets_topic=OFFSETS_TOPIC)
+
     async def _close_storage(self) -> None:
         if self._loading is not None:
             self._loading.cancel()
             await asyncio.gather(self._loading, return_exceptions=True)
             self._loading = None
+        if self.txn_coordinator is not None:
+            await self.txn_coordinator.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()
         await self.logs.close()

@@ -1,4 +1,4 @@
-"""``odradek`` command line: serve, health, dump-log, import, offsets, control.
+"""``odradek`` command line: serve, format, health, dump-log, import, offsets, control.
 
 Ordinary mistakes (a missing file, a bad address, an unusable data dir, a
 reader that closes the pipe) end with one line naming what to fix and a
@@ -159,6 +159,35 @@ def cmd_import(args) -> int:
     return 0
 
 
+def cmd_format(args) -> int:
+    """``kafka-storage format --add-scram``: prepare the data dir and add SCRAM users before start."""
+    from .datadir import DataDirError, DirLock, prepare_data_dir
+    from .security.scram_users import add_users_offline, parse_add_scram
+
+    try:
+        config = _load_config(args)
+        users = [parse_add_scram(text) for text in args.add_scram or ()]
+    except (ConfigError, OSError, ValueError) as exc:
+        print(f"odradek: {describe_error(exc)}", file=sys.stderr)
+        return 2
+    data_dir = config.data_dirs[0]
+    lock = DirLock(data_dir)
+    try:
+        prepare_data_dir(data_dir)
+        lock.acquire()  # a running broker would overwrite the file: refuse, naming its holder
+    except DataDirError as exc:
+        print(f"odradek: {describe_error(exc)}", file=sys.stderr)
+        return 1
+    try:
+        add_users_offline(data_dir, users)
+    finally:
+        lock.release()
+    for user in users:
+        print(f"added {user.mechanism} credential for user {user.name!r} ({user.iterations} iterations) "
+              f"to {data_dir}")
+    return 0
+
+
 def cmd_offsets(args) -> int:
     from .offsets_view import run
 
@@ -250,6 +279,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print the effective settings and where each came from, then exit")
     serve.add_argument("--data-dir", action="append", metavar="DIR", help=DATA_DIR_HELP)
     serve.set_defaults(func=cmd_serve)
+
+    fmt = sub.add_parser("format", help="prepare a data dir; add SCRAM users (as kafka-storage format)",
+                         parents=[debug])
+    fmt.add_argument("config", nargs="?", help="server.properties file (for log.dirs)")
+    fmt.add_argument("--data-dir", action="append", metavar="DIR", help=DATA_DIR_HELP)
+    fmt.add_argument("--override", action="append", metavar="KEY=VALUE", help=argparse.SUPPRESS)
+    fmt.add_argument("--add-scram", "-S", action="append", metavar="SPEC",
+                     help="a SCRAM credential, e.g. 'SCRAM-SHA-256=[name=alice,password=alice-secret]' "
+                          "(iterations=N optional, 4096..16384; repeatable)")
+    fmt.set_defaults(func=cmd_format)
 
     health = sub.add_parser("health", help="send ApiVersions to a broker; exit 0 if it answers",
                             parents=[debug])

@@ -130,6 +130,19 @@ def _control_address(text: str) -> str:
     return text.strip()
 
 
+def _authorizer(text: str) -> str:
+    from .security.authorizer import check_authorizer_class
+
+    return check_authorizer_class(text)
+
+
+def _super_users(text: str) -> str:
+    from .security.acls import parse_super_users
+
+    parse_super_users(text)
+    return text.strip()
+
+
 def _paths(text: str) -> str:
     if not any(p.strip() for p in text.split(",")):
         raise ValueError("no directory given")
@@ -313,6 +326,15 @@ SETTINGS: list[Setting] = [
     Setting("default.replication.factor", _int, 1, "Only 1 is possible on a single node.", low=1,
             high=1),
     Setting("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
+    # authorization (ACLs)
+    Setting("authorizer.class.name", _authorizer, "",
+            "Kafka's StandardAuthorizer (org.apache.kafka.metadata.authorizer.StandardAuthorizer) or "
+            "AclAuthorizer (kafka.security.authorizer.AclAuthorizer) name turns on ACLs; empty: every "
+            "request is allowed and the ACL APIs answer SECURITY_DISABLED."),
+    Setting("super.users", _super_users, "",
+            "Principals allowed everything whatever the ACLs, ';'-separated (User:admin;User:ops)."),
+    Setting("allow.everyone.if.no.acl.found", _bool, False,
+            "With ACLs on: allow a request on a resource no ACL names (else it is denied)."),
     # group coordinator and committed offsets
     Setting("group.min.session.timeout.ms", _int, 6000, "Smallest session timeout a member may ask for."),
     Setting("group.max.session.timeout.ms", _int, 1800000, "Largest session timeout a member may ask for."),
@@ -332,6 +354,21 @@ SETTINGS: list[Setting] = [
             low=1),
     Setting("offset.metadata.max.bytes", _int, 4096, "Longest commit metadata string accepted.",
             low=0),
+    # transaction coordinator (__transaction_state)
+    Setting("transaction.state.log.num.partitions", _int, 1,
+            "Partitions of __transaction_state (the transaction coordinator's shards); fixed once created.",
+            kafka_default=50, low=1, high=10000),
+    Setting("transaction.state.log.segment.bytes", _int, 104857600, "Segment size of __transaction_state.",
+            low=14, high=INT32_MAX),
+    Setting("transaction.max.timeout.ms", _int, 900000,
+            "Largest transaction.timeout.ms a producer may ask for (else INVALID_TRANSACTION_TIMEOUT).",
+            low=1, high=INT32_MAX),
+    Setting("transactional.id.expiration.ms", _int, 604800000,
+            "Idle time after which a finished transactional id is forgotten.", low=1, high=INT32_MAX),
+    Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", _int, 10000,
+            "Period of the sweep that aborts (and fences) transactions past their timeout.", low=1),
+    Setting("transaction.remove.expired.transaction.cleanup.interval.ms", _int, 3600000,
+            "Period of the sweep that removes expired transactional ids.", low=1),
     # logging and metrics
     Setting("log.format", _choice("auto", "json", "text"), "auto",
             "Log line format: text (key=value) on a terminal and JSON otherwise when auto."),

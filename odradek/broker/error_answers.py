@@ -71,6 +71,25 @@ def _find_coordinator(v: int, req, code: int) -> dict:
     return {"error_code": code, "error_message": None, "node_id": -1, "host": "", "port": -1}
 
 
+def _add_partitions_to_txn(v: int, req, code: int) -> dict:
+    return {"results_by_topic_v3_and_below": [{"name": t.name, "results_by_partition": [
+        {"partition_index": p, "partition_error_code": code} for p in t.partitions]}
+        for t in req.v3_and_below_topics]}
+
+
+def _describe_transactions(v: int, req, code: int) -> dict:
+    return {"transaction_states": [{"error_code": code, "transactional_id": tid, "transaction_state": "",
+                                    "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                                    "producer_id": -1, "producer_epoch": -1, "topics": []}
+                                   for tid in req.transactional_ids]}
+
+
+def _describe_producers(v: int, req, code: int) -> dict:
+    return {"topics": [{"name": t.name, "partitions": [
+        {"partition_index": p, "error_code": code, "error_message": None, "active_producers": []}
+        for p in t.partition_indexes]} for t in req.topics]}
+
+
 def _top_level(**fields: Any) -> Shape:
     return lambda v, req, code: {"error_code": code, **fields}
 
@@ -137,6 +156,15 @@ def _alter_configs(v: int, req, code: int) -> dict:
                            "resource_name": r.resource_name} for r in req.resources]}
 
 
+def _create_acls(v: int, req, code: int) -> dict:
+    return {"results": [{"error_code": code, "error_message": None} for _ in req.creations]}
+
+
+def _delete_acls(v: int, req, code: int) -> dict:
+    return {"filter_results": [{"error_code": code, "error_message": None, "matching_acls": []}
+                               for _ in req.filters]}
+
+
 SHAPES: dict[int, Shape] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
     10: _find_coordinator,
@@ -148,6 +176,9 @@ SHAPES: dict[int, Shape] = {
     23: _offset_for_leader_epoch, 32: _describe_configs, 33: _alter_configs, 44: _alter_configs, 35: _top_level(results=[]), 37: _create_partitions,
     42: _delete_groups, 43: _elect_leaders, 47: _offset_delete, 75: _describe_topic_partitions,
     60: _top_level(error_message=None, cluster_id="", controller_id=-1, brokers=[]),
+    24: _add_partitions_to_txn, 25: _top_level(), 26: _top_level(), 65: _describe_transactions,
+    66: _top_level(unknown_state_filters=[], transaction_states=[]), 61: _describe_producers,
+    29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
     17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),
 }
 

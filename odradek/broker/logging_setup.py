@@ -53,12 +53,26 @@ def parse_levels(text: str) -> dict[str, int]:
     return out
 
 
+_threshold: dict[str, int] = {}  # what configure() set: per component, and "" for the rest
+_DEFAULT_THRESHOLD = logging.INFO
+
+
+def enabled(component: str, level: int) -> bool:
+    """Would an event of ``level`` from ``component`` ("odradek.x") be written?  For hot
+    paths (the authorizer's per-request audit line) that would otherwise build a message
+    only to have it dropped."""
+    return level >= _threshold.get(component, _threshold.get("", _DEFAULT_THRESHOLD))
+
+
 def configure(fmt: str = "auto", level: str = "info", stream=None, levels: str = "") -> None:
     stream = stream or _Stderr()
     if fmt == "auto":
         fmt = "text" if getattr(stream, "isatty", lambda: False)() else "json"
     default = _LEVELS[level]
     per_component = parse_levels(levels)
+    _threshold.clear()
+    _threshold.update(per_component)
+    _threshold[""] = default
 
     def component_filter(logger, method_name, event_dict):
         name = getattr(logger, "name", "")

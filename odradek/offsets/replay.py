@@ -1,22 +1,22 @@
-"""Rebuilding coordinator state from ``__consumer_offsets`` records, transactions included.
+"""Rebuilding committed offsets from ``__consumer_offsets`` records, transactions included.
 
-As Kafka's ``GroupMetadataManager.loadGroupsAndOffsets`` does: a transactional offset commit (a Kafka producer's
-``sendOffsetsToTransaction``, in a log imported from Kafka) is not committed
-when it is read but parked under its producer id until that producer's next
-marker: COMMIT applies it, replacing the current value only if its batch is
-later than the one that set that value (or there is none); ABORT drops it.
-A transactional tombstone only removes the producer's own parked entry.
+The rules for transactional offset commits are ``transactions.TxnOffsets``
+(Kafka's ``OffsetMetadataManager.replay`` / ``replayEndTransactionMarker``):
+a transactional commit is pending under its producer id until that
+producer's marker; COMMIT applies it unless the partition's committed value
+was written later, ABORT drops it; a tombstone removes the committed value
+and every pending one of that partition.
 
-This broker writes no transactional batches itself, so a transaction with no
-marker by the end of the log will never get one: ``finish`` drops it, as
-Kafka's transaction coordinator would abort it once it timed out.
+``OffsetsReplay`` is the reader for offline users of a log (``odradek
+offsets``, ``odradek import``): it feeds ``apply(key, value, record)`` the
+records as they take effect.  A transaction still open at the end of what
+was read has committed nothing there: ``finish`` drops it.  The broker's
+shard applies the same rules through its own ``replay`` (``Shard.replay``),
+where pending offsets stay pending until the transaction coordinator's
+marker arrives.
 
-Why one module: the broker's load (``Shard.load``) and the offline view
-(``odradek offsets``) must agree record for record.  The pipeline's report
-(``pipeline/reports.py``) applies the same rule as "the highest offset wins",
-which differs in one case Kafka itself never writes: a plain tombstone for the
-partition between a transactional commit and its COMMIT marker (Kafka puts the
-transactional value back; the report keeps it deleted).
+The pipeline's report (``pipeline/reports.py``) applies the rule as "the
+highest offset wins", which gives the same committed offsets.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol.records import ControlRecordType, CorruptRecordError, Record, parse_control_key
-from .records import GroupKey, OffsetKey, RecordDecodeError, decode_key, decode_value
+from ..protocol.records import Record
+from .records import GroupKey, OffsetKey
+from .transactions import MarkerKey, TxnOffsetKey, TxnOffsets, decode_record
 
 Apply = Callable[[OffsetKey | GroupKey, Any, Record], None]  # key, decoded value, the record
 
@@ -39,12 +40,12 @@ class OffsetsReplay:
 
     def __init__(self, apply: Apply):
         self._apply = apply
-        # producer id -> key -> (value, batch offset, record): transactional commits awaiting a marker
-        self._parked: dict[int, dict[OffsetKey, tuple[Any, int, Record]]] = {}
-        # batch offset of the value applied to a parked key after it was parked (None: none since,
-        # or a tombstone removed it); only kept while something is parked
-        self._applied_at: dict[OffsetKey, int] = {}
-        self.dropped = 0  # parked commits dropped by ABORT or by ``finish``
+        self.txn = TxnOffsets()
+
+    @property
+    def dropped(self) -> int:
+        """Pending commits dropped by ABORT or by ``finish``."""
+        return self.txn.dropped
 
     def feed(self, header: Any, record: Record) -> bool:
         """Take one record of a batch; True if it is a data record this coordinator owns.
@@ -52,56 +53,26 @@ class OffsetsReplay:
         Raises ``RecordDecodeError`` for a record it cannot read, a bad
         transaction marker included.
         """
-        if header.is_control:
-            if header.is_transactional:
-                self._marker(header.producer_id, record)
+        decoded = decode_record(header, record)
+        if decoded is None:
             return False
-        key = decode_key(record.key)
-        if key is None:
-            return False  # KIP-848/share-group key types: not ours
-        value = decode_value(key, record.value)
-        if header.is_transactional and type(key) is OffsetKey:
-            parked = self._parked.setdefault(header.producer_id, {})
-            if value is None:
-                parked.pop(key, None)
-            else:
-                parked[key] = (value, header.base_offset, record)
-            return True
-        if self._parked and type(key) is OffsetKey:
-            self._note(key, value, header.base_offset)
+        key, value = decoded
+        kind = type(key)
+        txn = self.txn
+        if kind is MarkerKey:
+            for offset_key, committed, parked in txn.end(key.producer_id, key.producer_epoch, key.commit, value):
+                self._apply(offset_key, committed, parked)
+            return False
+        if kind is TxnOffsetKey:
+            if value is not None:
+                txn.park(key.producer_id, key.producer_epoch, key.key, value, record)
+                return True
+            key = key.key  # a transactional tombstone removes like any other
+        if kind is not GroupKey and txn.groups:
+            txn.plain(key, value)
         self._apply(key, value, record)
         return True
 
     def finish(self) -> None:
-        """The log ended: transactions still open will never end here (see the module notes)."""
-        self.dropped += sum(len(p) for p in self._parked.values())
-        self._parked.clear()
-        self._applied_at.clear()
-
-    def _marker(self, producer_id: int, record: Record) -> None:
-        parked = self._parked.pop(producer_id, None)
-        if parked is None:
-            return
-        try:
-            committed = parse_control_key(record.key).type == ControlRecordType.COMMIT
-        except CorruptRecordError as exc:
-            raise RecordDecodeError(str(exc)) from None
-        if not committed:
-            self.dropped += len(parked)
-        else:
-            for key, (value, offset, parked_record) in parked.items():
-                later = self._applied_at.get(key)
-                if later is None or later < offset:
-                    if self._parked:
-                        self._note(key, value, offset)
-                    self._apply(key, value, parked_record)
-        if not self._parked:
-            self._applied_at.clear()
-
-    def _note(self, key: OffsetKey, value: Any, offset: int) -> None:
-        """Remember what a parked key got since it was parked (what a later COMMIT compares with)."""
-        if any(key in parked for parked in self._parked.values()):
-            if value is None:
-                self._applied_at.pop(key, None)  # removed: a COMMIT puts its value back, as Kafka does
-            else:
-                self._applied_at[key] = offset
+        """The log ended: transactions still open have committed nothing (see the module notes)."""
+        self.txn.drop_all()

@@ -18,8 +18,19 @@ One pass, in a worker thread holding the log's ``_maint`` lock:
 4. Tombstones use KIP-534's delete horizon: the first pass that keeps a batch
    with a tombstone rewrites it with attribute bit 6 set and baseTimestamp =
    now + delete.retention.ms; a pass at or after that time drops its
-   tombstones.  Control batches (no transactions are written here) get the
-   same treatment as a whole.
+   tombstones.
+5. Transactions (Kafka's ``LogCleaner`` with ``CleanedTransactionMetadata``):
+   the cleanable range ends below the last stable offset (the caller's
+   ``stable_offset``), so every transaction in it is decided.  Aborted
+   transactions come from the ``.txnindex`` files; their data batches are
+   dropped whole and never enter the key map.  An ABORT marker is kept, with
+   its index entry carried to the cleaned segment, while data of its
+   transaction was still seen in this pass; a COMMIT marker while any batch
+   of its transaction was seen.  Once a marker may go it is treated like a
+   tombstone: the first pass sets its delete horizon, a pass after it drops
+   it.  Simplified: the last batch of a producer is not kept back for its
+   sequence (a producer whose batches are all compacted away starts afresh,
+   as after retention).
 
 Swap protocol per group (every step through FileOps, crash-safe at each):
 write ``B.log.cleaned`` + ``B.index.cleaned`` and fsync them; rename the index
@@ -41,6 +52,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,10 +64,15 @@ from odradek.protocol.records import (
     DELETE_HORIZON_MASK,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     BatchHeader,
+    ControlRecordType,
+    CorruptRecordError,
     decode_batch,
     encode_batch,
+    parse_control_key,
 )
+from odradek.storage import txn_index
 from odradek.storage.files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -67,10 +84,12 @@ from odradek.storage.files import (
     index_path,
     log_path,
     segment_name,
+    txn_index_path,
     write_all,
 )
 from odradek.storage.index import OffsetIndex, encode_entries
 from odradek.storage.segment import Segment
+from odradek.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from odradek.storage.log import Log
@@ -99,8 +118,12 @@ class CleanStats:
     seconds: float = 0.0
 
 
-def clean_log(log: Log, now_ms: int, *, ops: FileOps) -> CleanStats | None:
-    """One compaction pass over ``log``; None when there is nothing to clean."""
+def clean_log(log: Log, now_ms: int, *, ops: FileOps, stable_offset: int | None = None) -> CleanStats | None:
+    """One compaction pass over ``log``; None when there is nothing to clean.
+
+    ``stable_offset``: the partition's last stable offset; no segment reaching it is cleaned
+    (Kafka's uncleanable boundary), so open transactions are never touched.
+    """
     if not log.config.compact:
         return None
     with log._maint:
@@ -110,19 +133,22 @@ def clean_log(log: Log, now_ms: int, *, ops: FileOps) -> CleanStats | None:
         segs = log.segments
         cleanable = list(segs[:-1])
         lag = log.config.min_compaction_lag_ms
-        if lag > 0:
-            for i, seg in enumerate(cleanable):
-                if seg.compute_max_timestamp() > now_ms - lag:
-                    cleanable = cleanable[:i]
-                    break
+        for i, seg in enumerate(cleanable):
+            if (lag > 0 and seg.compute_max_timestamp() > now_ms - lag) or (
+                    stable_offset is not None and segs[i + 1].base_offset > stable_offset):
+                cleanable = cleanable[:i]
+                break
         if not cleanable:
             return None
         following = segs[len(cleanable)].base_offset
         first_dirty = max(log.cleaner_checkpoint, cleanable[0].base_offset)
         stats = CleanStats(end_offset=following)
-        key_map = _build_key_map(log, [s for s in cleanable if s.base_offset >= first_dirty])
+        aborted = [e for seg in cleanable for e in txn_index.read_entries(log.directory, seg.base_offset)]
+        dirty = [s for s in cleanable if s.base_offset >= first_dirty]
+        key_map = _build_key_map(log, dirty, _TxnTracker(aborted, dirty[0].base_offset if dirty else following))
         stats.keys = len(key_map)
-        _rewrite(log, cleanable, following, key_map, now_ms, ops, stats)
+        _rewrite(log, cleanable, following, key_map, now_ms, ops, stats,
+                 _TxnTracker(aborted, cleanable[0].base_offset))
         log.cleaner_checkpoint = max(log.cleaner_checkpoint, following)
         stats.seconds = time.perf_counter() - started
         logger.info("log.cleaner.pass", dir=log.directory.name, segments_in=stats.segments_in,
@@ -132,7 +158,67 @@ def clean_log(log: Log, now_ms: int, *, ops: FileOps) -> CleanStats | None:
         return stats
 
 
-def _build_key_map(log: Log, dirty: list[Segment]) -> dict[bytes, int]:
+class _TxnTracker:
+    """Which transactional batches of a pass are aborted, and which markers may go (Kafka's
+    ``CleanedTransactionMetadata``); fed every batch of the pass in offset order."""
+
+    def __init__(self, aborted: list[AbortedTxn], start: int) -> None:
+        self.pending = deque(sorted((e for e in aborted if e.last_offset >= start), key=lambda e: e.first_offset))
+        self.aborted: dict[int, list] = {}  # producer id -> [entry, data seen in this pass]
+        self.committed: set[int] = set()  # producers whose committed data was seen
+        self.carried: list[AbortedTxn] = []  # entries of ABORT markers kept, for the cleaned index
+
+    def _reach(self, offset: int) -> None:
+        while self.pending and self.pending[0].first_offset <= offset:
+            e = self.pending.popleft()
+            self.aborted[e.producer_id] = [e, False]
+
+    def on_data(self, h: BatchHeader) -> bool:
+        """True when the batch belongs to an aborted transaction (drop it)."""
+        last = h.base_offset + h.last_offset_delta
+        self._reach(last)
+        if not h.attributes & TRANSACTIONAL_MASK:
+            return False
+        ongoing = self.aborted.get(h.producer_id)
+        if ongoing is not None and ongoing[0].last_offset > last:
+            ongoing[1] = True
+            return True
+        self.committed.add(h.producer_id)
+        return False
+
+    def on_marker(self, h: BatchHeader, commit: bool) -> bool:
+        """True when the marker may be removed (as a tombstone, after its delete horizon)."""
+        self._reach(h.base_offset)
+        if commit:
+            if h.producer_id in self.committed:
+                self.committed.discard(h.producer_id)
+                return False
+            return True
+        ongoing = self.aborted.pop(h.producer_id, None)
+        if ongoing is not None and ongoing[1]:
+            self.carried.append(ongoing[0])
+            return False
+        if h.producer_id in self.committed:  # data the index does not call aborted: keep its marker
+            self.committed.discard(h.producer_id)
+            return False
+        return True
+
+
+def _marker_type(buf: bytes, off: int) -> bool | None:
+    """True for a COMMIT marker, False for ABORT, None for any other control batch."""
+    try:
+        records = decode_batch(buf, off, verify_crc=False)[1]
+        kind = parse_control_key(records[0].key).type if records else None
+    except (CorruptRecordError, IndexError):
+        return None
+    if kind == ControlRecordType.COMMIT:
+        return True
+    if kind == ControlRecordType.ABORT:
+        return False
+    return None
+
+
+def _build_key_map(log: Log, dirty: list[Segment], txns: _TxnTracker) -> dict[bytes, int]:
     key_map: dict[bytes, int] = {}
     stop = log.stop_cleaning
     for seg in dirty:
@@ -140,6 +226,11 @@ def _build_key_map(log: Log, dirty: list[Segment]) -> dict[bytes, int]:
             if stop.is_set():
                 raise CleaningAborted(log.directory.name)
             if h.attributes & CONTROL_MASK:
+                commit = _marker_type(buf, off)
+                if commit is not None:
+                    txns.on_marker(h, commit)
+                continue
+            if txns.on_data(h):
                 continue
             for r in decode_batch(buf, off, verify_crc=False)[1]:
                 if r.key is not None:
@@ -148,7 +239,7 @@ def _build_key_map(log: Log, dirty: list[Segment]) -> dict[bytes, int]:
 
 
 def _rewrite(log: Log, cleanable: list[Segment], following: int, key_map: dict[bytes, int], now_ms: int,
-             ops: FileOps, stats: CleanStats) -> None:
+             ops: FileOps, stats: CleanStats, txns: _TxnTracker) -> None:
     """Filter segment after segment, starting a new output segment when the next input might
     not fit (output so far + next input > segment.bytes) or offsets would overflow the index."""
     max_bytes = log.config.segment_bytes
@@ -161,7 +252,7 @@ def _rewrite(log: Log, cleanable: list[Segment], following: int, key_map: dict[b
                 writer.finish()
                 writer = None
             if writer is None:
-                writer = _GroupWriter(log, seg.base_offset, key_map, now_ms, ops, stats)
+                writer = _GroupWriter(log, seg.base_offset, key_map, now_ms, ops, stats, txns)
             writer.add(seg)
         if writer is not None:
             writer.finish()
@@ -172,7 +263,8 @@ def _rewrite(log: Log, cleanable: list[Segment], following: int, key_map: dict[b
 
 
 def _filter_batch(buf: bytes, off: int, h: BatchHeader, key_map: dict[bytes, int], now_ms: int,
-                  delete_retention_ms: int, stats: CleanStats) -> tuple[bytes | memoryview | None, bool]:
+                  delete_retention_ms: int, stats: CleanStats,
+                  txns: _TxnTracker) -> tuple[bytes | memoryview | None, bool]:
     """The bytes to keep for one batch (None: drop it) and whether they differ from the input."""
     size = h.batch_length + LOG_OVERHEAD
     raw = memoryview(buf)[off:off + size]
@@ -181,6 +273,10 @@ def _filter_batch(buf: bytes, off: int, h: BatchHeader, key_map: dict[bytes, int
     records = decode_batch(buf, off, verify_crc=False)[1]
     stats.records_in += len(records)
     if h.attributes & CONTROL_MASK:
+        commit = _marker_type(buf, off)
+        if commit is not None and not txns.on_marker(h, commit):
+            stats.records_kept += len(records)
+            return raw, False  # its transaction still has data here: kept as it is
         if horizon_passed:
             return None, True
         if horizon_set:
@@ -188,6 +284,8 @@ def _filter_batch(buf: bytes, off: int, h: BatchHeader, key_map: dict[bytes, int
             return raw, False
         kept = records
         tombstones = True
+    elif txns.on_data(h):
+        return None, True  # aborted transactional data
     else:
         kept = []
         for r in records:
@@ -225,8 +323,10 @@ class _GroupWriter:
     """Filters consecutive segments into one ``B.log.cleaned`` and swaps it in (module docstring)."""
 
     def __init__(self, log: Log, base: int, key_map: dict[bytes, int], now_ms: int, ops: FileOps,
-                 stats: CleanStats) -> None:
+                 stats: CleanStats, txns: _TxnTracker) -> None:
         self.log = log
+        self.txns = txns
+        self.carried_from = len(txns.carried)
         self.base = base
         self.key_map = key_map
         self.now_ms = now_ms
@@ -263,7 +363,7 @@ class _GroupWriter:
         for _pos, buf, off, h in seg.iter_batches():
             if stop.is_set():
                 raise CleaningAborted(self.log.directory.name)
-            kept, diff = _filter_batch(buf, off, h, self.key_map, self.now_ms, retention, stats)
+            kept, diff = _filter_batch(buf, off, h, self.key_map, self.now_ms, retention, stats, self.txns)
             self.changed |= diff
             if kept is None:
                 continue
@@ -322,13 +422,16 @@ class _GroupWriter:
         self.committed = True
         deleted: list[Path] = []
         for old in sorted(self.group, key=lambda s: -s.base_offset):
-            for p in (log_path(directory, old.base_offset), index_path(directory, old.base_offset)):
+            for p in (log_path(directory, old.base_offset), index_path(directory, old.base_offset),
+                      txn_index_path(directory, old.base_offset)):
                 if p.exists():
                     target = p.with_name(p.name + DELETED_SUFFIX)
                     ops.rename(p, target)
                     deleted.append(target)
         ops.rename(idx_swap, index_path(directory, self.base))
         ops.rename(log_swap, log_path(directory, self.base))
+        # derived data (the data plane rewrites it from the log on load): no swap step of its own
+        txn_index.write_entries(directory, self.base, self.txns.carried[self.carried_from:])
         ops.fsync_dir(directory)
         log.replace_segments(self.group, new_seg)
         stats.segments_out += 1

@@ -14,6 +14,7 @@ from pathlib import Path
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+TXNINDEX_SUFFIX = ".txnindex"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
@@ -32,6 +33,10 @@ def log_path(directory: Path, base_offset: int) -> Path:
 
 def index_path(directory: Path, base_offset: int) -> Path:
     return directory / (segment_name(base_offset) + INDEX_SUFFIX)
+
+
+def txn_index_path(directory: Path, base_offset: int) -> Path:
+    return directory / (segment_name(base_offset) + TXNINDEX_SUFFIX)
 
 
 def parse_base_offset(name: str) -> int | None:

@@ -31,6 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
 import structlog
@@ -46,6 +47,7 @@ from odradek.protocol.records import (
     decode_batch,
     encode_pairs_batch,
 )
+from odradek.storage import producer_snapshot, txn_index
 from odradek.storage.cleaner import CleanStats, clean_log
 from odradek.storage.config import FsyncMode, LogConfig
 from odradek.storage.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
@@ -55,10 +57,12 @@ from odradek.storage.files import (
     FileOps,
     delete_dir_name,
     parse_partition_dir,
+    txn_index_path,
 )
 from odradek.storage.flush import Durability
 from odradek.storage.recovery import load_segments
 from odradek.storage.segment import Segment
+from odradek.storage.txn_index import AbortedTxn
 
 logger = structlog.get_logger("odradek.storage")
 
@@ -371,6 +375,17 @@ class Log:
         self.durability.schedule(self._end_offset, self.clock)  # Kafka flushes a rolled segment
         return new
 
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Index an aborted transaction whose ABORT marker was just appended (it is in the
+        active segment: a roll happens before a write, never after)."""
+        self._check_open()
+        txn_index.append_entry(self.directory, self.active_segment.base_offset, entry)
+
+    def aborted_txns(self) -> list[AbortedTxn]:
+        """Every segment's indexed aborted transactions, oldest first (blocking reads)."""
+        with self.reading() as segments:
+            return [e for seg in segments for e in txn_index.read_entries(self.directory, seg.base_offset)]
+
     # --- durability ----------------------------------------------------------------------
 
     async def sync(self) -> None:
@@ -595,7 +610,7 @@ class Log:
         """Kafka's two steps: rename to .deleted (recovery removes leftovers), then unlink."""
         renamed = []
         for seg in sorted(segments, key=lambda s: -s.base_offset):
-            for p in (seg.path, seg.index.path):
+            for p in (seg.path, seg.index.path, txn_index_path(seg.directory, seg.base_offset)):
                 if p.exists():
                     target = p.with_name(p.name + DELETED_SUFFIX)
                     ops.rename(p, target)
@@ -619,13 +634,15 @@ class Log:
         return (self.config.compact and any(s.base_offset >= self.cleaner_checkpoint and s.size for s in segs)
                 and self.dirty_ratio() >= self.config.min_cleanable_dirty_ratio)
 
-    def clean(self, now_ms: int | None = None, *, ops: FileOps = DEFAULT_OPS) -> CleanStats | None:
-        """Compact the closed segments now (blocking; run it in a worker thread)."""
-        return clean_log(self, self.clock() if now_ms is None else now_ms, ops=ops)
+    def clean(self, now_ms: int | None = None, *, ops: FileOps = DEFAULT_OPS,
+              stable_offset: int | None = None) -> CleanStats | None:
+        """Compact the closed segments below ``stable_offset`` now (blocking; run it in a worker
+        thread)."""
+        return clean_log(self, self.clock() if now_ms is None else now_ms, ops=ops, stable_offset=stable_offset)
 
-    async def compact(self, now_ms: int | None = None) -> CleanStats | None:
+    async def compact(self, now_ms: int | None = None, *, stable_offset: int | None = None) -> CleanStats | None:
         """On-demand compaction in a worker thread; the log stays readable and appendable."""
-        return await asyncio.to_thread(self.clean, now_ms)
+        return await asyncio.to_thread(partial(self.clean, now_ms, stable_offset=stable_offset))
 
     def replace_segments(self, old: list[Segment], new: Segment | None) -> None:
         """Replace consecutive ``old`` segments by ``new`` (or by nothing) in the live view.
@@ -670,6 +687,7 @@ class Log:
                 self._set_segments([fresh])
             self._next_offset = offset
             self._log_start = offset
+            producer_snapshot.delete_above(self.directory, -1)  # they describe data that is gone
         else:
             doomed = [s for s in segs if s.base_offset >= offset]
             keep = [s for s in segs if s.base_offset < offset]
@@ -684,8 +702,10 @@ class Log:
                 last.truncate_to_position(pos, new_next)
             else:
                 new_next = last.compute_next_offset()
+            txn_index.truncate_entries(self.directory, last.base_offset, new_next)
             self._next_offset = new_next
             self._log_start = min(self._log_start, new_next)
+            producer_snapshot.delete_above(self.directory, new_next)
         self.durability.truncated(self._next_offset)
         self.durability.directory_changed()
         self.cleaner_checkpoint = min(self.cleaner_checkpoint, self.active_segment.base_offset)

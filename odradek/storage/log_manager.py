@@ -15,8 +15,9 @@ import contextlib
 import os
 import shutil
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import structlog
@@ -36,6 +37,8 @@ from odradek.storage.log import Clock, Log, wall_clock_ms
 logger = structlog.get_logger("odradek.storage")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+COMPACTED_INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # Kafka fixes compaction for both
 TopicPartition = tuple[str, int]
 
 
@@ -71,6 +74,10 @@ class LogManager:
         self._rounds = asyncio.Lock()  # the scheduler's rounds and a test's catch_up, one at a time
         self._next_retention: int | None = None  # when each round is next due (clock ms)
         self._next_clean = self._next_checkpoint = 0
+        # the last stable offset of a log the cleaner is about to compact (the data plane's,
+        # which knows the open transactions); None = no bound
+        self.stable_offset: Callable[[Log], Awaitable[int | None]] | None = None
+        self.before_close: Callable[[], Awaitable[None]] | None = None  # last writes (producer snapshots)
 
     # --- configuration ---------------------------------------------------------------------
 
@@ -78,7 +85,7 @@ class LogManager:
         cfg = self._topic_config(topic) if self._topic_config else None
         if cfg is not None:
             return cfg
-        if topic == OFFSETS_TOPIC:
+        if topic in COMPACTED_INTERNAL_TOPICS:
             return offsets_topic_config(self.default_config)
         return self.default_config
 
@@ -96,7 +103,7 @@ class LogManager:
         """
         self.default_config = config
         for (t, _p), log in self._logs.items():
-            if t == OFFSETS_TOPIC:
+            if t in COMPACTED_INTERNAL_TOPICS:
                 log.config = offsets_topic_config(config).with_topic_config(
                     {"segment.bytes": log.config.segment_bytes})
             else:
@@ -233,7 +240,8 @@ class LogManager:
             if log.closed or not log.config.compact or not (force or log.needs_cleaning()):
                 continue
             try:
-                if await loop.run_in_executor(self._cleaner_pool, log.clean) is not None:
+                stable = await self.stable_offset(log) if self.stable_offset is not None else None
+                if await loop.run_in_executor(self._cleaner_pool, partial(log.clean, stable_offset=stable)) is not None:
                     cleaned += 1
                     self.compactions += 1
                     # the checkpoint records where offsets may have gaps before compaction can be
@@ -306,6 +314,8 @@ class LogManager:
             log.stop_cleaning.set()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        if self.before_close is not None:
+            await self.before_close()
         await asyncio.gather(*(log.aclose() for log in self._logs.values()))
         await asyncio.to_thread(self.write_checkpoints)
         self._cleaner_pool.shutdown(wait=True)

@@ -38,6 +38,7 @@ from odradek.storage.files import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIMEINDEX_SUFFIX,
+    TXNINDEX_SUFFIX,
     FileOps,
     index_path,
     log_path,
@@ -109,7 +110,7 @@ def _unlink_quiet(path: Path, ops: FileOps) -> None:
 
 def _segment_files(directory: Path, base: int) -> list[Path]:
     stem = segment_name(base)
-    return [directory / (stem + s) for s in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)]
+    return [directory / (stem + s) for s in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)]
 
 
 def clean_leftovers(directory: Path, ops: FileOps, index_interval: int) -> None:
@@ -152,7 +153,7 @@ def clean_leftovers(directory: Path, ops: FileOps, index_interval: int) -> None:
         elif name.endswith(TIMEINDEX_SUFFIX):
             # not maintained here; a stale one would mislead Kafka, a missing one it rebuilds
             ops.unlink(directory / name)
-        elif name.endswith(INDEX_SUFFIX):
+        elif name.endswith(INDEX_SUFFIX) or name.endswith(TXNINDEX_SUFFIX):
             b = parse_base_offset(name)
             if b is not None and not log_path(directory, b).exists():
                 ops.unlink(directory / name)

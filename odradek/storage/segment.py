@@ -23,7 +23,7 @@ from odradek.protocol.records import (
     BatchHeader,
     read_batch_header,
 )
-from odradek.storage.files import index_path, log_path, pread_exact, write_all
+from odradek.storage.files import index_path, log_path, pread_exact, txn_index_path, write_all
 from odradek.storage.index import OffsetIndex
 
 CHUNK = 1 << 20
@@ -144,6 +144,7 @@ class Segment:
     def create(cls, directory: Path, base_offset: int, now_ms: int) -> Segment:
         """A fresh, empty active segment (an existing file of that name is emptied)."""
         fd = os.open(log_path(directory, base_offset), os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        txn_index_path(directory, base_offset).unlink(missing_ok=True)  # a stale one would mislead
         index = OffsetIndex.write_new(index_path(directory, base_offset), base_offset, [])
         return cls(directory, base_offset, fd, index, 0, next_offset=base_offset, max_timestamp=-1,
                    created_ms=now_ms)

@@ -21,8 +21,25 @@ from typing import Any
 
 from ..broker.app import BrokerApp
 from ..broker.config import Config
+from ..broker.security.scram import SCRAM_MECHANISMS
+from ..broker.security.scram_users import ScramUser, add_users, add_users_offline, check_iterations
 from .control import ControlApi
 from .security import ClientSecurity, make_security
+
+
+async def add_scram_user(app: BrokerApp | None, data_dir: Path, name: str, password: str,
+                         mechanism: str, iterations: int) -> None:
+    """Into the running broker's store (under its lock), or into the data dir's file before start."""
+    user = ScramUser(mechanism, name, password, check_iterations(iterations))
+    if mechanism not in SCRAM_MECHANISMS:
+        raise ValueError(f"unknown SCRAM mechanism {mechanism!r}; use one of {', '.join(SCRAM_MECHANISMS)}")
+    if app is None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(add_users_offline, data_dir, [user])
+        return
+    async with app.scram_credentials.lock:
+        await asyncio.to_thread(add_users, app.scram_credentials, [user])
+
 
 CAPTURE_REQUESTS = 1000  # test brokers keep the last 1000 requests for ``captured``
 
@@ -107,6 +124,12 @@ class Broker(ControlApi):
         await self.stop()
         await self.start()
 
+    async def add_scram_user(self, name: str, password: str, mechanism: str = "SCRAM-SHA-256",
+                             iterations: int = 4096) -> None:
+        """Add (or replace) a SCRAM user, running or not; it survives restarts
+        (what ``kafka-storage format --add-scram`` or kafka-configs would do)."""
+        await add_scram_user(self.app, self.data_dir, name, password, mechanism, iterations)
+
     def cleanup(self) -> None:
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -175,6 +198,11 @@ class ThreadedBroker(ControlApi):
 
     def restart(self) -> None:
         self._call(self.broker.restart())
+
+    def add_scram_user(self, name: str, password: str, mechanism: str = "SCRAM-SHA-256",
+                       iterations: int = 4096) -> None:
+        """See ``Broker.add_scram_user``."""
+        self._call(self.broker.add_scram_user(name, password, mechanism, iterations))
 
     def close(self) -> None:
         try:

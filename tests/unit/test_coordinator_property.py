@@ -1,7 +1,8 @@
 """Property: whatever members do, the log rebuilds what the live coordinator holds.
 
 Random sequences of joins (dynamic and static, v5/v9, changing metadata),
-syncs, heartbeats, leaves, deletes, clock advances (so sessions, join and
+syncs, heartbeats, leaves, deletes, transactional offset commits by the
+members (KIP-447) and their markers, clock advances (so sessions, join and
 sync deadlines expire) and restarts (a new Shard replayed from the same
 log).  After each restart the replayed persisted view must equal the live
 one, and every group the live coordinator had settled (Stable, or Empty with
@@ -22,7 +23,9 @@ from hypothesis import strategies as st
 from odradek.broker.coordinator.api import JoinResult, LeaveMember
 from odradek.broker.coordinator.group import ClassicGroup
 from odradek.broker.coordinator.state import GroupState
+from odradek.broker.coordinator.txn_offsets import TxnCommitRequest, commit_txn_offsets, write_marker
 from odradek.broker.runtime.promise import Promise
+from odradek.broker.txn_contracts import TxnMarker
 from tests.unit.coordinator_harness import GROUP, E, Harness, subscription
 
 PROTOCOLS = [
@@ -117,6 +120,12 @@ def apply(h: Harness, clients: list[Client], op: tuple) -> None:
             poll(h, client)
     elif kind == "delete":
         h.delete(GROUP)
+    elif kind == "txn":  # the member commits its position in its producer's transaction
+        request = TxnCommitRequest("tx", GROUP, 1000 + who % 2, 0, c.generation, c.member_id, c.instance, 3)
+        commit_txn_offsets(h.coordinator, request, [("t", arg % 2, arg, -1, "")], lambda topic: 2)
+    elif kind == "marker":
+        write_marker(h.coordinator, "__consumer_offsets", h.shard.partition,
+                     TxnMarker(1000 + who % 2, 0, 0, commit=arg >= 1))
     elif kind == "restart":
         check_restart(h)
     for client in clients:
@@ -162,10 +171,18 @@ def check_stable_matches_record(h: Harness) -> None:
 
 def check_restart(h: Harness) -> None:
     view = h.shard.persisted_view()
+    txn = h.shard.txn_view()
+    committed = {g: dict(o) for g, o in h.shard.offsets.items()}
+    groups = {g: (x.state, x.protocol_type) for g, x in h.shard.groups.items()
+              if x.state in (GroupState.EMPTY, GroupState.STABLE)}
     expected = {g: settled(x) for g, x in h.shard.groups.items() if is_settled(h, x)}
     event(f"restart with settled groups in {sorted({x[4] != {} for x in expected.values()})}")
     h.restart(hooks=False)
     assert h.shard.persisted_view() == view
+    assert h.shard.txn_view() == txn
+    assert {g: dict(o) for g, o in h.shard.offsets.items()} == committed
+    assert {g: (x.state, x.protocol_type) for g, x in h.shard.groups.items()
+            if g in groups} == groups
     for group_id, summary in expected.items():
         assert settled(h.shard.groups[group_id]) == summary
     for listener in h.coordinator.load_listeners:
@@ -182,6 +199,8 @@ OPS = st.one_of(
     st.tuples(st.just("advance"), st.just(0), st.integers(0, 5)),
     st.tuples(st.just("restart"), st.just(0), st.just(0)),
     st.tuples(st.just("delete"), st.just(0), st.just(0)),
+    st.tuples(st.just("txn"), st.integers(0, 3), st.integers(0, 5)),
+    st.tuples(st.just("marker"), st.integers(0, 1), st.integers(0, 2)),
 )
 
 

@@ -55,8 +55,7 @@ def test_zstd_needs_v7():
     (batch() + batch(), E.INVALID_RECORD),  # two batches
     (batch() + b"\x00\x01", E.CORRUPT_MESSAGE),  # stray bytes
     (batch(control=True, transactional=True), E.INVALID_RECORD),
-    (batch(transactional=True, producer_id=1, producer_epoch=0, base_sequence=0),
-     E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    (batch(transactional=True), E.INVALID_RECORD),  # transactional without a producer id
     (batch(producer_id=1, producer_epoch=0), E.INVALID_RECORD),  # idempotent without sequence
     (encode_batch([], last_offset_delta=0), E.INVALID_RECORD),  # no records
     (batch(3, last_offset_delta=5), E.INVALID_RECORD),  # count vs offset delta

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.dataplane import producers
 from odradek.broker.dataplane.producers import (
     INT32_MAX,
     PartitionProducers,
@@ -103,15 +102,21 @@ def test_state_is_rebuilt_from_the_log_tail(tmp_path):
         log.close()
 
 
-def test_rebuild_reads_only_the_tail(tmp_path, monkeypatch):
-    monkeypatch.setattr(producers, "SCAN_TAIL_BYTES", 2000)
-    log = Log.open(tmp_path / "t-0", LogConfig(index_interval_bytes=100))
+def test_rebuild_finds_an_open_transaction_older_than_the_log_tail(tmp_path):
+    """An open transaction pins the last stable offset however much was written after it, so the
+    rebuild scans the whole log (it used to read only the last 64 MiB)."""
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=2048, index_interval_bytes=100))
     try:
-        for seq in range(50):
-            log.append(encode_batch([(b"k", b"x" * 100)], producer_id=seq, producer_epoch=0, base_sequence=0))
+        log.append(encode_batch([(b"k", b"v")], producer_id=7, producer_epoch=0, base_sequence=0,
+                                transactional=True))
+        for seq in range(60):
+            log.append(encode_batch([(b"k", b"x" * 100)], producer_id=8, producer_epoch=0, base_sequence=seq))
+        assert len(log.segments) > 3
         s = PartitionProducers()
         s.rebuild(log)
-        assert 49 in s.entries and 0 not in s.entries
+        assert s.in_txn(7) and not s.in_txn(8)
+        assert s.last_stable_offset(log.log_end_offset) == 0
+        assert s.entries[7].txn_first_offset == 0
     finally:
         log.close()
 

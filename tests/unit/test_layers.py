@@ -19,9 +19,10 @@ ALLOWED = {
     "protocol": set(),
     "storage": {"protocol"},
     "offsets": {"protocol", "storage"},
-    "broker": {"protocol", "storage", "offsets"},
+    "transactions": {"protocol", "storage", "offsets"},
+    "broker": {"protocol", "storage", "offsets", "transactions"},
     "pipeline": {"protocol", "storage", "offsets"},
-    "testing": {"protocol", "storage", "offsets", "broker"},
+    "testing": {"protocol", "storage", "offsets", "transactions", "broker"},
 }
 
 

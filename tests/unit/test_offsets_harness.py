@@ -26,8 +26,10 @@ from odradek.broker.coordinator.offsets import (
 from odradek.broker.coordinator.service import Coordinator, CoordinatorConfig
 from odradek.broker.coordinator.shard import Shard
 from odradek.broker.coordinator.state import GroupState
+from odradek.broker.coordinator.txn_offsets import TxnCommitRequest, commit_txn_offsets, write_marker
 from odradek.broker.dispatch import RequestContext
 from odradek.broker.handlers import offsets as handlers
+from odradek.broker.txn_contracts import TxnMarker
 from odradek.offsets.consumer_protocol import Subscription, encode_subscription
 from odradek.offsets.records import GroupKey
 from odradek.protocol.errors import ErrorCode
@@ -110,6 +112,31 @@ class OffsetsEnv:
         assert error is E.NONE
         return {(f.topic, f.partition): f.offset for f in parts}
 
+    def txn_commit(self, group: str | None, parts: list[tuple], *, producer: int = 1000, epoch: int = 0,
+                   generation: int = -1, member: str = "", instance: str | None = None, version: int = 3,
+                   verifier: Any = None):
+        """A TxnOffsetCommit; ``parts``: (topic, partition, offset[, metadata[, leader_epoch]])."""
+        request = TxnCommitRequest("txn", group, producer, epoch, generation, member, instance, version)
+        partitions = [(t, p, o, rest[1] if len(rest) > 1 else -1, rest[0] if rest else "")
+                      for t, p, o, *rest in parts]
+        return commit_txn_offsets(self.coordinator, request, partitions, self.partition_count, verifier)
+
+    def txn_commit_now(self, group: str | None, parts: list[tuple], **kw) -> list[ErrorCode]:
+        promise = self.txn_commit(group, parts, **kw)
+        assert promise.done, "fsync=never commits complete synchronously"
+        return promise.result()
+
+    def marker(self, group: str, *, producer: int = 1000, epoch: int = 0, commit: bool = True,
+               coordinator_epoch: int = 0, topic: str = "__consumer_offsets"):
+        """The transaction coordinator's marker for ``group``'s offsets partition (a promise of the error)."""
+        return write_marker(self.coordinator, topic, self.coordinator.partition_for(group),
+                            TxnMarker(producer, epoch, coordinator_epoch, commit))
+
+    def marker_now(self, group: str, **kw) -> ErrorCode:
+        promise = self.marker(group, **kw)
+        assert promise.done, "fsync=never markers complete synchronously"
+        return promise.result()
+
     def delete(self, group: str | None, topics: list[tuple[str, list[int]]]):
         promise = delete_offsets(self.coordinator, group, topics, self.partition_count)
         assert promise.done
@@ -169,7 +196,8 @@ class OffsetsEnv:
         spec = APIS[api_key]
         request = spec.request.parse(spec.request.build(body, version), version)
         ctx = RequestContext(api_key, version, 1, "test", "/127.0.0.1", 1)
-        fn = {8: handlers.offset_commit, 9: handlers.offset_fetch, 47: handlers.offset_delete}[api_key]
+        fn = {8: handlers.offset_commit, 9: handlers.offset_fetch, 28: handlers.txn_offset_commit,
+              47: handlers.offset_delete}[api_key]
         result = fn(self, ctx, request)
         if not isinstance(result, dict):
             result = await result

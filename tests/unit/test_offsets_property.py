@@ -1,4 +1,5 @@
-"""Property: any sequence of commits, deletions and expiry sweeps reloads to the same state.
+"""Property: any sequence of commits, transactional commits and their markers, deletions and
+expiry sweeps reloads to the same state.
 
 Records are the only way state survives, so after every random history the
 shards' persisted views, the live groups' kinds and every OffsetFetch
@@ -26,11 +27,20 @@ delete = st.tuples(st.just("delete"), st.sampled_from(GROUPS), st.lists(st.sampl
                    st.just(0))
 advance = st.tuples(st.just("advance"), st.just(""), st.just([]), st.integers(0, 20 * MINUTE))
 topic_gone = st.tuples(st.just("drop-topic"), st.sampled_from(["t", "u", "v"]), st.just([]), st.just(0))
-ops = st.lists(st.one_of(commit, commit, delete, advance, topic_gone), max_size=25)
+txn = st.tuples(st.just("txn"), st.sampled_from(GROUPS),
+                st.lists(st.tuples(st.sampled_from(TPS), st.integers(0, 1000)), min_size=1, max_size=3),
+                st.sampled_from([1000, 2000]))
+marker = st.tuples(st.just("marker"), st.sampled_from(GROUPS), st.just([]),
+                   st.sampled_from([1000, 2000, -1000, -2000]))  # negative: ABORT
+ops = st.lists(st.one_of(commit, commit, delete, advance, topic_gone, txn, txn, marker), max_size=25)
 
 
 def answers(env) -> dict:
-    return {g: env.committed(g) for g in GROUPS}
+    stable = {}
+    for g in GROUPS:
+        error, parts = env.fetch(g, [(t, [p]) for t, p in TPS], require_stable=True)
+        stable[g] = (error, [(f.topic, f.partition, f.offset, f.error) for f in parts])
+    return {g: env.committed(g) for g in GROUPS}, stable
 
 
 async def play(root: Path, history) -> None:
@@ -48,15 +58,19 @@ async def play(root: Path, history) -> None:
                 env.delete(group, list(by_topic.items()))
             elif op == "advance":
                 env.clock.advance(n)
+            elif op == "txn":
+                env.txn_commit_now(group, [(t, p, o) for (t, p), o in items], producer=n)
+            elif op == "marker":
+                env.marker_now(group, producer=abs(n), commit=n > 0)
             else:
                 env.coordinator.on_topics_deleted([group])
         env.coordinator.expiry.sweep()  # a restart sweeps each shard as it loads: start level
-        views = [s.persisted_view() for s in env.coordinator.shards]
+        views = [(s.persisted_view(), s.txn_view()) for s in env.coordinator.shards]
         kinds = {g: (grp.state, grp.protocol_type) for s in env.coordinator.shards
                  for g, grp in s.groups.items()}
         before = answers(env)
         await env.restart()
-        assert [s.persisted_view() for s in env.coordinator.shards] == views
+        assert [(s.persisted_view(), s.txn_view()) for s in env.coordinator.shards] == views
         assert {g: (grp.state, grp.protocol_type) for s in env.coordinator.shards
                 for g, grp in s.groups.items()} == kinds
         assert answers(env) == before

@@ -1,7 +1,7 @@
 """Transactional offset commits in a loaded log (Kafka's GroupMetadataManager.loadGroupsAndOffsets).
 
-This broker never writes them, but a ``__consumer_offsets`` imported from
-Kafka holds them wherever a producer used ``sendOffsetsToTransaction``: the
+A ``__consumer_offsets`` imported from Kafka holds them wherever a producer
+used ``sendOffsetsToTransaction``, and TxnOffsetCommit writes them: the
 broker's load and ``odradek offsets`` must both count one only once its
 producer's COMMIT marker follows, and must agree with each other.
 """
@@ -80,11 +80,13 @@ async def test_the_later_of_two_transactions_wins_whatever_order_they_end_in(tmp
                         marker(Q, commit=True), marker(P, commit=True)) == {("t", 0): 8}
 
 
-async def test_a_removed_offset_comes_back_with_a_later_commit_marker_as_in_kafka(tmp_path):
+async def test_a_removed_offset_stays_removed_after_a_later_commit_marker(tmp_path):
+    """A tombstone drops the pending offsets of its partition too (Kafka's ``OffsetMetadataManager.replay``):
+    OffsetDelete, expiry or a deleted topic are not undone by the transaction's COMMIT."""
     assert await loaded(tmp_path, commit("g", 0, 5), commit("g", 0, 6, producer=P), commit("g", 0, None),
-                        marker(P, commit=True)) == {("t", 0): 6}
+                        marker(P, commit=True)) == {}
 
 
-async def test_a_transactional_tombstone_only_takes_back_the_producers_own_entry(tmp_path):
-    assert await loaded(tmp_path, commit("g", 0, 5), commit("g", 0, 6, producer=P),
-                        commit("g", 0, None, producer=P), marker(P, commit=True)) == {("t", 0): 5}
+async def test_a_transactional_tombstone_removes_like_any_other(tmp_path):
+    assert await loaded(tmp_path, commit("g", 0, 5), commit("g", 1, 5), commit("g", 0, 6, producer=P),
+                        commit("g", 0, None, producer=P), marker(P, commit=True)) == {("t", 1): 5}

@@ -126,3 +126,28 @@ async def test_an_unexpected_error_in_one_shard_fails_it_and_still_flushes_the_o
         assert second.log.log_end_offset == 3
     finally:
         await env.stop()
+
+
+@pytest.mark.parametrize("fsync", [FsyncMode.NEVER, FsyncMode.ALWAYS])
+async def test_a_transactional_write_gets_a_batch_of_its_own_in_its_place(tmp_path, fsync):
+    env = await OffsetsEnv(tmp_path, fsync=fsync).start()
+    try:
+        runtime = env.coordinator.runtime
+        runtime.begin()
+        writes = [env.commit("g", [("t", 0, 1)]), env.commit("g", [("t", 1, 1)]),
+                  env.txn_commit("g", [("t", 0, 2), ("t", 1, 2)], producer=7),
+                  env.commit("g", [("t", 2, 1)]), env.marker("g", producer=7, commit=True),
+                  env.commit("g", [("t", 3, 1)])]
+        runtime.end()
+        for w in writes:
+            assert await wait(w) in ([E.NONE], [E.NONE, E.NONE], E.NONE)
+        log = env.shard().log
+        got = [(h.is_transactional, h.is_control, [r.offset for r in records])
+               for h, records in iter_batches(log.read(0, 1 << 22))]
+        assert got == [(False, False, [0, 1]), (True, False, [2, 3]), (False, False, [4]),
+                       (True, True, [5]), (False, False, [6])]
+        assert env.committed("g") == {("t", 0): 2, ("t", 1): 2, ("t", 2): 1, ("t", 3): 1}
+        await env.restart()
+        assert env.committed("g") == {("t", 0): 2, ("t", 1): 2, ("t", 2): 1, ("t", 3): 1}
+    finally:
+        await env.stop()

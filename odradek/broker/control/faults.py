@@ -60,15 +60,17 @@ def _walk(obj: Any, keys: RequestKeys, in_topic: bool) -> None:
             continue
         if name == "group_id" and isinstance(value, str):
             keys.group_id.add(value)
-        elif name == "transactional_id" and isinstance(value, str):
-            keys.transactional_id.add(value)
+        elif name in ("transactional_id", "v3_and_below_transactional_id") and isinstance(value, str):
+            keys.transactional_id.add(value)  # AddPartitionsToTxn v0-3 spells it with a prefix
+        elif name == "transactional_ids" and isinstance(value, list):  # DescribeTransactions
+            keys.transactional_id.update(v for v in value if isinstance(v, str))
         elif name in ("groups", "groups_names") and isinstance(value, list):
             for item in value:
                 if isinstance(item, str):
                     keys.group_id.add(item)
                 elif isinstance(item, dict):
                     _walk(item, keys, in_topic=False)  # OffsetFetch v8+: groups hold their topics
-        elif name in ("topics", "topic_data") and isinstance(value, list):
+        elif name in ("topics", "topic_data", "v3_and_below_topics") and isinstance(value, list):
             for item in value:
                 if isinstance(item, dict):
                     _walk(item, keys, in_topic=True)
@@ -79,6 +81,9 @@ def _walk(obj: Any, keys: RequestKeys, in_topic: bool) -> None:
         elif in_topic and name in ("partition_index", "index", "partition") and isinstance(value, int):
             keys.partition.add(value)
         elif in_topic and name == "partition_indexes" and isinstance(value, list):
+            keys.partition.update(value)
+        elif in_topic and name == "partitions" and isinstance(value, list) \
+                and all(isinstance(v, int) for v in value):  # AddPartitionsToTxn: plain indexes
             keys.partition.update(value)
         elif name in ("partitions", "partition_data") and isinstance(value, list):
             for item in value:
@@ -100,11 +105,11 @@ def applicable_filters(api_key: int) -> set[str]:
     out = set()
     if names & {"group_id", "groups", "groups_names"} or api_key == 10:
         out.add("group_id")
-    if names & {"topics", "topic_data", "topic_names"} and api_key not in (10,):
+    if names & {"topics", "topic_data", "topic_names", "v3_and_below_topics"} and api_key not in (10, 65):
         out.add("topic")
-    if names & {"partition_index", "index", "partition", "partition_indexes"}:
+    if names & {"partition_index", "index", "partition", "partition_indexes"} or api_key == 24:
         out.add("partition")
-    if "transactional_id" in names or api_key == 10:
+    if names & {"transactional_id", "v3_and_below_transactional_id", "transactional_ids"} or api_key == 10:
         out.add("transactional_id")
     return out
 

@@ -66,9 +66,14 @@ async def reset_broker(app: BrokerApp) -> dict[str, Any]:
         await _forget_dynamic_config(app)
         async with app.logs.maintenance:  # no retention or cleaning round on the old logs
             await app.topics.drain()  # no create or delete half-way
+            old_txn = app.txn_coordinator
             old_logs, topics, groups, old_coordinator = _switch(app)
         await old_coordinator.stop()
+        if old_txn is not None:
+            await old_txn.stop()
         await app.coordinator.load()  # empty logs: at once
+        if app.txn_coordinator is not None:
+            await app.txn_coordinator.load()
         await app.topics.save()
         await asyncio.to_thread(_make_durable, app)
         cleanup = asyncio.ensure_future(_remove_old(old_logs))
@@ -113,6 +118,9 @@ def _switch(app: BrokerApp) -> tuple[list[Log], list[str], int, Any]:
         lg.directory = target
     app.dataplane.forget_all(topics)
     app.coordinator = app._open_coordinator()  # fresh offsets partitions, Loading until load()
+    if app.txn_coordinator is not None:  # transactional ids go too (their markers stop)
+        app.txn_coordinator.unload()
+        app.txn_coordinator = app._open_txn_coordinator()
     return old_logs, topics, groups, old_coordinator
 
 

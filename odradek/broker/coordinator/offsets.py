@@ -315,7 +315,10 @@ class Removal(NamedTuple):
 def remove_offsets(shard: Shard, selection: dict[str, Iterable[TopicPartition]]) -> Removal:
     """The tombstones for the selected offsets of each group, in one batch for the shard.
 
-    Kafka's ``cleanupGroupMetadata``.  Each selected group that is then Empty
+    Kafka's ``cleanupGroupMetadata``.  A partition gets its tombstone when it
+    has a committed offset or a pending transactional one (whose replay then
+    drops it, so the transaction's COMMIT cannot bring it back: Kafka's
+    ``OffsetMetadataManager.deleteOffsets``).  Each selected group that is then Empty
     with no offsets and nothing pending dies: its GroupMetadata tombstone
     joins the batch when its generation is > 0 (a commit-only group never
     had a group record), and the replay of its last tombstone removes it
@@ -327,15 +330,16 @@ def remove_offsets(shard: Shard, selection: dict[str, Iterable[TopicPartition]])
     dead: list[str] = []
     for group_id, tps in selection.items():
         committed = shard.offsets.get(group_id) or {}
-        removed = {tp for tp in tps if tp in committed}
+        txn = shard.txn
+        removed = {tp for tp in tps if tp in committed or txn.has_pending(group_id, tp)}
         records.extend((OffsetKey(group_id, t, p), None) for t, p in sorted(removed))
         group = shard.groups.get(group_id)
-        if group is None or not _dies(shard, group, len(committed) - len(removed)):
+        if group is None or not _dies(shard, group, len(committed) - len(removed & committed.keys()), removed):
             continue
         dead.append(group_id)
         if group.generation > 0:
             records.append((GroupKey(group_id), None))
-        elif not committed:
+        elif not removed:  # nothing on the log: live state only
             shard.remove_group(group_id)
     offsets = len(records) - sum(1 for k, _ in records if type(k) is GroupKey)
     return Removal(records, offsets, dead)
@@ -350,9 +354,14 @@ def run_removal(shard: Shard, removal: Removal, reason: str) -> Promise:
     return shard.run(CoordinatorResult(removal.records, None, failed))
 
 
-def _dies(shard: Shard, group: ClassicGroup, remaining: int) -> bool:
-    return (group.state is GroupState.EMPTY and remaining == 0
-            and not shard.pending_offsets(group.group_id))
+def _dies(shard: Shard, group: ClassicGroup, remaining: int, removed: set[TopicPartition]) -> bool:
+    """Empty, no offset left, nothing in flight, no pending transactional offset but those removed now."""
+    group_id = group.group_id
+    if group.state is not GroupState.EMPTY or remaining:
+        return False
+    if group_id in shard.txn.groups and shard.txn.pending_partitions(group_id) - removed:
+        return False
+    return not shard.in_flight_offsets(group_id)
 
 
 def delete_topic_offsets(coordinator: Coordinator, topics: Iterable[str]) -> list[Promise]:
@@ -368,6 +377,9 @@ def delete_topic_offsets(coordinator: Coordinator, topics: Iterable[str]) -> lis
         if shard.status is not ShardStatus.ACTIVE:
             continue
         selection = {g: [tp for tp in offs if tp[0] in gone] for g, offs in shard.offsets.items()}
+        for g in shard.txn.groups:  # pending transactional offsets of those topics go too
+            selection.setdefault(g, []).extend(
+                tp for tp in sorted(shard.txn.pending_partitions(g)) if tp[0] in gone and tp not in selection[g])
         selection = {g: tps for g, tps in selection.items() if tps}
         if not selection:
             continue

@@ -18,12 +18,15 @@ import structlog
 from ...offsets.records import partition_for
 from ...protocol.errors import ErrorCode
 from ..clock import Clock
+from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorRuntime, ShardStatus
+from ..txn_contracts import TxnMarker
 from . import rebalance
 from .config import CoordinatorConfig
 from .expiry import OffsetExpiry
 from .offsets import delete_topic_offsets
 from .shard import Shard
+from .txn_offsets import write_marker
 
 log = structlog.get_logger("odradek.coordinator")
 
@@ -93,6 +96,15 @@ class Coordinator:
         """
         return delete_topic_offsets(self, topics)
 
+    async def write_txn_marker(self, topic: str, partition: int, marker: TxnMarker) -> ErrorCode:
+        """``txn_contracts.MarkerTarget`` for ``__consumer_offsets``: the marker's control batch, durable and replayed.
+
+        The transaction coordinator's markers for the groups of a transaction
+        (Kafka's ``GroupCoordinator.completeTransaction``); answers NONE or
+        the per-partition error ``WriteTxnMarkers`` would.
+        """
+        return await promised(write_marker(self, topic, partition, marker))
+
     def start_background(self, coro) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
 
@@ -104,3 +116,16 @@ class Coordinator:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+
+
+async def promised(promise: Promise) -> Any:
+    """Await a ``Promise`` (completed at once when the write needed no fsync wait)."""
+    if promise.done:
+        return promise.result()
+    future = asyncio.get_running_loop().create_future()
+
+    def done(result: Any) -> None:
+        if not future.done():
+            future.set_result(result)
+    promise.add_done_callback(done)
+    return await future

@@ -39,12 +39,12 @@ from ...offsets.records import (
     encode_key,
     encode_value,
 )
-from ...offsets.replay import OffsetsReplay
+from ...offsets.transactions import MarkerKey, TxnOffsetKey, TxnOffsets, decode_record, encode_txn_records
 from ...protocol.errors import ErrorCode
 from ...protocol.records import decode_batch
 from ..clock import Clock
 from ..runtime.promise import Promise
-from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus
+from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus, TxnBatch
 from .config import CoordinatorConfig
 from .group import ClassicGroup
 from .state import GroupState
@@ -57,14 +57,27 @@ Record = tuple[OffsetKey | GroupKey, OffsetValue | GroupValue | None]
 
 
 def encode_records(records: list[Record]) -> list[EncodedRecord]:
-    """The offsets topic's records as (key, value) bytes; raises RecordEncodeError."""
+    """The offsets topic's records as (key, value) bytes; raises RecordEncodeError.
+
+    A transactional write (offset commits of a TxnOffsetCommit, or a marker)
+    is never mixed with plain records: its first key tells.
+    """
+    first = type(records[0][0])
+    if first is TxnOffsetKey or first is MarkerKey:
+        return encode_txn_records(records)
     return [(encode_key(k), encode_value(v)) for k, v in records]
 
 
 def emulated_encoder(config: CoordinatorConfig) -> Callable[[list[Record]], list[EncodedRecord]]:
     """``encode_records`` writing the value versions of an emulated older Kafka."""
     version = config.value_version
-    return lambda records: [(encode_key(k), encode_value(v, version(v))) for k, v in records]
+
+    def encode(records: list[Record]) -> list[EncodedRecord]:
+        first = type(records[0][0])
+        if first is TxnOffsetKey or first is MarkerKey:
+            return encode_txn_records(records, version)
+        return [(encode_key(k), encode_value(v, version(v))) for k, v in records]
+    return encode
 
 
 class Shard:
@@ -87,10 +100,16 @@ class Shard:
         # persisted view (what replay builds; what a reload must reproduce)
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
         self.group_records: dict[str, GroupValue] = {}
+        # transactional offsets pending until their marker, and producer epochs (``offsets/transactions.py``)
+        self.txn = TxnOffsets()
         runtime = runtime if runtime is not None else CoordinatorRuntime()
         encode = emulated_encoder(self.config) if self.config.emulates_value_versions else encode_records
         self.writer = runtime.writer(self, log_, encode, clock.now_ms, await_fsync=await_fsync,
-                                     on_accept=self._count_commits)
+                                     on_accept=self._count_commits, on_txn_append=self._txn_appended)
+        # the log's open transactions: producer id -> offset of its first transactional batch not
+        # yet ended by a marker (Kafka's ProducerStateManager of this partition): what bounds the
+        # log's last stable offset, below which the cleaner may compact
+        self.open_txns: dict[int, int] = {}
         # append ``records`` as one batch; the promise yields None (written, durable and
         # replayed) or an ErrorCode.  The runtime stages, appends, waits for fsync if asked
         # and replays (``runtime/runtime.py``); tests replace it to hold or fail writes.
@@ -100,9 +119,17 @@ class Shard:
 
     # --- replay: the one function that turns records into state ----------------
 
-    def replay(self, key: OffsetKey | GroupKey | None, value: Any) -> None:
-        """Apply one record: at load time, and on the live path once its batch is durable."""
-        if type(key) is OffsetKey:
+    def replay(self, key: OffsetKey | GroupKey | TxnOffsetKey | MarkerKey | None, value: Any) -> None:
+        """Apply one record: at load time, and on the live path once its batch is durable.
+
+        Transactional records (``offsets/transactions.py``): an offset commit
+        of a transactional batch is parked as pending, a marker commits or
+        drops its producer's pending offsets.
+        """
+        kind = type(key)
+        if kind is OffsetKey:
+            if self.txn.groups:
+                self.txn.plain(key, value)
             group_id = key.group
             offsets = self.offsets.get(group_id)
             if value is not None:
@@ -113,20 +140,46 @@ class Shard:
                 offsets.pop((key.topic, key.partition), None)
                 if not offsets:
                     del self.offsets[group_id]
-        elif type(key) is GroupKey:
+        elif kind is GroupKey:
             group_id = key.group
             if value is None:
                 self.group_records.pop(group_id, None)
             else:
                 self.group_records[group_id] = value
+        elif kind is TxnOffsetKey:
+            if value is None:  # a transactional tombstone removes like any other (Kafka never writes one)
+                self.replay(key.key, None)
+                return
+            self.txn.park(key.producer_id, key.producer_epoch, key.key, value)
+            group_id = key.key.group
+        elif kind is MarkerKey:
+            self._replay_marker(key, value)
+            return
         else:
             return
         # while loading, groups are built once at the end (``rebuild``)
         if self.status is not _LOADING and (value is None or group_id not in self.groups):
             self.reconcile(group_id)
 
+    def _replay_marker(self, key: MarkerKey, coordinator_epoch: int) -> None:
+        """A COMMIT/ABORT marker: the producer's pending offsets become committed (unless overtaken) or go."""
+        txn = self.txn
+        touched = {k.group for k in txn.pending.get(key.producer_id, ())}
+        for offset_key, value, _extra in txn.end(key.producer_id, key.producer_epoch, key.commit,
+                                                 coordinator_epoch):
+            offsets = self.offsets.get(offset_key.group)
+            if offsets is None:
+                offsets = self.offsets[offset_key.group] = {}
+            offsets[(offset_key.topic, offset_key.partition)] = value
+        if self.status is not _LOADING:
+            for group_id in touched:
+                self.reconcile(group_id)
+
     def reconcile(self, group_id: str) -> None:
         """Make the live group agree with the records: exists with a record or offsets, not if Empty without.
+
+        Pending transactional offsets count as offsets here (Kafka's
+        ``GroupMetadata.hasOffsets``): their group exists until their marker.
 
         A group already live is kept as it is (its members are live state);
         one missing is built from its record, or as a simple group (no
@@ -137,11 +190,11 @@ class Shard:
             value = self.group_records.get(group_id)
             if value is not None:
                 self.groups[group_id] = self.adopt(ClassicGroup.from_record(group_id, value))
-            elif group_id in self.offsets:
+            elif group_id in self.offsets or group_id in self.txn.groups:
                 self.groups[group_id] = self.adopt(
                     ClassicGroup(group_id, current_state_timestamp=self.clock.now_ms()))
         elif (group.state is GroupState.EMPTY and group_id not in self.offsets
-              and group_id not in self.group_records):
+              and group_id not in self.group_records and group_id not in self.txn.groups):
             self.remove_group(group_id)
 
     def replay_record(self, key: OffsetKey | GroupKey, value: Any, _record: Any) -> None:
@@ -158,13 +211,17 @@ class Shard:
         return ({g: v for g, v in self.group_records.items()},
                 {g: dict(o) for g, o in self.offsets.items() if o})
 
+    def txn_view(self) -> tuple[dict, dict]:
+        """(pending transactional offsets per producer, producer epochs) as the log says."""
+        return self.txn.state()
+
     # --- writing: through the coordinator runtime ----------------------------------------
 
     def _count_commits(self, records: list[Record]) -> None:
         """A write the log accepted: count its offset commits for the metrics."""
         commits = 0
         for key, value in records:
-            if value is not None and type(key) is OffsetKey:
+            if value is not None and (type(key) is OffsetKey or type(key) is TxnOffsetKey):
                 commits += 1
         self.stats["offset_commits"] += commits
 
@@ -179,22 +236,47 @@ class Shard:
         if not records:
             return Promise.resolved(result.response)
         try:
-            written = self.write(records, now)
+            written = self.write(records, now) if result.txn is None else self.write(records, now, txn=result.txn)
         except RecordEncodeError as exc:  # e.g. a string too long for its int16 length prefix
             log.warning("coordinator.write_unencodable", partition=self.partition, error=str(exc))
             written = Promise.resolved(ErrorCode.INVALID_RECORD)
         return result.answer_when(written)
 
     def pending_offsets(self, group_id: str) -> set[TopicPartition]:
-        """The group's partitions with a commit written but not yet durable."""
+        """The group's partitions with a commit written but not yet durable, or pending in a transaction.
+
+        What OffsetFetch ``require_stable`` answers UNSTABLE_OFFSET_COMMIT
+        for, and what expiry and group removal must leave alone.
+        """
+        pending = self.in_flight_offsets(group_id)
+        if group_id in self.txn.groups:
+            pending |= self.txn.pending_partitions(group_id)
+        return pending
+
+    def in_flight_offsets(self, group_id: str) -> set[TopicPartition]:
+        """The group's partitions with a commit (plain or transactional) written but not yet durable."""
         pending = set()
         for key, _value in self.writer.pending_records():
+            if type(key) is TxnOffsetKey:
+                key = key.key
             if type(key) is OffsetKey and key.group == group_id:
                 pending.add((key.topic, key.partition))
         return pending
 
     def has_pending_writes(self) -> bool:
         return self.writer.has_pending_writes()
+
+    def _txn_appended(self, txn: TxnBatch, first_offset: int, pairs: list[EncodedRecord]) -> None:
+        """A transactional batch landed at ``first_offset``: it opens the producer's transaction here,
+        or (a marker) ends it."""
+        if not txn.control:
+            self.open_txns.setdefault(txn.producer_id, first_offset)
+            return
+        self.open_txns.pop(txn.producer_id, None)
+
+    def stable_offset(self) -> int | None:
+        """First offset of the oldest open transaction (the log end bounds the LSO when None)."""
+        return min(self.open_txns.values()) if self.open_txns else None
 
     # --- loading -------------------------------------------------------------------
 
@@ -204,12 +286,18 @@ class Shard:
         started = time.perf_counter()
         count = 0
         batches = 0
-        replay = OffsetsReplay(self.replay_record)  # transactional commits (imported logs)
+        replay = self.replay
         for header, records in self._iter_log():
+            if header.is_transactional and records:
+                self._txn_appended(TxnBatch(header.producer_id, header.producer_epoch, header.is_control),
+                                   records[0].offset, [])
             for record in records:
                 try:
-                    if replay.feed(header, record):
-                        count += 1
+                    decoded = decode_record(header, record)
+                    if decoded is not None:
+                        replay(*decoded)
+                        if not header.is_control:
+                            count += 1
                 except RecordDecodeError as exc:
                     log.error("coordinator.load_failed", partition=self.partition,
                               offset=record.offset, error=str(exc))
@@ -218,10 +306,9 @@ class Shard:
             batches += 1
             if batches % yield_every == 0:
                 await asyncio.sleep(0)
-        replay.finish()
-        if replay.dropped:
-            log.info("coordinator.transactional_offsets_dropped", partition=self.partition,
-                     offsets=replay.dropped)
+        if self.txn.pending:  # open transactions: their coordinator commits or aborts them
+            log.info("coordinator.transactional_offsets_pending", partition=self.partition,
+                     producers=len(self.txn.pending))
         self.rebuild()
         self.loaded_records = count
         self.load_time_ms = (time.perf_counter() - started) * 1000
@@ -254,6 +341,8 @@ class Shard:
         for group_id in self.group_records:
             self.reconcile(group_id)
         for group_id in self.offsets:
+            self.reconcile(group_id)
+        for group_id in self.txn.groups:
             self.reconcile(group_id)
 
     # --- group lookup ----------------------------------------------------------------

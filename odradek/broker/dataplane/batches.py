@@ -104,9 +104,8 @@ def _reject_trailing(data: bytes, size: int) -> None:
 def _check_fields(h: BatchHeader) -> None:
     if h.attributes & CONTROL_MASK:
         raise BatchRejected(ErrorCode.INVALID_RECORD, "clients may not write control batches")
-    if h.attributes & TRANSACTIONAL_MASK:
-        raise BatchRejected(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                            "transactions are not supported by this broker")
+    if h.attributes & TRANSACTIONAL_MASK and h.producer_id < 0:
+        raise BatchRejected(ErrorCode.INVALID_RECORD, "transactional batch without a producer id")
     if h.records_count <= 0 or h.last_offset_delta != h.records_count - 1:
         raise BatchRejected(ErrorCode.INVALID_RECORD,
                             f"batch claims {h.records_count} records but lastOffsetDelta {h.last_offset_delta}")

@@ -2,7 +2,9 @@
 
 Handlers (``broker/handlers/``) speak the protocol; this object owns what
 they share: the topic registry, producer ids and sequence state, and the
-long-poll waiters.  ``append_now`` is the one way a client batch reaches a log.
+long-poll waiters.  ``append_now`` is the one way a client batch reaches a log;
+``write_txn_marker`` the one way a transaction marker does (the coordinator's
+``MarkerTarget``, Kafka's ``WriteTxnMarkers`` path on the partition leader).
 """
 
 from __future__ import annotations
@@ -10,26 +12,44 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
+
 from ...protocol.errors import ErrorCode
-from ...protocol.records import HEADER_SIZE
+from ...protocol.records import HEADER_SIZE, encode_end_txn_batch
+from ...storage import producer_snapshot, txn_index
 from ...storage.config import FsyncMode
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
 from ...storage.log import Log
 from ...storage.log_manager import LogManager
+from ...storage.producer_snapshot import SnapshotEntry
+from ...storage.txn_index import AbortedTxn
+from ..txn_contracts import TxnMarker, TxnVerifier
 from . import topic_configs
 from .batches import BatchRejected, validate_batch
-from .producers import ProducerIdAllocator, ProducerStates, SequenceError
-from .topics import TopicRegistry
+from .producers import PartitionProducers, ProducerIdAllocator, ProducerStates, SequenceError
+from .topics import INTERNAL_TOPICS, TopicRegistry
 from .waiters import AppendWaiters
+
+logger = structlog.get_logger("odradek.dataplane")
 
 _MAX_TS = struct.Struct(">q")
 MAX_TIMESTAMP_OFFSET = 35
 BIG_READ_BYTES = 64 << 10  # reads that may return more than this go to a worker thread
 BIG_READ_LAG = 64  # ... when the reader is at least this many offsets behind the end
+
+# What a transactional Produce answers when the coordinator says the partition is not in the
+# producer's transaction (Kafka's ``AddPartitionsToTxnManager`` / ``ReplicaManager``): retriable
+# coordinator errors become NOT_ENOUGH_REPLICAS (retried without a metadata refresh), a fenced
+# producer INVALID_PRODUCER_EPOCH, and "not in the transaction" INVALID_TXN_STATE before
+# Produce v11, TRANSACTION_ABORTABLE from v11.
+_RETRIABLE_VERIFY = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
+                               ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               ErrorCode.NOT_COORDINATOR})
+ABORTABLE_FROM_VERSION = 11
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +68,8 @@ class DataPlane:
         self.waiters = AppendWaiters()
         self._gate = asyncio.Lock()
         self._ordered = 0
+        logs.stable_offset = self._stable_offset_for_cleaner
+        logs.before_close = self._snapshot_all
 
     async def start(self) -> None:
         await self.topics.reconcile(self.logs)
@@ -88,10 +110,24 @@ class DataPlane:
     async def load_producers(self, log: Log) -> None:
         await self.producers.ensure_loaded(self.producers.get(log.topic, log.partition), log)
 
-    def append_now(self, log: Log, data: bytes | None, *, api_version: int, acks: int) -> AppendResult:
+    async def ensure_loaded(self, log: Log) -> PartitionProducers:
+        """The partition's producer state, rebuilt first if this is its first use since start
+        (readers need it too: the last stable offset and the aborted transactions).  Internal
+        topics are written by their coordinators, not through here: no state is kept for them
+        and their last stable offset is their log end."""
+        state = self.producers.get(log.topic, log.partition)
+        if not state.loaded and log.topic not in INTERNAL_TOPICS:
+            async with self.ordered():
+                await self.producers.ensure_loaded(state, log)
+        return state
+
+    def append_now(self, log: Log, data: bytes | None, *, api_version: int, acks: int,
+                   transactional_id: str | None = None, verifier: TxnVerifier | None = None) -> AppendResult:
         """Validate, dedupe and append one partition's batch without yielding; raises BatchRejected.
 
-        The partition's producer state must be loaded (``load_producers``).
+        The partition's producer state must be loaded (``load_producers``).  A
+        transactional batch is first verified with the coordinator (``verifier``)
+        unless its producer already has a transaction open in this partition.
         """
         config = log.config
         h = validate_batch(data, api_version=api_version, max_bytes=config.max_message_bytes,
@@ -100,6 +136,8 @@ class DataPlane:
             raise BatchRejected(ErrorCode.NOT_ENOUGH_REPLICAS,
                                 "min.insync.replicas is above the one replica a single broker has")
         state = self.producers.get(log.topic, log.partition)
+        if h.is_transactional and not state.in_txn(h.producer_id, h.producer_epoch):
+            _verify(log, h.producer_id, h.producer_epoch, transactional_id, verifier, api_version)
         if h.producer_id >= 0:
             try:
                 dup = state.check(h)
@@ -107,12 +145,114 @@ class DataPlane:
                 raise BatchRejected(exc.code, exc.message) from None
             if dup is not None:
                 return AppendResult(dup.first_offset, dup.append_time, log.log_start_offset)
-        first = _append(log, data)  # type: ignore[arg-type]
+        first = self._append(log, state, data)  # type: ignore[arg-type]
         append_time = _stamped_time(log, h.size) if config.log_append_time else -1
         if h.producer_id >= 0:
             state.record(h, first, append_time)
         self.waiters.notify(log.topic, log.partition)
         return AppendResult(first, append_time, log.log_start_offset)
+
+    # --- transactions --------------------------------------------------------------------
+
+    async def write_txn_marker(self, topic: str, partition: int, marker: TxnMarker) -> ErrorCode:
+        """Append a COMMIT/ABORT control batch (``MarkerTarget``): Kafka's epoch and
+        coordinator-epoch checks, the producer's transaction closed, an ABORT indexed in
+        ``.txnindex``, the LSO moved and long polls woken; durable first under fsync ``always``."""
+        log = self.topics.log(topic, partition)
+        if log is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            state = await self.ensure_loaded(log)
+            if self._ordered:  # appends queued in the ordered section land first, in order
+                async with self.ordered():
+                    self._append_marker(log, state, marker)
+            else:
+                self._append_marker(log, state, marker)
+            if log.config.fsync is FsyncMode.ALWAYS:
+                await self.durable(log)
+        except BatchRejected as exc:
+            if exc.code not in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED):
+                logger.warning("txn_marker.failed", topic=topic, partition=partition, error=exc.message)
+            return exc.code
+        except LogClosedError:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.NONE
+
+    def _append_marker(self, log: Log, state: PartitionProducers, marker: TxnMarker) -> None:
+        try:
+            state.check_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch)
+        except SequenceError as exc:
+            raise BatchRejected(exc.code, exc.message) from None
+        now = log.clock()
+        batch = encode_end_txn_batch(marker.commit, producer_id=marker.producer_id,
+                                     producer_epoch=marker.producer_epoch,
+                                     coordinator_epoch=marker.coordinator_epoch, timestamp=now)
+        offset = self._append(log, state, batch)
+        aborted = state.complete(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                 marker.commit, offset, now)
+        if aborted is not None:
+            try:
+                log.append_aborted_txn(aborted)
+            except OSError as exc:  # derived data: the next load rebuilds it from the log
+                logger.warning("txn_index.append_failed", dir=log.directory.name, error=str(exc))
+        self.waiters.notify(log.topic, log.partition)
+
+    async def _stable_offset_for_cleaner(self, log: Log) -> int | None:
+        """The cleaner's bound: a data partition's LSO (its producer state loaded first, which
+        also brings its ``.txnindex`` up to date).  Internal topics are their coordinators'."""
+        if log.topic in INTERNAL_TOPICS or self.topics.log(log.topic, log.partition) is not log:
+            return None
+        await self.ensure_loaded(log)
+        return self.last_stable_offset(log)
+
+    def _append(self, log: Log, state: PartitionProducers, data: bytes) -> int:
+        """Append; when the append rolled a segment, snapshot the producer state as of the new
+        segment's base (the batch just written is not in it yet), as Kafka does on a roll."""
+        active = log.active_segment
+        first = _append(log, data)
+        if log.active_segment is not active:
+            self._snapshot(log, first, state.snapshot_entries(), active.base_offset)
+        return first
+
+    @staticmethod
+    def _snapshot(log: Log, offset: int, entries: list[SnapshotEntry], indexed_base: int) -> None:
+        """Write a snapshot; the aborted index it vouches for (the segment at ``indexed_base``,
+        the last one written to) is made durable first."""
+        try:
+            txn_index.sync(log.directory, indexed_base)
+            producer_snapshot.write(log.directory, offset, entries)
+        except OSError as exc:  # a shortcut only: the next load replays more of the log
+            logger.warning("producer_snapshot.write_failed", dir=log.directory.name, error=str(exc))
+
+    async def _snapshot_all(self) -> None:
+        """At shutdown (before the logs close): every loaded partition's state at its log end,
+        so the next start replays nothing."""
+        jobs = []
+        for (topic, partition), state in self.producers.loaded():
+            log = self.topics.log(topic, partition)
+            if log is not None and not log.closed and state.entries:
+                jobs.append((log, log.log_end_offset, state.snapshot_entries(), log.active_segment.base_offset))
+        if jobs:
+            await asyncio.to_thread(lambda: [self._snapshot(*job) for job in jobs])
+
+    def last_stable_offset(self, log: Log) -> int:
+        """min(first offset of the oldest open transaction, high watermark = log end)."""
+        state = self.producers.peek(log.topic, log.partition)
+        end = log.log_end_offset
+        return end if state is None else state.last_stable_offset(end)
+
+    def loaded(self, log: Log) -> bool:
+        """Whether the partition's producer state is ready (``ensure_loaded`` need not be awaited)."""
+        state = self.producers.peek(log.topic, log.partition)
+        return state is not None and (state.loaded or log.topic in INTERNAL_TOPICS)
+
+    def aborted_txns(self, log: Log, start: int, upper: Callable[[], int]) -> list[AbortedTxn]:
+        """Aborted transactions of a read from ``start``; ``upper`` (the offset after the read)
+        is only computed when some aborted transaction ends at or after ``start``."""
+        state = self.producers.peek(log.topic, log.partition)
+        if state is None or not state.has_aborted_from(start):
+            return []
+        return state.aborted_in(start, upper())
 
     @staticmethod
     def needs_sync(log: Log, acks: int) -> bool:
@@ -132,7 +272,8 @@ class DataPlane:
 
     # --- fetch ----------------------------------------------------------------------------
 
-    async def read(self, log: Log, offset: int, max_bytes: int, *, background: bool = False) -> bytes:
+    async def read(self, log: Log, offset: int, max_bytes: int, *, background: bool = False,
+                   max_offset: int | None = None) -> bytes:
         """Whole batches from ``offset`` (the first one whole even past ``max_bytes``, KIP-74).
 
         A reader at the tail reads a few fresh batches from the page cache on
@@ -143,8 +284,8 @@ class DataPlane:
         must not add up to a stall.
         """
         if max_bytes > BIG_READ_BYTES and (background or log.log_end_offset - offset > BIG_READ_LAG):
-            return await log.read_async(offset, max_bytes)
-        return log.read(offset, max_bytes)
+            return await log.read_async(offset, max_bytes, max_offset=max_offset)
+        return log.read(offset, max_bytes, max_offset=max_offset)
 
     def forget_all(self, topics: list[str]) -> None:
         """After a reset: no producer state survives, long polls on the old topics wake now."""
@@ -177,3 +318,23 @@ def _stamped_time(log: Log, size: int) -> int:
     seg = log.active_segment
     head = seg.read(seg.size - size, HEADER_SIZE)
     return _MAX_TS.unpack_from(head, MAX_TIMESTAMP_OFFSET)[0]
+
+
+def _verify(log: Log, producer_id: int, producer_epoch: int, transactional_id: str | None,
+            verifier: TxnVerifier | None, api_version: int) -> None:
+    """Kafka's KIP-890 verification of a producer's first transactional batch in a partition."""
+    if transactional_id is None or verifier is None:
+        code = ErrorCode.INVALID_TXN_STATE
+    else:
+        code = verifier.verify_partition(transactional_id, producer_id, producer_epoch, log.topic, log.partition)
+    if code == ErrorCode.NONE:
+        return
+    if code in _RETRIABLE_VERIFY:
+        code = ErrorCode.NOT_ENOUGH_REPLICAS
+    elif code == ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    elif code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
+        code = ErrorCode.TRANSACTION_ABORTABLE if api_version >= ABORTABLE_FROM_VERSION \
+            else ErrorCode.INVALID_TXN_STATE
+    raise BatchRejected(code, f"Partition {log.topic}-{log.partition} was not added to the transaction "
+                              f"of producer {producer_id} ({ErrorCode(code).name})")

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from ..app import BrokerApp
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+GROUP_KEY_TYPE = 0
+# no authorizer: every operation a cluster supports, as Kafka reports when asked (CREATE,
+# CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE)
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 9, 10, 11, 12, 7, 8))
 TRANSACTION_KEY_TYPE = 1
 
 
@@ -58,15 +62,17 @@ async def metadata(app: BrokerApp, ctx: RequestContext, req) -> dict:
         "cluster_id": app.cluster_id,
         "controller_id": app.node_id,
         "topics": await topic_metadata(app, ctx, req),
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": _cluster_operations(req.include_cluster_authorized_operations),
     }
 
 
 def _coordinator_for(app: BrokerApp, ctx: RequestContext, key: str, key_type: int) -> dict:
-    if key_type == TRANSACTION_KEY_TYPE:
+    """This node coordinates every group and transactional id (key_type 0 and 1): it leads every
+    partition of ``__consumer_offsets`` and ``__transaction_state``."""
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": ErrorCode.INVALID_REQUEST,
-                "error_message": "transactions are not supported by this broker"}
+                "error_message": f"unsupported coordinator key type {key_type}"}
     ep = app.endpoint_for(ctx.listener)
     return {"key": key, "node_id": ep.node_id, "host": ep.host, "port": ep.port,
             "error_code": ErrorCode.NONE, "error_message": None}
@@ -90,5 +96,9 @@ def describe_cluster(app: BrokerApp, ctx: RequestContext, req) -> dict:
         "cluster_id": app.cluster_id,
         "controller_id": app.node_id,
         "brokers": _brokers(app, ctx),
-        "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": _cluster_operations(req.include_cluster_authorized_operations),
     }
+
+
+def _cluster_operations(requested: bool) -> int:
+    return CLUSTER_OPERATIONS if requested else AUTHORIZED_OPERATIONS_OMITTED

@@ -8,9 +8,15 @@ even when it is bigger (KIP-74), so a consumer always makes progress.  A
 partition named twice is answered once, as Kafka's ``FetchRequest.fetchData``
 collapses the request into a map: the last occurrence's position and limits
 win, at the first occurrence's place.  So one answer holds at most
-``fetch.max.bytes`` plus one batch, whatever the request names.  Without transactions the last stable
-offset is the high watermark (= log end on one node), so read_committed
-consumers (librdkafka's default) see everything.
+``fetch.max.bytes`` plus one batch, whatever the request names.
+
+Transactions (Kafka's ``UnifiedLog.read`` with ``FetchIsolation.TXN_COMMITTED``):
+every v4+ answer carries the last stable offset (the first offset of the
+oldest open transaction, else the high watermark = log end on one node); a
+``read_committed`` fetch (isolation_level 1) reads only below it and gets the
+aborted transactions of the returned range, which the client filters on
+(markers and aborted batches are returned as stored); ``read_uncommitted``
+gets a null list.  A marker wakes long polls like any append.
 
 Fetch sessions (KIP-227) are not kept: every reply says session_id 0, which
 all clients read as "no session, send full requests" (kafka-python starts a
@@ -23,11 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import struct
 from functools import partial
 from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
 from ...protocol.record_conversion import ConversionError, down_convert
+from ...protocol.records import HEADER_SIZE, LOG_OVERHEAD
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError
 from ...storage.log import Log, wall_clock_ms
 from ..dataplane.service import BIG_READ_BYTES
@@ -37,6 +45,9 @@ if TYPE_CHECKING:
     from ..app import BrokerApp
 
 READ_COMMITTED = 1
+LAST_DELTA_OFFSET = 23
+_BASE_LEN = struct.Struct(">qi")
+_DELTA = struct.Struct(">i")
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 LEADER_EPOCH = 0
 
@@ -104,7 +115,8 @@ async def fetch(app: BrokerApp, ctx: RequestContext, req) -> dict:
     await app.dataplane.barrier()
     while True:
         state = _Pass(limit)
-        responses = [{"topic": topic, "partitions": [await _read(app, req, topic, p, state) for p in parts]}
+        responses = [{"topic": topic, "partitions": [await _read(app, req, topic, p, state, ctx.api_version)
+                                                     for p in parts]}
                      for topic, parts in wanted]
         remaining = deadline - loop.time()
         if state.bytes >= req.min_bytes or state.errors or not state.waitable or remaining <= 0:
@@ -133,8 +145,9 @@ def _down_convert(responses: list[dict], wanted: list[tuple[str, list]], magic: 
                 answer.update(_partition_error(p.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None))
 
 
-async def _read(app: BrokerApp, req, topic: str, p, state: _Pass) -> dict:
-    aborted = [] if req.isolation_level == READ_COMMITTED else None
+async def _read(app: BrokerApp, req, topic: str, p, state: _Pass, version: int) -> dict:
+    committed = version >= 4 and req.isolation_level == READ_COMMITTED
+    aborted: list | None = [] if committed else None
     log = app.topics.log(topic, p.partition)
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None else _epoch_error(p.current_leader_epoch)
     if code is None and not log.log_start_offset <= p.fetch_offset <= log.log_end_offset:  # type: ignore[union-attr]
@@ -143,12 +156,17 @@ async def _read(app: BrokerApp, req, topic: str, p, state: _Pass) -> dict:
         state.errors = True
         return _partition_error(p.partition, code, aborted)
     assert log is not None
+    dp = app.dataplane
+    if version >= 4 and not dp.loaded(log):
+        await dp.ensure_loaded(log)
+    lso = dp.last_stable_offset(log)
     records = b""
     limit = min(p.partition_max_bytes, state.budget)
-    if p.fetch_offset < log.log_end_offset and (limit > 0 or state.first):
+    upper = lso if committed else log.log_end_offset
+    if p.fetch_offset < upper and (limit > 0 or state.first):
         try:
-            records = await app.dataplane.read(log, p.fetch_offset, max(limit, 0),
-                                               background=state.bytes > BIG_READ_BYTES)
+            records = await dp.read(log, p.fetch_offset, max(limit, 0), background=state.bytes > BIG_READ_BYTES,
+                                    max_offset=lso if committed else None)
         except OffsetOutOfRangeError:  # retention moved the start meanwhile
             state.errors = True
             return _partition_error(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE, aborted)
@@ -162,10 +180,24 @@ async def _read(app: BrokerApp, req, topic: str, p, state: _Pass) -> dict:
         state.bytes += len(records)
         state.budget -= len(records)
     state.waitable.append((topic, p.partition))
+    if committed and records:
+        aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                   for a in dp.aborted_txns(log, p.fetch_offset, partial(_end_offset, records))]
     hw = log.log_end_offset
     return {"partition_index": p.partition, "error_code": ErrorCode.NONE, "high_watermark": hw,
-            "last_stable_offset": hw, "log_start_offset": log.log_start_offset,
+            "last_stable_offset": lso if version >= 4 else hw, "log_start_offset": log.log_start_offset,
             "aborted_transactions": aborted, "preferred_read_replica": -1, "records": records}
+
+
+def _end_offset(records: bytes) -> int:
+    """The offset after the last batch of a read (whole batches, lengths only)."""
+    pos, last = 0, 0
+    n = len(records)
+    while n - pos >= HEADER_SIZE:
+        base, length = _BASE_LEN.unpack_from(records, pos)
+        last = base + _DELTA.unpack_from(records, pos + LAST_DELTA_OFFSET)[0] + 1
+        pos += length + LOG_OVERHEAD
+    return last
 
 
 # --- ListOffsets ----------------------------------------------------------------------
@@ -179,8 +211,9 @@ async def list_offsets(app: BrokerApp, ctx: RequestContext, req) -> dict:
             parts = [await _list_v0(app, t.name, p) for p in t.partitions]
             topics.append({"name": t.name, "partitions": parts})
             continue
+        committed = ctx.api_version >= 2 and req.isolation_level == READ_COMMITTED
         parts = [_offset(p.partition_index, ErrorCode.INVALID_REQUEST) if (t.name, p.partition_index) in dupes
-                 else await _list_one(app, ctx.api_version, t.name, p) for p in t.partitions]
+                 else await _list_one(app, ctx.api_version, t.name, p, committed) for p in t.partitions]
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
 
@@ -247,7 +280,10 @@ def _offset(index: int, code: ErrorCode, offset: int = -1, timestamp: int = -1, 
             "timestamp": timestamp, "offset": offset, "leader_epoch": epoch}
 
 
-async def _list_one(app: BrokerApp, version: int, topic: str, p) -> dict:
+async def _list_one(app: BrokerApp, version: int, topic: str, p, committed: bool) -> dict:
+    """One partition's offset; under read_committed the last stable offset bounds LATEST and the
+    timestamp lookups (Kafka's ``Partition.fetchOffsetForTimestamp``: a record found at or past
+    the bound is answered offset -1, timestamp -1)."""
     log = app.topics.log(topic, p.partition_index)
     if log is None:
         return _offset(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -257,15 +293,19 @@ async def _list_one(app: BrokerApp, version: int, topic: str, p) -> dict:
     ts = p.timestamp
     if ts == EARLIEST:
         return _offset(p.partition_index, ErrorCode.NONE, log.log_start_offset, -1, LEADER_EPOCH)
+    bound = log.log_end_offset
+    if committed:
+        await app.dataplane.ensure_loaded(log)
+        bound = app.dataplane.last_stable_offset(log)
     if ts == LATEST:
-        return _offset(p.partition_index, ErrorCode.NONE, log.log_end_offset, -1, LEADER_EPOCH)
+        return _offset(p.partition_index, ErrorCode.NONE, bound, -1, LEADER_EPOCH)
     if ts == MAX_TIMESTAMP and version < 7:
         return _offset(p.partition_index, ErrorCode.UNSUPPORTED_VERSION)
     try:
         found = await asyncio.to_thread(_search, log, ts)
     except LogClosedError:
         return _offset(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if found is None:
+    if found is None or found[0] >= bound:
         return _offset(p.partition_index, ErrorCode.NONE)
     offset, timestamp = found
     return _offset(p.partition_index, ErrorCode.NONE, offset, timestamp, LEADER_EPOCH)

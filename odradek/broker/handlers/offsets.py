@@ -1,4 +1,5 @@
-"""Offset APIs on the wire: OffsetCommit (8) v0-v9, OffsetFetch (9) v0-v9, OffsetDelete (47) v0.
+"""Offset APIs on the wire: OffsetCommit (8) v0-v9, OffsetFetch (9) v0-v9, OffsetDelete (47) v0,
+TxnOffsetCommit (28) v0-v3.
 
 This module only translates between each version's fields and the sans-I/O
 coordinator (``coordinator/offsets.py``), and places errors where each
@@ -12,6 +13,10 @@ version expects them:
   committed offsets as v1 (real Kafka read ZooKeeper for v0 and KRaft
   brokers reject it; a single store is what a dev broker's users expect).
 - OffsetCommit v0 likewise stores into ``__consumer_offsets`` (Kafka: ZooKeeper).
+- TxnOffsetCommit v0-v1 answer COORDINATOR_NOT_AVAILABLE where v2+ answer
+  COORDINATOR_LOAD_IN_PROGRESS (``KafkaApis.handleTxnOffsetCommitRequest``:
+  clients before Kafka 2.0 crashed on it).  v4 (KIP-890's
+  TRANSACTION_ABORTABLE) is not served: clients then use v3.
 
 Responses that wait on a write are answered when the coordinator's promise
 completes, i.e. once the batch is durable (``log.fsync.mode=always``: after
@@ -32,18 +37,20 @@ from ..coordinator.offsets import (
     delete_offsets,
     fetch_offsets,
 )
+from ..coordinator.txn_offsets import TxnCommitRequest, commit_txn_offsets
 from ..dispatch import HandlerTable, Later, RequestContext, answer_when
 from ..runtime.promise import Promise
 
 if TYPE_CHECKING:
     from ..app import BrokerApp
 
-OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT, OFFSET_DELETE = 8, 9, 28, 47
 
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
     table.register(OFFSET_COMMIT, partial(offset_commit, app))
     table.register(OFFSET_FETCH, partial(offset_fetch, app))
+    table.register(TXN_OFFSET_COMMIT, partial(txn_offset_commit, app), "0-3")
     table.register(OFFSET_DELETE, partial(offset_delete, app))
 
 
@@ -89,6 +96,38 @@ def commit_response(req, errors: list[ErrorCode]) -> dict:
         {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": next(it)}
                                            for p in t["partitions"]]}
         for t in req["topics"]]}
+
+
+# --- TxnOffsetCommit ---------------------------------------------------------------------------------
+
+def txn_offset_commit(app: BrokerApp, ctx: RequestContext, req) -> Any:
+    partitions = [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+                  for t in req.topics for p in t.partitions]
+    coordinator = app.coordinator
+    version = ctx.api_version
+    if coordinator is None:
+        promise = Promise.resolved([ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(partitions))
+    else:
+        request = TxnCommitRequest(req.transactional_id, req.group_id, req.producer_id, req.producer_epoch,
+                                   req.generation_id, req.member_id, req.group_instance_id, version)
+        # the transaction coordinator verifies the offsets partition is in the transaction (KIP-890)
+        verifier = getattr(app, "txn_coordinator", None)
+        if verifier is not None and not hasattr(verifier, "verify_partition"):
+            verifier = None
+        promise = commit_txn_offsets(coordinator, request, partitions, partition_counter(app), verifier)
+    return answer_when(promise, partial(txn_commit_response, req, version))
+
+
+def txn_commit_response(req, version: int, errors: list[ErrorCode]) -> dict:
+    """Per-partition errors in the request's shape; 14 becomes 15 for v0-v1."""
+    if version < 2:
+        errors = [ErrorCode.COORDINATOR_NOT_AVAILABLE if e is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else e
+                  for e in errors]
+    it = iter(errors)
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": next(it)}
+                                        for p in t.partitions]}
+        for t in req.topics]}
 
 
 # --- OffsetFetch ------------------------------------------------------------------------------------

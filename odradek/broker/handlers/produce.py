@@ -1,21 +1,24 @@
-"""Produce (v0-v9) and InitProducerId (v0-v4).
+"""Produce (v0-v9); InitProducerId is served with the transactional APIs (``transactions.py``).
 
 Produce v0-2 carry magic 0/1 message sets: they are up-converted to one
 magic-2 batch before validation (``protocol/record_conversion.py``).
 
-Transactions are out of scope and fail loudly rather than half-work: an
-InitProducerId or Produce carrying a transactional id, and any transactional
-batch, get TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), which every client
-surfaces as a fatal, clearly named error (FindCoordinator for a transaction
-coordinator already answers INVALID_REQUEST with a message).  Idempotent
-producers work: ids from InitProducerId, sequence checks and dedupe on
-Produce.  acks=0 gets no response at all, as clients expect (errors are
-logged; Kafka would close the connection).
+Transactional batches (Kafka's ``KafkaApis.handleProduceRequest`` and
+``ReplicaManager.appendRecords``): a request holding any needs a
+``transactional_id`` (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the
+whole request, as Kafka's authorisation check answers) and may carry only one
+producer id (else INVALID_PRODUCER_ID_MAPPING); each partition is verified
+with the transaction coordinator before the producer's first batch of a
+transaction there (``DataPlane.append_now``).  Idempotent producers: ids from
+InitProducerId, sequence checks and dedupe on Produce.  acks=0 gets no
+response at all, as clients expect (errors are logged; Kafka would close the
+connection).
 """
 
 from __future__ import annotations
 
 import asyncio
+import struct
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -23,7 +26,13 @@ import structlog
 
 from ...protocol.errors import ErrorCode
 from ...protocol.record_conversion import is_legacy, up_convert
-from ...protocol.records import CorruptRecordError
+from ...protocol.records import (
+    ATTRIBUTES_OFFSET,
+    HEADER_SIZE,
+    MAGIC_OFFSET,
+    TRANSACTIONAL_MASK,
+    CorruptRecordError,
+)
 from ...storage.log import Log
 from ..dataplane import AppendResult
 from ..dataplane.batches import BatchRejected
@@ -37,26 +46,12 @@ log = structlog.get_logger("odradek.produce")
 
 TXN_ERROR = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 TXN_MESSAGE = "transactions are not supported by this broker"
+PRODUCER_ID_OFFSET = 43
+_PID = struct.Struct(">q")
 
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
     table.register(0, partial(produce, app))
-    table.register(22, partial(init_producer_id, app))
-
-
-# --- InitProducerId -------------------------------------------------------------------
-
-async def init_producer_id(app: BrokerApp, ctx: RequestContext, req) -> dict:
-    """A fresh producer id, epoch 0; like Kafka, a non-transactional re-init always gets a new id."""
-    if req.transactional_id is not None:
-        return {"throttle_time_ms": 0, "error_code": TXN_ERROR, "producer_id": -1, "producer_epoch": -1}
-    try:
-        pid = await app.dataplane.producer_ids.allocate()
-    except OSError as exc:
-        log.error("producer_id.allocate_failed", error=str(exc))
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.KAFKA_STORAGE_ERROR, "producer_id": -1,
-                "producer_epoch": -1}
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": pid, "producer_epoch": 0}
 
 
 # --- Produce --------------------------------------------------------------------------
@@ -81,7 +76,7 @@ def produce(app: BrokerApp, ctx: RequestContext, req):
         _up_convert(req)
     plan = _plan(app, req)
     if plan is not None and app.dataplane.fast_path_ok(_logs(plan)):
-        return _finish(app, req, _append_all(app, plan, ctx.api_version, req.acks))
+        return _finish(app, req, _append_all(app, plan, ctx.api_version, req))
     return _produce_ordered(app, ctx, req)
 
 
@@ -103,12 +98,28 @@ def _up_convert(req) -> None:
 
 
 def _refused(req) -> tuple[ErrorCode, str] | None:
-    """A request-wide refusal (bad acks, a transactional producer), or None."""
+    """A request-wide refusal (bad acks, transactional batches without a transactional id or
+    of several producers), or None."""
     if req.acks not in (0, 1, -1):
         return ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {req.acks}"
-    if req.transactional_id is not None:
-        return TXN_ERROR, TXN_MESSAGE
+    pids = _transactional_producers(req)
+    if pids and req.transactional_id is None:
+        return TXN_ERROR, "transactional records need a transactional id"
+    if len(pids) > 1:
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING, "Transactional records contained more than one producer ID"
     return None
+
+
+def _transactional_producers(req) -> set[int]:
+    """Producer ids of the request's transactional magic-2 batches (header bytes only)."""
+    pids = set()
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            data = pd.records
+            if (isinstance(data, (bytes, bytearray, memoryview)) and len(data) >= HEADER_SIZE
+                    and data[MAGIC_OFFSET] == 2 and data[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK):
+                pids.add(_PID.unpack_from(data, PRODUCER_ID_OFFSET)[0])
+    return pids
 
 
 Plan = list[tuple[str, list[tuple[int, "Log | tuple[ErrorCode, str]", bytes | None]]]]
@@ -169,13 +180,15 @@ async def _produce_ordered(app: BrokerApp, ctx: RequestContext, req):
         assert plan is not None
         for target in _logs(plan):
             await dp.load_producers(target)
-        results = _append_all(app, plan, ctx.api_version, req.acks)
+        results = _append_all(app, plan, ctx.api_version, req)
     out = _finish(app, req, results)
     return await out if asyncio.iscoroutine(out) else out
 
 
-def _append_all(app: BrokerApp, plan: Plan, version: int, acks: int) -> list[tuple[str, list[dict]]]:
+def _append_all(app: BrokerApp, plan: Plan, version: int, req) -> list[tuple[str, list[dict]]]:
     dp = app.dataplane
+    acks, txn_id = req.acks, req.transactional_id
+    verifier = getattr(app, "txn_coordinator", None)  # the transaction coordinator (TxnVerifier)
     out = []
     for name, parts in plan:
         responses = []
@@ -184,7 +197,8 @@ def _append_all(app: BrokerApp, plan: Plan, version: int, acks: int) -> list[tup
                 responses.append(_partition(index, *target))
                 continue
             try:
-                result = dp.append_now(target, data, api_version=version, acks=acks)
+                result = dp.append_now(target, data, api_version=version, acks=acks,
+                                       transactional_id=txn_id, verifier=verifier)
             except BatchRejected as exc:
                 errors = [{"batch_index": e.batch_index, "batch_index_error_message": e.message}
                           for e in exc.record_errors]

@@ -26,7 +26,12 @@ between those records and the answer:
    write is applied as soon as it is accepted.
 5. **Replay.**  State changes only through the shard's ``replay(key,
    value)``, the same function that loads the shard from its log.
-6. **Failure.**  If an append or an fsync fails, the shard goes Failed (its
+6. **Transactions.**  A write may carry a producer (``TxnBatch``): its
+   records go to the log as a batch of their own, transactional, with the
+   producer's id and epoch (a TxnOffsetCommit's offsets), or as a control
+   batch (a transaction marker) -- Kafka's
+   ``scheduleTransactionalWriteOperation`` / ``scheduleTransactionCompletion``.
+7. **Failure.**  If an append or an fsync fails, the shard goes Failed (its
    state may hold records the log lacks; it answers NOT_COORDINATOR until it
    is reloaded) and the server closes the connections waiting for answers
    rather than answering: no client sees a success that was not written.
@@ -42,12 +47,12 @@ import asyncio
 import enum
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import structlog
 
 from ...protocol.errors import ErrorCode
-from ...protocol.records import HEADER_SIZE, pairs_batch_size_bound
+from ...protocol.records import HEADER_SIZE, encode_batch, pairs_batch_size_bound
 from ...storage.errors import RecordBatchTooLargeError, StorageError
 from .promise import Promise
 
@@ -57,6 +62,14 @@ Record = tuple[Any, Any]  # (key, value): a shard's decoded record; value None i
 EncodedRecord = tuple[bytes | None, bytes | None]
 
 _WRITTEN = Promise.resolved(None)  # what every write applied at once answers (completed: immutable)
+
+
+class TxnBatch(NamedTuple):
+    """The producer of a transactional write; ``control``: the write is one transaction marker."""
+
+    producer_id: int
+    producer_epoch: int
+    control: bool = False
 
 
 class ShardStatus(enum.Enum):
@@ -92,13 +105,14 @@ class CoordinatorResult:
     builds one result per request.
     """
 
-    __slots__ = ("records", "response", "failed")
+    __slots__ = ("records", "response", "failed", "txn")
 
     def __init__(self, records: list[Record], response: Any = None,
-                 failed: Callable[[Any, ErrorCode], Any] | None = None) -> None:
+                 failed: Callable[[Any, ErrorCode], Any] | None = None, txn: TxnBatch | None = None) -> None:
         self.records = records
         self.response = response
         self.failed = failed
+        self.txn = txn  # written as the producer's transactional (or control) batch
 
     def answer(self, error: ErrorCode | None) -> Any:
         """The answer given the write's outcome (None: durable)."""
@@ -136,13 +150,16 @@ class ShardWriter:
     ``encode`` turns a request's records into (key bytes, value bytes) pairs;
     ``await_fsync`` is true when ``log.fsync.mode=always`` (a write is applied
     and answered only after the fsync round covering it); ``on_accept``, if
-    given, sees every write the log accepted (the shard's metrics).
+    given, sees every write the log accepted (the shard's metrics);
+    ``on_txn_append(txn, first offset, pairs)``, if given, learns where each
+    transactional or control batch landed (a partition's open transactions).
     """
 
     def __init__(self, runtime: CoordinatorRuntime, shard: CoordinatorShard, log_: Any,
                  encode: Callable[[list[Record]], list[EncodedRecord]],
                  now_ms: Callable[[], int], *, await_fsync: bool = False,
-                 on_accept: Callable[[list[Record]], None] | None = None) -> None:
+                 on_accept: Callable[[list[Record]], None] | None = None,
+                 on_txn_append: Callable[[TxnBatch, int, list[EncodedRecord]], None] | None = None) -> None:
         self.runtime = runtime
         self.shard = shard
         self.log = log_
@@ -150,21 +167,25 @@ class ShardWriter:
         self.now_ms = now_ms
         self.await_fsync = await_fsync
         self.on_accept = on_accept
+        self.on_txn_append = on_txn_append
         # writes staged or appended, not yet fsynced (await_fsync), in write order
         self._in_flight: dict[_Write, None] = {}
-        # staged requests of the open turn: (encoded records, timestamp, the write waiting for fsync)
-        self._staged: list[tuple[list[EncodedRecord], int, _Write | None]] = []
+        # staged requests of the open turn: (encoded records, timestamp, the write waiting for fsync,
+        # the producer of a transactional write)
+        self._staged: list[tuple[list[EncodedRecord], int, _Write | None, TxnBatch | None]] = []
 
     # --- writing ---------------------------------------------------------------------------
 
-    def write(self, records: list[Record], now: int | None = None) -> Promise:
+    def write(self, records: list[Record], now: int | None = None, txn: TxnBatch | None = None) -> Promise:
         """Append ``records`` as one batch; the promise yields None or an ErrorCode.
 
         On success the records have been replayed before the promise
         completes.  ``now`` is the caller's reading of the clock, if it took
         one.  While a turn is open the request is staged and appended with the
-        turn's others before any answer is sent.  Raises what ``encode``
-        raises for a record that cannot be encoded (nothing is written).
+        turn's others before any answer is sent.  ``txn``: the records form
+        a transactional batch of that producer (or its marker), never shared
+        with another write.  Raises what ``encode`` raises for a record that
+        cannot be encoded (nothing is written).
         """
         shard = self.shard
         if shard.status is not ShardStatus.ACTIVE:
@@ -175,14 +196,17 @@ class ShardWriter:
         runtime = self.runtime
         if runtime.open and self.log.writable:
             if pairs_batch_size_bound(pairs) <= self.log.config.max_message_bytes:
-                return self._stage(records, pairs, now)
+                return self._stage(records, pairs, now, txn)
             if self._staged and not self.flush_staged():  # the log keeps the order state saw
                 runtime.failed.append(shard.partition)
                 return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
         try:
             # with fsync "always" the fsync round started below is the one for this write
             # (group commit), so the log need not start its own per append
-            self.log.append_records(pairs, now, schedule=not self.await_fsync)
+            if txn is None:
+                self.log.append_records(pairs, now, schedule=not self.await_fsync)
+            else:
+                self._append_txn(pairs, now, txn)
         except RecordBatchTooLargeError as exc:  # callers map it (OffsetCommit: 28)
             log.warning("coordinator.write_too_large", partition=shard.partition, error=str(exc))
             return Promise.resolved(ErrorCode.MESSAGE_TOO_LARGE)
@@ -197,12 +221,13 @@ class ShardWriter:
         self.log.when_durable(partial(self._durable, w))
         return w.promise
 
-    def _stage(self, records: list[Record], pairs: list[EncodedRecord], now: int) -> Promise:
+    def _stage(self, records: list[Record], pairs: list[EncodedRecord], now: int,
+               txn: TxnBatch | None) -> Promise:
         """Keep the request for the turn's append (it is in the page cache before any answer)."""
         if not self._staged:
             self.runtime.stage(self)
         w = self._settle(records)
-        self._staged.append((pairs, now, w))
+        self._staged.append((pairs, now, w, txn))
         return _WRITTEN if w is None else w.promise
 
     def _settle(self, records: list[Record]) -> _Write | None:
@@ -236,10 +261,16 @@ class ShardWriter:
         limit = self.log.config.max_message_bytes
         pairs: list[EncodedRecord] = []
         stamps: list[int] = []
-        waiting = [w for _pairs, _now, w in staged if w is not None]
+        waiting = [w for _pairs, _now, w, _txn in staged if w is not None]
         size = 0
         try:
-            for request_pairs, now, _w in staged:
+            for request_pairs, now, _w, txn in staged:
+                if txn is not None:  # a batch of its own, in its place in the order
+                    if pairs:
+                        self._append(pairs, stamps)
+                        pairs, stamps = [], []
+                    self._append_txn(request_pairs, now, txn)
+                    continue
                 # each request's bound fits (checked when staged); the header is counted once
                 more = pairs_batch_size_bound(request_pairs) - HEADER_SIZE
                 if pairs and size + more > limit:
@@ -265,6 +296,19 @@ class ShardWriter:
 
     def _append(self, pairs: list[EncodedRecord], stamps: list[int]) -> None:
         self.log.append_records(pairs, stamps[0], timestamps=stamps, schedule=not self.await_fsync)
+
+    def _append_txn(self, pairs: list[EncodedRecord], now: int, txn: TxnBatch) -> None:
+        """One transactional batch (base sequence 0, as Kafka's coordinator writes it) or control batch.
+
+        Through ``Log.append``, the path every producer's batch takes, which
+        assigns the offsets.
+        """
+        batch = encode_batch(pairs, base_offset=0, base_timestamp=now, producer_id=txn.producer_id,
+                             producer_epoch=txn.producer_epoch, base_sequence=-1 if txn.control else 0,
+                             partition_leader_epoch=0, transactional=True, control=txn.control)
+        first, _last = self.log.append(batch, validate=False, schedule=not self.await_fsync)
+        if self.on_txn_append is not None:
+            self.on_txn_append(txn, first, pairs)
 
     # --- durability ------------------------------------------------------------------------
 
@@ -321,9 +365,11 @@ class CoordinatorRuntime:
     def writer(self, shard: CoordinatorShard, log_: Any,
                encode: Callable[[list[Record]], list[EncodedRecord]], now_ms: Callable[[], int],
                *, await_fsync: bool = False,
-               on_accept: Callable[[list[Record]], None] | None = None) -> ShardWriter:
+               on_accept: Callable[[list[Record]], None] | None = None,
+               on_txn_append: Callable[[TxnBatch, int, list[EncodedRecord]], None] | None = None) -> ShardWriter:
         """A shard joins the runtime: the writer its handlers' records go through."""
-        return ShardWriter(self, shard, log_, encode, now_ms, await_fsync=await_fsync, on_accept=on_accept)
+        return ShardWriter(self, shard, log_, encode, now_ms, await_fsync=await_fsync, on_accept=on_accept,
+                           on_txn_append=on_txn_append)
 
     # --- staging ---------------------------------------------------------------------------
 

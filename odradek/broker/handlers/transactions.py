@@ -1,0 +1,190 @@
+"""Transactional APIs: InitProducerId (22), AddPartitionsToTxn (24), AddOffsetsToTxn (25),
+EndTxn (26), DescribeTransactions (65), ListTransactions (66).
+
+Wire glue only: decoded request -> transaction coordinator -> response for the
+request's version.  The coordinator answers Kafka's current codes; older
+versions get what Kafka's ``KafkaApis`` rewrites them to (PRODUCER_FENCED is
+INVALID_PRODUCER_EPOCH for InitProducerId v0-3 and for
+AddPartitions/AddOffsets/EndTxn v0-1).  InitProducerId without a
+transactional id is the idempotent producer's: a fresh producer id, epoch 0.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
+
+import structlog
+
+from ...protocol.errors import ErrorCode
+from ..dataplane.topics import INTERNAL_TOPICS
+from ..dispatch import HandlerTable, RequestContext, answer_when
+from ..txn.coordinator import NEED_PRODUCER_ID, wait_promise
+
+if TYPE_CHECKING:
+    from ..app import BrokerApp
+
+log = structlog.get_logger("odradek.txn")
+
+E = ErrorCode
+
+
+def register(table: HandlerTable, app: BrokerApp) -> None:
+    table.register(22, partial(init_producer_id, app))
+    table.register(24, partial(add_partitions_to_txn, app))
+    table.register(25, partial(add_offsets_to_txn, app))
+    table.register(26, partial(end_txn, app))
+    table.register(65, partial(describe_transactions, app))
+    table.register(66, partial(list_transactions, app))
+
+
+def _fenced(error: ErrorCode, version: int, first_fenced_version: int) -> ErrorCode:
+    """PRODUCER_FENCED as versions older than ``first_fenced_version`` know it (47)."""
+    if error == E.PRODUCER_FENCED and version < first_fenced_version:
+        return E.INVALID_PRODUCER_EPOCH
+    return error
+
+
+# --- InitProducerId ----------------------------------------------------------------------
+
+def _init_response(error: ErrorCode, pid: int = -1, epoch: int = -1) -> dict:
+    return {"throttle_time_ms": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
+
+
+async def _allocate(app: BrokerApp) -> int | None:
+    try:
+        return await app.dataplane.producer_ids.allocate()
+    except OSError as exc:
+        log.error("producer_id.allocate_failed", error=str(exc))
+        return None
+
+
+async def init_producer_id(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    """Kafka's ``handleInitProducerIdRequest``: the pid/epoch pair check, then the idempotent
+    or the transactional path."""
+    pid, epoch = req.producer_id, req.producer_epoch
+    if (pid == -1) != (epoch == -1):
+        return _init_response(E.INVALID_REQUEST)
+    tid = req.transactional_id
+    if tid is None:  # idempotent producer: always a new id, whatever it sent
+        new = await _allocate(app)
+        if new is None:
+            return _init_response(E.KAFKA_STORAGE_ERROR)
+        return _init_response(E.NONE, new, 0)
+    coordinator = app.txn_coordinator
+    if coordinator is None:
+        return _init_response(E.COORDINATOR_NOT_AVAILABLE)
+    timeout = req.transaction_timeout_ms
+    answer = coordinator.init_producer_id(tid, timeout, pid, epoch)
+    if answer is NEED_PRODUCER_ID:
+        fresh = await _allocate(app)
+        if fresh is None:
+            return _init_response(E.COORDINATOR_NOT_AVAILABLE)
+        answer = coordinator.init_producer_id(tid, timeout, pid, epoch, fresh_pid=fresh)
+        if answer is NEED_PRODUCER_ID:  # cannot happen: a fresh id was given
+            return _init_response(E.UNKNOWN_SERVER_ERROR)
+    error, new_pid, new_epoch = answer.result() if answer.done else await wait_promise(answer)
+    return _init_response(_fenced(error, ctx.api_version, 4), new_pid, new_epoch)
+
+
+# --- AddPartitionsToTxn ----------------------------------------------------------------------
+
+def _partitions_response(topics: dict[str, dict[int, ErrorCode]]) -> dict:
+    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+        {"name": name, "results_by_partition": [{"partition_index": p, "partition_error_code": code}
+                                                for p, code in parts.items()]}
+        for name, parts in topics.items()]}
+
+
+def add_partitions_to_txn(app: BrokerApp, ctx: RequestContext, req):
+    """Pre-checks per partition (internal topics 29, unknown 3, the others then 55), then one
+    coordinator answer for every partition (``KafkaApis.handleAddPartitionsToTxnRequest``)."""
+    requested: dict[str, dict[int, ErrorCode]] = {}
+    for t in req.v3_and_below_topics:
+        parts = requested.setdefault(t.name, {})
+        for p in t.partitions:
+            parts[p] = E.NONE
+    failed = False
+    for name, parts in requested.items():
+        count = app.topics.partition_count(name) if name not in INTERNAL_TOPICS else None
+        for p in parts:
+            if name in INTERNAL_TOPICS:
+                parts[p] = E.TOPIC_AUTHORIZATION_FAILED
+            elif count is None or not 0 <= p < count:
+                parts[p] = E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                continue
+            failed = True
+    if failed:
+        for parts in requested.values():
+            for p, code in parts.items():
+                if code == E.NONE:
+                    parts[p] = E.OPERATION_NOT_ATTEMPTED
+        return _partitions_response(requested)
+    coordinator = app.txn_coordinator
+    version = ctx.api_version
+
+    def shape(error: ErrorCode) -> dict:
+        code = _fenced(error, version, 2)
+        return _partitions_response({name: dict.fromkeys(parts, code) for name, parts in requested.items()})
+
+    if coordinator is None:
+        return shape(E.COORDINATOR_NOT_AVAILABLE)
+    tps = [(name, p) for name, parts in requested.items() for p in parts]
+    return answer_when(coordinator.add_partitions(req.v3_and_below_transactional_id,
+                                                  req.v3_and_below_producer_id,
+                                                  req.v3_and_below_producer_epoch, tps), shape)
+
+
+# --- AddOffsetsToTxn / EndTxn ------------------------------------------------------------------
+
+def _error_response(error: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+def add_offsets_to_txn(app: BrokerApp, ctx: RequestContext, req):
+    coordinator = app.txn_coordinator
+    if coordinator is None:
+        return _error_response(E.COORDINATOR_NOT_AVAILABLE)
+    version = ctx.api_version
+    return answer_when(coordinator.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch,
+                                               req.group_id),
+                       lambda error: _error_response(_fenced(error, version, 2)))
+
+
+def end_txn(app: BrokerApp, ctx: RequestContext, req):
+    coordinator = app.txn_coordinator
+    if coordinator is None:
+        return _error_response(E.COORDINATOR_NOT_AVAILABLE)
+    version = ctx.api_version
+    return answer_when(coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                                           bool(req.committed)),
+                       lambda error: _error_response(_fenced(error, version, 2)))
+
+
+# --- DescribeTransactions / ListTransactions -----------------------------------------------
+
+def describe_transactions(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    coordinator = app.txn_coordinator
+    states = []
+    for tid in req.transactional_ids:
+        if coordinator is None:
+            states.append({"error_code": E.COORDINATOR_NOT_AVAILABLE, "transactional_id": tid,
+                           "transaction_state": "", "transaction_timeout_ms": 0,
+                           "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
+                           "topics": []})
+        else:
+            states.append(coordinator.describe(tid))
+    return {"throttle_time_ms": 0, "transaction_states": states}
+
+
+def list_transactions(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    coordinator = app.txn_coordinator
+    if coordinator is None:
+        body = {"error_code": E.COORDINATOR_NOT_AVAILABLE, "unknown_state_filters": [],
+                "transaction_states": []}
+    else:
+        duration = req.duration_filter if ctx.api_version >= 1 else -1
+        body = coordinator.list_transactions(list(req.state_filters), list(req.producer_id_filters), duration)
+    body["throttle_time_ms"] = 0
+    return body

@@ -1,0 +1,35 @@
+"""Where a transaction marker goes: the group coordinator for ``__consumer_offsets`` (it also
+completes the group's pending transactional offsets), the data plane for every other topic.
+
+On one node Kafka's WriteTxnMarkers round trip is this local call (``MarkerTarget``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from ...protocol.errors import ErrorCode
+from ...storage.log_manager import OFFSETS_TOPIC
+from ..txn_contracts import TxnMarker
+
+log = structlog.get_logger("odradek.txn")
+
+
+class MarkerRouter:
+    """``MarkerTarget`` over the broker's two marker writers, looked up on each call (the
+    group coordinator is replaced when the broker restarts its storage)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def write_txn_marker(self, topic: str, partition: int, marker: TxnMarker) -> ErrorCode:
+        target = self.app.coordinator if topic == OFFSETS_TOPIC else self.app.dataplane
+        if target is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # retried by the coordinator
+        write = getattr(target, "write_txn_marker", None)
+        if write is None:  # a target without transactional writes has nothing a marker could close
+            log.debug("txn.marker_target_missing", topic=topic, partition=partition)
+            return ErrorCode.NONE
+        return await write(topic, partition, marker)

@@ -1,0 +1,111 @@
+"""One ``__transaction_state`` partition: its log and the transactional ids that hash to it.
+
+As the group coordinator's shard: operations validate against the state and
+return a ``CoordinatorResult``; ``run`` writes its records through the
+coordinator runtime, which replays them (``odradek.transactions.replay``)
+once durable and only then releases the answer.  Loading replays the log
+with the same function; the shard answers COORDINATOR_LOAD_IN_PROGRESS until
+it is Active.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import structlog
+
+from ...protocol.errors import ErrorCode
+from ...protocol.records import decode_batch
+from ...transactions.records import TxnKey, TxnRecordError, TxnValue, decode_key, decode_value
+from ...transactions.records import encode_key as _encode_key
+from ...transactions.records import encode_value as _encode_value
+from ...transactions.replay import TxnMetadata, replay
+from ..clock import Clock
+from ..runtime.promise import Promise
+from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus
+
+log = structlog.get_logger("odradek.txn")
+
+Record = tuple[TxnKey, TxnValue | None]
+
+
+def encode_records(records: list[Record]) -> list[EncodedRecord]:
+    return [(_encode_key(k), _encode_value(v)) for k, v in records]
+
+
+class TxnShard:
+    """The transaction coordinator's shard (Kafka's ``TransactionStateManager`` per partition)."""
+
+    def __init__(self, partition: int, log_, clock: Clock, *, runtime: CoordinatorRuntime,
+                 await_fsync: bool = False) -> None:
+        self.partition = partition
+        self.log = log_
+        self.clock = clock
+        self.status = ShardStatus.LOADING
+        self.txns: dict[str, TxnMetadata] = {}
+        self.writer = runtime.writer(self, log_, encode_records, clock.now_ms, await_fsync=await_fsync)
+        # tests replace it to hold or fail writes (as the group shard's)
+        self.write: Callable[..., Promise] = self.writer.write
+        self.loaded_records = 0
+
+    def replay(self, key: TxnKey | None, value: TxnValue | None) -> None:
+        replay(self.txns, key, value)
+
+    def run(self, result: CoordinatorResult) -> Promise:
+        """Write the operation's records as one batch; a promise of its answer once replayed."""
+        if not result.records:
+            return Promise.resolved(result.response)
+        try:
+            written = self.write(result.records)
+        except (ValueError, OverflowError) as exc:  # unencodable (a name too long for int16)
+            log.warning("txn.write_unencodable", partition=self.partition, error=str(exc))
+            written = Promise.resolved(ErrorCode.INVALID_RECORD)
+        return result.answer_when(written)
+
+    def persisted_view(self) -> dict[str, TxnValue]:
+        """What a reload must rebuild: every id's state as its last record says."""
+        return {tid: meta.persisted() for tid, meta in self.txns.items() if meta.last_update_ms != -1}
+
+    async def load(self, yield_every: int = 200) -> None:
+        """Replay the whole log, yielding to the loop regularly, then go Active."""
+        started = time.perf_counter()
+        count = batches = 0
+        self.txns = {}
+        for records in self._iter_log():
+            for record in records:
+                try:
+                    key = decode_key(record.key) if record.key is not None else None
+                    value = decode_value(record.value)
+                except TxnRecordError as exc:
+                    log.error("txn.load_failed", partition=self.partition, offset=record.offset,
+                              error=str(exc))
+                    self.status = ShardStatus.FAILED
+                    raise
+                self.replay(key, value)
+                count += 1
+            batches += 1
+            if batches % yield_every == 0:
+                await asyncio.sleep(0)
+        self.loaded_records = count
+        self.status = ShardStatus.ACTIVE
+        log.info("txn.loaded", partition=self.partition, records=count, transactional_ids=len(self.txns),
+                 ms=round((time.perf_counter() - started) * 1000, 1))
+
+    def _iter_log(self):
+        offset = self.log.log_start_offset
+        end = self.log.log_end_offset
+        while offset < end:
+            chunk = self.log.read(offset, 1 << 20)
+            if not chunk:
+                break
+            pos = 0
+            last = offset
+            while pos < len(chunk):
+                header, records = decode_batch(chunk, pos)
+                pos += header.size
+                last = header.last_offset
+                if header.last_offset >= offset and not header.is_control:
+                    yield [r for r in records if r.offset >= offset]
+            offset = last + 1
