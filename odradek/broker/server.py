@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import itertools
 import logging
+import socket
 import struct
 import time
 from collections import deque
@@ -62,79 +63,76 @@ class FailAuthentication(Exception):
         self.message = message  # what the client is told (SaslAuthenticate's error_message)
 
 
-class _EarlyData(asyncio.Protocol):
-    """Holds what arrives between the end of the TLS handshake and the ``Connection`` taking over:
-    the client may send its first request in the same packet as its last handshake message."""
+class TlsListener:
+    """A TLS listener that accepts its sockets itself and completes each TLS handshake before a
+    ``Connection`` exists (``loop.connect_accepted_socket(ssl=...)``).
 
-    def __init__(self) -> None:
-        self.data: list[bytes] = []
-        self.eof = False
-        self.lost = False
-
-    def data_received(self, data: bytes) -> None:
-        self.data.append(data)
-
-    def eof_received(self) -> bool:
-        self.eof = True
-        return True  # keep the transport open until the Connection has answered
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-
-    def hand_over(self, conn: Connection) -> None:
-        if self.data:
-            conn.data_received(b"".join(self.data))
-        if self.eof and not conn.eof_received():
-            conn.close("client closed")
-
-
-class TlsAcceptor(asyncio.Protocol):
-    """An accepted socket on a TLS listener, until its TLS handshake is done.
-
-    ``loop.start_tls`` runs the handshake; then the ``Connection`` takes the
-    TLS transport.  A failed handshake -- a plaintext client on the TLS port,
-    an untrusted or missing client certificate -- is logged and the socket
-    closed; it never reaches the Kafka layer.
+    Why not ``create_server(ssl=...)``: a failed handshake there (a plaintext
+    client on the TLS port, an untrusted or missing client certificate)
+    vanishes without a word; here it is logged and the socket closed.  Why not
+    ``start_tls`` on an accepted transport: uvloop reads the ClientHello into
+    the accepting protocol before ``start_tls`` can take the transport over.
+    Offers what ``KafkaServer`` uses of an asyncio ``Server``.
     """
 
-    def __init__(self, server: KafkaServer, listener: Any):
+    def __init__(self, server: KafkaServer, listener: Any, sockets: list[socket.socket]):
         self.server = server
         self.listener = listener
+        self.sockets = sockets
+        loop = asyncio.get_running_loop()
+        self._accepting = [loop.create_task(self._accept(sock)) for sock in sockets]
 
-    def connection_made(self, transport) -> None:
-        transport.pause_reading()  # the ClientHello is for start_tls, not for this protocol
-        task = asyncio.get_running_loop().create_task(self._handshake(transport))
-        self.server._handshakes.add(task)
-        task.add_done_callback(self.server._handshakes.discard)
+    @classmethod
+    def bind(cls, server: KafkaServer, listener: Any, host: str, port: int) -> TlsListener:
+        if not host and socket.has_dualstack_ipv6():
+            sock = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)
+        elif not host:
+            sock = socket.create_server(("", port))
+        else:
+            family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                          flags=socket.AI_PASSIVE)[0]
+            sock = socket.create_server(address[:2], family=family)
+        sock.setblocking(False)
+        return cls(server, listener, [sock])
 
-    async def _handshake(self, transport) -> None:
-        peer = transport.get_extra_info("peername") or ("?", 0)
-        early = _EarlyData()
+    async def _accept(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                client, _address = await loop.sock_accept(sock)
+            except OSError as exc:  # out of file descriptors, a reset before accept: keep listening
+                log.warning("tls.accept_failed", listener=self.listener.name, error=str(exc))
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._handshake(client))
+            self.server._handshakes.add(task)
+            task.add_done_callback(self.server._handshakes.discard)
+
+    async def _handshake(self, client: socket.socket) -> None:
         try:
-            tls = await asyncio.get_running_loop().start_tls(
-                transport, early, self.listener.ssl_context, server_side=True,
+            peer = "{}:{}".format(*client.getpeername()[:2])
+        except OSError:
+            peer = "?"
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: Connection(self.server, self.listener), client, ssl=self.listener.ssl_context,
                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
         except asyncio.CancelledError:
-            transport.abort()
+            client.close()
             raise
         except (OSError, TimeoutError, EOFError) as exc:  # ssl.SSLError is an OSError
-            log.warning("tls.handshake_failed", peer=f"{peer[0]}:{peer[1]}", listener=self.listener.name,
+            log.warning("tls.handshake_failed", peer=peer, listener=self.listener.name,
                         error=str(exc) or type(exc).__name__)
-            transport.abort()
-            return
-        if tls is None or early.lost:  # the client went away during or right after the handshake
-            transport.abort()
-            return
-        conn = Connection(self.server, self.listener)
-        tls.set_protocol(conn)
-        conn.connection_made(tls)
-        early.hand_over(conn)
+            client.close()
 
-    def data_received(self, data: bytes) -> None:  # reading is paused until start_tls takes over
-        pass
+    def close(self) -> None:
+        for task in self._accepting:
+            task.cancel()
+        for sock in self.sockets:
+            sock.close()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        pass
+    async def wait_closed(self) -> None:
+        await asyncio.gather(*self._accepting, return_exceptions=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +186,7 @@ class KafkaServer:
         # test control (``control/``): consulted per request only while a fault rule or the
         # request capture is on; None otherwise, so a broker without them pays one attribute test
         self.control: Any = None
-        self._handshakes: set[asyncio.Task] = set()  # TLS handshakes under way (``TlsAcceptor``)
+        self._handshakes: set[asyncio.Task] = set()  # TLS handshakes under way (``TlsListener``)
         self._addresses: list[tuple[str, int, Any]] = []  # where each listener was bound (broker_down)
         self._down: asyncio.TimerHandle | None = None
 
@@ -219,19 +217,15 @@ class KafkaServer:
         """Bind one listener; returns the bound (host, port) -- port 0 picks one.
 
         ``listener`` (``security.served.ServedListener``) says its name, TLS
-        context and SASL settings; None is a PLAINTEXT listener.  TLS is
-        started on each accepted socket (``TlsAcceptor``) rather than by
-        ``create_server(ssl=...)``, so that a failed handshake (a plaintext
-        client on the TLS port) is logged here instead of vanishing.
+        context and SASL settings; None is a PLAINTEXT listener.  A TLS
+        listener is a ``TlsListener``, which logs failed handshakes.
         """
         loop = asyncio.get_running_loop()
         if listener is not None and listener.ssl_context is not None:
-            def factory():
-                return TlsAcceptor(self, listener)
+            server = TlsListener.bind(self, listener, host, port)
         else:
-            def factory():
-                return Connection(self, listener)
-        server = await loop.create_server(factory, host or None, port, reuse_address=True)
+            server = await loop.create_server(lambda: Connection(self, listener), host or None, port,
+                                              reuse_address=True)
         self._servers.append(server)
         if self.idle_ms is not None and self._sweep is None:
             self._schedule_sweep()
