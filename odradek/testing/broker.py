@@ -87,6 +87,7 @@ class Broker(ControlApi):
         else:
             self.client = ClientSecurity()
         self._protocol = self.client.security_protocol
+        self._scram_added = False
         security_overrides.pop("listeners", None)
         self.overrides = {**security_overrides, **(overrides or {})}
         self._port = port
@@ -110,6 +111,11 @@ class Broker(ControlApi):
         return getattr(self.app.control, name)(**kwargs)
 
     async def start(self) -> None:
+        if self.client.sasl and not self._scram_added:  # the SCRAM users, as `kafka-storage format --add-scram`
+            for name, password in self.client.users.items():
+                for mechanism in SCRAM_MECHANISMS:
+                    await add_scram_user(None, self.data_dir, name, password, mechanism, 4096)
+            self._scram_added = True
         self.app = BrokerApp(_config(self.data_dir, self._port, self.overrides, self._protocol))
         await self.app.start()
         self._port = self.app.endpoint.port  # a restart comes back on the same port

@@ -13,6 +13,7 @@ kafka-python, aiokafka and confluent-kafka.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import ssl
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from typing import Any
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", *SCRAM)  # all enabled on a test broker's SASL listener, for every user
 
 
 @dataclass
@@ -57,9 +60,13 @@ class ClientSecurity:
     def wire(self) -> dict[str, Any]:
         """Keyword arguments for ``odradek.broker.wire_client.SyncClient`` / ``AsyncClient.connect``."""
         out: dict[str, Any] = {"ssl_context": self.ssl_context()}
-        if self.sasl and self.sasl_mechanism == "PLAIN":
+        if self.sasl:  # the wire client speaks PLAIN, which a test broker enables for every user
             out["sasl_plain"] = (self.username, self.password)
         return out
+
+    def using(self, mechanism: str) -> ClientSecurity:
+        """The same user with another SASL mechanism (a test broker enables PLAIN and both SCRAMs)."""
+        return dataclasses.replace(self, sasl_mechanism=mechanism)
 
     def kafka_python(self) -> dict[str, Any]:
         """Settings for kafka-python's KafkaProducer / KafkaConsumer / KafkaAdminClient."""
@@ -117,9 +124,10 @@ def make_security(protocol: str, directory: str | Path, *, client_auth: str = "n
     """Broker settings (one listener of ``protocol`` on 127.0.0.1, port 0) and the client's side.
 
     ``client_auth`` (none/requested/required) asks TLS clients for a
-    certificate; a SASL listener gets ``mechanism`` with ``username`` (and
-    any further ``users``) as PLAIN users -- SCRAM users are added to a
-    running broker with ``add_scram_user``.
+    certificate; a SASL listener enables PLAIN, SCRAM-SHA-256 and
+    SCRAM-SHA-512, the client uses ``mechanism``; ``username`` (and any further
+    ``users``) are PLAIN users, and SCRAM users of both mechanisms once the
+    test ``Broker`` starts (``ClientSecurity.users``).
     """
     protocol = protocol.upper()
     if protocol not in PROTOCOLS:
@@ -159,10 +167,11 @@ def make_security(protocol: str, directory: str | Path, *, client_auth: str = "n
     if protocol.startswith("SASL_"):
         password = password or secrets.token_hex(8)
         all_users = {username: password, **(users or {})}
-        overrides["sasl.enabled.mechanisms"] = mechanism
-        if mechanism == "PLAIN":
-            options = " ".join(f'user_{u}="{_quote(p)}"' for u, p in all_users.items())
-            overrides[f"listener.name.{listener}.plain.sasl.jaas.config"] = f"{PLAIN_MODULE} required {options};"
+        if mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism {mechanism!r}: one of {', '.join(MECHANISMS)}")
+        overrides["sasl.enabled.mechanisms"] = ",".join(MECHANISMS)
+        options = " ".join(f'user_{u}="{_quote(p)}"' for u, p in all_users.items())
+        overrides[f"listener.name.{listener}.plain.sasl.jaas.config"] = f"{PLAIN_MODULE} required {options};"
         client.sasl_mechanism, client.username, client.password, client.users = (
             mechanism, username, password, all_users)
     return overrides, client

@@ -1,6 +1,7 @@
 """Real clients over TLS and SASL: kafka-python, aiokafka and confluent-kafka produce, consume and
 commit over SSL (server verification; client certificates with ssl.client.auth=required),
-SASL_PLAINTEXT and SASL_SSL with PLAIN; a wrong password or an unknown user is refused.
+SASL_PLAINTEXT with PLAIN and SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; a wrong
+password or an unknown user is refused.
 
 Each broker comes from the testing helper's one argument (``security=``), so these tests
 are also what a user's suite would write.
@@ -24,6 +25,8 @@ MODES = {
     "ssl-client-cert": {"protocol": "SSL", "client_auth": "required"},
     "sasl-plaintext-plain": "SASL_PLAINTEXT",
     "sasl-ssl-plain": "SASL_SSL",
+    "sasl-ssl-scram-sha-256": {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-256"},
+    "sasl-ssl-scram-sha-512": {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512"},
 }
 MESSAGES = 20
 
@@ -133,11 +136,15 @@ def sasl_ssl():
         yield b
 
 
-@pytest.mark.parametrize("user, password", [("alice", "wrong"), ("mallory", "whatever")])
-def test_confluent_kafka_reports_an_authentication_error(sasl_ssl, user, password):
+BAD = [(m, u, p) for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+       for u, p in (("alice", "wrong"), ("mallory", "whatever"))]
+
+
+@pytest.mark.parametrize("mechanism, user, password", BAD)
+def test_confluent_kafka_reports_an_authentication_error(sasl_ssl, mechanism, user, password):
     from confluent_kafka import KafkaError, Producer
 
-    bad = dataclasses.replace(sasl_ssl.client, username=user, password=password)
+    bad = dataclasses.replace(sasl_ssl.client.using(mechanism), username=user, password=password)
     errors: list = []
     producer = Producer({"bootstrap.servers": sasl_ssl.bootstrap_servers, **bad.confluent(),
                          "error_cb": errors.append})
@@ -145,15 +152,17 @@ def test_confluent_kafka_reports_an_authentication_error(sasl_ssl, user, passwor
     while not errors and time.monotonic() < deadline:
         producer.poll(0.2)
     assert errors and errors[0].code() == KafkaError._AUTHENTICATION
-    assert "Invalid username or password" in errors[0].str()
+    expected = ("Invalid username or password" if mechanism == "PLAIN"
+                else f"invalid credentials with SASL mechanism {mechanism}")
+    assert expected in errors[0].str()
 
 
-@pytest.mark.parametrize("user, password", [("alice", "wrong"), ("mallory", "whatever")])
-def test_aiokafka_cannot_start_with_bad_credentials(sasl_ssl, user, password):
+@pytest.mark.parametrize("mechanism, user, password", BAD)
+def test_aiokafka_cannot_start_with_bad_credentials(sasl_ssl, mechanism, user, password):
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import KafkaConnectionError
 
-    bad = dataclasses.replace(sasl_ssl.client, username=user, password=password)
+    bad = dataclasses.replace(sasl_ssl.client.using(mechanism), username=user, password=password)
 
     async def run() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=sasl_ssl.bootstrap_servers, **bad.aiokafka())
@@ -189,3 +198,49 @@ def test_tls_client_without_the_ca_is_refused_by_confluent(sasl_ssl):
     while not errors and time.monotonic() < deadline:
         producer.poll(0.2)
     assert errors and errors[0].code() in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
+
+
+def test_scram_user_created_with_the_admin_api_logs_in_after_a_restart():
+    """AlterUserScramCredentials over SASL_SSL (as alice), a restart, then the new user's clients."""
+    from aiokafka import AIOKafkaProducer
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+    from kafka import KafkaProducer
+
+    with BrokerHandle(security="SASL_SSL") as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, **b.client.confluent()})
+        for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
+            futures = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                "carol", ScramCredentialInfo(mechanism, 8192), b"carol-secret", b"carol-salt")])
+            assert futures["carol"].result(10) is None
+        b.restart()
+        topic = _topic(b)
+        carol = dataclasses.replace(b.client, username="carol", password="carol-secret")
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers, **carol.using("SCRAM-SHA-512").confluent()})
+        producer.produce(topic, b"confluent")
+        assert producer.flush(30) == 0
+        kp = KafkaProducer(bootstrap_servers=b.bootstrap_servers, **carol.using("SCRAM-SHA-256").kafka_python())
+        kp.send(topic, b"kafka-python").get(timeout=30)
+        kp.close()
+
+        async def aio() -> None:
+            p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, **carol.using("SCRAM-SHA-512").aiokafka())
+            await p.start()
+            try:
+                await p.send_and_wait(topic, b"aiokafka")
+            finally:
+                await p.stop()
+
+        asyncio.run(aio())
+        errors: list = []
+        wrong = dataclasses.replace(carol.using("SCRAM-SHA-256"), password="nope")
+        bad = Producer({"bootstrap.servers": b.bootstrap_servers, **wrong.confluent(), "error_cb": errors.append})
+        deadline = time.monotonic() + 30
+        while not errors and time.monotonic() < deadline:
+            bad.poll(0.2)
+        assert errors and errors[0].code() == KafkaError._AUTHENTICATION
