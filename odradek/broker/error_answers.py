@@ -194,6 +194,7 @@ SHAPES: dict[int, Shape] = {
     66: _top_level(unknown_state_filters=[], transaction_states=[]), 61: _describe_producers,
     50: _describe_scram, 51: _alter_scram,
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
+    17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),
 }
 
 
