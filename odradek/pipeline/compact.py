@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odradek.protocol.records import crc_ok, iter_batches
+from odradek.storage.cleaner import first_unstable_offset
 from odradek.storage.config import LogConfig
 from odradek.storage.files import LOG_SUFFIX, fsync_dir, parse_base_offset, parse_partition_dir
 from odradek.storage.log import Log
