@@ -195,10 +195,10 @@ def check(answers: dict, ledger: Ledger) -> list[str]:
 
 def compact_offline(data_dir: Path) -> int:
     """Roll and clean every __consumer_offsets log with the storage cleaner; returns bytes before-after."""
+    from odradek.storage.cleaner import first_unstable_offset
     from odradek.storage.config import LogConfig
     from odradek.storage.log import Log
     from odradek.storage.log_manager import offsets_topic_config
-    from odradek.storage.open_txns import first_unstable_offset
 
     saved = 0
     for d in sorted(data_dir.glob("__consumer_offsets-*")):

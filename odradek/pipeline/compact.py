@@ -58,7 +58,6 @@ from odradek.storage.config import LogConfig
 from odradek.storage.files import LOG_SUFFIX, fsync_dir, parse_base_offset, parse_partition_dir
 from odradek.storage.log import Log
 from odradek.storage.log_manager import OFFSETS_TOPIC, offsets_topic_config
-from odradek.storage.open_txns import first_unstable_offset
 from odradek.storage.segment import ScanError, iter_file_batches
 
 if TYPE_CHECKING:

@@ -88,8 +88,8 @@ async def test_a_lost_index_entry_is_written_again_at_load(env):
 
 async def test_offline_compaction_rebuilds_the_bound_from_the_batch_headers(env):
     """``odradek compact``/the crash drivers clean the files with no broker: the open transactions
-    come from the headers (``storage/open_txns.py``)."""
-    from odradek.storage.open_txns import first_unstable_offset
+    come from the headers (``storage.cleaner.first_unstable_offset``)."""
+    from odradek.storage.cleaner import first_unstable_offset
 
     env.commit_now("g", [("t", 0, 5)])  # 0
     env.txn_commit_now("g", [("t", 1, 1)], producer=Q)  # 1
