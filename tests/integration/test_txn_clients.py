@@ -275,3 +275,54 @@ def test_confluent_kafka_consume_transform_produce_exactly_once(broker):
     finally:
         consumer.close()
     assert ck_read_committed(broker, sink, len(inputs)) == [v.upper() for v in inputs]
+
+
+# --- timeouts, with the broker's clock moved ---------------------------------------------------
+
+def test_kafka_python_a_timed_out_transaction_is_aborted_and_its_producer_fenced(broker):
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    topic, tid = _id("kp-t"), _id("kp")
+    create(broker, topic)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=tid,
+                             transaction_timeout_ms=60000)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, value=b"late").get(10)
+        broker.advance(seconds=75)  # past the timeout and the next sweep: aborted, epoch bumped
+        deadline = time.monotonic() + 10
+        while describe(broker, tid).transaction_state != "CompleteAbort":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        with pytest.raises(KafkaError):
+            producer.commit_transaction()
+    finally:
+        producer.close(5)
+    assert kp_read_committed(broker, topic, 0, timeout=3) == []
+
+
+def test_confluent_kafka_a_timed_out_transaction_is_aborted_and_the_id_reusable(broker):
+    from confluent_kafka import KafkaException
+
+    topic, tid = _id("ck-t"), _id("ck")
+    create(broker, topic)
+    first = ck_producer(broker, tid)
+    first.init_transactions(10)
+    first.begin_transaction()
+    first.produce(topic, value=b"late")
+    first.flush(10)
+    broker.advance(seconds=75)
+    deadline = time.monotonic() + 10
+    while describe(broker, tid).transaction_state != "CompleteAbort":
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    with pytest.raises(KafkaException):
+        first.commit_transaction(10)
+    second = ck_producer(broker, tid)  # the id is taken over by a new producer
+    second.init_transactions(10)
+    second.begin_transaction()
+    second.produce(topic, value=b"on-time")
+    second.commit_transaction(10)
+    assert ck_read_committed(broker, topic, 1) == [b"on-time"]

@@ -231,3 +231,26 @@ def test_the_next_transaction_starts_without_concurrent_transactions(broker):
                 {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
             assert r.responses[0].partition_responses[0].error_code == E.NONE
             assert end(c, tid, pid, 0, True) == E.NONE
+
+
+def test_dump_log_decodes_the_transaction_log(broker):
+    import json
+    import subprocess
+    import sys
+
+    topic, tid = _id("t"), _id()
+    create_topic(broker, topic)
+    with client(broker) as c:
+        pid = init(c, tid).producer_id
+        assert add(c, tid, pid, 0, {topic: [0]}) == {(topic, 0): 0}
+        assert end(c, tid, pid, 0, False) == E.NONE
+        wait_state(c, tid, "CompleteAbort")
+    out = subprocess.run([sys.executable, "-m", "odradek.broker.cli", "dump-log", "--json",
+                          str(broker.data_dir / "__transaction_state-0")], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    mine = [r for line in out.stdout.splitlines() for r in json.loads(line)["records"]
+            if r["key"] == {"type": "TxnKey", "transactional_id": tid}]
+    assert [(r["value"]["state"], r["value"]["partitions"]) for r in mine] == [
+        ("Empty", None), ("Ongoing", [[topic, 0]]), ("PrepareAbort", [[topic, 0]]), ("CompleteAbort", [])]
+    assert {r["value"]["producer_id"] for r in mine} == {pid}
