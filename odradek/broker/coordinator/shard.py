@@ -105,6 +105,7 @@ class Shard:
         self.group_records: dict[str, GroupValue] = {}
         # transactional offsets pending until their marker, and producer epochs (``offsets/transactions.py``)
         self.txn = TxnOffsets()
+        self._txn_groups = self.txn.groups  # the hot path's test: does any group have pending offsets?
         runtime = runtime if runtime is not None else CoordinatorRuntime()
         encode = emulated_encoder(self.config) if self.config.emulates_value_versions else encode_records
         self.writer = runtime.writer(self, log_, encode, clock.now_ms, await_fsync=await_fsync,
@@ -131,7 +132,7 @@ class Shard:
         """
         kind = type(key)
         if kind is OffsetKey:
-            if self.txn.groups:
+            if self._txn_groups:
                 self.txn.plain(key, value)
             group_id = key.group
             offsets = self.offsets.get(group_id)
