@@ -1,10 +1,10 @@
-"""Real clients over TCP with SCRAM-SHA-256 / SCRAM-SHA-512 (SASL_PLAINTEXT and SASL_SSL) and
-OAUTHBEARER with unsecured tokens: kafka-python, aiokafka and confluent-kafka produce and consume;
-a wrong password or an unknown user is refused with an authentication error; users made with the
-admin API log in after a restart.
+"""Real clients over TCP with SCRAM-SHA-256 / SCRAM-SHA-512 over SASL_PLAINTEXT and OAUTHBEARER
+with unsecured tokens: kafka-python, aiokafka and confluent-kafka produce and consume; a wrong
+password or an unknown user is refused with an authentication error; users made with the admin
+APIs log in (after a restart) until deleted.  (SASL_SSL with SCRAM: ``test_security_clients.py``.)
 
 Brokers come from the testing helper's one argument (``security={"protocol": ..., "mechanism": ...}``),
-which also creates the SCRAM user, so these tests are what a user's suite would write.
+which also creates the SCRAM users, so these tests are what a user's suite would write.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 MODES = {
     f"{protocol.lower()}-{mechanism.lower()}": {"protocol": protocol, "mechanism": mechanism}
-    for protocol in ("SASL_PLAINTEXT", "SASL_SSL") for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+    for protocol in ("SASL_PLAINTEXT",) for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
 }
 MESSAGES = 10
 
@@ -130,8 +130,8 @@ def test_confluent_kafka(secured):
 # --- refused credentials ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module", params=["SCRAM-SHA-256", "SCRAM-SHA-512"])
-def scram_ssl(request):
-    with BrokerHandle(security={"protocol": "SASL_SSL", "mechanism": request.param}) as b:
+def scram_plaintext(request):
+    with BrokerHandle(security={"protocol": "SASL_PLAINTEXT", "mechanism": request.param}) as b:
         yield b
 
 
@@ -139,12 +139,12 @@ BAD = [("alice", "wrong"), ("mallory", "whatever")]  # a wrong password; an unkn
 
 
 @pytest.mark.parametrize("user, password", BAD)
-def test_confluent_kafka_reports_an_authentication_error(scram_ssl, user, password):
+def test_confluent_kafka_reports_an_authentication_error(scram_plaintext, user, password):
     from confluent_kafka import KafkaError, Producer
 
-    bad = dataclasses.replace(scram_ssl.client, username=user, password=password)
+    bad = dataclasses.replace(scram_plaintext.client, username=user, password=password)
     errors: list = []
-    producer = Producer({"bootstrap.servers": scram_ssl.bootstrap_servers, **bad.confluent(),
+    producer = Producer({"bootstrap.servers": scram_plaintext.bootstrap_servers, **bad.confluent(),
                          "error_cb": errors.append})
     deadline = time.monotonic() + 30
     while not errors and time.monotonic() < deadline:
@@ -155,14 +155,14 @@ def test_confluent_kafka_reports_an_authentication_error(scram_ssl, user, passwo
 
 
 @pytest.mark.parametrize("user, password", BAD)
-def test_aiokafka_cannot_start_with_bad_credentials(scram_ssl, user, password):
+def test_aiokafka_cannot_start_with_bad_credentials(scram_plaintext, user, password):
     from aiokafka import AIOKafkaProducer
     from aiokafka.errors import KafkaConnectionError
 
-    bad = dataclasses.replace(scram_ssl.client, username=user, password=password)
+    bad = dataclasses.replace(scram_plaintext.client, username=user, password=password)
 
     async def run() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=scram_ssl.bootstrap_servers, **bad.aiokafka())
+        producer = AIOKafkaProducer(bootstrap_servers=scram_plaintext.bootstrap_servers, **bad.aiokafka())
         try:
             with pytest.raises(KafkaConnectionError):
                 await producer.start()
@@ -173,13 +173,13 @@ def test_aiokafka_cannot_start_with_bad_credentials(scram_ssl, user, password):
 
 
 @pytest.mark.parametrize("user, password", BAD)
-def test_kafka_python_cannot_bootstrap_with_bad_credentials(scram_ssl, user, password):
+def test_kafka_python_cannot_bootstrap_with_bad_credentials(scram_plaintext, user, password):
     from kafka import KafkaProducer
     from kafka.errors import KafkaError
 
-    bad = dataclasses.replace(scram_ssl.client, username=user, password=password)
+    bad = dataclasses.replace(scram_plaintext.client, username=user, password=password)
     with pytest.raises(KafkaError):
-        KafkaProducer(bootstrap_servers=scram_ssl.bootstrap_servers, bootstrap_timeout_ms=2000,
+        KafkaProducer(bootstrap_servers=scram_plaintext.bootstrap_servers, bootstrap_timeout_ms=2000,
                       **bad.kafka_python())
 
 
@@ -197,8 +197,7 @@ def test_users_created_with_the_admin_api_log_in_after_a_restart():
         UserScramCredentialUpsertion,
     )
 
-    with BrokerHandle(security={"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512"},
-                      overrides={"sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"}) as b:
+    with BrokerHandle(security={"protocol": "SASL_PLAINTEXT", "mechanism": "SCRAM-SHA-512"}) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, **b.client.confluent()})
         for mech in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
             upsert = UserScramCredentialUpsertion("bob", ScramCredentialInfo(mech, 8192), b"bob-secret")
@@ -206,13 +205,13 @@ def test_users_created_with_the_admin_api_log_in_after_a_restart():
         b.restart()
         topic = _topic(b)
         for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-            bob = dataclasses.replace(b.client, username="bob", password="bob-secret", sasl_mechanism=mechanism)
+            bob = dataclasses.replace(b.client.using(mechanism), username="bob", password="bob-secret")
             seen = _confluent_round_trip({"bootstrap.servers": b.bootstrap_servers, **bob.confluent()}, topic)
             assert len(seen) >= MESSAGES
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, **b.client.confluent()})
         gone = UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_256)
         assert admin.alter_user_scram_credentials([gone])["bob"].result(20) is None
-        bob = dataclasses.replace(b.client, username="bob", password="bob-secret", sasl_mechanism="SCRAM-SHA-256")
+        bob = dataclasses.replace(b.client.using("SCRAM-SHA-256"), username="bob", password="bob-secret")
         errors: list = []
         producer = Producer({"bootstrap.servers": b.bootstrap_servers, **bob.confluent(), "error_cb": errors.append})
         deadline = time.monotonic() + 30
@@ -252,8 +251,10 @@ OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginMod
 
 
 def _oauth_broker(required_scope: str | None = None) -> BrokerHandle:
+    """A SASL_PLAINTEXT test broker with OAUTHBEARER enabled besides PLAIN (which makes the topics)."""
     options = f' unsecuredValidatorRequiredScope="{required_scope}"' if required_scope else ""
-    return BrokerHandle(security={"protocol": "SASL_PLAINTEXT", "mechanism": "OAUTHBEARER"}, overrides={
+    return BrokerHandle(security="SASL_PLAINTEXT", overrides={
+        "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": f"{OAUTH_MODULE} required{options};"})
 
 
@@ -292,7 +293,8 @@ class UnsecuredToken:
     def token(self) -> str:
         def part(obj) -> str:
             return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
-        now = time.time()
+        now = int(time.time())  # whole seconds, as JWTs carry them: a fractional iat can lie in the
+        # broker's current millisecond, which Kafka's check (1000 * iat > now ms) counts as the future
         return f"{part({'alg': 'none'})}.{part({'sub': self.sub, 'iat': now, 'exp': now + 3600})}."
 
     def extensions(self) -> dict:
