@@ -298,3 +298,41 @@ async def test_aiokafka_producer_and_consumer_meet_the_acls(tmp_path):
                 await consumer.stop()
     finally:
         b.close()
+
+
+def test_scram_user_made_with_the_admin_api_gets_exactly_its_acls(tmp_path, admin_of):
+    """The principal of a SCRAM login is ``User:<name>`` too: carol, created through
+    AlterUserScramCredentials by the super user, may write where an ACL says and nowhere else."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+    from kafka.admin import ACLOperation, ACLPermissionType, ResourceType
+
+    b = ThreadedBroker(tmp_path, overrides={
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS, "authorizer.class.name": STANDARD,
+        "super.users": "User:admin"}).start()
+    try:
+        mine, theirs = unique("carol"), unique("alice")
+        admin = AdminClient(ck(b, "admin"))
+        made = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"carol-secret", b"carol-salt")])
+        assert made["carol"].result(10) is None
+        grant(admin_of(b), ("User:carol", ACLOperation.WRITE, ACLPermissionType.ALLOW, ResourceType.TOPIC, mine),
+              ("User:carol", ACLOperation.CREATE, ACLPermissionType.ALLOW, ResourceType.TOPIC, mine),
+              ("User:alice", ACLOperation.ALL, ACLPermissionType.ALLOW, ResourceType.TOPIC, theirs))
+        carol = {"bootstrap.servers": b.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+                 "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "carol", "sasl.password": "carol-secret"}
+        reports: list = []
+        producer = Producer({**carol, "on_delivery": lambda err, msg: reports.append((msg.topic(), err))})
+        producer.produce(mine, b"carol's")
+        producer.produce(theirs, b"not carol's")
+        assert producer.flush(30) == 0
+        outcome = {t: (e.code() if e else None) for t, e in reports}
+        assert outcome == {mine: None, theirs: KafkaError.TOPIC_AUTHORIZATION_FAILED}
+    finally:
+        b.close()
