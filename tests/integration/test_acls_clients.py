@@ -570,3 +570,14 @@ def test_unknown_codes_in_acl_requests_are_refused_not_fatal(tmp_path):
         assert produce(b, unique("still-serving")) == 0
     finally:
         b.close()
+
+
+def test_without_an_authorizer_the_cluster_bit_field_holds_every_cluster_operation(broker):
+    """As Kafka without an authorizer: everything the cluster supports, when asked (was never filled)."""
+    everything = sum(1 << op for op in (CREATE, 9, 10, 11, IDEMPOTENT_WRITE, ALTER, DESCRIBE))
+    assert request(broker, 60, 0, {"include_cluster_authorized_operations": True}
+                   ).cluster_authorized_operations == everything
+    assert request(broker, 60, 0, {"include_cluster_authorized_operations": False}
+                   ).cluster_authorized_operations == -2147483648
+    asked = metadata(broker, [], version=10, include_cluster_authorized_operations=True)
+    assert asked.cluster_authorized_operations == everything
