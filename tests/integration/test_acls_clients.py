@@ -655,3 +655,14 @@ def test_every_api_answers_kafkas_denial_to_a_principal_with_no_rights(tmp_path)
         assert [p.committed_offset for t in fetched.groups[0].topics for p in t.partitions] == [1]
     finally:
         b.close()
+
+
+def test_reset_keeps_the_acls(tmp_path):
+    b = acl_broker(tmp_path)
+    try:
+        assert create_acls(b, (TOPIC, "kept", LITERAL, "User:alice", "*", READ, ALLOW)) == [0]
+        b.control("reset")
+        assert [a.resource_name for a in b.app.authorizer.acls.acls()] == ["kept"]
+        assert produce(b, "kept") == TOPIC_DENIED
+    finally:
+        b.close()
