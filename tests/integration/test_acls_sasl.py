@@ -336,3 +336,35 @@ def test_scram_user_made_with_the_admin_api_gets_exactly_its_acls(tmp_path, admi
         assert outcome == {mine: None, theirs: KafkaError.TOPIC_AUTHORIZATION_FAILED}
     finally:
         b.close()
+
+
+def test_authorized_operations_as_confluents_describe_operations_test(tmp_path, admin_of):
+    """confluent-kafka's ``test_describe_operations``: with allow-everyone on, a user may do
+    everything on a topic, group and the cluster; one ALLOW READ for the user on the topic
+    leaves READ and DESCRIBE only."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation, AdminClient
+    from kafka.admin import ACLOperation, ACLPermissionType, ResourceType
+
+    b = sasl_broker(tmp_path, allow_everyone=True)
+    try:
+        topic, group = unique("t"), unique("g")
+        produce(b, "alice", topic)
+        consume_one(b, "alice", topic, group)
+        alice = AdminClient(ck(b, "alice"))
+
+        def topic_ops() -> set:
+            described = alice.describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+            return set(described[topic].result(10).authorized_operations)
+        assert topic_ops() == {AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
+                               AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+                               AclOperation.ALTER_CONFIGS}
+        groups = alice.describe_consumer_groups([group], include_authorized_operations=True)
+        assert {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE} <= set(
+            groups[group].result(10).authorized_operations)
+        cluster = alice.describe_cluster(include_authorized_operations=True).result(10)
+        assert AclOperation.ALTER in set(cluster.authorized_operations)
+        grant(admin_of(b), ("User:alice", ACLOperation.READ, ACLPermissionType.ALLOW, ResourceType.TOPIC, topic))
+        assert topic_ops() == {AclOperation.READ, AclOperation.DESCRIBE}
+    finally:
+        b.close()
