@@ -17,7 +17,7 @@ from ..storage.config import FsyncMode, LogConfig
 from ..storage.log import Log
 from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
 from .clock import BrokerClock, Clock
-from .config import WILDCARD_HOSTS, Config, parse_address, parse_listeners
+from .config import WILDCARD_HOSTS, Config, parse_address
 from .control import BrokerControl
 from .control.endpoint import ControlEndpoint
 from .control.reset import finish_interrupted_reset
@@ -34,14 +34,16 @@ from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
 from .handlers import produce as produce_handlers
+from .handlers import sasl as sasl_handlers
 from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
 from .metrics import Metrics
-from .runtime.runtime import CoordinatorRuntime, ShardStatus
+from .runtime.runtime import CoordinatorRuntime
 from .security import guards, oauthbearer, scram  # noqa: F401  (register their SASL mechanisms)
 from .security.acls import AclOperation
 from .security.authorizer import Authorizer
 from .security.scram_store import ScramCredentialStore
+from .security.served import ServedListener, build_listeners
 from .server import KafkaServer
 from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
@@ -74,7 +76,9 @@ class BrokerApp:
         self.loop_thread: threading.Thread | None = None
         self.metrics_port: int | None = None
         self.cluster_id = ""
-        self.endpoint = Endpoint(self.node_id, "", 0)
+        self.endpoint = Endpoint(self.node_id, "", 0)  # the first listener's (bootstrap_servers)
+        self.endpoints: dict[str, Endpoint] = {}  # what each listener advertises, by listener name
+        self.listeners: list = []  # ``security.served.ServedListener``, built at start
         self.bound: list[tuple[str, int]] = []
         self._lock: DirLock | None = None
         self.log_config = LogConfig.from_broker_config(config.log_defaults())
@@ -102,6 +106,7 @@ class BrokerApp:
         self.authorizer: Authorizer | None = Authorizer.from_config(config, self.data_dir)
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
+        sasl_handlers.register(self.handlers)
         offset_handlers.register(self.handlers, self)
         groups.register(self.handlers, self)
         topic_handlers.register(self.handlers, self)
@@ -149,10 +154,15 @@ class BrokerApp:
             # like Kafka, serve while the offsets partitions load: group requests get
             # COORDINATOR_LOAD_IN_PROGRESS until their shard is active
             self._loading = asyncio.get_running_loop().create_task(self._load())
-            for listener in self.config.listeners:
-                self.bound.append(await self.server.listen(listener.host, listener.port))
+            # every listener's TLS and SASL set-up is checked before the first port opens
+            self.listeners = build_listeners(self.config, self.scram_credentials,
+                                             self.clock.now_ms)
+            for listener in self.listeners:
+                self.bound.append(await self.server.listen(listener.spec.host, listener.spec.port, listener))
             write_bound(self.data_dir, self.bound)  # what `odradek health` probes
-            self.endpoint = self._advertised()
+            self.endpoints = {listener.name: self._advertised(listener, bound)
+                              for listener, bound in zip(self.listeners, self.bound, strict=True)}
+            self.endpoint = self.endpoints[self.listeners[0].name]
             self.metrics.attach(self)
             if self.config["odradek.control.listener"]:
                 self.control_endpoint = ControlEndpoint(self.control)
@@ -170,7 +180,8 @@ class BrokerApp:
             self._lock.release()
             raise
         log.info("broker.started", node_id=self.node_id, cluster_id=self.cluster_id,
-                 listeners=[f"{h}:{p}" for h, p in self.bound],
+                 listeners=[f"{li.name}({li.spec.protocol})={h}:{p}"
+                            for li, (h, p) in zip(self.listeners, self.bound, strict=True)],
                  advertised=self.bootstrap_servers, data_dir=str(self.data_dir),
                  metrics_port=self.metrics_port)
 
@@ -235,17 +246,14 @@ class BrokerApp:
                                       offsets_topic=OFFSETS_TOPIC)
 
     def _offsets_stable_offset(self, lg: Log) -> int | None:
-        """The cleaner's bound on an offsets partition: its oldest open transaction (kept by its
-        shard), so pending transactional offsets are never compacted; 0 (nothing) while it loads.
-        Other internal topics (``__transaction_state``) are not transactional: no bound."""
+        """The cleaner's bound on an internal topic: an offsets partition's last stable offset,
+        kept by its shard, so pending transactional offsets are never compacted.  Other internal
+        topics (``__transaction_state``) are not transactional: no bound."""
         coordinator = self.coordinator
-        if lg.topic != OFFSETS_TOPIC or coordinator is None:
+        if lg.topic != OFFSETS_TOPIC or coordinator is None or not 0 <= lg.partition < len(coordinator.shards) \
+                or coordinator.shards[lg.partition].log is not lg:
             return None
-        shard = next((s for s in coordinator.shards if s.log is lg), None)
-        if shard is None or shard.status is ShardStatus.LOADING:
-            return 0
-        first = shard.stable_offset()
-        return lg.log_end_offset if first is None else min(first, lg.log_end_offset)
+        return coordinator.stable_offset(lg.partition)
 
     async def _close_storage(self) -> None:
         if self._loading is not None:
@@ -274,13 +282,17 @@ class BrokerApp:
             self._lock = None
         log.info("broker.stopped", node_id=self.node_id)
 
-    def _advertised(self) -> Endpoint:
-        advertised = self.config["advertised.listeners"]
-        if advertised:
-            first = parse_listeners(advertised)[0]
-            host, port = first.host, first.port
-        else:
-            host, port = self.config.listeners[0].host, self.bound[0][1]
+    def _advertised(self, listener: ServedListener, bound: tuple[str, int]) -> Endpoint:
+        """``advertised.listeners``' entry for the listener, else where it is bound (Kafka's
+        ``ListenerInfo``): a wildcard or empty host becomes this machine's name, port 0 the bound port."""
+        advertised = listener.spec.advertised
+        host, port = (advertised.host, advertised.port) if advertised else (listener.spec.host, bound[1])
+        if port == 0:
+            port = bound[1]
         if host in WILDCARD_HOSTS:
             host = socket.getfqdn()
         return Endpoint(self.node_id, host, port)
+
+    def endpoint_for(self, listener: str) -> Endpoint:
+        """What a request that arrived on ``listener`` is told (Metadata, FindCoordinator)."""
+        return self.endpoints.get(listener, self.endpoint)

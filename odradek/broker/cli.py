@@ -51,9 +51,15 @@ def cmd_serve(args) -> int:
         print(f"odradek: {describe_error(exc)}", file=sys.stderr)
         return 2
     if args.print_config:
+        from .config import SETTINGS_BY_NAME, scoped_setting
+
         width = max(len(s.name) for s in SETTINGS)
         for name, value in config.items():
-            print(f"{name:<{width}}  {value!s:<40}  ({config.sources[name]})")
+            shown = "[hidden]" if SETTINGS_BY_NAME[name].sensitive and value else value
+            print(f"{name:<{width}}  {shown!s:<40}  ({config.sources[name]})")
+        for name, value in sorted(config.scoped.items()):  # listener.name.<l>.<key> overrides
+            shown = "[hidden]" if scoped_setting(name).sensitive and value else value
+            print(f"{name:<{width}}  {shown!s:<40}  ({config.sources[name]})")
         for name, source in sorted(config.unknown.items()):
             print(f"{name:<{width}}  ({_unknown_setting_note(name)})  ({source})")
         return 0
@@ -75,7 +81,7 @@ async def _serve(config: Config) -> int:
     app = BrokerApp(config)
     try:
         await app.start()
-    except (DataDirError, OSError) as exc:
+    except (DataDirError, OSError, ConfigError) as exc:
         log.error("broker.start_failed", error=str(exc))
         return 1
     stop = asyncio.Event()
@@ -102,16 +108,17 @@ async def _serve(config: Config) -> int:
 
 
 def cmd_health(args) -> int:
-    from .health import check, local_bootstrap
+    from .health import check, first_listener_tls, local_bootstrap
 
-    bootstrap = args.bootstrap
+    bootstrap, tls = args.bootstrap, args.tls
     if bootstrap is None:
         try:
-            bootstrap = local_bootstrap(_load_config(args))
+            config = _load_config(args)
+            bootstrap, tls = local_bootstrap(config), tls or first_listener_tls(config)
         except (ConfigError, OSError) as exc:
             print(f"odradek: {describe_error(exc)}", file=sys.stderr)
             return 2
-    ok, message = check(bootstrap, timeout=args.timeout)
+    ok, message = check(bootstrap, timeout=args.timeout, tls=tls)
     print(message, file=sys.stdout if ok else sys.stderr)
     return 0 if ok else 1
 
@@ -291,6 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="host:port (default: this machine's first configured listener)")
     health.add_argument("--override", action="append", metavar="KEY=VALUE", help=argparse.SUPPRESS)
     health.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the answer (default: %(default)s)")
+    health.add_argument("--tls", action="store_true",
+                        help="speak TLS (without verifying the certificate: a liveness probe); "
+                             "implied when the first listener is SSL or SASL_SSL")
     health.set_defaults(func=cmd_health)
     dump_log = sub.add_parser("dump-log", help="print the batches and records of .log files",
                               parents=[debug])

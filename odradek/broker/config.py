@@ -163,6 +163,9 @@ class Setting:
     kafka_default: Any = None  # set where our default deliberately differs from Kafka's
     low: float | None = None
     high: float | None = None
+    sensitive: bool = False  # a password or key: never logged, printed or described (Kafka's PASSWORD type)
+    scope: str = ""  # "listener": may be set per listener as listener.name.<l>.<name>; "mechanism": per
+    #                 listener and SASL mechanism, listener.name.<l>.<mechanism>.<name> (Kafka's prefixes)
 
     @property
     def type_name(self) -> str:
@@ -184,6 +187,80 @@ class Setting:
 
 INT32_MAX = 2**31 - 1
 
+DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+
+
+def _listener_setting(name: str, parse: Callable[[str], Any], default: Any, doc: str, **kw: Any) -> Setting:
+    return Setting(name, parse, default, doc + " May be set per listener: listener.name.<listener>." + name + ".",
+                   scope="listener", **kw)
+
+
+# listeners and security (``odradek/broker/security/``); every name is Kafka's
+SECURITY_SETTINGS: list[Setting] = [
+    Setting("listener.security.protocol.map", _str, DEFAULT_PROTOCOL_MAP,
+            "NAME:PROTOCOL pairs giving each listener name its security protocol (PLAINTEXT, SSL, "
+            "SASL_PLAINTEXT, SASL_SSL); needed for names that are not protocol names."),
+    Setting("inter.broker.listener.name", _opt(_str), None,
+            "Accepted for compatibility (a single node has no peers); must name a listener when set."),
+    Setting("security.inter.broker.protocol", _opt(_str), None,
+            "Accepted for compatibility; must be the protocol of a listener when set.",
+            kafka_default="PLAINTEXT"),
+    Setting("controller.listener.names", _opt(_str), None,
+            "Accepted for compatibility: a listener named here is served like any other."),
+    Setting("sasl.mechanism.inter.broker.protocol", _opt(_str), None,
+            "Accepted for compatibility (no inter-broker traffic).", kafka_default="GSSAPI"),
+    _listener_setting("sasl.enabled.mechanisms", _str, "GSSAPI",
+                      "SASL mechanisms offered on SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+                      "OAUTHBEARER. GSSAPI (Kerberos, Kafka's default) is not served: it is dropped from the "
+                      "list with a warning, and a SASL listener left with none stops start-up."),
+    Setting("sasl.jaas.config", _str, "",
+            "JAAS configuration of a mechanism, e.g. org.apache.kafka.common.security.plain.PlainLoginModule "
+            "required user_alice=\"alice-secret\"; (PLAIN users are the user_<name> options). Kafka reads "
+            "it only per listener and mechanism, listener.name.<listener>.<mechanism>.sasl.jaas.config; "
+            "the bare name applies to every listener and mechanism here.",
+            sensitive=True, scope="mechanism"),
+    Setting("connections.max.reauth.ms", _int, 0,
+            "KIP-368: a SASL session lasts at most this long; the client must re-authenticate on the "
+            "same connection, or its next request after the deadline closes it. 0: sessions never "
+            "expire. May be set per listener and mechanism.", low=0, scope="mechanism"),
+    Setting("connection.failed.authentication.delay.ms", _int, 100,
+            "Delay before an authentication failure is answered and the connection closed.", low=0),
+    _listener_setting("sasl.server.max.receive.size", _int, 524288,
+                      "Largest frame accepted before authentication completes.", low=1, high=INT32_MAX),
+    _listener_setting("ssl.keystore.type", _str, "JKS",
+                      "Only PEM is supported (JKS and PKCS12 stop start-up, naming the PEM settings)."),
+    _listener_setting("ssl.keystore.location", _str, "",
+                      "PEM file holding the private key (PKCS#8, optionally encrypted with "
+                      "ssl.key.password) and the certificate chain."),
+    _listener_setting("ssl.keystore.key", _str, "", "The private key as PEM text (instead of a file).",
+                      sensitive=True),
+    _listener_setting("ssl.keystore.certificate.chain", _str, "",
+                      "The certificate chain as PEM text (with ssl.keystore.key)."),
+    _listener_setting("ssl.key.password", _str, "", "Password of an encrypted private key.", sensitive=True),
+    _listener_setting("ssl.keystore.password", _str, "",
+                      "Password of a JKS/PKCS12 keystore; not allowed with PEM (as in Kafka).", sensitive=True),
+    _listener_setting("ssl.truststore.type", _str, "JKS",
+                      "Only PEM is supported for the certificates client certificates are checked against."),
+    _listener_setting("ssl.truststore.location", _str, "", "PEM file of trusted (CA) certificates."),
+    _listener_setting("ssl.truststore.certificates", _str, "", "Trusted certificates as PEM text."),
+    _listener_setting("ssl.truststore.password", _str, "",
+                      "Password of a JKS/PKCS12 truststore; not allowed with PEM.", sensitive=True),
+    _listener_setting("ssl.client.auth", _choice("none", "requested", "required"), "none",
+                      "Client certificates on SSL listeners: none, requested or required. On SASL_SSL "
+                      "only the listener-prefixed setting applies (as in Kafka)."),
+    _listener_setting("ssl.enabled.protocols", _str, "TLSv1.2,TLSv1.3",
+                      "TLS versions accepted (TLSv1, TLSv1.1, TLSv1.2, TLSv1.3)."),
+    _listener_setting("ssl.protocol", _str, "TLSv1.3", "Accepted for compatibility (see ssl.enabled.protocols)."),
+    _listener_setting("ssl.cipher.suites", _str, "",
+                      "Accepted but not applied (Java and OpenSSL name cipher suites differently): "
+                      "OpenSSL's defaults are used."),
+    _listener_setting("ssl.principal.mapping.rules", _str, "DEFAULT",
+                      "How a client certificate's subject becomes the principal: DEFAULT (the DN) or "
+                      "RULE:<regex>/<replacement>/[LU] entries, first match wins."),
+    _listener_setting("ssl.endpoint.identification.algorithm", _str, "https",
+                      "Accepted for compatibility (the broker is never a TLS client)."),
+]
+
 SETTINGS: list[Setting] = [
     # network
     Setting("listeners", _listeners, "PLAINTEXT://127.0.0.1:9092",
@@ -203,6 +280,7 @@ SETTINGS: list[Setting] = [
     Setting("fetch.max.bytes", _int, 57671680,
             "Most record bytes one Fetch answer carries (besides one whole first batch, KIP-74).",
             low=1024, high=INT32_MAX),
+    *SECURITY_SETTINGS,
     # storage
     Setting("log.dirs", _paths, _default_data_dir(),
             "Comma-separated data directories; the first also holds meta.properties.",
@@ -344,13 +422,54 @@ def read_properties(path: str | os.PathLike) -> dict[str, str]:
     return out
 
 
+LISTENER_PREFIX = "listener.name."
+
+
+def scoped_setting(name: str) -> Setting | None:
+    """The setting a ``listener.name.<l>.<key>`` or ``listener.name.<l>.<mechanism>.<key>`` name overrides.
+
+    Kafka lower-cases the listener in these prefixes (``ListenerName.configPrefix``)
+    and the mechanism too (``listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config``).
+    """
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    parts = name[len(LISTENER_PREFIX):].split(".", 2)
+    if len(parts) < 2:
+        return None
+    rest = ".".join(parts[1:])
+    setting = SETTINGS_BY_NAME.get(rest)
+    if setting is not None and setting.scope == "listener":
+        return setting
+    if len(parts) == 3:
+        setting = SETTINGS_BY_NAME.get(parts[2])
+        if setting is not None and setting.scope == "mechanism":
+            return setting
+    return None
+
+
 class Config:
     """Effective settings with the source each value came from."""
 
-    def __init__(self, values: dict[str, Any], sources: dict[str, str], unknown: dict[str, str]):
+    def __init__(self, values: dict[str, Any], sources: dict[str, str], unknown: dict[str, str],
+                 scoped: dict[str, Any] | None = None):
         self._values = values
         self.sources = sources
         self.unknown = unknown
+        # listener- and mechanism-prefixed overrides (``listener.name.<l>.<key>``), by full name
+        self.scoped: dict[str, Any] = scoped or {}
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """``name`` as it applies to ``listener``: its ``listener.name.<l>.`` override, else the bare value."""
+        key = f"{LISTENER_PREFIX}{listener.lower()}.{name}"
+        return self.scoped[key] if key in self.scoped else self._values[name]
+
+    def listener_override(self, listener: str, name: str) -> bool:
+        return f"{LISTENER_PREFIX}{listener.lower()}.{name}" in self.scoped
+
+    def for_mechanism(self, listener: str, mechanism: str, name: str) -> Any:
+        """``listener.name.<l>.<mechanism>.<name>``, else ``listener.name.<l>.<name>``, else ``name``."""
+        key = f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.{name}"
+        return self.scoped[key] if key in self.scoped else self.for_listener(listener, name)
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -389,7 +508,7 @@ class Config:
         env_layer = {}
         for var, raw in environ.items():
             name = env_to_name(var)
-            if name in SETTINGS_BY_NAME:
+            if name in SETTINGS_BY_NAME or (name is not None and scoped_setting(name) is not None):
                 env_layer[name] = raw
         layers.append(("env", env_layer))
         layers.append(("override", _override_map(overrides)))
@@ -397,19 +516,30 @@ class Config:
         values = {s.name: s.default for s in SETTINGS}
         sources = {s.name: "default" for s in SETTINGS}
         unknown: dict[str, str] = {}
+        scoped: dict[str, Any] = {}
         for source, layer in layers:
             for name, raw in layer.items():
                 setting = SETTINGS_BY_NAME.get(name)
+                scoped_to = None
                 if setting is None:
-                    unknown[name] = source
-                    continue
+                    setting = scoped_to = scoped_setting(name.lower() if name.lower().startswith(
+                        LISTENER_PREFIX) else name)
+                    if setting is None:
+                        unknown[name] = source
+                        continue
                 try:
-                    values[name] = setting.convert(raw)
+                    value = setting.convert(raw)
                 except (ValueError, TypeError) as exc:
-                    raise ConfigError(f"invalid value {raw!r} for setting {name!r} "
+                    shown = "[hidden]" if setting.sensitive else repr(raw)
+                    raise ConfigError(f"invalid value {shown} for setting {name!r} "
                                       f"(from {source}): {exc}") from None
+                if scoped_to is not None:
+                    scoped[name.lower()] = value
+                    sources[name.lower()] = source
+                    continue
+                values[name] = value
                 sources[name] = source
-        return cls(values, sources, unknown)
+        return cls(values, sources, unknown, scoped)
 
 
 def closest_setting(name: str) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+
 from .config import WILDCARD_HOSTS, Config
 from .datadir import read_bound
 from .wire_client import SyncClient
@@ -26,11 +28,26 @@ def _split(bootstrap: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def check(bootstrap: str, timeout: float = 5.0) -> tuple[bool, str]:
+def first_listener_tls(config: Config) -> bool:
+    """Whether the listener ``local_bootstrap`` probes speaks TLS (SSL, SASL_SSL).  ApiVersions is
+    answered before SASL authentication, so a SASL listener needs no credentials."""
+    from .security.listeners import listener_specs
+
+    return listener_specs(config)[0].tls
+
+
+def _unverified_tls() -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # a liveness probe of our own broker, not a client trusting it
+    return ctx
+
+
+def check(bootstrap: str, timeout: float = 5.0, tls: bool = False) -> tuple[bool, str]:
     """(healthy, message): healthy when ApiVersions v0 answers with error 0."""
     host, port = _split(bootstrap)
     try:
-        with SyncClient(host, port, timeout=timeout) as client:
+        with SyncClient(host, port, timeout=timeout, ssl_context=_unverified_tls() if tls else None) as client:
             response = client.request(18, 0, {})
     except (OSError, ValueError) as exc:
         return False, f"unhealthy: {bootstrap}: {exc}"

@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import itertools
 import logging
+import socket
 import struct
 import time
 from collections import deque
@@ -30,6 +31,10 @@ from .clock import Clock, RealClock, TimerHandle
 from .dispatch import NO_RESPONSE, HandlerTable, Later, RequestContext
 from .error_answers import error_answer
 from .runtime.runtime import CoordinatorRuntime
+from .security import sasl as sasl_states
+from .security.mechanism import SaslAuthenticationError
+from .security.principal import ANONYMOUS, PrincipalMappingError, ssl_principal, subject_dn
+from .security.sasl import SaslExchange
 
 log = structlog.get_logger("odradek.server")
 
@@ -39,10 +44,95 @@ MAX_IN_FLIGHT = 128  # stop reading a connection that has this many unanswered r
 # Every other accepted request runs to its end, as on Kafka; only its answer is dropped.
 CANCEL_WHEN_GONE = frozenset({1})
 WRITE_BUFFER_HIGH = 4 << 20
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+TLS_HANDSHAKE_TIMEOUT_S = 60.0  # asyncio's default; a client that never finishes the handshake goes
 
 
 class CloseConnection(Exception):
     """The request is one Kafka answers by closing the connection."""
+
+
+class FailAuthentication(Exception):
+    """Authentication failed: send ``answer`` (if any) after ``connection.failed.authentication.delay.ms``,
+    then close (Kafka's ``SaslServerAuthenticator`` delays the failure response the same way)."""
+
+    def __init__(self, reason: str, answer: Any = None, *, delayed: bool = True, message: str | None = None):
+        super().__init__(reason)
+        self.answer = answer
+        self.delayed = delayed
+        self.message = message  # what the client is told (SaslAuthenticate's error_message)
+
+
+class TlsListener:
+    """A TLS listener that accepts its sockets itself and completes each TLS handshake before a
+    ``Connection`` exists (``loop.connect_accepted_socket(ssl=...)``).
+
+    Why not ``create_server(ssl=...)``: a failed handshake there (a plaintext
+    client on the TLS port, an untrusted or missing client certificate)
+    vanishes without a word; here it is logged and the socket closed.  Why not
+    ``start_tls`` on an accepted transport: uvloop reads the ClientHello into
+    the accepting protocol before ``start_tls`` can take the transport over.
+    Offers what ``KafkaServer`` uses of an asyncio ``Server``.
+    """
+
+    def __init__(self, server: KafkaServer, listener: Any, sockets: list[socket.socket]):
+        self.server = server
+        self.listener = listener
+        self.sockets = sockets
+        loop = asyncio.get_running_loop()
+        self._accepting = [loop.create_task(self._accept(sock)) for sock in sockets]
+
+    @classmethod
+    def bind(cls, server: KafkaServer, listener: Any, host: str, port: int) -> TlsListener:
+        if not host and socket.has_dualstack_ipv6():
+            sock = socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)
+        elif not host:
+            sock = socket.create_server(("", port))
+        else:
+            family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                          flags=socket.AI_PASSIVE)[0]
+            sock = socket.create_server(address[:2], family=family)
+        sock.setblocking(False)
+        return cls(server, listener, [sock])
+
+    async def _accept(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                client, _address = await loop.sock_accept(sock)
+            except OSError as exc:  # out of file descriptors, a reset before accept: keep listening
+                log.warning("tls.accept_failed", listener=self.listener.name, error=str(exc))
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._handshake(client))
+            self.server._handshakes.add(task)
+            task.add_done_callback(self.server._handshakes.discard)
+
+    async def _handshake(self, client: socket.socket) -> None:
+        try:
+            peer = "{}:{}".format(*client.getpeername()[:2])
+        except OSError:
+            peer = "?"
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: Connection(self.server, self.listener), client, ssl=self.listener.ssl_context,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except asyncio.CancelledError:
+            client.close()
+            raise
+        except (OSError, TimeoutError, EOFError) as exc:  # ssl.SSLError is an OSError
+            log.warning("tls.handshake_failed", peer=peer, listener=self.listener.name,
+                        error=str(exc) or type(exc).__name__)
+            client.close()
+
+    def close(self) -> None:
+        for task in self._accepting:
+            task.cancel()
+        for sock in self.sockets:
+            sock.close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.gather(*self._accepting, return_exceptions=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +186,8 @@ class KafkaServer:
         # test control (``control/``): consulted per request only while a fault rule or the
         # request capture is on; None otherwise, so a broker without them pays one attribute test
         self.control: Any = None
-        self._addresses: list[tuple[str, int]] = []  # where each listener was bound (broker_down)
+        self._handshakes: set[asyncio.Task] = set()  # TLS handshakes under way (``TlsListener``)
+        self._addresses: list[tuple[str, int, Any]] = []  # where each listener was bound (broker_down)
         self._down: asyncio.TimerHandle | None = None
 
     def attach_runtime(self, runtime: CoordinatorRuntime) -> None:
@@ -122,16 +213,25 @@ class KafkaServer:
             conn.held.clear()
             conn.close("writes failed")  # a closing transport takes no more answers
 
-    async def listen(self, host: str, port: int) -> tuple[str, int]:
-        """Bind one listener; returns the bound (host, port) -- port 0 picks one."""
+    async def listen(self, host: str, port: int, listener: Any = None) -> tuple[str, int]:
+        """Bind one listener; returns the bound (host, port) -- port 0 picks one.
+
+        ``listener`` (``security.served.ServedListener``) says its name, TLS
+        context and SASL settings; None is a PLAINTEXT listener.  A TLS
+        listener is a ``TlsListener``, which logs failed handshakes.
+        """
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: Connection(self), host or None, port, reuse_address=True)
+        if listener is not None and listener.ssl_context is not None:
+            server = TlsListener.bind(self, listener, host, port)
+        else:
+            server = await loop.create_server(lambda: Connection(self, listener), host or None, port,
+                                              reuse_address=True)
         self._servers.append(server)
         if self.idle_ms is not None and self._sweep is None:
             self._schedule_sweep()
         sock = server.sockets[0]
         bound = sock.getsockname()
-        self._addresses.append((host, bound[1]))
+        self._addresses.append((host, bound[1], listener))
         return bound[0], bound[1]
 
     def go_down(self, seconds: float) -> None:
@@ -163,14 +263,14 @@ class KafkaServer:
         self._orphans.add(task)  # a stop waits for it (finish_orphans)
         task.add_done_callback(self._orphan_done)
 
-    async def _relisten(self, addresses: list[tuple[str, int]]) -> None:
-        for host, port in addresses:
+    async def _relisten(self, addresses: list[tuple[str, int, Any]]) -> None:
+        for host, port, listener in addresses:
             try:
-                await self.listen(host, port)
+                await self.listen(host, port, listener)
             except OSError as exc:  # another process took the port meanwhile: say so, stay up
                 log.error("broker.up_failed", host=host, port=port, error=str(exc))
-                self._addresses.append((host, port))
-        log.warning("broker.up", listeners=[f"{h}:{p}" for h, p in addresses])
+                self._addresses.append((host, port, listener))
+        log.warning("broker.up", listeners=[f"{h}:{p}" for h, p, _ in addresses])
 
     def _schedule_sweep(self) -> None:
         period = min(max(self.idle_ms // 4, 10), 30_000)
@@ -236,6 +336,8 @@ class KafkaServer:
             await asyncio.sleep(0.01)
         if self.runtime is not None:
             self.runtime.end_turn()  # what the last reads staged reaches the log; their answers go out
+        for task in list(self._handshakes):
+            task.cancel()
         for conn in list(self._connections):
             conn.close("broker stopping")
         await asyncio.sleep(0)  # connection_lost callbacks run
@@ -255,9 +357,16 @@ class Connection(asyncio.Protocol):
     reading our answers (``pause_writing``).
     """
 
-    def __init__(self, server: KafkaServer):
+    def __init__(self, server: KafkaServer, listener: Any = None):
         self.server = server
         self.id = next(server._ids)
+        # the listener it arrived on (``security.served.ServedListener``; None: PLAINTEXT) and who it is
+        self.listener = listener
+        self.listener_name = "PLAINTEXT" if listener is None else listener.name
+        self.principal = ANONYMOUS
+        self.sasl: SaslExchange | None = None  # the SASL state on a SASL listener
+        self.frame_limit = server.max_request_bytes  # sasl.server.max.receive.size until authenticated
+        self.process = self._process  # a SASL listener's frames pass its gate first
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()  # an incomplete frame carried over to the next read
         self.need = 0  # bytes ``buf`` must hold before it is worth looking at again
@@ -286,7 +395,28 @@ class Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self.server._connections.add(self)
         self.server.open_connections += 1
-        self.log.info("connection.open")
+        self.log.info("connection.open", listener=self.listener_name)
+        if self.listener is not None:
+            self._secure(transport)
+
+    def _secure(self, transport) -> None:
+        """The principal of a verified client certificate; the SASL gate on a SASL listener."""
+        listener = self.listener
+        if listener.ssl_context is not None:
+            cert = transport.get_extra_info("peercert")
+            if cert:
+                dn = subject_dn(cert.get("subject", ()))
+                try:
+                    self.principal = ssl_principal(dn, listener.principal_rules)
+                except PrincipalMappingError as exc:
+                    self.log.warning("tls.principal_failed", error=str(exc))
+                    self.close("no principal for the client certificate")
+                    return
+                self.log.info("tls.client_certificate", principal=self.principal)
+        if listener.sasl is not None:
+            self.sasl = SaslExchange(listener.sasl, self.server.now_ms)
+            self.frame_limit = min(listener.sasl.max_receive_size, self.server.max_request_bytes)
+            self.process = self._sasl_process
 
     def data_received(self, data: bytes) -> None:
         """Answer every whole frame that arrived; the answers go out together.
@@ -312,7 +442,7 @@ class Connection(asyncio.Protocol):
         runtime = server.runtime
         if runtime is not None:
             runtime.open_turn()
-        pos, answers, reason = self._answer_frames(data, server.max_request_bytes)
+        pos, answers, reason = self._answer_frames(data, self.frame_limit)
         if pos < len(data) and reason is None:
             self.frame_started = now
             buf += memoryview(data)[pos:]
@@ -473,9 +603,12 @@ class Connection(asyncio.Protocol):
             frame = buf[pos + 4:pos + 4 + size]
             pos += 4 + size
             try:
-                out = self._process(frame)
+                out = self.process(frame)
             except CloseConnection as exc:
                 return pos, answers, str(exc)
+            except FailAuthentication as exc:
+                self._fail_authentication(exc, answers)
+                return pos, [], None
             if out is NO_RESPONSE:
                 continue
             if not self.queue and type(out) is tuple:
@@ -508,7 +641,7 @@ class Connection(asyncio.Protocol):
             self.log.warning("request.malformed", api=route.name, version=version, error=str(exc))
             raise CloseConnection("malformed request") from None
         ctx = RequestContext(api_key, version, correlation_id, header["client_id"],
-                             self.client_host, self.id, header)
+                             self.client_host, self.id, header, self.principal, self.listener_name)
         if self.log_requests:
             self.log.debug("request", api=route.name, version=version, correlation_id=correlation_id,
                            client_id=header["client_id"])
@@ -534,6 +667,148 @@ class Connection(asyncio.Protocol):
             raise
         except Exception:
             return self._refuse(route, version, correlation_id, body, started)
+
+    # --- SASL (Kafka's SaslServerAuthenticator, ``security/sasl.py``) ----------------------------------
+
+    def _sasl_process(self, frame: bytes) -> Any:
+        """A SASL listener's frames: the exchange until authenticated, then ordinary requests.
+
+        Before authentication only ApiVersions and SaslHandshake are answered
+        (anything else closes the connection unanswered, as Kafka does);
+        after it, a session past ``connections.max.reauth.ms`` is closed on
+        its next request unless that request re-authenticates (KIP-368).
+        """
+        sasl = self.sasl
+        if sasl.state == sasl_states.RAW:
+            return self._sasl_raw_token(frame)
+        try:
+            api_key, version, correlation_id = headers.peek_request(frame)
+        except ValueError:
+            self.log.warning("sasl.malformed_frame", state=sasl.state, size=len(frame))
+            raise CloseConnection("malformed frame during SASL authentication") from None
+        state = sasl.state
+        if state == sasl_states.COMPLETE:
+            if api_key == SASL_HANDSHAKE and sasl.may_reauthenticate():
+                sasl.start_reauthentication()
+                self.log.info("sasl.reauthenticate", principal=self.principal)
+                return self._sasl_handshake(frame, version, correlation_id)
+            if sasl.expired():
+                self.log.info("sasl.session_expired", principal=self.principal, api_key=api_key)
+                raise CloseConnection("SASL session expired (connections.max.reauth.ms)")
+            return self._process(frame)
+        if state == sasl_states.INITIAL and api_key == headers.API_VERSIONS_KEY:
+            out = self._process(frame)
+            handler = self.server.handlers.get(api_key)
+            if handler is not None and version in handler.versions:
+                sasl.state = sasl_states.HANDSHAKE  # an unsupported version may be retried lower
+            return out
+        if api_key == SASL_HANDSHAKE and state in (sasl_states.INITIAL, sasl_states.HANDSHAKE):
+            return self._sasl_handshake(frame, version, correlation_id)
+        if state == sasl_states.AUTHENTICATE:
+            if api_key == SASL_AUTHENTICATE:
+                return self._sasl_authenticate(frame, version, correlation_id)
+            self.log.warning("sasl.illegal_state", api_key=api_key, state=state,
+                             expected="SaslAuthenticate")
+            raise FailAuthentication("unexpected request during SASL authentication",
+                                     self._illegal_state_answer(frame, api_key, version, correlation_id),
+                                     delayed=False)
+        self.log.warning("sasl.illegal_state", api_key=api_key, state=state,
+                         note="a request before authentication: closed unanswered")
+        raise CloseConnection("request before SASL authentication")
+
+    def _sasl_decode(self, frame: bytes, api_key: int, version: int) -> tuple[Route, Any]:
+        route = self.server.handlers.routes.get((api_key, version)) or self._route(api_key, version)
+        if route is None:
+            raise CloseConnection(f"unsupported version {version} of API {api_key}")
+        try:
+            _header, pos = route.read_header(frame, 0)
+            body, _ = route.read_request(frame, pos)
+        except (ProtocolError, ValueError, UnicodeDecodeError) as exc:
+            self.log.warning("request.malformed", api=route.name, version=version, error=str(exc))
+            raise CloseConnection("malformed request") from None
+        return route, body
+
+    def _sasl_handshake(self, frame: bytes, version: int, correlation_id: int) -> Any:
+        route, body = self._sasl_decode(frame, SASL_HANDSHAKE, version)
+        started = time.perf_counter()
+        sasl = self.sasl
+        enabled = list(sasl.listener.mechanisms)
+        if sasl.handshake(body.mechanism, version):
+            self.log.info("sasl.handshake", mechanism=body.mechanism, version=version)
+            return self._answer({"error_code": ErrorCode.NONE, "mechanisms": enabled}, route, version,
+                                correlation_id, started)
+        self.log.warning("sasl.unsupported_mechanism", mechanism=body.mechanism, enabled=enabled)
+        answer = self._answer({"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled},
+                              route, version, correlation_id, started)
+        raise FailAuthentication(f"unsupported SASL mechanism {body.mechanism!r}", answer)
+
+    def _sasl_authenticate(self, frame: bytes, version: int, correlation_id: int) -> Any:
+        route, body = self._sasl_decode(frame, SASL_AUTHENTICATE, version)
+        started = time.perf_counter()
+        try:
+            challenge, lifetime = self._sasl_evaluate(bytes(body.auth_bytes))
+        except FailAuthentication as exc:
+            exc.answer = self._answer({"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                       "error_message": exc.message, "auth_bytes": b"",
+                                       "session_lifetime_ms": 0}, route, version, correlation_id, started)
+            raise
+        return self._answer({"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": challenge,
+                             "session_lifetime_ms": lifetime or 0}, route, version, correlation_id, started)
+
+    def _sasl_raw_token(self, frame: bytes) -> tuple[bytes, bytes]:
+        """After a v0 SaslHandshake: tokens are bare size-prefixed frames each way; a failure just closes."""
+        challenge, _lifetime = self._sasl_evaluate(bytes(frame))
+        return _SIZE.pack(len(challenge)), challenge
+
+    def _sasl_evaluate(self, token: bytes) -> tuple[bytes, int | None]:
+        sasl = self.sasl
+        try:
+            challenge, lifetime = sasl.evaluate(token)
+        except SaslAuthenticationError as exc:
+            self.log.warning("sasl.authentication_failed", mechanism=sasl.mechanism, error=str(exc),
+                             detail=getattr(exc, "detail", None), reauthentication=sasl.reauthenticating)
+            raise FailAuthentication("SASL authentication failed", message=str(exc)) from None
+        except Exception:  # a mechanism's bug: the client is refused, never let in
+            self.log.exception("sasl.mechanism_failed", mechanism=sasl.mechanism)
+            raise FailAuthentication("SASL mechanism failed", message=(
+                "Authentication failed during authentication due to invalid credentials with SASL "
+                f"mechanism {sasl.mechanism}")) from None
+        if lifetime is not None:
+            self.principal = sasl.principal
+            self.frame_limit = self.server.max_request_bytes
+            self.log.info("sasl.authenticated", principal=sasl.principal, mechanism=sasl.mechanism,
+                          session_lifetime_ms=lifetime)
+        return challenge, lifetime
+
+    def _illegal_state_answer(self, frame: bytes, api_key: int, version: int, correlation_id: int) -> Any:
+        """That request's own error answer with ILLEGAL_SASL_STATE (None: close unanswered)."""
+        try:
+            route, body = self._sasl_decode(frame, api_key, version)
+            answer = error_answer(api_key, version, body, ErrorCode.ILLEGAL_SASL_STATE)
+            if answer is None:
+                return None
+            return self._answer(answer, route, version, correlation_id, time.perf_counter())
+        except CloseConnection:
+            return None
+
+    def _fail_authentication(self, exc: FailAuthentication, answers: list[bytes]) -> None:
+        """Send what was answered before, then -- after ``connection.failed.authentication.delay.ms``
+        for a failed authentication -- the failure's answer, and close."""
+        self._send_now(answers)
+        self.close_reason = str(exc)
+        if not self.transport.is_closing():
+            self.transport.pause_reading()
+        delay = self.sasl.listener.failed_delay_ms / 1000 if exc.delayed and self.sasl is not None else 0
+
+        def finish() -> None:
+            if exc.answer is not None and not self.transport.is_closing():
+                self.transport.writelines(exc.answer)
+            self.transport.close()
+
+        if delay > 0:
+            asyncio.get_running_loop().call_later(delay, finish)
+        else:
+            finish()
 
     def _faulted(self, rule: Any, route: Route, ctx: RequestContext, body: Any) -> Any:
         """Apply a fault rule (``control/faults.py``) instead of, or around, the handler.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
+import ssl
 import struct
 
 from ..protocol import headers
@@ -37,13 +38,40 @@ def decode(api_key: int, version: int, frame: bytes):
     return head.correlation_id, spec.response.read(reader, version)
 
 
-class SyncClient:
-    """Blocking client: one request, one response."""
+class SaslError(ConnectionError):
+    """The broker refused the SASL exchange (its error code and message)."""
 
-    def __init__(self, host: str, port: int, timeout: float = 5.0):
+    def __init__(self, code: int, message: str | None):
+        super().__init__(f"SASL error {code}: {message}")
+        self.code = code
+
+
+class SyncClient:
+    """Blocking client: one request, one response.
+
+    ``ssl_context`` wraps the socket in TLS (SSL and SASL_SSL listeners);
+    ``sasl_plain`` = (user, password) authenticates with SASL/PLAIN
+    (SaslHandshake v1, SaslAuthenticate v2) before the first request.
+    """
+
+    def __init__(self, host: str, port: int, timeout: float = 5.0, *,
+                 ssl_context: ssl.SSLContext | None = None, sasl_plain: tuple[str, str] | None = None):
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
         self._ids = itertools.count(1)
+        if sasl_plain is not None:
+            self.authenticate_plain(*sasl_plain)
+
+    def authenticate_plain(self, user: str, password: str) -> None:
+        handshake = self.request(17, 1, {"mechanism": "PLAIN"})
+        if handshake.error_code:
+            raise SaslError(handshake.error_code, f"mechanisms {handshake.mechanisms}")
+        token = b"\0" + user.encode() + b"\0" + password.encode()
+        answer = self.request(36, 2, {"auth_bytes": token})
+        if answer.error_code:
+            raise SaslError(answer.error_code, answer.error_message)
 
     def _recv_exact(self, n: int) -> bytes:
         chunks, left = [], n
@@ -88,9 +116,20 @@ class AsyncClient:
         self._ids = itertools.count(1)
 
     @classmethod
-    async def connect(cls, host: str, port: int) -> AsyncClient:
-        reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer)
+    async def connect(cls, host: str, port: int, *, ssl_context: ssl.SSLContext | None = None,
+                      sasl_plain: tuple[str, str] | None = None) -> AsyncClient:
+        reader, writer = await asyncio.open_connection(host, port, ssl=ssl_context,
+                                                       server_hostname=host if ssl_context else None)
+        client = cls(reader, writer)
+        if sasl_plain is not None:
+            user, password = sasl_plain
+            handshake = await client.request(17, 1, {"mechanism": "PLAIN"})
+            if handshake.error_code:
+                raise SaslError(handshake.error_code, f"mechanisms {handshake.mechanisms}")
+            answer = await client.request(36, 2, {"auth_bytes": b"\0" + user.encode() + b"\0" + password.encode()})
+            if answer.error_code:
+                raise SaslError(answer.error_code, answer.error_message)
+        return client
 
     def send(self, api_key: int, version: int, body: dict) -> int:
         cid = next(self._ids)

@@ -273,8 +273,7 @@ def _clean(directory: Path, config: LogConfig, now_ms: int, result: PartitionRes
                 f"{directory.name}: recovery cut the log at {log.log_end_offset}, but its batches end at "
                 f"{result.log_end_offset} (a corrupt batch?); left untouched")
         log.roll()
-        # an open transaction (its marker not written yet) bounds what may be cleaned, as the
-        # broker's last stable offset does
+        # never past an undecided transaction (Kafka's uncleanable boundary at the LSO)
         stats = log.clean(now_ms, stable_offset=first_unstable_offset(log))
     finally:
         log.close()

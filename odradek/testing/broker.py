@@ -24,6 +24,7 @@ from ..broker.config import Config
 from ..broker.security.scram import SCRAM_MECHANISMS
 from ..broker.security.scram_users import ScramUser, add_users, add_users_offline, check_iterations
 from .control import ControlApi
+from .security import ClientSecurity, make_security
 
 
 async def add_scram_user(app: BrokerApp | None, data_dir: Path, name: str, password: str,
@@ -43,11 +44,23 @@ async def add_scram_user(app: BrokerApp | None, data_dir: Path, name: str, passw
 CAPTURE_REQUESTS = 1000  # test brokers keep the last 1000 requests for ``captured``
 
 
-def _config(data_dir: Path, port: int, overrides: Mapping[str, Any]) -> Config:
-    settings = {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(data_dir),
+def _config(data_dir: Path, port: int, overrides: Mapping[str, Any], protocol: str = "PLAINTEXT") -> Config:
+    settings = {"listeners": f"{protocol}://127.0.0.1:{port}", "log.dirs": str(data_dir),
                 "odradek.control.capture.requests": str(CAPTURE_REQUESTS)}
     settings.update({k: str(v) for k, v in overrides.items()})
     return Config.load(None, overrides=settings, environ={})
+
+
+Security = str | Mapping[str, Any] | None
+
+
+def _security_settings(security: Security, directory: Path) -> tuple[dict[str, str], ClientSecurity]:
+    """``"SASL_SSL"`` or ``{"protocol": "SSL", "client_auth": "required", ...}`` (``make_security``'s
+    keyword arguments) -> the broker's settings and the client's side."""
+    if security is None:
+        return {}, ClientSecurity()
+    options = {"protocol": security} if isinstance(security, str) else dict(security)
+    return make_security(options.pop("protocol"), directory, **options)
 
 
 class Broker(ControlApi):
@@ -59,10 +72,24 @@ class Broker(ControlApi):
     """
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
-                 overrides: Mapping[str, Any] | None = None):
+                 overrides: Mapping[str, Any] | None = None, security: Security = None):
+        """``security``: ``"SSL"``, ``"SASL_SSL"`` or ``"SASL_PLAINTEXT"`` (or a dict of
+        ``make_security`` options) serves that protocol with throw-away certificates and a PLAIN
+        user; ``client`` then says how to connect (``client.kafka_python()``, ``.aiokafka()``,
+        ``.confluent()``)."""
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-"))
-        self.overrides = dict(overrides or {})
+        self._security_dir: Path | None = None
+        security_overrides: dict[str, str] = {}
+        if security is not None:
+            self._security_dir = Path(tempfile.mkdtemp(prefix="odradek-tls-"))
+            security_overrides, self.client = _security_settings(security, self._security_dir)
+        else:
+            self.client = ClientSecurity()
+        self._protocol = self.client.security_protocol
+        self._scram_added = False
+        security_overrides.pop("listeners", None)
+        self.overrides = {**security_overrides, **(overrides or {})}
         self._port = port
         self.app: BrokerApp | None = None
 
@@ -84,7 +111,12 @@ class Broker(ControlApi):
         return getattr(self.app.control, name)(**kwargs)
 
     async def start(self) -> None:
-        self.app = BrokerApp(_config(self.data_dir, self._port, self.overrides))
+        if self.client.sasl and not self._scram_added:  # the SCRAM users, as `kafka-storage format --add-scram`
+            for name, password in self.client.users.items():
+                for mechanism in SCRAM_MECHANISMS:
+                    await add_scram_user(None, self.data_dir, name, password, mechanism, 4096)
+            self._scram_added = True
+        self.app = BrokerApp(_config(self.data_dir, self._port, self.overrides, self._protocol))
         await self.app.start()
         self._port = self.app.endpoint.port  # a restart comes back on the same port
 
@@ -107,6 +139,8 @@ class Broker(ControlApi):
     def cleanup(self) -> None:
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+        if self._security_dir is not None:
+            shutil.rmtree(self._security_dir, ignore_errors=True)
 
     async def __aenter__(self) -> Broker:
         await self.start()
@@ -121,8 +155,8 @@ class ThreadedBroker(ControlApi):
     """The same broker on a private event loop in a daemon thread."""
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
-                 overrides: Mapping[str, Any] | None = None):
-        self.broker = Broker(data_dir, port, overrides)
+                 overrides: Mapping[str, Any] | None = None, security: Security = None):
+        self.broker = Broker(data_dir, port, overrides, security)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="odradek-broker",
                                         daemon=True)
@@ -147,6 +181,11 @@ class ThreadedBroker(ControlApi):
     @property
     def bootstrap_servers(self) -> str:
         return self.broker.bootstrap_servers
+
+    @property
+    def client(self) -> ClientSecurity:
+        """How a client connects (security protocol, CA file, client certificate, user)."""
+        return self.broker.client
 
     @property
     def app(self) -> BrokerApp | None:

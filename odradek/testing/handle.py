@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from ..broker.wire_client import SyncClient
-from .broker import ThreadedBroker
+from .broker import Security, ThreadedBroker
 from .control import ControlApi
+from .security import ClientSecurity
 
 CREATE_TOPICS = 19
 CREATE_TOPICS_VERSION = 5
@@ -23,12 +24,17 @@ class BrokerHandle(ControlApi):
     (``fault``, ``coordinator_unavailable``, ``broker_down``, ``captured``; see ``control.py``)."""
 
     def __init__(self, data_dir: str | Path | None = None,
-                 overrides: Mapping[str, Any] | None = None):
-        self._broker = ThreadedBroker(data_dir=data_dir, overrides=overrides)
+                 overrides: Mapping[str, Any] | None = None, security: Security = None):
+        self._broker = ThreadedBroker(data_dir=data_dir, overrides=overrides, security=security)
 
     @property
     def bootstrap_servers(self) -> str:
         return self._broker.bootstrap_servers
+
+    @property
+    def client(self) -> ClientSecurity:
+        """How a client connects: ``client.kafka_python()``, ``.aiokafka()``, ``.confluent()``."""
+        return self._broker.client
 
     @property
     def host(self) -> str:
@@ -60,7 +66,7 @@ class BrokerHandle(ControlApi):
                             "assignments": [],
                             "configs": [{"name": k, "value": str(v)} for k, v in (config or {}).items()]}],
                 "timeout_ms": 30000, "validate_only": False}
-        with SyncClient(self.host, self.port) as client:
+        with SyncClient(self.host, self.port, **self.client.wire()) as client:
             response = client.request(CREATE_TOPICS, CREATE_TOPICS_VERSION, body)
         result = response.topics[0]
         if result.error_code != 0:

@@ -14,6 +14,14 @@ passed with the ini option ``kafka_broker_overrides`` (``key=value`` lines).
 The broker runs in a background thread on 127.0.0.1 with an ephemeral port
 and a temporary data directory, so it serves synchronous and asyncio clients
 alike.
+
+Security: ``--kafka-broker-security=SASL_SSL`` (or the ini option
+``kafka_broker_security``; also SSL, SASL_PLAINTEXT) serves that protocol with
+a throw-away CA and a PLAIN user; ``kafka_broker.client`` holds the client
+settings (``.kafka_python()``, ``.aiokafka()``, ``.confluent()``).  One test can
+ask for its own with ``@pytest.mark.parametrize("fresh_kafka_broker",
+["SASL_SSL"], indirect=True)`` (a protocol name or a dict of
+``odradek.testing.security.make_security`` options).
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("kafka_broker_scope", "scope of the kafka_broker fixture", default="session")
     parser.addini("kafka_broker_overrides", "broker settings, one key=value per line",
                   type="linelist", default=[])
+    group.addoption("--kafka-broker-security", default=None,
+                    help="serve the fixture brokers over SSL, SASL_SSL or SASL_PLAINTEXT (throw-away CA, PLAIN user)")
+    parser.addini("kafka_broker_security", "SSL, SASL_SSL or SASL_PLAINTEXT (default PLAINTEXT)", default="")
 
 
 def _scope(fixture_name: str, config: pytest.Config) -> str:
@@ -46,10 +57,15 @@ def _overrides(config: pytest.Config) -> dict[str, str]:
     return out
 
 
+def _security(config: pytest.Config):
+    value = config.getoption("--kafka-broker-security") or config.getini("kafka_broker_security")
+    return None if not value or value.upper() == "PLAINTEXT" else value
+
+
 @pytest.fixture(scope=_scope)
 def kafka_broker(request: pytest.FixtureRequest):
-    """A running broker; ``.bootstrap_servers``, ``.create_topic()``, ``.restart()``."""
-    with BrokerHandle(overrides=_overrides(request.config)) as handle:
+    """A running broker; ``.bootstrap_servers``, ``.client``, ``.create_topic()``, ``.restart()``."""
+    with BrokerHandle(overrides=_overrides(request.config), security=_security(request.config)) as handle:
         yield handle
 
 
@@ -62,6 +78,8 @@ def clean_kafka_broker(kafka_broker):
 
 @pytest.fixture
 def fresh_kafka_broker(request: pytest.FixtureRequest):
-    """A broker of the test's own, with an empty data directory."""
-    with BrokerHandle(overrides=_overrides(request.config)) as handle:
+    """A broker of the test's own, with an empty data directory (its security: an indirect
+    parameter, else the session's)."""
+    security = getattr(request, "param", None) or _security(request.config)
+    with BrokerHandle(overrides=_overrides(request.config), security=security) as handle:
         yield handle

@@ -75,8 +75,10 @@ class Engine:
         return name
 
     def run(self, *args: str, mount: str | None = None, port: int | None = None, inner_port: int = 9092,
-            env: dict[str, str] | None = None, advertise: bool = True) -> Container:
-        """Start a detached container publishing a free port on 127.0.0.1 only."""
+            env: dict[str, str] | None = None, advertise: bool = True,
+            binds: dict[str, str] | None = None) -> Container:
+        """Start a detached container publishing a free port on 127.0.0.1 only (``binds``: host
+        directory -> container path, read-only)."""
         port = port or free_port()
         name = unique("c")
         env = dict(env or {})
@@ -85,6 +87,8 @@ class Engine:
         cmd = ["run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:{inner_port}"]
         if mount:
             cmd += ["-v", f"{mount}:/var/lib/odradek"]
+        for host_dir, path in (binds or {}).items():
+            cmd += ["-v", f"{host_dir}:{path}:ro"]
         for key, value in env.items():
             cmd += ["-e", f"{key}={value}"]
         self(*cmd, self.image, *args)

@@ -2,7 +2,9 @@
 
 A single node is every partition's leader, the controller and the group
 coordinator; the advertised endpoint is the bound listener (or
-``advertised.listeners``), never a guess, because clients reconnect to it.
+``advertised.listeners``), never a guess, because clients reconnect to it --
+and it is the endpoint of the listener the request arrived on, so a client
+that bootstrapped on the TLS port only learns TLS addresses.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def api_versions(table: HandlerTable, ctx: RequestContext, req) -> dict:
     }
 
 
-def _brokers(app: BrokerApp) -> list[dict]:
-    ep = app.endpoint
+def _brokers(app: BrokerApp, ctx: RequestContext) -> list[dict]:
+    ep = app.endpoint_for(ctx.listener)
     return [{"node_id": ep.node_id, "broker_id": ep.node_id, "host": ep.host, "port": ep.port,
              "rack": None}]
 
@@ -56,7 +58,7 @@ async def metadata(app: BrokerApp, ctx: RequestContext, req) -> dict:
         return error_answer(3, ctx.api_version, req, ErrorCode.INVALID_REQUEST)
     return {
         "throttle_time_ms": 0,
-        "brokers": _brokers(app),
+        "brokers": _brokers(app, ctx),
         "cluster_id": app.cluster_id,
         "controller_id": app.node_id,
         "topics": await topic_metadata(app, ctx, req),
@@ -64,14 +66,14 @@ async def metadata(app: BrokerApp, ctx: RequestContext, req) -> dict:
     }
 
 
-def _coordinator_for(app: BrokerApp, key: str, key_type: int) -> dict:
+def _coordinator_for(app: BrokerApp, ctx: RequestContext, key: str, key_type: int) -> dict:
     """This node coordinates every group and transactional id (key_type 0 and 1): it leads every
     partition of ``__consumer_offsets`` and ``__transaction_state``."""
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": ErrorCode.INVALID_REQUEST,
                 "error_message": f"unsupported coordinator key type {key_type}"}
-    ep = app.endpoint
+    ep = app.endpoint_for(ctx.listener)
     return {"key": key, "node_id": ep.node_id, "host": ep.host, "port": ep.port,
             "error_code": ErrorCode.NONE, "error_message": None}
 
@@ -79,8 +81,8 @@ def _coordinator_for(app: BrokerApp, key: str, key_type: int) -> dict:
 def find_coordinator(app: BrokerApp, ctx: RequestContext, req) -> dict:
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0,
-                "coordinators": [_coordinator_for(app, k, req.key_type) for k in req.coordinator_keys]}
-    one = _coordinator_for(app, req.key, req.key_type)
+                "coordinators": [_coordinator_for(app, ctx, k, req.key_type) for k in req.coordinator_keys]}
+    one = _coordinator_for(app, ctx, req.key, req.key_type)
     one["throttle_time_ms"] = 0
     return one
 
@@ -93,7 +95,7 @@ def describe_cluster(app: BrokerApp, ctx: RequestContext, req) -> dict:
         "endpoint_type": req.endpoint_type,
         "cluster_id": app.cluster_id,
         "controller_id": app.node_id,
-        "brokers": _brokers(app),
+        "brokers": _brokers(app, ctx),
         "cluster_authorized_operations": _cluster_operations(req.include_cluster_authorized_operations),
     }
 

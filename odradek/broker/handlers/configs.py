@@ -124,12 +124,17 @@ def _default_broker_entries(app: BrokerApp) -> list[tuple[ConfigEntry, bool]]:
     return out
 
 
+SENSITIVE = frozenset(s.name for s in SETTINGS if s.sensitive)
+
+
 def _config(version: int, e: ConfigEntry, req, *, read_only: bool) -> dict:
-    synonyms = ([{"name": n, "value": v, "source": src} for n, v, src in e.synonyms]
+    # a password or key is described without its value, as Kafka does (ConfigDef.Type.PASSWORD)
+    sensitive = e.name in SENSITIVE
+    synonyms = ([{"name": n, "value": None if sensitive else v, "source": src} for n, v, src in e.synonyms]
                 if version >= 1 and req.include_synonyms else [])
-    return {"name": e.name, "value": e.value, "read_only": read_only,
+    return {"name": e.name, "value": None if sensitive else e.value, "read_only": read_only,
             "is_default": e.source is ConfigSource.DEFAULT_CONFIG, "config_source": e.source,
-            "is_sensitive": False, "synonyms": synonyms, "config_type": e.type,
+            "is_sensitive": sensitive, "synonyms": synonyms, "config_type": e.type,
             "documentation": e.doc if version >= 3 and req.include_documentation else None}
 
 
