@@ -42,10 +42,11 @@ from ...offsets.records import (
 )
 from ...offsets.transactions import MarkerKey, TxnOffsetKey, TxnOffsets, decode_record, encode_txn_records
 from ...protocol.errors import ErrorCode
-from ...protocol.records import ControlRecordType, CorruptRecordError, decode_batch, parse_control_key
+from ...protocol.records import ControlRecordType, CorruptRecordError, parse_control_key
 from ...storage import txn_index
 from ...storage.txn_index import AbortedTxn
 from ..clock import Clock
+from ..runtime.loading import iter_log_batches
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus, TxnBatch
 from .config import CoordinatorConfig
@@ -308,7 +309,7 @@ class Shard:
         batches = 0
         replay = self.replay
         aborted: list[AbortedTxn] = []
-        for header, records in self._iter_log():
+        for header, records in iter_log_batches(self.log):
             marker = None
             if header.is_transactional and records:
                 commit = header.is_control and _is_commit(records[0])
@@ -357,23 +358,6 @@ class Shard:
                 txn_index.write_entries(self.log.directory, base, entries)
         except OSError as exc:
             log.warning("coordinator.txn_index_failed", partition=self.partition, error=str(exc))
-
-    def _iter_log(self):
-        offset = self.log.log_start_offset
-        end = self.log.log_end_offset
-        while offset < end:
-            chunk = self.log.read(offset, 1 << 20)
-            if not chunk:
-                break
-            pos = 0
-            last = offset
-            while pos < len(chunk):
-                header, records = decode_batch(chunk, pos)
-                pos += header.size
-                last = header.last_offset
-                if header.last_offset >= offset:
-                    yield header, [r for r in records if r.offset >= offset]
-            offset = last + 1
 
     def rebuild(self) -> None:
         """Build the live groups from the persisted view: the end of every load (``reconcile``)."""

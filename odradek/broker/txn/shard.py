@@ -17,12 +17,12 @@ from collections.abc import Callable
 import structlog
 
 from ...protocol.errors import ErrorCode
-from ...protocol.records import decode_batch
 from ...transactions.records import TxnKey, TxnRecordError, TxnValue, decode_key, decode_value
 from ...transactions.records import encode_key as _encode_key
 from ...transactions.records import encode_value as _encode_value
 from ...transactions.replay import TxnMetadata, replay
 from ..clock import Clock
+from ..runtime.loading import iter_log_batches
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus
 
@@ -73,7 +73,9 @@ class TxnShard:
         started = time.perf_counter()
         count = batches = 0
         self.txns = {}
-        for records in self._iter_log():
+        for header, records in iter_log_batches(self.log):
+            if header.is_control:  # nothing transactional is written here; skip stray markers
+                continue
             for record in records:
                 try:
                     key = decode_key(record.key) if record.key is not None else None
@@ -92,20 +94,3 @@ class TxnShard:
         self.status = ShardStatus.ACTIVE
         log.info("txn.loaded", partition=self.partition, records=count, transactional_ids=len(self.txns),
                  ms=round((time.perf_counter() - started) * 1000, 1))
-
-    def _iter_log(self):
-        offset = self.log.log_start_offset
-        end = self.log.log_end_offset
-        while offset < end:
-            chunk = self.log.read(offset, 1 << 20)
-            if not chunk:
-                break
-            pos = 0
-            last = offset
-            while pos < len(chunk):
-                header, records = decode_batch(chunk, pos)
-                pos += header.size
-                last = header.last_offset
-                if header.last_offset >= offset and not header.is_control:
-                    yield [r for r in records if r.offset >= offset]
-            offset = last + 1
