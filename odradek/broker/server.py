@@ -681,6 +681,7 @@ class Connection(asyncio.Protocol):
         sasl = self.sasl
         if sasl.state == sasl_states.RAW:
             return self._sasl_raw_token(frame)
+        # (an authenticated session without an end no longer comes here: ``process`` is ``_process``)
         try:
             api_key, version, correlation_id = headers.peek_request(frame)
         except ValueError:
@@ -776,6 +777,8 @@ class Connection(asyncio.Protocol):
         if lifetime is not None:
             self.principal = sasl.principal
             self.frame_limit = self.server.max_request_bytes
+            if sasl.expires_at is None:  # no session end: nothing more to watch, requests go straight in
+                self.process = self._process
             self.log.info("sasl.authenticated", principal=sasl.principal, mechanism=sasl.mechanism,
                           session_lifetime_ms=lifetime)
         return challenge, lifetime

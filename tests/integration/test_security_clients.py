@@ -244,3 +244,43 @@ def test_scram_user_created_with_the_admin_api_logs_in_after_a_restart():
         while not errors and time.monotonic() < deadline:
             bad.poll(0.2)
         assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+
+
+def test_clients_keep_working_across_session_ends_kip_368():
+    """With connections.max.reauth.ms, kafka-python and librdkafka re-authenticate on their
+    connections; aiokafka (no re-authentication) has its expired connection closed and reconnects."""
+    from aiokafka import AIOKafkaProducer
+    from confluent_kafka import Producer
+    from kafka import KafkaProducer
+
+    with BrokerHandle(security="SASL_SSL", overrides={"connections.max.reauth.ms": "1500"}) as b:
+        topic = _topic(b)
+        kp = KafkaProducer(bootstrap_servers=b.bootstrap_servers, **b.client.kafka_python())
+        cp = Producer({"bootstrap.servers": b.bootstrap_servers, **b.client.confluent()})
+
+        async def aio(deadline: float) -> int:
+            p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, **b.client.aiokafka())
+            await p.start()
+            sent = 0
+            try:
+                while time.monotonic() < deadline:
+                    await p.send_and_wait(topic, b"aiokafka")
+                    sent += 1
+                    await asyncio.sleep(0.05)
+            finally:
+                await p.stop()
+            return sent
+
+        deadline = time.monotonic() + 4
+        sent = 0
+        while time.monotonic() < deadline:
+            kp.send(topic, b"kafka-python").get(timeout=10)
+            cp.produce(topic, b"confluent")
+            assert cp.flush(10) == 0
+            sent += 1
+            time.sleep(0.05)
+        assert asyncio.run(aio(time.monotonic() + 4)) > 0
+        renewed = b.call(lambda app: sum(c.sasl.reauth_started_at is not None
+                                         for c in app.server._connections if c.sasl), b.app)
+        kp.close()
+        assert sent > 0 and renewed >= 2  # kafka-python's and librdkafka's connections
