@@ -341,3 +341,33 @@ def test_invalid_sensitive_value_is_not_echoed():
     from odradek.broker.config import SETTINGS_BY_NAME
 
     assert SETTINGS_BY_NAME["sasl.jaas.config"].sensitive and SETTINGS_BY_NAME["ssl.key.password"].sensitive
+
+
+def test_jaas_file_from_kafka_opts_listener_section_first(tmp_path):
+    jaas = tmp_path / "kafka_server_jaas.conf"
+    jaas.write_text(
+        'sasl_ssl.KafkaServer {\n  org.apache.kafka.common.security.plain.PlainLoginModule required\n'
+        '  user_ssl_user="s";\n};\n'
+        'KafkaServer {\n  org.apache.kafka.common.security.plain.PlainLoginModule required\n'
+        '  username="admin" password="admin-secret" user_admin="admin-secret";\n};\n')
+    environ = {"KAFKA_OPTS": f"-Xmx1G -Djava.security.auth.login.config={jaas} -Dfoo=bar",
+               "KAFKA_LISTENERS": "SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+               "KAFKA_SASL_ENABLED_MECHANISMS": "PLAIN"}
+    config = Config.load(None, environ=environ)
+    assert config["java.security.auth.login.config"] == str(jaas)
+    # the SASL_SSL listener needs a key to be built: look at the SASL side alone
+    from odradek.broker.security.served import _sasl_listener
+
+    assert _sasl_listener(config, "SASL_SSL", None, None).settings["PLAIN"].jaas_options == {"user_ssl_user": "s"}
+    plaintext = _sasl_listener(config, "SASL_PLAINTEXT", None, None).settings["PLAIN"].jaas_options
+    assert plaintext["user_admin"] == "admin-secret"
+
+
+def test_sasl_jaas_config_wins_over_the_jaas_file(tmp_path):
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text('KafkaServer { org.apache.kafka.common.security.plain.PlainLoginModule required user_x="y"; };')
+    config = _load({"java.security.auth.login.config": str(jaas), "sasl.enabled.mechanisms": "PLAIN",
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS})
+    from odradek.broker.security.served import _sasl_listener
+
+    assert "user_x" not in _sasl_listener(config, "SASL_PLAINTEXT", None, None).settings["PLAIN"].jaas_options
