@@ -355,3 +355,42 @@ def test_tls_listener_on_a_raw_socket_gets_no_kafka_bytes(ssl_broker):
         s.sendall(encode(METADATA, 9, 1, METADATA_ALL))
         data = s.recv(4096)
         assert not data.startswith(struct.pack(">i", 1)) and (data == b"" or data[:1] == b"\x15")
+
+
+def test_random_frames_before_authentication_never_get_in(sasl_broker):
+    """200 random frames (random API keys, versions and bytes) on fresh connections: each is
+    answered (ApiVersions, SaslHandshake) or closed; nothing else is ever answered; the broker serves on."""
+    import random
+
+    rng = random.Random(23)
+    allowed = {API_VERSIONS, SASL_HANDSHAKE}
+    for _ in range(200):
+        api_key = rng.choice([0, 1, 3, 8, 10, 11, 17, 18, 19, 36, 60, rng.randrange(-5, 200)])
+        body = rng.randbytes(rng.randrange(0, 40))
+        frame = struct.pack(">hhi", api_key, rng.randrange(-1, 15), 7) + body
+        with _connect(sasl_broker) as c:
+            c.send_raw(struct.pack(">i", len(frame)) + frame)
+            c.sock.settimeout(5)
+            try:
+                head = c.sock.recv(8)
+            except ConnectionError:
+                head = b""
+            if head:
+                assert api_key in allowed, (api_key, head)
+    with SyncClient(*_host_port(sasl_broker), sasl_plain=("bob", "bob-secret")) as c:
+        assert c.request(METADATA, 9, METADATA_ALL).brokers
+
+
+def test_tls_listener_comes_back_after_broker_down(ssl_broker):
+    ssl_broker.control("broker_down", seconds=0.2)
+    import time
+
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with SyncClient(*_host_port(ssl_broker), **ssl_broker.client.wire()) as c:
+                assert c.request(METADATA, 9, METADATA_ALL).brokers
+                break
+        except OSError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)

@@ -334,13 +334,28 @@ def test_print_config_hides_passwords_and_jaas(tmp_path):
     assert "listener.name.sasl_ssl.plain.sasl.jaas.config" in out and "[hidden]" in out
 
 
-def test_invalid_sensitive_value_is_not_echoed():
-    with pytest.raises(ConfigError) as info:
-        _load({"listener.name.ssl.ssl.client.auth": "hunter2"})
-    assert "hunter2" in str(info.value)  # not sensitive: shown
-    from odradek.broker.config import SETTINGS_BY_NAME
+def test_the_secrets_are_marked_sensitive():
+    from odradek.broker.config import SETTINGS
 
-    assert SETTINGS_BY_NAME["sasl.jaas.config"].sensitive and SETTINGS_BY_NAME["ssl.key.password"].sensitive
+    assert {s.name for s in SETTINGS if s.sensitive} >= {
+        "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password", "ssl.keystore.key",
+        "ssl.truststore.password"}
+
+
+def test_describe_configs_reports_secrets_sensitive_without_a_value():
+    from odradek.broker.wire_client import SyncClient
+    from odradek.testing import ThreadedBroker
+
+    with ThreadedBroker(overrides={"sasl.jaas.config": PLAIN_JAAS}) as b:
+        host, port = b.bootstrap_servers.rsplit(":", 1)
+        with SyncClient(host, int(port)) as c:
+            answer = c.request(32, 4, {"resources": [{"resource_type": 4, "resource_name": "1",
+                                                      "configuration_keys": ["sasl.jaas.config", "num.partitions"]}],
+                                       "include_synonyms": True, "include_documentation": False})
+    configs = {e.name: e for e in answer.results[0].configs}
+    assert configs["sasl.jaas.config"].is_sensitive and configs["sasl.jaas.config"].value is None
+    assert all(s.value is None for s in configs["sasl.jaas.config"].synonyms)
+    assert not configs["num.partitions"].is_sensitive and configs["num.partitions"].value == "1"
 
 
 def test_jaas_file_from_kafka_opts_listener_section_first(tmp_path):
