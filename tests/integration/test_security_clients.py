@@ -28,7 +28,7 @@ MODES = {
     "sasl-ssl-scram-sha-256": {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-256"},
     "sasl-ssl-scram-sha-512": {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512"},
 }
-MESSAGES = 20
+MESSAGES = 20  # to both partitions alike, so each has a committed offset
 
 
 @pytest.fixture(scope="module", params=list(MODES))
@@ -50,7 +50,7 @@ def test_kafka_python_produces_consumes_and_commits(secured):
     settings = secured.client.kafka_python()
     producer = KafkaProducer(bootstrap_servers=secured.bootstrap_servers, **settings)
     for i in range(MESSAGES):
-        producer.send(topic, f"m{i}".encode())
+        producer.send(topic, f"m{i}".encode(), partition=i % 2)
     producer.flush(timeout=30)
     producer.close(timeout=5)
     consumer = KafkaConsumer(topic, bootstrap_servers=secured.bootstrap_servers, group_id=group,
@@ -78,7 +78,7 @@ def test_aiokafka_produces_consumes_and_commits(secured):
         await producer.start()
         try:
             for i in range(MESSAGES):
-                await producer.send(topic, f"a{i}".encode())
+                await producer.send(topic, f"a{i}".encode(), partition=i % 2)
             await producer.flush()
         finally:
             await producer.stop()
@@ -110,7 +110,7 @@ def test_confluent_kafka_produces_consumes_and_commits(secured):
     settings = {"bootstrap.servers": secured.bootstrap_servers, **secured.client.confluent()}
     producer = Producer(settings)
     for i in range(MESSAGES):
-        producer.produce(topic, f"c{i}".encode())
+        producer.produce(topic, f"c{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
     consumer = Consumer({**settings, "group.id": group, "auto.offset.reset": "earliest",
                          "enable.auto.commit": False})
