@@ -60,14 +60,15 @@ class Ledger:
 # --- broker process ----------------------------------------------------------------------------------------
 
 class Broker:
-    def __init__(self, data_dir: Path, port: int, fsync: str, log_file: Path):
+    def __init__(self, data_dir: Path, port: int, fsync: str, log_file: Path, extra: list[str] | None = None):
         self.data_dir, self.port, self.fsync, self.log_file = data_dir, port, fsync, log_file
+        self.extra = list(extra or ())  # more ``name=value`` settings
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 30.0) -> None:
         cmd = [*SERVE, *serve_args([f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                                     f"log.dirs={self.data_dir}", f"log.fsync.mode={self.fsync}",
-                                    "log.format=json", "log.level=warning"])]
+                                    "log.format=json", "log.level=warning", *self.extra])]
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=ROOT)
         wait_until_serving(self.proc, self.port, timeout, f"broker did not start (see {self.log_file})")
@@ -194,6 +195,7 @@ def check(answers: dict, ledger: Ledger) -> list[str]:
 
 def compact_offline(data_dir: Path) -> int:
     """Roll and clean every __consumer_offsets log with the storage cleaner; returns bytes before-after."""
+    from odradek.storage.cleaner import first_unstable_offset
     from odradek.storage.config import LogConfig
     from odradek.storage.log import Log
     from odradek.storage.log_manager import offsets_topic_config
@@ -204,7 +206,7 @@ def compact_offline(data_dir: Path) -> int:
         try:
             before = log.size_bytes
             log.roll()
-            log.clean()
+            log.clean(stable_offset=first_unstable_offset(log))  # as the broker: not past open transactions
             saved += before - log.size_bytes
         finally:
             log.close()

@@ -25,3 +25,11 @@ def pytest_configure(config):
     from odradek.broker import logging_setup as logs
 
     logs.configure("text", "info")
+
+
+def pytest_make_parametrize_id(config, val, argname):
+    """Byte strings (record batches) as ids by length: they hold the wall clock, and ids must be the
+    same in every xdist worker (duplicates get pytest's numbered suffixes, in collection order)."""
+    if isinstance(val, bytes | bytearray) and len(val) > 16:
+        return f"{argname}-{len(val)}B"
+    return None

@@ -14,6 +14,7 @@ import structlog
 
 from ..offsets.records import partition_for
 from ..storage.config import FsyncMode, LogConfig
+from ..storage.log import Log
 from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
 from .clock import BrokerClock, Clock
 from .config import WILDCARD_HOSTS, Config, parse_address
@@ -89,6 +90,7 @@ class BrokerApp:
                                retention_check_interval_ms=config["log.retention.check.interval.ms"],
                                cleaner_backoff_ms=config["log.cleaner.backoff.ms"])
         self.dataplane = DataPlane(self.topics, self.logs, self.data_dir)
+        self.dataplane.internal_stable_offset = self._offsets_stable_offset
         self.coordinator_config = CoordinatorConfig.from_config(config)
         self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
@@ -242,6 +244,16 @@ class BrokerApp:
                                       runtime=self.runtime,
                                       await_fsync=txn_log_config.fsync is FsyncMode.ALWAYS,
                                       offsets_topic=OFFSETS_TOPIC)
+
+    def _offsets_stable_offset(self, lg: Log) -> int | None:
+        """The cleaner's bound on an internal topic: an offsets partition's last stable offset,
+        kept by its shard, so pending transactional offsets are never compacted.  Other internal
+        topics (``__transaction_state``) are not transactional: no bound."""
+        coordinator = self.coordinator
+        if lg.topic != OFFSETS_TOPIC or coordinator is None or not 0 <= lg.partition < len(coordinator.shards) \
+                or coordinator.shards[lg.partition].log is not lg:
+            return None
+        return coordinator.stable_offset(lg.partition)
 
     async def _close_storage(self) -> None:
         if self._loading is not None:

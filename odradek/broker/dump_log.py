@@ -4,7 +4,8 @@ Reads ``.log`` files directly (no broker, no lock), so it also works on a
 real Kafka partition directory and on a damaged one: a batch that fails
 validation is reported and the dump stops there, as recovery would.
 Records of ``__consumer_offsets-N`` directories are decoded into their key
-and value fields (Kafka's ``--offsets-decoder``).
+and value fields (Kafka's ``--offsets-decoder``), those of
+``__transaction_state-N`` too (``--transaction-log-decoder``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from ..offsets.consumer_protocol import decode_assignment, decode_subscription
 from ..offsets.records import GroupValue, RecordDecodeError, decode_key, decode_value
 from ..protocol.records import CorruptRecordError, Record, batch_size_at, decode_batch
 from ..storage.files import LOG_SUFFIX, parse_partition_dir
-from ..storage.log_manager import OFFSETS_TOPIC
+from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ..transactions import records as txn_records
 
 
 def segment_files(paths: list[str]) -> list[Path]:
@@ -41,9 +43,9 @@ def segment_files(paths: list[str]) -> list[Path]:
     return out
 
 
-def _is_offsets_dir(path: Path) -> bool:
+def _topic_of(path: Path) -> str | None:
     parsed = parse_partition_dir(path.parent.name)
-    return parsed is not None and parsed[0] == OFFSETS_TOPIC
+    return None if parsed is None else parsed[0]
 
 
 def _blob(data: bytes | None) -> str | None:
@@ -104,6 +106,27 @@ def decode_offsets_record(record: Record) -> dict:
     return out
 
 
+def decode_txn_record(record: Record) -> dict:
+    """The decoded key/value of one ``__transaction_state`` record (state by its Kafka name)."""
+    try:
+        key = txn_records.decode_key(record.key or b"")
+        value = txn_records.decode_value(record.value)
+    except txn_records.TxnRecordError as exc:
+        return {"value_error": str(exc)}
+    if key is None:
+        return {"key": "unknown key version (skipped by the coordinator)"}
+    out: dict[str, Any] = {"key": {"type": "TxnKey", "transactional_id": key.transactional_id}}
+    if value is None:
+        out["value"] = None
+    else:
+        out["value"] = {**_jsonable(value), "state": value.state.kafka_name,
+                        "partitions": None if value.partitions is None else [list(tp) for tp in value.partitions]}
+    return out
+
+
+_DECODERS = {OFFSETS_TOPIC: decode_offsets_record, TRANSACTION_STATE_TOPIC: decode_txn_record}
+
+
 def _starts_like_a_batch(data: bytes) -> bool:
     """A segment's first bytes: base offset >= 0, a plausible length, magic 0, 1 or 2 at byte 16.
 
@@ -118,7 +141,7 @@ def _starts_like_a_batch(data: bytes) -> bool:
 def iter_dump(path: Path) -> Iterator[dict]:
     """One dict per batch (with its records), then a final error entry if the tail is bad."""
     data = path.read_bytes()
-    offsets = _is_offsets_dir(path)
+    decoder = _DECODERS.get(_topic_of(path))
     pos = 0
     while pos < len(data):
         size = batch_size_at(data, pos)
@@ -139,8 +162,8 @@ def iter_dump(path: Path) -> Iterator[dict]:
             entry: dict[str, Any] = {"offset": r.offset, "timestamp": r.timestamp,
                                      "key": _blob(r.key), "value": _blob(r.value),
                                      "headers": [[k, _blob(v)] for k, v in r.headers]}
-            if offsets and not header.is_control:
-                entry.update(decode_offsets_record(r))
+            if decoder is not None and not header.is_control:
+                entry.update(decoder(r))
             batch["records"].append(entry)
         yield batch
         pos += size

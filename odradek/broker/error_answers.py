@@ -90,6 +90,19 @@ def _describe_producers(v: int, req, code: int) -> dict:
         for p in t.partition_indexes]} for t in req.topics]}
 
 
+def _describe_scram(v: int, req, code: int) -> dict:
+    """DescribeUserScramCredentialsRequest.getErrorResponse: the error at the top and per user named."""
+    return {"error_code": code, "error_message": None, "results": [
+        {"user": u.name, "error_code": code, "error_message": None, "credential_infos": []}
+        for u in req.users or []]}
+
+
+def _alter_scram(v: int, req, code: int) -> dict:
+    """AlterUserScramCredentialsRequest.getErrorResponse: one result per user named, once."""
+    users = dict.fromkeys(x.name for x in [*req.deletions, *req.upsertions])
+    return {"results": [{"user": u, "error_code": code, "error_message": None} for u in users]}
+
+
 def _top_level(**fields: Any) -> Shape:
     return lambda v, req, code: {"error_code": code, **fields}
 
@@ -177,7 +190,9 @@ SHAPES: dict[int, Shape] = {
     42: _delete_groups, 43: _elect_leaders, 47: _offset_delete, 75: _describe_topic_partitions,
     60: _top_level(error_message=None, cluster_id="", controller_id=-1, brokers=[]),
     24: _add_partitions_to_txn, 25: _top_level(), 26: _top_level(), 65: _describe_transactions,
+    28: _offset_commit,  # TxnOffsetCommit: the same shape (TxnOffsetCommitRequest.getErrorResponse)
     66: _top_level(unknown_state_filters=[], transaction_states=[]), 61: _describe_producers,
+    50: _describe_scram, 51: _alter_scram,
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
     17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),
 }

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from odradek.protocol.records import crc_ok, iter_batches
+from odradek.storage.cleaner import first_unstable_offset
 from odradek.storage.config import LogConfig
 from odradek.storage.files import LOG_SUFFIX, fsync_dir, parse_base_offset, parse_partition_dir
 from odradek.storage.log import Log
@@ -272,7 +273,8 @@ def _clean(directory: Path, config: LogConfig, now_ms: int, result: PartitionRes
                 f"{directory.name}: recovery cut the log at {log.log_end_offset}, but its batches end at "
                 f"{result.log_end_offset} (a corrupt batch?); left untouched")
         log.roll()
-        stats = log.clean(now_ms)
+        # never past an undecided transaction (Kafka's uncleanable boundary at the LSO)
+        stats = log.clean(now_ms, stable_offset=first_unstable_offset(log))
     finally:
         log.close()
     if stats is None or stats.segments_out == 0:

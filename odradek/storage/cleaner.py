@@ -22,7 +22,8 @@ One pass, in a worker thread holding the log's ``_maint`` lock:
 5. Transactions (Kafka's ``LogCleaner`` with ``CleanedTransactionMetadata``):
    the cleanable range ends below the last stable offset (the caller's
    ``stable_offset``), so every transaction in it is decided.  Aborted
-   transactions come from the ``.txnindex`` files; their data batches are
+   transactions come from the ``.txnindex`` files (and, beyond Kafka, from
+   ABORT markers of the range that no entry names); their data batches are
    dropped whole and never enter the key map.  An ABORT marker is kept, with
    its index entry carried to the cleaned segment, while data of its
    transaction was still seen in this pass; a COMMIT marker while any batch
@@ -143,7 +144,7 @@ def clean_log(log: Log, now_ms: int, *, ops: FileOps, stable_offset: int | None 
         following = segs[len(cleanable)].base_offset
         first_dirty = max(log.cleaner_checkpoint, cleanable[0].base_offset)
         stats = CleanStats(end_offset=following)
-        aborted = [e for seg in cleanable for e in txn_index.read_entries(log.directory, seg.base_offset)]
+        aborted = _aborted_txns(log, cleanable)
         dirty = [s for s in cleanable if s.base_offset >= first_dirty]
         key_map = _build_key_map(log, dirty, _TxnTracker(aborted, dirty[0].base_offset if dirty else following))
         stats.keys = len(key_map)
@@ -202,6 +203,49 @@ class _TxnTracker:
             self.committed.discard(h.producer_id)
             return False
         return True
+
+
+def first_unstable_offset(log: Log) -> int:
+    """The last stable offset read from the log alone: the first offset of the oldest
+    transaction without its marker, else the log end (a header scan of the whole log, plus the
+    one record of each marker; for cleaning without a running broker's producer state)."""
+    opened: dict[int, int] = {}
+    with log.reading() as segments:
+        for seg in segments:
+            for _pos, _buf, _off, h in seg.iter_batches():
+                if h.producer_id < 0 or not h.attributes & TRANSACTIONAL_MASK:
+                    continue
+                if h.attributes & CONTROL_MASK:
+                    opened.pop(h.producer_id, None)
+                else:
+                    opened.setdefault(h.producer_id, h.base_offset)
+    return min(opened.values(), default=log.log_end_offset)
+
+
+def _aborted_txns(log: Log, cleanable: list[Segment]) -> list[AbortedTxn]:
+    """The aborted transactions of the range: the ``.txnindex`` entries, plus any ABORT marker of
+    the range closing data of the range that no entry names (a log whose writer kept no index,
+    or one lost): without them that data would count as committed and could hide, in the key
+    map, a committed value that replay then finds gone."""
+    indexed = [e for seg in cleanable for e in txn_index.read_entries(log.directory, seg.base_offset)]
+    known = {(e.producer_id, e.last_offset) for e in indexed}
+    opened: dict[int, int] = {}  # producer id -> first transactional offset seen in the range
+    found = []
+    stop = log.stop_cleaning
+    for seg in cleanable:
+        for _pos, buf, off, h in seg.iter_batches():
+            if stop.is_set():
+                raise CleaningAborted(log.directory.name)
+            if h.producer_id < 0 or not h.attributes & TRANSACTIONAL_MASK:
+                continue
+            if not h.attributes & CONTROL_MASK:
+                opened.setdefault(h.producer_id, h.base_offset)
+                continue
+            first = opened.pop(h.producer_id, None)
+            if first is not None and _marker_type(buf, off) is False and (h.producer_id, h.base_offset) not in known:
+                stable = min(opened.values(), default=h.base_offset + 1)
+                found.append(AbortedTxn(h.producer_id, first, h.base_offset, stable))
+    return sorted(indexed + found, key=lambda e: e.last_offset)
 
 
 def _marker_type(buf: bytes, off: int) -> bool | None:

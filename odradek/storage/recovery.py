@@ -31,6 +31,7 @@ from pathlib import Path
 import structlog
 
 from odradek.protocol.records import compute_crc
+from odradek.storage import producer_snapshot, txn_index
 from odradek.storage.files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -195,6 +196,10 @@ def load_segments(directory: Path, *, recovery_point: int, log_start_offset: int
                 for p in reversed(_segment_files(directory, b)):
                     _unlink_quiet(p, ops)
             seg.truncate_to_position(pos, seg.next_offset if seg.next_offset is not None else base)
+            # what indexed or snapshotted the cut-off batches goes too (the data plane's replay
+            # writes them again from what is left)
+            txn_index.truncate_entries(directory, base, seg.next_offset)
+            producer_snapshot.delete_above(directory, seg.next_offset)
             logger.warning("log.recovery.truncated", dir=str(directory), segment=segment_name(base) + LOG_SUFFIX,
                            position=pos, bytes_cut=size - pos + dropped_bytes, reason=reason,
                            deleted_segments=dropped)

@@ -443,3 +443,130 @@ def test_fetch_answers_denied_topics_beside_allowed_ones(tmp_path):
         assert got == {no_topic: (TOPIC_DENIED, False), ok_topic: (0, True)}
     finally:
         b.close()
+
+
+# --- transactions -------------------------------------------------------------------------
+
+TXN_ID = 5
+OPERATION_NOT_ATTEMPTED = 55
+
+
+def init_pid(b, tid: str | None) -> tuple[int, int, int]:
+    r = request(b, 22, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                           "producer_id": -1, "producer_epoch": -1})
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+def test_transactional_id_acls(tmp_path):
+    """A transactional id with ACLs for someone else: FindCoordinator, InitProducerId, EndTxn and
+    DescribeTransactions answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ListTransactions leaves it
+    out, and a real client's init_transactions fails with that error; an id with no ACL works."""
+    from confluent_kafka import KafkaException, Producer
+
+    b = acl_broker(tmp_path)
+    try:
+        locked, open_id, topic = unique("locked"), unique("open"), unique("t")
+        assert create_topic(b, topic) == 0
+        found = request(b, 10, 4, {"key_type": 1, "coordinator_keys": [locked]}).coordinators[0]
+        assert found.error_code == 0
+        assert init_pid(b, locked)[0] == 0  # no ACL yet: allowed, and the id now exists
+        assert create_acls(b, (TXN_ID, locked, LITERAL, "User:alice", "*", ALL, ALLOW)) == [0]
+        found = request(b, 10, 4, {"key_type": 1, "coordinator_keys": [locked, open_id]}).coordinators
+        assert {c.key: (c.error_code, c.node_id) for c in found} == {locked: (TXN_DENIED, -1),
+                                                                    open_id: (0, b.app.node_id)}
+        assert init_pid(b, locked)[0] == TXN_DENIED
+        end = request(b, 26, 3, {"transactional_id": locked, "producer_id": 0, "producer_epoch": 0,
+                                 "committed": False})
+        assert end.error_code == TXN_DENIED
+        assert init_pid(b, open_id)[0] == 0
+        states = request(b, 65, 0, {"transactional_ids": [locked, open_id]}).transaction_states
+        assert {s.transactional_id: s.error_code for s in states} == {locked: TXN_DENIED, open_id: 0}
+        listed = request(b, 66, 0, {"state_filters": [], "producer_id_filters": []}).transaction_states
+        assert {s.transactional_id for s in listed} == {open_id}
+        denied = Producer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": locked})
+        with pytest.raises(KafkaException) as failed:
+            denied.init_transactions(10)
+        assert failed.value.args[0].code() == TXN_DENIED
+        del denied
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": open_id})
+        producer.init_transactions(10)
+        producer.begin_transaction()
+        producer.produce(topic, b"in a transaction")
+        producer.commit_transaction(10)
+        producer.flush(5)
+        del producer
+    finally:
+        b.close()
+
+
+def test_transaction_apis_check_topics_and_groups(tmp_path):
+    b = acl_broker(tmp_path)
+    try:
+        tid, ok_topic, no_topic, no_group = unique("tx"), unique("ok"), unique("no"), unique("g")
+        assert create_topic(b, ok_topic) == 0 and create_topic(b, no_topic) == 0
+        assert create_acls(b, (TOPIC, no_topic, LITERAL, ANON, "*", WRITE, DENY),
+                           (TOPIC, no_topic, LITERAL, ANON, "*", READ, DENY),
+                           (GROUP, no_group, LITERAL, ANON, "*", READ, DENY)) == [0, 0, 0]
+        code, pid, epoch = init_pid(b, tid)
+        assert code == 0
+        added = request(b, 24, 3, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+                                   "v3_and_below_producer_epoch": epoch, "v3_and_below_topics": [
+                                       {"name": no_topic, "partitions": [0]},
+                                       {"name": ok_topic, "partitions": [0, 7]}]})
+        codes = {(t.name, p.partition_index): p.partition_error_code
+                 for t in added.results_by_topic_v3_and_below for p in t.results_by_partition}
+        assert codes == {(no_topic, 0): TOPIC_DENIED, (ok_topic, 0): OPERATION_NOT_ATTEMPTED,
+                         (ok_topic, 7): 3}
+        offsets = request(b, 25, 3, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                     "group_id": no_group})
+        assert offsets.error_code == GROUP_DENIED
+        committed = request(b, 28, 3, {"transactional_id": tid, "group_id": no_group, "producer_id": pid,
+                                       "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+                                       "group_instance_id": None, "topics": [
+                                           {"name": ok_topic, "partitions": [
+                                               {"partition_index": 0, "committed_offset": 0,
+                                                "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        assert committed.topics[0].partitions[0].error_code == GROUP_DENIED
+        producers = request(b, 61, 0, {"topics": [{"name": no_topic, "partition_indexes": [0]},
+                                                  {"name": ok_topic, "partition_indexes": [0]}]})
+        assert {t.name: t.partitions[0].error_code for t in producers.topics} == {no_topic: TOPIC_DENIED,
+                                                                                 ok_topic: 0}
+        # a transactional batch needs WRITE on the transactional id
+        assert create_acls(b, (TXN_ID, tid, LITERAL, ANON, "*", WRITE, DENY)) == [0]
+        r = request(b, 0, 9, {"transactional_id": tid, "acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": ok_topic, "partition_data": [{"index": 0, "records": encode_batch([(None, b"v")])}]}]})
+        assert r.responses[0].partition_responses[0].error_code == TXN_DENIED
+    finally:
+        b.close()
+
+
+def test_scram_credential_apis_need_the_cluster(tmp_path):
+    b = acl_broker(tmp_path, allow_everyone_if_no_acl_found="false")
+    try:
+        assert request(b, 50, 0, {"users": None}).error_code == CLUSTER_DENIED
+        altered = request(b, 51, 0, {"deletions": [], "upsertions": [
+            {"name": "alice", "mechanism": 1, "iterations": 4096, "salt": b"salt", "salted_password": b"x" * 32}]})
+        assert [r.error_code for r in altered.results] == [CLUSTER_DENIED]
+    finally:
+        b.close()
+    b = acl_broker(tmp_path, allow_everyone_if_no_acl_found="false", super_users=ANON)
+    try:
+        assert request(b, 50, 0, {"users": None}).error_code == 0
+    finally:
+        b.close()
+
+
+def test_unknown_codes_in_acl_requests_are_refused_not_fatal(tmp_path):
+    b = acl_broker(tmp_path)
+    try:
+        assert create_acls(b, (99, "t", LITERAL, ANON, "*", READ, ALLOW), (TOPIC, "t", 99, ANON, "*", READ, ALLOW),
+                           (TOPIC, "t", LITERAL, ANON, "*", 99, ALLOW),
+                           (TOPIC, "t", LITERAL, ANON, "*", READ, -5)) == [INVALID_REQUEST] * 4
+        bad = {"resource_type_filter": ANY, "resource_name_filter": None, "pattern_type_filter": 77,
+               "principal_filter": None, "host_filter": None, "operation": ANY, "permission_type": ANY}
+        assert request(b, 29, 2, bad).error_code == INVALID_REQUEST
+        assert [f.error_code for f in request(b, 31, 2, {"filters": [bad]}).filter_results] == [INVALID_REQUEST]
+        assert b.app.authorizer.acls.acls() == []
+        assert produce(b, unique("still-serving")) == 0
+    finally:
+        b.close()

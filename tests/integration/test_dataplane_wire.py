@@ -304,7 +304,7 @@ def _magic1(data: bytes) -> bytes:
     ("internal topic", "__consumer_offsets", batch(1), 9, E.INVALID_TOPIC_EXCEPTION),
     ("unknown topic, auto-create off", "missing", batch(1), 9, E.UNKNOWN_TOPIC_OR_PARTITION),
     ("invalid topic name", "bad name!", batch(1), 9, E.INVALID_TOPIC_EXCEPTION),
-], ids=lambda v: "batch" if isinstance(v, bytes) else None)  # batches hold the wall clock
+])
 def test_produce_refusals_keep_the_broker_serving(case, topic, records, version, code):
     with ThreadedBroker(overrides={"auto.create.topics.enable": "false", "message.max.bytes": "2000"}) as b, \
             client(b) as c:

@@ -244,3 +244,17 @@ def test_odradek_format_add_scram_then_serve(tmp_path):
     bad = subprocess.run(cmd[:6] + ["--add-scram", "SCRAM-SHA-256=[name=x,password=y,iterations=10]"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "iterations" in bad.stderr
+
+
+@pytest.mark.parametrize("super_users, allowed", [("", False), ("User:ANONYMOUS", True)])
+def test_the_authorizer_guards_both_apis(super_users, allowed):
+    """With Kafka's authorizer and no ACLs, only a super user may describe or alter credentials."""
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "super.users": super_users}
+    with ThreadedBroker(overrides=overrides) as b:
+        expected = NONE if allowed else CLUSTER_AUTHZ
+        assert alter(b, [upsert("alice")])["alice"][0] == expected
+        with SyncClient("127.0.0.1", b.app.endpoint.port) as c:
+            r = c.request(50, 0, {"users": None})
+        assert r.error_code == expected
+        assert [x.user for x in r.results] == (["alice"] if allowed else [])

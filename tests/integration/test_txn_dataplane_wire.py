@@ -2,8 +2,9 @@
 markers written through ``DataPlane.write_txn_marker``, the last stable offset, read_committed
 Fetch and ListOffsets, the aborted-transaction index across restarts, DescribeProducers.
 
-The transaction coordinator is replaced by a fake ``TxnVerifier`` on ``app.txn_coordinator``;
-markers are written the way the coordinator writes them, by calling the data plane.
+The transaction coordinator's answer to verification is replaced by a fake ``TxnVerifier``
+(``verify_partition`` of ``app.txn_coordinator``); markers are written the way the coordinator
+writes them, by calling the data plane.
 """
 
 from __future__ import annotations
@@ -46,10 +47,17 @@ class FakeVerifier:
         return self.code
 
 
+def fake(b, code: E = E.NONE) -> FakeVerifier:
+    """Answer verifications of ``b``'s transaction coordinator with ``code`` from now on."""
+    verifier = FakeVerifier(code)
+    b.app.txn_coordinator.verify_partition = verifier.verify_partition
+    return verifier
+
+
 @pytest.fixture
 def txb():
     with ThreadedBroker() as b:
-        b.app.txn_coordinator = FakeVerifier()
+        b.verifier = fake(b)
         yield b
 
 
@@ -119,17 +127,17 @@ def aborted(p) -> list[tuple[int, int]]:
     (E.NOT_COORDINATOR, 3, E.NOT_ENOUGH_REPLICAS),
 ])
 def test_unverified_transactional_batches_get_the_versions_code(txb, coordinator, version, code):
-    txb.app.txn_coordinator.code = coordinator
+    txb.verifier.code = coordinator
     with client(txb) as c:
         create(c, "t")
         r = produce(c, "t", tbatch(5, 0), version=version)
         assert r.error_code == code
         assert list_offset(c, "t", -1, 0).offset == 0  # nothing appended
-    assert txb.app.txn_coordinator.calls == [(TXN, 5, 0, "t", 0)]
+    assert txb.verifier.calls == [(TXN, 5, 0, "t", 0)]
 
 
 def test_verification_only_before_the_first_batch_of_a_transaction(txb):
-    verifier = txb.app.txn_coordinator
+    verifier = txb.verifier
     with client(txb) as c:
         create(c, "t", 2)
         assert produce(c, "t", tbatch(5, 0, n=2)).base_offset == 0
@@ -143,11 +151,25 @@ def test_verification_only_before_the_first_batch_of_a_transaction(txb):
         assert produce(c, "t", tbatch(5, 3)).base_offset == 4  # sequences continue across transactions
 
 
-def test_without_a_transaction_coordinator_transactional_batches_are_refused(txb):
-    txb.app.txn_coordinator = None
+def test_a_new_epoch_is_verified_even_while_the_old_one_has_a_transaction_open(txb):
+    """Kafka's hasOngoingTransaction compares the epoch: a bumped producer asks the coordinator."""
+    verifier = txb.verifier
     with client(txb) as c:
         create(c, "t")
-        assert produce(c, "t", tbatch(5, 0)).error_code == E.INVALID_TXN_STATE
+        assert produce(c, "t", tbatch(5, 0, epoch=0)).error_code == E.NONE
+        verifier.code = E.PRODUCER_FENCED
+        assert produce(c, "t", tbatch(5, 0, epoch=1)).error_code == E.INVALID_PRODUCER_EPOCH
+        assert verifier.calls[-1] == (TXN, 5, 1, "t", 0)
+
+
+def test_without_a_transaction_coordinator_transactional_batches_are_refused(txb):
+    coordinator, txb.app.txn_coordinator = txb.app.txn_coordinator, None
+    try:
+        with client(txb) as c:
+            create(c, "t")
+            assert produce(c, "t", tbatch(5, 0)).error_code == E.INVALID_TXN_STATE
+    finally:
+        txb.app.txn_coordinator = coordinator
 
 
 def test_request_wide_refusals_of_transactional_batches(txb):
@@ -299,7 +321,7 @@ def test_marker_wakes_a_read_committed_long_poll(txb):
 
 def test_marker_under_fsync_always_is_durable_when_written(tmp_path):
     with ThreadedBroker(data_dir=tmp_path, overrides={"log.fsync.mode": "always"}) as b:
-        b.app.txn_coordinator = FakeVerifier()
+        fake(b)
         with client(b) as c:
             create(c, "t")
             produce(c, "t", tbatch(5, 0))
@@ -321,7 +343,7 @@ def _txn_history(b) -> None:
 
 
 def _check_after_restart(b) -> None:
-    b.app.txn_coordinator = FakeVerifier(E.INVALID_TXN_STATE)
+    fake(b, E.INVALID_TXN_STATE)
     with client(b) as c:
         p = fetch(c, "t", 0)
         assert (p.last_stable_offset, p.high_watermark) == (1, 33)
@@ -337,7 +359,7 @@ def _check_after_restart(b) -> None:
 
 def test_restart_loads_the_producer_snapshot(tmp_path):
     with ThreadedBroker(data_dir=tmp_path, overrides={"log.segment.bytes": "1024"}) as b:
-        b.app.txn_coordinator = FakeVerifier()
+        fake(b)
         _txn_history(b)
         directory = b.app.topics.log("t", 0).directory
         b.restart()
@@ -348,10 +370,23 @@ def test_restart_loads_the_producer_snapshot(tmp_path):
         _check_after_restart(b)
 
 
+def test_a_partition_without_producers_is_snapshotted_too(tmp_path):
+    """Else every start would replay its whole log again on its first fetch."""
+    with ThreadedBroker(data_dir=tmp_path) as b:
+        with client(b) as c:
+            create(c, "plain")
+            for i in range(3):
+                produce(c, "plain", encode_batch([(b"k", b"%d" % i)]), txn=None)
+            assert fetch(c, "plain", 0).last_stable_offset == 3  # loads the (empty) producer state
+        directory = b.app.topics.log("plain", 0).directory
+        b.restart()
+        assert producer_snapshot.latest(directory, 3) == (3, [])
+
+
 def test_open_and_aborted_transactions_survive_a_restart_without_snapshots(tmp_path):
     """As after a crash with no snapshot: the whole log is replayed, the index rewritten."""
     with ThreadedBroker(data_dir=tmp_path, overrides={"log.segment.bytes": "1024"}) as b:
-        b.app.txn_coordinator = FakeVerifier()
+        fake(b)
         _txn_history(b)
         directory = b.app.topics.log("t", 0).directory
         b.stop()
@@ -390,7 +425,7 @@ def test_describe_producers(txb):
 
 def test_cleaner_drops_aborted_data_and_stops_at_the_open_transaction(tmp_path):
     with ThreadedBroker(data_dir=tmp_path) as b:
-        b.app.txn_coordinator = FakeVerifier()
+        fake(b)
         with client(b) as c:
             create(c, "cmp", configs={"cleanup.policy": "compact", "segment.bytes": "200",
                                       "min.cleanable.dirty.ratio": "0.01"})
@@ -402,7 +437,7 @@ def test_cleaner_drops_aborted_data_and_stops_at_the_open_transaction(tmp_path):
             for i in range(3):
                 produce(c, "cmp", encode_batch([(b"z", b"%d" % i)]), txn=None)  # 5-7
         b.restart()  # the cleaner's bound comes from producer state rebuilt from the log
-        b.app.txn_coordinator = FakeVerifier()
+        fake(b)
         assert b._call(b.app.logs.run_cleaner(force=True)) == 1
         with client(b) as c:
             p = fetch(c, "cmp", 0, isolation=0)

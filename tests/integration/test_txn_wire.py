@@ -11,6 +11,7 @@ import pytest
 
 from odradek.broker.wire_client import SyncClient
 from odradek.protocol.errors import ErrorCode as E
+from odradek.protocol.records import encode_batch
 
 from .wire_helpers import create_topic
 
@@ -213,3 +214,43 @@ def test_faults_can_target_a_transactional_id(broker):
             assert add(c, other, other_pid, 0, {topic: [0]}) == {(topic, 0): 0}
             assert add(c, tid, pid, 0, {topic: [0]}) == {(topic, 0): E.CONCURRENT_TRANSACTIONS}
         assert add(c, tid, pid, 0, {topic: [0]}) == {(topic, 0): 0}
+
+
+def test_the_next_transaction_starts_without_concurrent_transactions(broker):
+    """The markers and the Complete record land before the client can ask again (no fsync wait):
+    a producer that begins its next transaction right after EndTxn is not sent back to retry."""
+    topic, tid = _id("t"), _id()
+    create_topic(broker, topic)
+    with client(broker) as c:
+        pid = init(c, tid).producer_id
+        for seq in range(50):
+            assert add(c, tid, pid, 0, {topic: [0]}) == {(topic, 0): E.NONE}
+            batch = encode_batch([(None, b"v")], producer_id=pid, producer_epoch=0, base_sequence=seq,
+                                 transactional=True)
+            r = c.request(0, 9, {"transactional_id": tid, "acks": -1, "timeout_ms": 5000, "topic_data": [
+                {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+            assert r.responses[0].partition_responses[0].error_code == E.NONE
+            assert end(c, tid, pid, 0, True) == E.NONE
+
+
+def test_dump_log_decodes_the_transaction_log(broker):
+    import json
+    import subprocess
+    import sys
+
+    topic, tid = _id("t"), _id()
+    create_topic(broker, topic)
+    with client(broker) as c:
+        pid = init(c, tid).producer_id
+        assert add(c, tid, pid, 0, {topic: [0]}) == {(topic, 0): 0}
+        assert end(c, tid, pid, 0, False) == E.NONE
+        wait_state(c, tid, "CompleteAbort")
+    out = subprocess.run([sys.executable, "-m", "odradek.broker.cli", "dump-log", "--json",
+                          str(broker.data_dir / "__transaction_state-0")], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    mine = [r for line in out.stdout.splitlines() for r in json.loads(line)["records"]
+            if r["key"] == {"type": "TxnKey", "transactional_id": tid}]
+    assert [(r["value"]["state"], r["value"]["partitions"]) for r in mine] == [
+        ("Empty", None), ("Ongoing", [[topic, 0]]), ("PrepareAbort", [[topic, 0]]), ("CompleteAbort", [])]
+    assert {r["value"]["producer_id"] for r in mine} == {pid}

@@ -396,3 +396,22 @@ def test_a_delete_closes_the_files_only_after_the_reads_in_flight(tmp_path):
     for fd in fds:
         with pytest.raises(OSError):
             os.fstat(fd)
+
+
+def test_read_span_gives_the_offset_after_the_last_batch_read(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "span-0", LogConfig(segment_bytes=300, index_interval_bytes=50))
+    try:
+        for i in range(12):
+            log.append(encode_batch([(b"k", b"v" * 20)] * (1 + i % 3)))
+        assert len(log.segments) > 2
+        end = log.log_end_offset
+        data, nxt = log.read_span(0, 1 << 20)
+        assert data == log.read(0, 1 << 20) and nxt == end  # across every segment
+        data, nxt = log.read_span(0, 1 << 20, max_offset=7)
+        assert [h.base_offset for _p, h in iter_batch_headers(data)][-1] < 7 <= nxt
+        assert nxt == max(h.base_offset + h.last_offset_delta + 1 for _p, h in iter_batch_headers(data))
+        assert log.read_span(end, 100) == (b"", end)
+        data, nxt = log.read_span(3, 1)  # one batch, whole, past the limit (KIP-74)
+        assert nxt == max(h.base_offset + h.last_offset_delta + 1 for _p, h in iter_batch_headers(data))
+    finally:
+        log.close()

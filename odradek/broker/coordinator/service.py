@@ -96,6 +96,19 @@ class Coordinator:
         """
         return delete_topic_offsets(self, topics)
 
+    def stable_offset(self, partition: int) -> int:
+        """The cleaner's bound for ``__consumer_offsets-partition``: its last stable offset.
+
+        Kafka never compacts past it (an open transaction's offsets may still be aborted, and
+        the committed values they would hide must stay); nothing is cleanable while it loads.
+        """
+        shard = self.shards[partition]
+        if shard.status is not ShardStatus.ACTIVE:
+            return shard.log.log_start_offset
+        first = shard.stable_offset()
+        end = shard.log.log_end_offset
+        return end if first is None else min(first, end)
+
     async def write_txn_marker(self, topic: str, partition: int, marker: TxnMarker) -> ErrorCode:
         """``txn_contracts.MarkerTarget`` for ``__consumer_offsets``: the marker's control batch, durable and replayed.
 

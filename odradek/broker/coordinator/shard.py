@@ -22,6 +22,7 @@ The shard is *Loading* until its log has been replayed, then *Active*.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -41,7 +42,9 @@ from ...offsets.records import (
 )
 from ...offsets.transactions import MarkerKey, TxnOffsetKey, TxnOffsets, decode_record, encode_txn_records
 from ...protocol.errors import ErrorCode
-from ...protocol.records import decode_batch
+from ...protocol.records import ControlRecordType, CorruptRecordError, decode_batch, parse_control_key
+from ...storage import txn_index
+from ...storage.txn_index import AbortedTxn
 from ..clock import Clock
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus, TxnBatch
@@ -102,6 +105,7 @@ class Shard:
         self.group_records: dict[str, GroupValue] = {}
         # transactional offsets pending until their marker, and producer epochs (``offsets/transactions.py``)
         self.txn = TxnOffsets()
+        self._txn_groups = self.txn.groups  # the hot path's test: does any group have pending offsets?
         runtime = runtime if runtime is not None else CoordinatorRuntime()
         encode = emulated_encoder(self.config) if self.config.emulates_value_versions else encode_records
         self.writer = runtime.writer(self, log_, encode, clock.now_ms, await_fsync=await_fsync,
@@ -128,7 +132,7 @@ class Shard:
         """
         kind = type(key)
         if kind is OffsetKey:
-            if self.txn.groups:
+            if self._txn_groups:
                 self.txn.plain(key, value)
             group_id = key.group
             offsets = self.offsets.get(group_id)
@@ -268,11 +272,27 @@ class Shard:
 
     def _txn_appended(self, txn: TxnBatch, first_offset: int, pairs: list[EncodedRecord]) -> None:
         """A transactional batch landed at ``first_offset``: it opens the producer's transaction here,
-        or (a marker) ends it."""
-        if not txn.control:
-            self.open_txns.setdefault(txn.producer_id, first_offset)
-            return
-        self.open_txns.pop(txn.producer_id, None)
+        or (a marker) ends it; an ABORT that ends one is indexed (``.txnindex``, Kafka's format) so
+        that the cleaner drops the aborted offsets rather than let them hide older committed ones."""
+        commit = txn.control and parse_control_key(pairs[0][0]).type == ControlRecordType.COMMIT
+        aborted = self._txn_batch(txn.producer_id, txn.control, commit, first_offset)
+        if aborted is not None:
+            try:
+                self.log.append_aborted_txn(aborted)
+            except OSError as exc:  # derived data: the next load rewrites it from the log
+                log.warning("coordinator.txn_index_failed", partition=self.partition, error=str(exc))
+
+    def _txn_batch(self, producer_id: int, control: bool, commit: bool, offset: int) -> AbortedTxn | None:
+        """The log's open transactions, batch by batch (Kafka's ``ProducerStateManager``); the
+        aborted-index entry of an ABORT marker that ended a transaction."""
+        if not control:
+            self.open_txns.setdefault(producer_id, offset)
+            return None
+        first = self.open_txns.pop(producer_id, None)
+        if first is None or commit:
+            return None  # an empty transaction here, or a resent marker
+        lso = min(self.open_txns.values()) if self.open_txns else offset + 1
+        return AbortedTxn(producer_id, first, offset, lso)
 
     def stable_offset(self) -> int | None:
         """First offset of the oldest open transaction (the log end bounds the LSO when None)."""
@@ -287,10 +307,14 @@ class Shard:
         count = 0
         batches = 0
         replay = self.replay
+        aborted: list[AbortedTxn] = []
         for header, records in self._iter_log():
+            marker = None
             if header.is_transactional and records:
-                self._txn_appended(TxnBatch(header.producer_id, header.producer_epoch, header.is_control),
-                                   records[0].offset, [])
+                commit = header.is_control and _is_commit(records[0])
+                marker = self._txn_batch(header.producer_id, header.is_control, commit, records[0].offset)
+            if marker is not None:
+                aborted.append(marker)
             for record in records:
                 try:
                     decoded = decode_record(header, record)
@@ -306,6 +330,7 @@ class Shard:
             batches += 1
             if batches % yield_every == 0:
                 await asyncio.sleep(0)
+        await asyncio.to_thread(self._write_txn_index, aborted)
         if self.txn.pending:  # open transactions: their coordinator commits or aborts them
             log.info("coordinator.transactional_offsets_pending", partition=self.partition,
                      producers=len(self.txn.pending))
@@ -317,6 +342,21 @@ class Shard:
                  groups=len(self.groups), ms=round(self.load_time_ms, 1))
         if on_loaded is not None:
             on_loaded(self)
+
+    def _write_txn_index(self, aborted: list[AbortedTxn]) -> None:
+        """Each segment's ``.txnindex`` made to hold exactly the aborted transactions the log says
+        (an entry lost to a crash after its marker is written again)."""
+        bases = [seg.base_offset for seg in self.log.segments]
+        by_segment: dict[int, list[AbortedTxn]] = {b: [] for b in bases}
+        for entry in aborted:
+            i = bisect.bisect_right(bases, entry.last_offset) - 1
+            if i >= 0:
+                by_segment[bases[i]].append(entry)
+        try:
+            for base, entries in by_segment.items():
+                txn_index.write_entries(self.log.directory, base, entries)
+        except OSError as exc:
+            log.warning("coordinator.txn_index_failed", partition=self.partition, error=str(exc))
 
     def _iter_log(self):
         offset = self.log.log_start_offset
@@ -369,3 +409,10 @@ class Shard:
             group.drop_pending(member_id)
         if group.state is not GroupState.DEAD:
             group.transition(GroupState.DEAD, self.clock.now_ms(), unloading=unloading)
+
+
+def _is_commit(record: Any) -> bool:
+    try:
+        return parse_control_key(record.key).type == ControlRecordType.COMMIT
+    except CorruptRecordError:
+        return False  # replay refuses it with the load's error

@@ -69,6 +69,8 @@ class DataPlane:
         self._gate = asyncio.Lock()
         self._ordered = 0
         logs.stable_offset = self._stable_offset_for_cleaner
+        # the cleaner's bound on an internal topic, from the coordinator that writes it (set by the app)
+        self.internal_stable_offset: Callable[[Log], int | None] | None = None
         logs.before_close = self._snapshot_all
 
     async def start(self) -> None:
@@ -200,7 +202,10 @@ class DataPlane:
     async def _stable_offset_for_cleaner(self, log: Log) -> int | None:
         """The cleaner's bound: a data partition's LSO (its producer state loaded first, which
         also brings its ``.txnindex`` up to date).  Internal topics are their coordinators'."""
-        if log.topic in INTERNAL_TOPICS or self.topics.log(log.topic, log.partition) is not log:
+        if log.topic in INTERNAL_TOPICS:
+            hook = self.internal_stable_offset
+            return hook(log) if hook is not None else None
+        if self.topics.log(log.topic, log.partition) is not log:
             return None
         await self.ensure_loaded(log)
         return self.last_stable_offset(log)
@@ -226,11 +231,12 @@ class DataPlane:
 
     async def _snapshot_all(self) -> None:
         """At shutdown (before the logs close): every loaded partition's state at its log end,
-        so the next start replays nothing."""
+        so the next start replays nothing (an empty state too: without a snapshot the next
+        start would replay the whole log)."""
         jobs = []
         for (topic, partition), state in self.producers.loaded():
             log = self.topics.log(topic, partition)
-            if log is not None and not log.closed and state.entries:
+            if log is not None and not log.closed and topic not in INTERNAL_TOPICS:
                 jobs.append((log, log.log_end_offset, state.snapshot_entries(), log.active_segment.base_offset))
         if jobs:
             await asyncio.to_thread(lambda: [self._snapshot(*job) for job in jobs])
@@ -246,13 +252,12 @@ class DataPlane:
         state = self.producers.peek(log.topic, log.partition)
         return state is not None and (state.loaded or log.topic in INTERNAL_TOPICS)
 
-    def aborted_txns(self, log: Log, start: int, upper: Callable[[], int]) -> list[AbortedTxn]:
-        """Aborted transactions of a read from ``start``; ``upper`` (the offset after the read)
-        is only computed when some aborted transaction ends at or after ``start``."""
+    def aborted_txns(self, log: Log, start: int, upper: int) -> list[AbortedTxn]:
+        """Aborted transactions of a read of [start, upper)."""
         state = self.producers.peek(log.topic, log.partition)
         if state is None or not state.has_aborted_from(start):
             return []
-        return state.aborted_in(start, upper())
+        return state.aborted_in(start, upper)
 
     @staticmethod
     def needs_sync(log: Log, acks: int) -> bool:
@@ -271,6 +276,13 @@ class DataPlane:
         return t.configs if t is not None else {}
 
     # --- fetch ----------------------------------------------------------------------------
+
+    async def read_span(self, log: Log, offset: int, max_bytes: int, *, background: bool = False,
+                        max_offset: int | None = None) -> tuple[bytes, int]:
+        """``read``, and the offset after the last batch read (read_committed's range end)."""
+        if max_bytes > BIG_READ_BYTES and (background or log.log_end_offset - offset > BIG_READ_LAG):
+            return await log.read_span_async(offset, max_bytes, max_offset=max_offset)
+        return log.read_span(offset, max_bytes, max_offset=max_offset)
 
     async def read(self, log: Log, offset: int, max_bytes: int, *, background: bool = False,
                    max_offset: int | None = None) -> bytes:

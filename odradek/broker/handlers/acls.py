@@ -47,7 +47,7 @@ def describe_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
     flt = _filter(req)
     bad = flt.unknown_field()
     if bad is not None:
-        return _described(ErrorCode.INVALID_REQUEST, f"The filter is invalid: {bad}")
+        return _described(ErrorCode.INVALID_REQUEST, bad)
     groups: dict[tuple, list[AclBinding]] = {}
     for acl in authz.acls.matching(flt):
         groups.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(acl)
@@ -115,7 +115,7 @@ def delete_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
         flt = _filter(f)
         bad = flt.unknown_field()
         if bad is not None:
-            results.append(_filter_error(ErrorCode.INVALID_REQUEST, f"The filter is invalid: {bad}"))
+            results.append(_filter_error(ErrorCode.INVALID_REQUEST, bad))
             continue
         matched = authz.acls.matching(flt)
         doomed.update(matched)

@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import struct
 from functools import partial
 from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
 from ...protocol.record_conversion import ConversionError, down_convert
-from ...protocol.records import HEADER_SIZE, LOG_OVERHEAD
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError
 from ...storage.log import Log, wall_clock_ms
 from ..dataplane.service import BIG_READ_BYTES
@@ -45,9 +43,6 @@ if TYPE_CHECKING:
     from ..app import BrokerApp
 
 READ_COMMITTED = 1
-LAST_DELTA_OFFSET = 23
-_BASE_LEN = struct.Struct(">qi")
-_DELTA = struct.Struct(">i")
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 LEADER_EPOCH = 0
 
@@ -162,11 +157,17 @@ async def _read(app: BrokerApp, req, topic: str, p, state: _Pass, version: int) 
     lso = dp.last_stable_offset(log)
     records = b""
     limit = min(p.partition_max_bytes, state.budget)
-    upper = lso if committed else log.log_end_offset
+    end = log.log_end_offset
+    upper = lso if committed else end
+    read_end = p.fetch_offset
     if p.fetch_offset < upper and (limit > 0 or state.first):
         try:
-            records = await dp.read(log, p.fetch_offset, max(limit, 0), background=state.bytes > BIG_READ_BYTES,
-                                    max_offset=lso if committed else None)
+            background = state.bytes > BIG_READ_BYTES
+            if committed:  # the end of what was read bounds the aborted transactions listed
+                records, read_end = await dp.read_span(log, p.fetch_offset, max(limit, 0), background=background,
+                                                       max_offset=lso if lso < end else None)
+            else:
+                records = await dp.read(log, p.fetch_offset, max(limit, 0), background=background)
         except OffsetOutOfRangeError:  # retention moved the start meanwhile
             state.errors = True
             return _partition_error(p.partition, ErrorCode.OFFSET_OUT_OF_RANGE, aborted)
@@ -182,22 +183,11 @@ async def _read(app: BrokerApp, req, topic: str, p, state: _Pass, version: int) 
     state.waitable.append((topic, p.partition))
     if committed and records:
         aborted = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
-                   for a in dp.aborted_txns(log, p.fetch_offset, partial(_end_offset, records))]
+                   for a in dp.aborted_txns(log, p.fetch_offset, read_end)]
     hw = log.log_end_offset
     return {"partition_index": p.partition, "error_code": ErrorCode.NONE, "high_watermark": hw,
             "last_stable_offset": lso if version >= 4 else hw, "log_start_offset": log.log_start_offset,
             "aborted_transactions": aborted, "preferred_read_replica": -1, "records": records}
-
-
-def _end_offset(records: bytes) -> int:
-    """The offset after the last batch of a read (whole batches, lengths only)."""
-    pos, last = 0, 0
-    n = len(records)
-    while n - pos >= HEADER_SIZE:
-        base, length = _BASE_LEN.unpack_from(records, pos)
-        last = base + _DELTA.unpack_from(records, pos + LAST_DELTA_OFFSET)[0] + 1
-        pos += length + LOG_OVERHEAD
-    return last
 
 
 # --- ListOffsets ----------------------------------------------------------------------

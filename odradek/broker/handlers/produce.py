@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("odradek.produce")
 
 TXN_ERROR = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-TXN_MESSAGE = "transactions are not supported by this broker"
 PRODUCER_ID_OFFSET = 43
 _PID = struct.Struct(">q")
 

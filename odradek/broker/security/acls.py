@@ -149,12 +149,9 @@ def validate_binding(b: AclBinding) -> None:
         raise InvalidAcl("Resource name should not be empty")
     if b.resource_type is ResourceType.CLUSTER and b.resource_name != CLUSTER_NAME:
         raise InvalidAcl("The only valid name for the CLUSTER resource is kafka-cluster")
-    kind, sep, name = b.principal.partition(":")
-    if not sep or not kind or not name:
-        raise InvalidAcl(f"Could not parse principal from `{b.principal}` (no colon is found between "
-                         "the principal type and name)")
-    if not b.host:
-        raise InvalidAcl("Host should not be empty")
+    if ":" not in b.principal:
+        raise InvalidAcl(f"Could not parse principal from `{b.principal}` (no colon is present separating "
+                         "the principal type from the principal name)")
 
 
 def _enum(cls, value: int):
@@ -190,15 +187,11 @@ class AclFilter:
                    principal, host, _enum(AclOperation, operation), _enum(AclPermission, permission))
 
     def unknown_field(self) -> str | None:
-        """Why Kafka refuses the filter (``AclBindingFilter.findIndefiniteField``-style), or None."""
-        if self.resource_type is ResourceType.UNKNOWN:
-            return "Unknown resourceType"
-        if self.pattern_type is PatternType.UNKNOWN:
-            return "Unknown patternType"
-        if self.operation is Op.UNKNOWN:
-            return "Unknown operation"
-        if self.permission is AclPermission.UNKNOWN:
-            return "Unknown permissionType"
+        """Why Kafka refuses the filter (``AclControlManager.validateFilter``), or None."""
+        if self.resource_type is ResourceType.UNKNOWN or self.pattern_type is PatternType.UNKNOWN:
+            return "Unknown patternFilter."
+        if self.operation is Op.UNKNOWN or self.permission is AclPermission.UNKNOWN:
+            return "Unknown entryFilter."
         return None
 
     def matches(self, b: AclBinding) -> bool:

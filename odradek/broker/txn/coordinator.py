@@ -102,6 +102,8 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task] = set()
         self._timers: dict[str, Any] = {}  # sweep name -> its next firing
         self._stopped = False
+        # markers in parallel only when appends wait for fsync (see ``_complete``)
+        self.parallel_markers = await_fsync
 
     # --- routing ----------------------------------------------------------------------------
 
@@ -318,13 +320,26 @@ class TransactionCoordinator:
         task.add_done_callback(self._tasks.discard)
 
     async def _complete(self, shard: TxnShard, meta: TxnMetadata) -> None:
-        """Markers to every partition (in parallel), then CompleteCommit/CompleteAbort."""
+        """Markers to every partition, then CompleteCommit/CompleteAbort.
+
+        The task starts right after the turn that answered EndTxn.  Local
+        appends that need no fsync wait never suspend, so one after the other
+        they all land, with the Complete record, in that same loop iteration:
+        the client's next AddPartitionsToTxn does not meet the window in which
+        Kafka answers CONCURRENT_TRANSACTIONS (its clients back off 20-100 ms).
+        When appends wait for fsync (``parallel_markers``) the markers go in
+        parallel, as Kafka sends them, so one transaction costs one fsync round.
+        """
         tid = meta.transactional_id
         commit = meta.state is S.PREPARE_COMMIT
         marker = TxnMarker(meta.producer_id, meta.producer_epoch, COORDINATOR_EPOCH, commit)
         pending = self.pending_markers.get(tid, set())
         try:
-            await asyncio.gather(*(self._send_marker(tid, tp, marker, pending) for tp in sorted(pending)))
+            if self.parallel_markers:
+                await asyncio.gather(*(self._send_marker(tid, tp, marker, pending) for tp in sorted(pending)))
+            else:
+                for tp in sorted(pending):
+                    await self._send_marker(tid, tp, marker, pending)
             target = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
             while not self._stopped:
                 if shard.status is not ShardStatus.ACTIVE or shard.txns.get(tid) is not meta \

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
-
 from ...protocol.errors import ErrorCode
 from ...storage.log_manager import OFFSETS_TOPIC
 from ..txn_contracts import TxnMarker
-
-log = structlog.get_logger("odradek.txn")
 
 
 class MarkerRouter:
@@ -28,8 +24,4 @@ class MarkerRouter:
         target = self.app.coordinator if topic == OFFSETS_TOPIC else self.app.dataplane
         if target is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # retried by the coordinator
-        write = getattr(target, "write_txn_marker", None)
-        if write is None:  # a target without transactional writes has nothing a marker could close
-            log.debug("txn.marker_target_missing", topic=topic, partition=partition)
-            return ErrorCode.NONE
-        return await write(topic, partition, marker)
+        return await target.write_txn_marker(topic, partition, marker)
