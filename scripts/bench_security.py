@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
+import socket
 import statistics
 import struct
 import subprocess
@@ -77,6 +79,14 @@ class Broker:
                     raise RuntimeError(f"broker did not start: {self.proc.stderr.read().decode()[-2000:]}") from None
                 time.sleep(0.05)
         self.ssl = self.client.ssl_context()
+
+    def cpu_seconds(self) -> float:
+        """The broker process's user + system CPU time so far (/proc; 0 where there is none)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         stop(self.proc)
@@ -133,6 +143,11 @@ async def one_handshake(broker: Broker, kind: str, scram: ScramLogin) -> None:
         size = _SIZE.unpack(await client.reader.readexactly(4))[0]
         await client.reader.readexactly(size)
     finally:
+        # close with a reset: tens of thousands of sockets in TIME_WAIT would exhaust the client's
+        # ports and slow whichever kind of handshake is measured next
+        sock = client.writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         await client.close()
 
 
@@ -267,14 +282,21 @@ def main() -> None:
             print(f"  {kind:<10} median {statistics.median(rates):8.0f}/s   runs "
                   + ", ".join(f"{r:.0f}" for r in rates))
         print(f"OffsetCommit v8, 1 partition, {CONNECTIONS} connections x {args.window} in flight (requests/s):")
-        ratios = []
+        ratios, cpu = [], {}
         for run in range(args.runs):
-            rates = {listener: run_loop(commit_rate(broker, listener, args.window, args.seconds))
-                     for listener in ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")}
+            rates = {}
+            for listener in ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL"):
+                before = broker.cpu_seconds()
+                rates[listener] = run_loop(commit_rate(broker, listener, args.window, args.seconds))
+                # the broker's CPU per request over the whole slice (set-up and warm-up included)
+                requests = rates[listener] * args.seconds
+                cpu.setdefault(listener, []).append((broker.cpu_seconds() - before) / max(requests, 1) * 1e6)
             ratios.append(rates["SASL_SSL"] / rates["PLAINTEXT"])
             print(f"  round {run + 1}: " + "  ".join(f"{k} {v:7.0f}" for k, v in rates.items())
                   + f"  ratio SASL_SSL/PLAINTEXT {ratios[-1]:.2f}")
         print(f"  median ratio SASL_SSL / PLAINTEXT: {statistics.median(ratios):.2f} (target >= 0.70)")
+        print("  broker CPU per commit (median, us; includes each slice's connection set-up): "
+              + "  ".join(f"{k} {statistics.median(v):.1f}" for k, v in cpu.items()))
     finally:
         broker.stop()
 
