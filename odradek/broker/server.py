@@ -596,8 +596,11 @@ class Connection(asyncio.Protocol):
         while end - pos >= 4:
             size = _SIZE.unpack_from(buf, pos)[0]
             if size < 0 or size > limit:
-                self.log.warning("request.refused", reason="frame size", size=size, limit=limit)
-                return pos, answers, "frame too large"
+                if 0 <= size <= self.frame_limit:  # authenticated by a frame of this same read
+                    limit = self.frame_limit
+                else:
+                    self.log.warning("request.refused", reason="frame size", size=size, limit=limit)
+                    return pos, answers, "frame too large"
             if end - pos - 4 < size:
                 break
             frame = buf[pos + 4:pos + 4 + size]

@@ -394,3 +394,16 @@ def test_tls_listener_comes_back_after_broker_down(ssl_broker):
         except OSError:
             assert time.monotonic() < deadline
             time.sleep(0.1)
+
+
+def test_a_large_request_right_behind_the_authentication_in_one_write_is_served(sasl_broker):
+    """sasl.server.max.receive.size binds only until authentication, even within one read."""
+    with _connect(sasl_broker) as c:
+        big = encode(METADATA, 9, 3, {**METADATA_ALL, "topics": [{"name": "t" * 200}] * 3000})
+        assert len(big) > 524288
+        c.send_raw(encode(SASL_HANDSHAKE, 1, 1, {"mechanism": "PLAIN"})
+                   + encode(SASL_AUTHENTICATE, 2, 2, {"auth_bytes": _plain("bob", "bob-secret")}) + big)
+        for api_key, version in ((SASL_HANDSHAKE, 1), (SASL_AUTHENTICATE, 2), (METADATA, 9)):
+            cid, answer = decode(api_key, version, c.recv_frame())
+            assert getattr(answer, "error_code", 0) == 0
+        assert cid == 3
