@@ -570,3 +570,99 @@ def test_unknown_codes_in_acl_requests_are_refused_not_fatal(tmp_path):
         assert produce(b, unique("still-serving")) == 0
     finally:
         b.close()
+
+
+def test_without_an_authorizer_the_cluster_bit_field_holds_every_cluster_operation(broker):
+    """As Kafka without an authorizer: everything the cluster supports, when asked (was never filled)."""
+    everything = sum(1 << op for op in (CREATE, 9, 10, 11, IDEMPOTENT_WRITE, ALTER, DESCRIBE))
+    assert request(broker, 60, 0, {"include_cluster_authorized_operations": True}
+                   ).cluster_authorized_operations == everything
+    assert request(broker, 60, 0, {"include_cluster_authorized_operations": False}
+                   ).cluster_authorized_operations == -2147483648
+    asked = metadata(broker, [], version=10, include_cluster_authorized_operations=True)
+    assert asked.cluster_authorized_operations == everything
+
+
+def test_every_api_answers_kafkas_denial_to_a_principal_with_no_rights(tmp_path):
+    """allow.everyone.if.no.acl.found=false and no ACL: each API's denial where Kafka puts it,
+    and nothing changes (the topic and the group made beforehand are untouched)."""
+    topic, group = unique("t"), unique("g")
+    b = acl_broker(tmp_path)
+    try:
+        assert create_topic(b, topic) == 0 and produce(b, topic) == 0 and commit(b, group, topic) == 0
+    finally:
+        b.close()
+    b = acl_broker(tmp_path, allow_everyone_if_no_acl_found="false")
+    try:
+        part = {"partition_index": 0}
+        assert {t.name for t in metadata(b, None).topics} == set()
+        assert request(b, 2, 7, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 0, "topics": [
+            {"name": topic, "partitions": [{**part, "current_leader_epoch": -1, "timestamp": -1}]}]}
+        ).topics[0].partitions[0].error_code == TOPIC_DENIED
+        assert request(b, 9, 7, {"group_id": group, "topics": None, "require_stable": False}
+                       ).error_code == GROUP_DENIED
+        assert request(b, 9, 8, {"groups": [{"group_id": group, "topics": None}], "require_stable": False}
+                       ).groups[0].error_code == GROUP_DENIED
+        assert request(b, 10, 3, {"key": group, "key_type": 0}).error_code == GROUP_DENIED
+        joined = request(b, 11, 5, {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                                    "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                                    "protocols": [{"name": "range", "metadata": b""}]})
+        assert joined.error_code == GROUP_DENIED
+        assert request(b, 12, 4, {"group_id": group, "generation_id": 1, "member_id": "m",
+                                  "group_instance_id": None}).error_code == GROUP_DENIED
+        assert request(b, 15, 5, {"groups": [group], "include_authorized_operations": True}
+                       ).groups[0].error_code == GROUP_DENIED
+        assert request(b, 16, 4, {"states_filter": []}).groups == []
+        assert request(b, 42, 2, {"groups_names": [group]}).results[0].error_code == GROUP_DENIED
+        assert request(b, 47, 0, {"group_id": group, "topics": [{"name": topic, "partitions": [part]}]}
+                       ).error_code == GROUP_DENIED
+        deleted = request(b, 20, 4, {"topic_names": [topic], "timeout_ms": 5000}).responses[0]
+        assert (deleted.name, deleted.error_code) == (topic, TOPIC_DENIED)
+        assert request(b, 21, 2, {"topics": [{"name": topic, "partitions": [{**part, "offset": 1}]}],
+                                  "timeout_ms": 5000}).topics[0].partitions[0].error_code == TOPIC_DENIED
+        assert request(b, 23, 4, {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]}
+        ).topics[0].partitions[0].error_code == TOPIC_DENIED
+        configs = request(b, 32, 4, {"resources": [{"resource_type": 2, "resource_name": topic,
+                                                    "configuration_keys": None},
+                                                   {"resource_type": 4, "resource_name": "1",
+                                                    "configuration_keys": None}],
+                                     "include_synonyms": False, "include_documentation": False}).results
+        assert {r.resource_type: r.error_code for r in configs} == {2: TOPIC_DENIED, 4: CLUSTER_DENIED}
+        altered = request(b, 44, 1, {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}], "validate_only": False})
+        assert altered.responses[0].error_code == TOPIC_DENIED
+        grown = request(b, 37, 3, {"topics": [{"name": topic, "count": 3, "assignments": None}],
+                                   "timeout_ms": 5000, "validate_only": False})
+        assert grown.results[0].error_code == TOPIC_DENIED
+        assert request(b, 43, 2, {"election_type": 0, "topic_partitions": None, "timeout_ms": 1000}
+                       ).error_code == CLUSTER_DENIED
+        assert request(b, 35, 4, {"topics": None}).error_code == CLUSTER_DENIED
+        described = request(b, 75, 0, {"topics": [{"name": topic}], "response_partition_limit": 10,
+                                       "cursor": None}).topics[0]
+        assert described.error_code == TOPIC_DENIED
+        assert request(b, 75, 0, {"topics": [], "response_partition_limit": 10, "cursor": None}).topics == []
+        assert request(b, 60, 0, {"include_cluster_authorized_operations": True}
+                       ).cluster_authorized_operations == 0
+        # nothing changed underneath
+        assert b.app.topics.get(topic).partitions == 1
+    finally:
+        b.close()
+    b = acl_broker(tmp_path)
+    try:
+        assert fetch(b, topic) == 0
+        fetched = request(b, 9, 8, {"groups": [{"group_id": group, "topics": None}], "require_stable": False})
+        assert [p.committed_offset for t in fetched.groups[0].topics for p in t.partitions] == [1]
+    finally:
+        b.close()
+
+
+def test_reset_keeps_the_acls(tmp_path):
+    b = acl_broker(tmp_path)
+    try:
+        assert create_acls(b, (TOPIC, "kept", LITERAL, "User:alice", "*", READ, ALLOW)) == [0]
+        b.control("reset")
+        assert [a.resource_name for a in b.app.authorizer.acls.acls()] == ["kept"]
+        assert produce(b, "kept") == TOPIC_DENIED
+    finally:
+        b.close()

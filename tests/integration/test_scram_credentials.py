@@ -258,3 +258,13 @@ def test_the_authorizer_guards_both_apis(super_users, allowed):
             r = c.request(50, 0, {"users": None})
         assert r.error_code == expected
         assert [x.user for x in r.results] == (["alice"] if allowed else [])
+
+
+def test_reset_keeps_scram_users(broker):
+    """A shared test broker's reset empties topics and groups, not its users (as the README says)."""
+    alter(broker, [upsert("alice", "alice-secret", SHA512, 8192)])
+    broker.reset()
+    assert infos(describe(broker, ["alice"]).results[0]) == [(SHA512, 8192)]
+    assert authenticates(broker, "alice", "alice-secret", "SCRAM-SHA-512")
+    broker.restart()
+    assert authenticates(broker, "alice", "alice-secret", "SCRAM-SHA-512")

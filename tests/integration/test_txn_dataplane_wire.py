@@ -272,6 +272,22 @@ def test_read_committed_stops_at_the_open_transaction(txb):
         assert list_offset(c, "t", -1, 1).offset == 5
 
 
+def test_last_stable_offset_is_never_below_the_log_start(txb):
+    """DeleteRecords past an open transaction's first batch: Kafka's first unstable offset
+    moves up to the log start, so readers there are not stuck until the marker."""
+    with client(txb) as c:
+        create(c, "t")
+        produce(c, "t", tbatch(5, 0))  # 0: open
+        produce(c, "t", encode_batch([(b"a", b"1")]), txn=None)  # 1
+        produce(c, "t", encode_batch([(b"a", b"2")]), txn=None)  # 2
+        r = c.request(21, 2, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": 2}]}],
+                              "timeout_ms": 5000})
+        assert r.topics[0].partitions[0].error_code == E.NONE
+        p = fetch(c, "t", 2)
+        assert (p.last_stable_offset, offsets_of(p.records)) == (2, [])
+        assert list_offset(c, "t", -1, 1).offset == 2
+
+
 def test_timestamp_lookups_stop_at_the_last_stable_offset(txb):
     with client(txb) as c:
         create(c, "t")

@@ -221,3 +221,13 @@ def test_audit_line_reads_like_kafkas_authorizer_logger():
         "Topic:LITERAL:t for request = Fetch with resourceRefCount = 1 based on rule MatchingAcl(acl="
         "StandardAcl(resourceType=TOPIC, resourceName=t, patternType=LITERAL, principal=User:bob, "
         "host=*, operation=READ, permissionType=DENY))")
+
+
+def test_ipv6_peers_are_matched_in_javas_text_form():
+    """ACL hosts are compared with Java's ``getHostAddress()`` of the peer, as on Kafka."""
+    from odradek.broker.security.authorizer import java_host_address
+
+    assert java_host_address("::1") == "0:0:0:0:0:0:0:1"
+    assert java_host_address("fe80::a:1%eth0") == "fe80:0:0:0:0:0:a:1%eth0"
+    assert java_host_address("::ffff:10.0.0.1") == "10.0.0.1"
+    assert java_host_address("not-an-address:") == "not-an-address:"

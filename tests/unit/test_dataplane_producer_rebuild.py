@@ -87,3 +87,28 @@ def test_snapshot_bytes_are_kafkas(tmp_path):
     assert producer_snapshot.offsets(tmp_path) == [50, 80]
     (tmp_path / "00000000000000000080.snapshot").write_bytes(b"torn")
     assert producer_snapshot.latest(tmp_path, 85) == (50, [entry])  # a torn one is skipped
+
+
+def test_a_snapshot_older_than_the_first_segment_is_not_used(tmp_path):
+    """Retention deleted the segments after it (and the marker of a transaction it holds open):
+    replaying what is left must not leave that transaction open forever."""
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=200, index_interval_bytes=50, retention_ms=1))
+    try:
+        live = PartitionProducers()
+        data = encode_batch([(b"k", b"v")], producer_id=1, producer_epoch=0, base_sequence=0, transactional=True,
+                            base_timestamp=1)
+        live.record(read_batch_header(data), log.append(data)[0], -1)
+        producer_snapshot.write(log.directory, log.log_end_offset, live.snapshot_entries())  # txn open at 0
+        offset, _ = log.append(encode_end_txn_batch(True, producer_id=1, producer_epoch=0, coordinator_epoch=0,
+                                                    timestamp=1))
+        for _ in range(6):
+            log.append(encode_batch([(b"x", b"y" * 50)], base_timestamp=1))
+        log.roll()
+        log.delete_old_segments(now_ms=10_000)
+        assert log.segments[0].base_offset > offset  # the transaction and its marker are gone
+        rebuilt = PartitionProducers()
+        rebuilt.rebuild(log)
+        assert rebuilt.open_txns == {}
+        assert rebuilt.last_stable_offset(log.log_end_offset) == log.log_end_offset
+    finally:
+        log.close()

@@ -338,6 +338,8 @@ class PartitionProducers:
         directory = log.directory
         end = log.log_end_offset
         snap = producer_snapshot.latest(directory, end)
+        if snap is not None and snap[0] < log.segments[0].base_offset:
+            snap = None  # retention took batches after it: replay what is left instead, as without one
         start = 0
         if snap is not None:
             start = snap[0]

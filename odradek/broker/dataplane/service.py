@@ -242,10 +242,16 @@ class DataPlane:
             await asyncio.to_thread(lambda: [self._snapshot(*job) for job in jobs])
 
     def last_stable_offset(self, log: Log) -> int:
-        """min(first offset of the oldest open transaction, high watermark = log end)."""
+        """min(first offset of the oldest open transaction, high watermark = log end), never below
+        the log start (Kafka's ``maybeIncrementFirstUnstableOffset``: retention or DeleteRecords
+        may take an open transaction's first batches; readers start at the log start)."""
         state = self.producers.peek(log.topic, log.partition)
         end = log.log_end_offset
-        return end if state is None else state.last_stable_offset(end)
+        if state is None:
+            return end
+        lso = state.last_stable_offset(end)
+        start = log.log_start_offset
+        return lso if lso >= start else min(start, end)
 
     def loaded(self, log: Log) -> bool:
         """Whether the partition's producer state is ready (``ensure_loaded`` need not be awaited)."""

@@ -9,7 +9,9 @@ names Kafka's authorizer; with none, handlers skip every check (Kafka's
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,7 +92,23 @@ class Authorizer:
 def _host(ctx: RequestContext) -> str:
     """The client's address as ACL hosts are written: ``InetAddress.getHostAddress()``, which
     has no leading ``/`` (the connection keeps Kafka's ``/1.2.3.4`` form for DescribeGroups)."""
-    return ctx.client_host.lstrip("/")
+    host = ctx.client_host.lstrip("/")
+    return java_host_address(host) if ":" in host else host
+
+
+@lru_cache(maxsize=1024)
+def java_host_address(host: str) -> str:
+    """An IPv6 peer as Java prints it: eight groups, no ``::`` compression, no leading zeros
+    (``::1`` -> ``0:0:0:0:0:0:0:1``); an IPv4-mapped one as the IPv4 address Java makes of it."""
+    address, sep, scope = host.partition("%")
+    try:
+        ip = ipaddress.IPv6Address(address)
+    except ValueError:
+        return host
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    text = ":".join(f"{int(group, 16):x}" for group in ip.exploded.split(":"))
+    return text + sep + scope
 
 
 def _request_name(ctx: RequestContext) -> str:

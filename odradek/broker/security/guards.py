@@ -665,46 +665,17 @@ def end_txn(g: Guarded, ctx: RequestContext, req: Any) -> Any:
 def txn_offset_commit(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     """WRITE on the transactional id (53 everywhere), READ on the group (30 everywhere), READ
     on each topic (29 for its partitions, the others committed)."""
-    def everywhere(code: ErrorCode) -> dict:
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                                            for p in t.partitions]} for t in req.topics]}
     if not _txn_allowed(g, ctx, req.transactional_id):
-        return everywhere(TXN_DENIED)
+        return _denied(ctx, req, TXN_DENIED)
     if not g.authz.allowed(ctx, Op.READ, R.GROUP, req.group_id):
-        return everywhere(GROUP_DENIED)
-    topics = list(req.topics)
-    allowed = g.authz.allowed_names(ctx, Op.READ, R.TOPIC, (t.name for t in topics))
-    refused = [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": TOPIC_DENIED}
-                                               for p in t.partitions]} for t in topics if t.name not in allowed]
-    if not refused:
-        return g.inner(ctx, req)
-    kept = [t for t in topics if t.name in allowed]
-    served = g.inner(ctx, _with(req, topics=kept)) if kept else {"throttle_time_ms": 0, "topics": []}
-
-    def merge(body: dict) -> dict:
-        body["topics"] = list(body["topics"]) + refused
-        return body
-    return after(served, merge)
+        return _denied(ctx, req, GROUP_DENIED)
+    return _split(g, ctx, req, "topics", lambda t: t.name, Op.READ, R.TOPIC, TOPIC_DENIED, "topics")
 
 
 @guard(61)
 def describe_producers(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     """READ on each topic; a denied one answers 29 on every partition asked for."""
-    topics = list(req.topics)
-    allowed = g.authz.allowed_names(ctx, Op.READ, R.TOPIC, (t.name for t in topics))
-    refused = [{"name": t.name, "partitions": [
-        {"partition_index": p, "error_code": TOPIC_DENIED, "error_message": None, "active_producers": []}
-        for p in t.partition_indexes]} for t in topics if t.name not in allowed]
-    if not refused:
-        return g.inner(ctx, req)
-    kept = [t for t in topics if t.name in allowed]
-    served = g.inner(ctx, _with(req, topics=kept)) if kept else {"throttle_time_ms": 0, "topics": []}
-
-    def merge(body: dict) -> dict:
-        body["topics"] = list(body["topics"]) + refused
-        return body
-    return after(served, merge)
+    return _split(g, ctx, req, "topics", lambda t: t.name, Op.READ, R.TOPIC, TOPIC_DENIED, "topics")
 
 
 @guard(65)

@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from ..config import Config, ConfigError
-from . import plain  # noqa: F401  (registers PLAIN)
+from . import oauthbearer, plain  # (registers PLAIN and OAUTHBEARER)
 from .jaas import JaasError, options_for, parse_jaas, parse_jaas_file
 from .listeners import ListenerSpec, listener_specs
 from .mechanism import MECHANISMS, SaslSettings
@@ -86,6 +86,12 @@ def _sasl_listener(config: Config, listener: str, credentials: Any,
                 f"listener {listener} enables PLAIN but no user is configured: set "
                 f"listener.name.{listener.lower()}.plain.sasl.jaas.config (or sasl.jaas.config) to "
                 f"'org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\";'")
+        if mechanism == "OAUTHBEARER":  # its unsecuredValidator* options, checked now rather than at login
+            try:
+                oauthbearer.ValidatorOptions.from_jaas(options)
+            except ValueError as exc:
+                raise ConfigError(f"listener {listener}: listener.name.{listener.lower()}.oauthbearer."
+                                  f"sasl.jaas.config: {exc}") from None
         settings[mechanism] = SaslSettings(listener, options, credentials, now_ms)
         reauth[mechanism] = config.for_mechanism(listener, mechanism, "connections.max.reauth.ms")
     return SaslListener(listener, mechanisms, settings, reauth,

@@ -1,0 +1,332 @@
+"""Real clients over TCP with SCRAM-SHA-256 / SCRAM-SHA-512 over SASL_PLAINTEXT and OAUTHBEARER
+with unsecured tokens: kafka-python, aiokafka and confluent-kafka produce and consume; a wrong
+password or an unknown user is refused with an authentication error; users made with the admin
+APIs log in (after a restart) until deleted.  (SASL_SSL with SCRAM: ``test_security_clients.py``.)
+
+Brokers come from the testing helper's one argument (``security={"protocol": ..., "mechanism": ...}``),
+which also creates the SCRAM users, so these tests are what a user's suite would write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import json
+import time
+import uuid
+
+import pytest
+
+from odradek.testing.handle import BrokerHandle
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+MODES = {
+    f"{protocol.lower()}-{mechanism.lower()}": {"protocol": protocol, "mechanism": mechanism}
+    for protocol in ("SASL_PLAINTEXT",) for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+}
+MESSAGES = 10
+
+
+@pytest.fixture(scope="module", params=list(MODES))
+def secured(request):
+    with BrokerHandle(security=MODES[request.param]) as b:
+        yield b
+
+
+def _topic(b) -> str:
+    name = f"scram-{uuid.uuid4().hex[:8]}"
+    b.create_topic(name, partitions=1)
+    return name
+
+
+def _kafka_python_round_trip(bootstrap: str, settings: dict, topic: str) -> list[bytes]:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **settings)
+    for i in range(MESSAGES):
+        producer.send(topic, f"k{i}".encode())
+    producer.flush(timeout=30)
+    producer.close(timeout=5)
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"g-{uuid.uuid4().hex[:6]}",
+                             auto_offset_reset="earliest", enable_auto_commit=False, **settings)
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < MESSAGES and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            seen += [r.value for r in records]
+    consumer.commit()
+    consumer.close()
+    return seen
+
+
+def test_kafka_python(secured):
+    topic = _topic(secured)
+    seen = _kafka_python_round_trip(secured.bootstrap_servers, secured.client.kafka_python(), topic)
+    assert sorted(seen) == sorted(f"k{i}".encode() for i in range(MESSAGES))
+
+
+def test_aiokafka(secured):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    topic = _topic(secured)
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=secured.bootstrap_servers, **secured.client.aiokafka())
+        await producer.start()
+        try:
+            for i in range(MESSAGES):
+                await producer.send(topic, f"a{i}".encode())
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=secured.bootstrap_servers,
+                                    group_id=f"g-{uuid.uuid4().hex[:6]}", auto_offset_reset="earliest",
+                                    enable_auto_commit=False, **secured.client.aiokafka())
+        await consumer.start()
+        seen: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 60
+            while len(seen) < MESSAGES and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    seen += [r.value for r in records]
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return seen
+
+    assert sorted(asyncio.run(run())) == sorted(f"a{i}".encode() for i in range(MESSAGES))
+
+
+def _confluent_round_trip(settings: dict, topic: str) -> list[bytes]:
+    from confluent_kafka import Consumer, Producer
+
+    producer = Producer(settings)
+    for i in range(MESSAGES):
+        producer.produce(topic, f"c{i}".encode())
+    assert producer.flush(30) == 0
+    consumer = Consumer({**settings, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < MESSAGES and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen.append(msg.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    return seen
+
+
+def test_confluent_kafka(secured):
+    topic = _topic(secured)
+    seen = _confluent_round_trip({"bootstrap.servers": secured.bootstrap_servers, **secured.client.confluent()},
+                                 topic)
+    assert sorted(seen) == sorted(f"c{i}".encode() for i in range(MESSAGES))
+
+
+# --- refused credentials ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module", params=["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def scram_plaintext(request):
+    with BrokerHandle(security={"protocol": "SASL_PLAINTEXT", "mechanism": request.param}) as b:
+        yield b
+
+
+BAD = [("alice", "wrong"), ("mallory", "whatever")]  # a wrong password; an unknown user
+
+
+@pytest.mark.parametrize("user, password", BAD)
+def test_confluent_kafka_reports_an_authentication_error(scram_plaintext, user, password):
+    from confluent_kafka import KafkaError, Producer
+
+    bad = dataclasses.replace(scram_plaintext.client, username=user, password=password)
+    errors: list = []
+    producer = Producer({"bootstrap.servers": scram_plaintext.bootstrap_servers, **bad.confluent(),
+                         "error_cb": errors.append})
+    deadline = time.monotonic() + 30
+    while not errors and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+    # the same text for both: an unknown user is not revealed
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-" in errors[0].str()
+
+
+@pytest.mark.parametrize("user, password", BAD)
+def test_aiokafka_cannot_start_with_bad_credentials(scram_plaintext, user, password):
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaConnectionError
+
+    bad = dataclasses.replace(scram_plaintext.client, username=user, password=password)
+
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=scram_plaintext.bootstrap_servers, **bad.aiokafka())
+        try:
+            with pytest.raises(KafkaConnectionError):
+                await producer.start()
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("user, password", BAD)
+def test_kafka_python_cannot_bootstrap_with_bad_credentials(scram_plaintext, user, password):
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    bad = dataclasses.replace(scram_plaintext.client, username=user, password=password)
+    with pytest.raises(KafkaError):
+        KafkaProducer(bootstrap_servers=scram_plaintext.bootstrap_servers, bootstrap_timeout_ms=2000,
+                      **bad.kafka_python())
+
+
+# --- users made with the admin API --------------------------------------------------------------
+
+def test_users_created_with_the_admin_api_log_in_after_a_restart():
+    """confluent-kafka's AdminClient (authenticated as the fixture's user) creates bob for both
+    mechanisms; after a restart bob produces and consumes with each; deleting him locks him out."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    with BrokerHandle(security={"protocol": "SASL_PLAINTEXT", "mechanism": "SCRAM-SHA-512"}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, **b.client.confluent()})
+        for mech in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512):
+            upsert = UserScramCredentialUpsertion("bob", ScramCredentialInfo(mech, 8192), b"bob-secret")
+            assert admin.alter_user_scram_credentials([upsert])["bob"].result(20) is None
+        b.restart()
+        topic = _topic(b)
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            bob = dataclasses.replace(b.client.using(mechanism), username="bob", password="bob-secret")
+            seen = _confluent_round_trip({"bootstrap.servers": b.bootstrap_servers, **bob.confluent()}, topic)
+            assert len(seen) >= MESSAGES
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, **b.client.confluent()})
+        gone = UserScramCredentialDeletion("bob", ScramMechanism.SCRAM_SHA_256)
+        assert admin.alter_user_scram_credentials([gone])["bob"].result(20) is None
+        bob = dataclasses.replace(b.client.using("SCRAM-SHA-256"), username="bob", password="bob-secret")
+        errors: list = []
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers, **bob.confluent(), "error_cb": errors.append})
+        deadline = time.monotonic() + 30
+        while not errors and time.monotonic() < deadline:
+            producer.poll(0.2)
+        assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+
+
+def test_kafka_python_admin_creates_a_user_that_aiokafka_then_uses():
+    from aiokafka import AIOKafkaProducer
+    from kafka.admin import KafkaAdminClient, UserScramCredentialUpsertion
+
+    with BrokerHandle(security={"protocol": "SASL_PLAINTEXT", "mechanism": "SCRAM-SHA-256"}) as b:
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers, **b.client.kafka_python())
+        try:
+            assert admin.alter_user_scram_credentials([
+                UserScramCredentialUpsertion("carol", "SCRAM-SHA-256", "carol-secret")]) == {"carol": None}
+        finally:
+            admin.close()
+        topic = _topic(b)
+        carol = dataclasses.replace(b.client, username="carol", password="carol-secret")
+
+        async def run() -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, **carol.aiokafka())
+            await producer.start()
+            try:
+                await producer.send_and_wait(topic, b"from carol")
+            finally:
+                await producer.stop()
+
+        asyncio.run(run())
+
+
+# --- OAUTHBEARER, unsecured tokens (development only) ---------------------------------------------
+
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+
+
+def _oauth_broker(required_scope: str | None = None) -> BrokerHandle:
+    """A SASL_PLAINTEXT test broker with OAUTHBEARER enabled besides PLAIN (which makes the topics)."""
+    options = f' unsecuredValidatorRequiredScope="{required_scope}"' if required_scope else ""
+    return BrokerHandle(security="SASL_PLAINTEXT", overrides={
+        "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": f"{OAUTH_MODULE} required{options};"})
+
+
+def _confluent_oauth(b, config: str) -> dict:
+    return {"bootstrap.servers": b.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
+            "sasl.oauthbearer.config": config}
+
+
+def test_confluent_kafka_with_an_unsecured_token():
+    with _oauth_broker(required_scope="requiredScope") as b:
+        topic = _topic(b)
+        seen = _confluent_round_trip(_confluent_oauth(b, "principal=admin scope=requiredScope"), topic)
+        assert sorted(seen) == sorted(f"c{i}".encode() for i in range(MESSAGES))
+
+
+def test_confluent_kafka_token_without_the_required_scope_is_refused():
+    from confluent_kafka import KafkaError, Producer
+
+    with _oauth_broker(required_scope="requiredScope") as b:
+        errors: list = []
+        producer = Producer({**_confluent_oauth(b, "principal=admin scope=other"), "error_cb": errors.append})
+        deadline = time.monotonic() + 30
+        while not errors and time.monotonic() < deadline:
+            producer.poll(0.2)
+        assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+        assert "insufficient_scope" in errors[0].str()
+
+
+class UnsecuredToken:
+    """A kafka-python / aiokafka token provider: an unsigned JWS for ``sub``, valid for an hour."""
+
+    def __init__(self, sub: str) -> None:
+        self.sub = sub
+
+    def token(self) -> str:
+        def part(obj) -> str:
+            return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+        now = int(time.time())  # whole seconds, as JWTs carry them: a fractional iat can lie in the
+        # broker's current millisecond, which Kafka's check (1000 * iat > now ms) counts as the future
+        return f"{part({'alg': 'none'})}.{part({'sub': self.sub, 'iat': now, 'exp': now + 3600})}."
+
+    def extensions(self) -> dict:
+        return {}
+
+
+def test_kafka_python_and_aiokafka_with_an_unsecured_token():
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.abc import AbstractTokenProvider
+    from kafka.net.sasl.oauth import AbstractTokenProvider as KafkaPythonTokenProvider
+
+    class KpToken(UnsecuredToken, KafkaPythonTokenProvider):
+        pass
+
+    class AkToken(UnsecuredToken, AbstractTokenProvider):
+        async def token(self) -> str:
+            return UnsecuredToken.token(self)
+
+    with _oauth_broker() as b:
+        topic = _topic(b)
+        settings = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER"}
+        seen = _kafka_python_round_trip(b.bootstrap_servers, {**settings,
+                                                              "sasl_oauth_token_provider": KpToken("dev")}, topic)
+        assert len(seen) == MESSAGES
+
+        async def run() -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, sasl_oauth_token_provider=AkToken("dev"),
+                                        **settings)
+            await producer.start()
+            try:
+                await producer.send_and_wait(topic, b"from aiokafka")
+            finally:
+                await producer.stop()
+
+        asyncio.run(run())
