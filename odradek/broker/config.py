@@ -219,6 +219,10 @@ SECURITY_SETTINGS: list[Setting] = [
             "it only per listener and mechanism, listener.name.<listener>.<mechanism>.sasl.jaas.config; "
             "the bare name applies to every listener and mechanism here.",
             sensitive=True, scope="mechanism"),
+    Setting("java.security.auth.login.config", _str, "",
+            "A JAAS file (Kafka's -Djava.security.auth.login.config, also read from KAFKA_OPTS): its "
+            "<listener>.KafkaServer section, else KafkaServer, holds the login modules of listeners "
+            "without a sasl.jaas.config."),
     Setting("connections.max.reauth.ms", _int, 0,
             "KIP-368: a SASL session lasts at most this long; the client must re-authenticate on the "
             "same connection, or its next request after the deadline closes it. 0: sessions never "
@@ -510,6 +514,9 @@ class Config:
             name = env_to_name(var)
             if name in SETTINGS_BY_NAME or (name is not None and scoped_setting(name) is not None):
                 env_layer[name] = raw
+        jaas_file = _jaas_file_from_opts(environ.get("KAFKA_OPTS", ""))
+        if jaas_file and "java.security.auth.login.config" not in env_layer:
+            env_layer["java.security.auth.login.config"] = jaas_file
         layers.append(("env", env_layer))
         layers.append(("override", _override_map(overrides)))
 
@@ -540,6 +547,15 @@ class Config:
                 values[name] = value
                 sources[name] = source
         return cls(values, sources, unknown, scoped)
+
+
+def _jaas_file_from_opts(opts: str) -> str | None:
+    """``-Djava.security.auth.login.config=/etc/kafka/jaas.conf`` in KAFKA_OPTS (how Kafka's images
+    are given a JAAS file)."""
+    for word in opts.split():
+        if word.startswith("-Djava.security.auth.login.config="):
+            return word.split("=", 1)[1].strip("\"'")
+    return None
 
 
 def closest_setting(name: str) -> str | None:

@@ -596,8 +596,11 @@ class Connection(asyncio.Protocol):
         while end - pos >= 4:
             size = _SIZE.unpack_from(buf, pos)[0]
             if size < 0 or size > limit:
-                self.log.warning("request.refused", reason="frame size", size=size, limit=limit)
-                return pos, answers, "frame too large"
+                if 0 <= size <= self.frame_limit:  # authenticated by a frame of this same read
+                    limit = self.frame_limit
+                else:
+                    self.log.warning("request.refused", reason="frame size", size=size, limit=limit)
+                    return pos, answers, "frame too large"
             if end - pos - 4 < size:
                 break
             frame = buf[pos + 4:pos + 4 + size]
@@ -681,6 +684,7 @@ class Connection(asyncio.Protocol):
         sasl = self.sasl
         if sasl.state == sasl_states.RAW:
             return self._sasl_raw_token(frame)
+        # (an authenticated session without an end no longer comes here: ``process`` is ``_process``)
         try:
             api_key, version, correlation_id = headers.peek_request(frame)
         except ValueError:
@@ -776,6 +780,8 @@ class Connection(asyncio.Protocol):
         if lifetime is not None:
             self.principal = sasl.principal
             self.frame_limit = self.server.max_request_bytes
+            if sasl.expires_at is None:  # no session end: nothing more to watch, requests go straight in
+                self.process = self._process
             self.log.info("sasl.authenticated", principal=sasl.principal, mechanism=sasl.mechanism,
                           session_lifetime_ms=lifetime)
         return challenge, lifetime

@@ -113,3 +113,36 @@ def test_scope_and_overrides_are_configurable(pytester):
     ''')
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=120)
     result.assert_outcomes(passed=3)
+
+
+SECURE_SAMPLE = '''
+import pytest
+
+def _roundtrip(broker, topic):
+    from kafka import KafkaConsumer, KafkaProducer
+    broker.create_topic(topic)
+    settings = broker.client.kafka_python()
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, **settings)
+    producer.send(topic, b"secret").get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
+                             consumer_timeout_ms=5000, **settings)
+    assert [m.value for m in consumer] == [b"secret"]
+    consumer.close()
+
+def test_session_broker_is_sasl_ssl(kafka_broker):
+    assert kafka_broker.client.security_protocol == "SASL_SSL"
+    _roundtrip(kafka_broker, "secure-session")
+
+@pytest.mark.parametrize("fresh_kafka_broker", [{"protocol": "SSL", "client_auth": "required"}], indirect=True)
+def test_one_test_asks_for_client_certificates(fresh_kafka_broker):
+    assert fresh_kafka_broker.client.cert_file
+    _roundtrip(fresh_kafka_broker, "secure-fresh")
+'''
+
+
+def test_fixtures_serve_tls_and_sasl_with_one_option(pytester):
+    pytester.makepyfile(test_secure=SECURE_SAMPLE)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "--kafka-broker-security=SASL_SSL",
+                                           timeout=120)
+    result.assert_outcomes(passed=2)

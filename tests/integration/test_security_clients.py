@@ -28,7 +28,7 @@ MODES = {
     "sasl-ssl-scram-sha-256": {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-256"},
     "sasl-ssl-scram-sha-512": {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512"},
 }
-MESSAGES = 20
+MESSAGES = 20  # to both partitions alike, so each has a committed offset
 
 
 @pytest.fixture(scope="module", params=list(MODES))
@@ -50,7 +50,7 @@ def test_kafka_python_produces_consumes_and_commits(secured):
     settings = secured.client.kafka_python()
     producer = KafkaProducer(bootstrap_servers=secured.bootstrap_servers, **settings)
     for i in range(MESSAGES):
-        producer.send(topic, f"m{i}".encode())
+        producer.send(topic, f"m{i}".encode(), partition=i % 2)
     producer.flush(timeout=30)
     producer.close(timeout=5)
     consumer = KafkaConsumer(topic, bootstrap_servers=secured.bootstrap_servers, group_id=group,
@@ -78,7 +78,7 @@ def test_aiokafka_produces_consumes_and_commits(secured):
         await producer.start()
         try:
             for i in range(MESSAGES):
-                await producer.send(topic, f"a{i}".encode())
+                await producer.send(topic, f"a{i}".encode(), partition=i % 2)
             await producer.flush()
         finally:
             await producer.stop()
@@ -110,7 +110,7 @@ def test_confluent_kafka_produces_consumes_and_commits(secured):
     settings = {"bootstrap.servers": secured.bootstrap_servers, **secured.client.confluent()}
     producer = Producer(settings)
     for i in range(MESSAGES):
-        producer.produce(topic, f"c{i}".encode())
+        producer.produce(topic, f"c{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
     consumer = Consumer({**settings, "group.id": group, "auto.offset.reset": "earliest",
                          "enable.auto.commit": False})
@@ -244,3 +244,43 @@ def test_scram_user_created_with_the_admin_api_logs_in_after_a_restart():
         while not errors and time.monotonic() < deadline:
             bad.poll(0.2)
         assert errors and errors[0].code() == KafkaError._AUTHENTICATION
+
+
+def test_clients_keep_working_across_session_ends_kip_368():
+    """With connections.max.reauth.ms, kafka-python and librdkafka re-authenticate on their
+    connections; aiokafka (no re-authentication) has its expired connection closed and reconnects."""
+    from aiokafka import AIOKafkaProducer
+    from confluent_kafka import Producer
+    from kafka import KafkaProducer
+
+    with BrokerHandle(security="SASL_SSL", overrides={"connections.max.reauth.ms": "1500"}) as b:
+        topic = _topic(b)
+        kp = KafkaProducer(bootstrap_servers=b.bootstrap_servers, **b.client.kafka_python())
+        cp = Producer({"bootstrap.servers": b.bootstrap_servers, **b.client.confluent()})
+
+        async def aio(deadline: float) -> int:
+            p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, **b.client.aiokafka())
+            await p.start()
+            sent = 0
+            try:
+                while time.monotonic() < deadline:
+                    await p.send_and_wait(topic, b"aiokafka")
+                    sent += 1
+                    await asyncio.sleep(0.05)
+            finally:
+                await p.stop()
+            return sent
+
+        deadline = time.monotonic() + 4
+        sent = 0
+        while time.monotonic() < deadline:
+            kp.send(topic, b"kafka-python").get(timeout=10)
+            cp.produce(topic, b"confluent")
+            assert cp.flush(10) == 0
+            sent += 1
+            time.sleep(0.05)
+        assert asyncio.run(aio(time.monotonic() + 4)) > 0
+        renewed = b.call(lambda app: sum(c.sasl.reauth_started_at is not None
+                                         for c in app.server._connections if c.sasl), b.app)
+        kp.close()
+        assert sent > 0 and renewed >= 2  # kafka-python's and librdkafka's connections

@@ -230,9 +230,19 @@ def test_reauthentication_cannot_change_the_principal(reauth_broker):
         assert _closed(c)
 
 
-def test_handshake_within_a_second_of_authentication_is_a_plain_request(reauth_broker):
+def test_a_second_reauthentication_within_a_second_is_a_plain_request(reauth_broker):
     with _connect(reauth_broker) as c:
         assert _login(c, "bob", "bob-secret").error_code == 0
+        assert _login(c, "bob", "bob-secret").error_code == 0  # the first may come at once
+        assert c.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 34
+        assert c.request(METADATA, 9, METADATA_ALL).brokers
+        reauth_broker.control("advance_clock", ms=1000)
+        assert _login(c, "bob", "bob-secret").error_code == 0
+
+
+def test_without_a_session_end_a_handshake_after_authentication_is_a_plain_request(sasl_broker):
+    with _connect(sasl_broker) as c:
+        assert _login(c, "bob", "bob-secret").session_lifetime_ms == 0
         assert c.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 34
         assert c.request(METADATA, 9, METADATA_ALL).brokers
 
@@ -345,3 +355,55 @@ def test_tls_listener_on_a_raw_socket_gets_no_kafka_bytes(ssl_broker):
         s.sendall(encode(METADATA, 9, 1, METADATA_ALL))
         data = s.recv(4096)
         assert not data.startswith(struct.pack(">i", 1)) and (data == b"" or data[:1] == b"\x15")
+
+
+def test_random_frames_before_authentication_never_get_in(sasl_broker):
+    """200 random frames (random API keys, versions and bytes) on fresh connections: each is
+    answered (ApiVersions, SaslHandshake) or closed; nothing else is ever answered; the broker serves on."""
+    import random
+
+    rng = random.Random(23)
+    allowed = {API_VERSIONS, SASL_HANDSHAKE}
+    for _ in range(200):
+        api_key = rng.choice([0, 1, 3, 8, 10, 11, 17, 18, 19, 36, 60, rng.randrange(-5, 200)])
+        body = rng.randbytes(rng.randrange(0, 40))
+        frame = struct.pack(">hhi", api_key, rng.randrange(-1, 15), 7) + body
+        with _connect(sasl_broker) as c:
+            c.send_raw(struct.pack(">i", len(frame)) + frame)
+            c.sock.settimeout(5)
+            try:
+                head = c.sock.recv(8)
+            except ConnectionError:
+                head = b""
+            if head:
+                assert api_key in allowed, (api_key, head)
+    with SyncClient(*_host_port(sasl_broker), sasl_plain=("bob", "bob-secret")) as c:
+        assert c.request(METADATA, 9, METADATA_ALL).brokers
+
+
+def test_tls_listener_comes_back_after_broker_down(ssl_broker):
+    ssl_broker.control("broker_down", seconds=0.2)
+    import time
+
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with SyncClient(*_host_port(ssl_broker), **ssl_broker.client.wire()) as c:
+                assert c.request(METADATA, 9, METADATA_ALL).brokers
+                break
+        except OSError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
+def test_a_large_request_right_behind_the_authentication_in_one_write_is_served(sasl_broker):
+    """sasl.server.max.receive.size binds only until authentication, even within one read."""
+    with _connect(sasl_broker) as c:
+        big = encode(METADATA, 9, 3, {**METADATA_ALL, "topics": [{"name": "t" * 200}] * 3000})
+        assert len(big) > 524288
+        c.send_raw(encode(SASL_HANDSHAKE, 1, 1, {"mechanism": "PLAIN"})
+                   + encode(SASL_AUTHENTICATE, 2, 2, {"auth_bytes": _plain("bob", "bob-secret")}) + big)
+        for api_key, version in ((SASL_HANDSHAKE, 1), (SASL_AUTHENTICATE, 2), (METADATA, 9)):
+            cid, answer = decode(api_key, version, c.recv_frame())
+            assert getattr(answer, "error_code", 0) == 0
+        assert cid == 3

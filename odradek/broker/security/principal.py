@@ -40,9 +40,14 @@ def _escape(value: str) -> str:
 
 
 def _der_hex(value: str, tag: int) -> str:
+    """``#`` + the hex of the value's DER encoding (tag, length, bytes), as RFC 2253 writes it."""
     data = value.encode("utf-8")
     n = len(data)
-    length = bytes([n]) if n < 0x80 else (lambda b: bytes([0x80 | len(b)]) + b)(n.to_bytes((n.bit_length() + 7) // 8, "big"))
+    if n < 0x80:
+        length = bytes([n])
+    else:
+        octets = n.to_bytes((n.bit_length() + 7) // 8, "big")
+        length = bytes([0x80 | len(octets)]) + octets
     return "#" + (bytes([tag]) + length + data).hex()
 
 

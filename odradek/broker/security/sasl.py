@@ -8,9 +8,9 @@ completes.  States, as Kafka's (``SaslState``):
 - ``HANDSHAKE``: after ApiVersions, only SaslHandshake;
 - ``RAW``: after a v0 SaslHandshake the tokens come as raw size-prefixed frames;
 - ``AUTHENTICATE``: after a v1 SaslHandshake, only SaslAuthenticate;
-- ``COMPLETE``: ordinary requests; a SaslHandshake at least a second after the
-  last authentication starts a re-authentication (KIP-368), on the same mechanism,
-  ending with the same principal.
+- ``COMPLETE``: ordinary requests; when the session has an end (KIP-368), a
+  SaslHandshake starts a re-authentication -- at most one start a second --
+  on the same mechanism, ending with the same principal (``KafkaChannel.maybeBeginServerReauthentication``).
 
 Mechanisms are made only through the ``MECHANISMS`` registry.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from .mechanism import MECHANISMS, SaslAuthenticationError, SaslServer, SaslSettings
 
 INITIAL, HANDSHAKE, RAW, AUTHENTICATE, COMPLETE = "initial", "handshake", "raw", "authenticate", "complete"
-REAUTH_MIN_INTERVAL_MS = 1000  # SaslServerAuthenticator: at most one re-authentication start per second
+REAUTH_MIN_INTERVAL_MS = 1000  # KafkaChannel: at most one re-authentication start per second
 
 
 @dataclass
@@ -49,7 +49,7 @@ class SaslExchange:
         self.mechanism: str | None = None
         self.principal: str | None = None  # set once authenticated
         self.reauthenticating = False
-        self.authenticated_at = 0
+        self.reauth_started_at: int | None = None
         self.expires_at: int | None = None  # the session's end (KIP-368), None: never
 
     @property
@@ -70,11 +70,17 @@ class SaslExchange:
         return True
 
     def may_reauthenticate(self) -> bool:
-        """A SaslHandshake on an authenticated connection starts a re-authentication (KIP-368)."""
-        return self.state == COMPLETE and self.now_ms() - self.authenticated_at >= REAUTH_MIN_INTERVAL_MS
+        """Whether a SaslHandshake on this authenticated connection starts a re-authentication:
+        only a session with an end can be renewed, and not twice within a second; otherwise the
+        handshake is an ordinary request (answered ILLEGAL_SASL_STATE)."""
+        if self.state != COMPLETE or self.expires_at is None:
+            return False
+        started = self.reauth_started_at
+        return started is None or self.now_ms() - started >= REAUTH_MIN_INTERVAL_MS
 
     def start_reauthentication(self) -> None:
         self.reauthenticating = True
+        self.reauth_started_at = self.now_ms()
         self.state = HANDSHAKE
 
     def evaluate(self, token: bytes) -> tuple[bytes, int | None]:
@@ -107,7 +113,6 @@ class SaslExchange:
         self.principal = principal
         self.state = COMPLETE
         self.reauthenticating = False
-        self.authenticated_at = now
         self.expires_at = now + lifetime if lifetime > 0 or expiry is not None else None
         return lifetime
 

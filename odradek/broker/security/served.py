@@ -10,13 +10,14 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from ..config import Config, ConfigError
 from . import oauthbearer, plain  # (registers PLAIN and OAUTHBEARER)
-from .jaas import JaasError, options_for, parse_jaas
+from .jaas import JaasError, options_for, parse_jaas, parse_jaas_file
 from .listeners import ListenerSpec, listener_specs
 from .mechanism import MECHANISMS, SaslSettings
 from .principal import parse_mapping_rules
@@ -99,11 +100,23 @@ def _sasl_listener(config: Config, listener: str, credentials: Any,
 
 
 def _jaas_options(config: Config, listener: str, mechanism: str) -> dict[str, str]:
-    """The JAAS options for (listener, mechanism): the prefixed ``sasl.jaas.config``, else the bare one."""
+    """The JAAS options for (listener, mechanism), in Kafka's order (``JaasContext.loadServerContext``):
+    ``listener.name.<l>.<mechanism>.sasl.jaas.config`` (here also the bare ``sasl.jaas.config``),
+    else the JAAS file's ``<l>.KafkaServer`` section, else its ``KafkaServer`` section."""
     text = config.for_mechanism(listener, mechanism, "sasl.jaas.config")
-    if not text:
+    if text:
+        try:
+            return options_for(parse_jaas(text), mechanism)
+        except JaasError as exc:
+            raise ConfigError(f"sasl.jaas.config for listener {listener}, mechanism {mechanism}: {exc}") from None
+    path = config["java.security.auth.login.config"]
+    if not path:
         return {}
     try:
-        return options_for(parse_jaas(text), mechanism)
+        sections = parse_jaas_file(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"java.security.auth.login.config: {exc}") from None
     except JaasError as exc:
-        raise ConfigError(f"sasl.jaas.config for listener {listener}, mechanism {mechanism}: {exc}") from None
+        raise ConfigError(f"java.security.auth.login.config ({path}): {exc}") from None
+    modules = sections.get(f"{listener.lower()}.KafkaServer") or sections.get("KafkaServer")
+    return options_for(modules, mechanism) if modules else {}
