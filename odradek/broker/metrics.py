@@ -119,6 +119,7 @@ class _StateCollector:
         connections = GaugeMetricFamily("odradek_connections", "Open client connections")
         connections.add_metric([], app.server.open_connections)
         out.append(connections)
+        out.extend(_security_families(app))
         events = _event_counts(app)
         for name, help_text in _EVENT_HELP.items():
             c = CounterMetricFamily(f"odradek_{name}", help_text)
@@ -141,6 +142,32 @@ def _event_counts(app: BrokerApp) -> Tally[str]:
             counts.update(shard.stats)
     counts["compactions"] += app.logs.compactions
     return counts
+
+
+def _security_families(app: BrokerApp) -> list:
+    """Connections per listener and authentication outcomes (Kafka's per-listener
+    successful/failed-authentication-total, expired-connections-killed-count)."""
+    by_listener = GaugeMetricFamily("odradek_listener_connections", "Open client connections per listener",
+                                    labels=["listener"])
+    open_by: Tally[str] = Tally({listener.name: 0 for listener in app.listeners})
+    open_by.update(conn.listener_name for conn in app.server._connections)
+    for name, n in sorted(open_by.items()):
+        by_listener.add_metric([name], n)
+    auth = CounterMetricFamily("odradek_sasl_authentications", "SASL authentications (re-authentications too)",
+                               labels=["listener", "mechanism", "result"])
+    expired = CounterMetricFamily("odradek_expired_connections_killed",
+                                  "Connections closed on a request after their SASL session ended (KIP-368)",
+                                  labels=["listener"])
+    tls = CounterMetricFamily("odradek_tls_handshake_failures", "TLS handshakes that failed (a plaintext "
+                              "client, a missing or untrusted certificate)", labels=["listener"])
+    for (event, listener, mechanism), n in sorted(app.server.security_events.items()):
+        if event in ("succeeded", "failed"):
+            auth.add_metric([listener, mechanism, event], n)
+        elif event == "expired_connection_killed":
+            expired.add_metric([listener], n)
+        else:
+            tls.add_metric([listener], n)
+    return [by_listener, auth, expired, tls]
 
 
 def _log_families(app: BrokerApp) -> list:

@@ -17,7 +17,7 @@ import logging
 import socket
 import struct
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +123,7 @@ class TlsListener:
         except (OSError, TimeoutError, EOFError) as exc:  # ssl.SSLError is an OSError
             log.warning("tls.handshake_failed", peer=peer, listener=self.listener.name,
                         error=str(exc) or type(exc).__name__)
+            self.server.security_events["tls_handshake_failed", self.listener.name, ""] += 1
             client.close()
 
     def close(self) -> None:
@@ -187,6 +188,9 @@ class KafkaServer:
         # request capture is on; None otherwise, so a broker without them pays one attribute test
         self.control: Any = None
         self._handshakes: set[asyncio.Task] = set()  # TLS handshakes under way (``TlsListener``)
+        # authentication outcomes for the metrics, by (event, listener, mechanism): Kafka's
+        # successful/failed-authentication-total and expired-connections-killed-count
+        self.security_events: Counter[tuple[str, str, str]] = Counter()
         self._addresses: list[tuple[str, int, Any]] = []  # where each listener was bound (broker_down)
         self._down: asyncio.TimerHandle | None = None
 
@@ -698,6 +702,7 @@ class Connection(asyncio.Protocol):
                 return self._sasl_handshake(frame, version, correlation_id)
             if sasl.expired():
                 self.log.info("sasl.session_expired", principal=self.principal, api_key=api_key)
+                self.server.security_events["expired_connection_killed", self.listener_name, ""] += 1
                 raise CloseConnection("SASL session expired (connections.max.reauth.ms)")
             return self._process(frame)
         if state == sasl_states.INITIAL and api_key == headers.API_VERSIONS_KEY:
@@ -771,9 +776,11 @@ class Connection(asyncio.Protocol):
         except SaslAuthenticationError as exc:
             self.log.warning("sasl.authentication_failed", mechanism=sasl.mechanism, error=str(exc),
                              detail=getattr(exc, "detail", None), reauthentication=sasl.reauthenticating)
+            self.server.security_events["failed", self.listener_name, sasl.mechanism or ""] += 1
             raise FailAuthentication("SASL authentication failed", message=str(exc)) from None
         except Exception:  # a mechanism's bug: the client is refused, never let in
             self.log.exception("sasl.mechanism_failed", mechanism=sasl.mechanism)
+            self.server.security_events["failed", self.listener_name, sasl.mechanism or ""] += 1
             raise FailAuthentication("SASL mechanism failed", message=(
                 "Authentication failed during authentication due to invalid credentials with SASL "
                 f"mechanism {sasl.mechanism}")) from None
@@ -784,6 +791,7 @@ class Connection(asyncio.Protocol):
                 self.process = self._process
             self.log.info("sasl.authenticated", principal=sasl.principal, mechanism=sasl.mechanism,
                           session_lifetime_ms=lifetime)
+            self.server.security_events["succeeded", self.listener_name, sasl.mechanism] += 1
         return challenge, lifetime
 
     def _illegal_state_answer(self, frame: bytes, api_key: int, version: int, correlation_id: int) -> Any:

@@ -407,3 +407,28 @@ def test_a_large_request_right_behind_the_authentication_in_one_write_is_served(
             cid, answer = decode(api_key, version, c.recv_frame())
             assert getattr(answer, "error_code", 0) == 0
         assert cid == 3
+
+
+def test_metrics_count_authentications_expiries_and_tls_failures():
+    import urllib.request
+
+    with ThreadedBroker(security="SASL_SSL", overrides={**QUICK_FAIL, "metrics.port": "0",
+                                                        "connections.max.reauth.ms": "60000"}) as b:
+        b.control("freeze_clock")
+        host, port = _host_port(b)
+        with _connect(b) as c:  # plaintext on the TLS port
+            c.send_raw(encode(API_VERSIONS, 0, 1, {}))
+            assert _closed(c)
+        with pytest.raises(SaslError):
+            SyncClient(host, port, ssl_context=b.client.ssl_context(), sasl_plain=("alice", "nope"))
+        with SyncClient(host, port, **b.client.wire()) as c:
+            b.control("advance_clock", ms=60001)
+            c.send_raw(encode(METADATA, 9, 5, METADATA_ALL))
+            assert _closed(c)
+        with SyncClient(host, port, **b.client.wire()) as c:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{b.app.metrics_port}/metrics", timeout=10).read().decode()
+    assert 'odradek_sasl_authentications_total{listener="SASL_SSL",mechanism="PLAIN",result="succeeded"} 2.0' in text
+    assert 'odradek_sasl_authentications_total{listener="SASL_SSL",mechanism="PLAIN",result="failed"} 1.0' in text
+    assert 'odradek_expired_connections_killed_total{listener="SASL_SSL"} 1.0' in text
+    assert 'odradek_tls_handshake_failures_total{listener="SASL_SSL"} 1.0' in text
+    assert 'odradek_listener_connections{listener="SASL_SSL"} 1.0' in text
