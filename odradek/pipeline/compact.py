@@ -52,7 +52,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from odradek.protocol.records import crc_ok, iter_batches
+from odradek.protocol.records import (
+    ControlRecordType,
+    CorruptRecordError,
+    crc_ok,
+    iter_batches,
+    parse_control_key,
+)
 from odradek.storage.cleaner import first_unstable_offset
 from odradek.storage.config import LogConfig
 from odradek.storage.files import LOG_SUFFIX, fsync_dir, parse_base_offset, parse_partition_dir
@@ -215,16 +221,46 @@ def scan_log_end(directory: Path) -> int:
 
 
 def latest_by_key(directory: Path) -> dict[bytes, tuple[int, bytes | None]]:
-    """{key: (offset, value)} of the newest record per key (tombstones included)."""
+    """{key: (offset, value)} of the newest record per key (tombstones included) that counts.
+
+    Transactional records count once their COMMIT marker is read and are dropped by an ABORT,
+    as the group coordinator's replay and the cleaner treat them; a transaction with no marker
+    yet counts (the cleaner leaves it alone).  "Newest" is by offset, so a plain commit written
+    after a transaction's record wins even if the transaction commits later.
+    """
     out: dict[bytes, tuple[int, bytes | None]] = {}
+    open_txns: dict[int, list[tuple[bytes, int, bytes | None]]] = {}
+
+    def keep(key: bytes, offset: int, value: bytes | None) -> None:
+        if key not in out or out[key][0] < offset:
+            out[key] = (offset, value)
+
     for seg in _segments(directory):
         for header, records in iter_batches(seg.read_bytes()):
             if header.is_control:
+                pending = open_txns.pop(header.producer_id, [])
+                if records and _is_commit(records[0].key):
+                    for entry in pending:
+                        keep(*entry)
                 continue
             for r in records:
-                if r.key is not None:
-                    out[r.key] = (r.offset, r.value)
+                if r.key is None:
+                    continue
+                if header.is_transactional:
+                    open_txns.setdefault(header.producer_id, []).append((r.key, r.offset, r.value))
+                else:
+                    keep(r.key, r.offset, r.value)
+    for pending in open_txns.values():
+        for entry in pending:
+            keep(*entry)
     return out
+
+
+def _is_commit(control_key: bytes | None) -> bool:
+    try:
+        return parse_control_key(control_key).type == ControlRecordType.COMMIT
+    except CorruptRecordError:
+        return False
 
 
 def verify_same_state(before: Path, after: Path) -> None:
