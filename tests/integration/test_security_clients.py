@@ -1,6 +1,6 @@
 """Real clients over TLS and SASL: kafka-python, aiokafka and confluent-kafka produce, consume and
 commit over SSL (server verification; client certificates with ssl.client.auth=required),
-SASL_PLAINTEXT with PLAIN and SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; a wrong
+SASL_PLAINTEXT and SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; a wrong
 password or an unknown user is refused.
 
 Each broker comes from the testing helper's one argument (``security=``), so these tests
@@ -24,6 +24,8 @@ MODES = {
     "ssl": "SSL",
     "ssl-client-cert": {"protocol": "SSL", "client_auth": "required"},
     "sasl-plaintext-plain": "SASL_PLAINTEXT",
+    "sasl-plaintext-scram-sha-256": {"protocol": "SASL_PLAINTEXT", "mechanism": "SCRAM-SHA-256"},
+    "sasl-plaintext-scram-sha-512": {"protocol": "SASL_PLAINTEXT", "mechanism": "SCRAM-SHA-512"},
     "sasl-ssl-plain": "SASL_SSL",
     "sasl-ssl-scram-sha-256": {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-256"},
     "sasl-ssl-scram-sha-512": {"protocol": "SASL_SSL", "mechanism": "SCRAM-SHA-512"},
