@@ -211,38 +211,34 @@ class BrokerApp:
         if self._loading is not None:
             await asyncio.shield(self._loading)
 
-    def _open_coordinator(self) -> Coordinator:
-        n = self.coordinator_config.num_partitions
-        existing = sorted(p for t, p in self.logs.logs() if t == OFFSETS_TOPIC)
+    def _coordinator_logs(self, topic: str, configured: int, segment_bytes_setting: str) -> list[Log]:
+        """A coordinator topic's partition logs.  As in Kafka, the partition count is fixed once
+        the topic exists: the key -> partition hash depends on it (``odradek import``
+        re-partitions the offsets topic deliberately)."""
+        n = configured
+        existing = sorted(p for t, p in self.logs.logs() if t == topic)
         if existing and len(existing) != n:
-            # as in Kafka, the partition count is fixed once the topic exists: the group ->
-            # partition hash depends on it (`odradek import` re-partitions deliberately)
-            log.warning("config.offsets_partitions_fixed", configured=n, existing=len(existing))
+            log.warning("config.coordinator_partitions_fixed", topic=topic, configured=n, existing=len(existing))
             n = len(existing)
-            self.coordinator_config = dataclasses.replace(self.coordinator_config, num_partitions=n)
-        offsets_config = self.logs.config_for(OFFSETS_TOPIC).with_topic_config(
-            {"segment.bytes": self.config["offsets.topic.segment.bytes"]})
-        logs = [self.logs.create(OFFSETS_TOPIC, p, offsets_config) for p in range(n)]
+        config = self.logs.config_for(topic).with_topic_config({"segment.bytes": self.config[segment_bytes_setting]})
+        return [self.logs.create(topic, p, config) for p in range(n)]
+
+    def _open_coordinator(self) -> Coordinator:
+        logs = self._coordinator_logs(OFFSETS_TOPIC, self.coordinator_config.num_partitions,
+                                      "offsets.topic.segment.bytes")
+        self.coordinator_config = dataclasses.replace(self.coordinator_config, num_partitions=len(logs))
         return Coordinator(self.clock, self.coordinator_config, logs, runtime=self.runtime,
-                           await_fsync=offsets_config.fsync is FsyncMode.ALWAYS)
+                           await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS)
 
     def _open_txn_coordinator(self) -> TransactionCoordinator:
-        """``__transaction_state``'s shards; like the offsets topic, its partition count is fixed
-        once it exists (the id -> partition hash depends on it)."""
-        n = self.txn_config.num_partitions
-        existing = sorted(p for t, p in self.logs.logs() if t == TRANSACTION_STATE_TOPIC)
-        if existing and len(existing) != n:
-            log.warning("config.transaction_state_partitions_fixed", configured=n, existing=len(existing))
-            n = len(existing)
-            self.txn_config = dataclasses.replace(self.txn_config, num_partitions=n)
-        txn_log_config = self.logs.config_for(TRANSACTION_STATE_TOPIC).with_topic_config(
-            {"segment.bytes": self.config["transaction.state.log.segment.bytes"]})
-        logs = [self.logs.create(TRANSACTION_STATE_TOPIC, p, txn_log_config) for p in range(n)]
+        logs = self._coordinator_logs(TRANSACTION_STATE_TOPIC, self.txn_config.num_partitions,
+                                      "transaction.state.log.segment.bytes")
+        self.txn_config = dataclasses.replace(self.txn_config, num_partitions=len(logs))
         groups = self.coordinator_config.num_partitions
         return TransactionCoordinator(self.clock, self.txn_config, logs, markers=self.marker_router,
                                       group_partition=lambda group: partition_for(group, groups),
                                       runtime=self.runtime,
-                                      await_fsync=txn_log_config.fsync is FsyncMode.ALWAYS,
+                                      await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS,
                                       offsets_topic=OFFSETS_TOPIC)
 
     def _offsets_stable_offset(self, lg: Log) -> int | None:
