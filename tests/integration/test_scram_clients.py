@@ -243,3 +243,23 @@ def test_kafka_python_and_aiokafka_with_an_unsecured_token():
                 await producer.stop()
 
         asyncio.run(run())
+
+
+def test_a_token_expiring_past_java_long_range_is_answered_not_dropped():
+    """An ``exp`` whose milliseconds pass a Java long (Kafka's ``Math.round`` saturates at
+    Long.MAX_VALUE) authenticates with a lifetime that fits SaslAuthenticate's int64 field:
+    the broker once failed to encode that answer and dropped the connection with a traceback."""
+    from odradek.broker.wire_client import SyncClient
+
+    def part(obj) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+    with _oauth_broker() as b:
+        host, port = b.bootstrap_servers.rsplit(":", 1)
+        for exp in (1e17, 1e300):
+            token = f"{part({'alg': 'none'})}.{part({'sub': 'dev', 'exp': exp})}."
+            with SyncClient(host, int(port)) as c:
+                assert c.request(17, 1, {"mechanism": "OAUTHBEARER"}).error_code == 0
+                answer = c.request(36, 2, {"auth_bytes": f"n,,\x01auth=Bearer {token}\x01\x01".encode()})
+                assert answer.error_code == 0
+                assert 0 < answer.session_lifetime_ms <= 2**63 - 1
+                assert c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0

@@ -40,6 +40,7 @@ log = structlog.get_logger("odradek.security")
 
 MECHANISM = "OAUTHBEARER"
 SEP = "\x01"
+JAVA_LONG_MAX = 2**63 - 1
 _SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
 _KVPAIRS = rf"(?:[A-Za-z]+=[\x21-\x7e \t\r\n]+{SEP})*"
 CLIENT_INITIAL_RESPONSE = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,{SEP}(?P<kvpairs>{_KVPAIRS}){SEP}")
@@ -153,7 +154,8 @@ def validate_unsecured(token: str, options: ValidatorOptions, now_ms: int) -> Un
         if required not in scope:
             raise IllegalToken(f"The provided scope ({sorted(scope)}) was missing a required scope ({required})",
                                scope="[" + ", ".join(options.required_scope) + "]")
-    return UnsecuredToken(principal, math.floor(exp * 1000 + 0.5), scope)
+    # Java's Math.round saturates at Long.MAX_VALUE; the lifetime goes out in an int64 field
+    return UnsecuredToken(principal, min(math.floor(exp * 1000 + 0.5), JAVA_LONG_MAX), scope)
 
 
 def json_error(scope: str | None) -> str:
