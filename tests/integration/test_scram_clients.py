@@ -255,11 +255,31 @@ def test_a_token_expiring_past_java_long_range_is_answered_not_dropped():
         return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
     with _oauth_broker() as b:
         host, port = b.bootstrap_servers.rsplit(":", 1)
-        for exp in (1e17, 1e300):
-            token = f"{part({'alg': 'none'})}.{part({'sub': 'dev', 'exp': exp})}."
+        # a double past range (1e400) and an integer past a double read as Infinity in Java: Long.MAX_VALUE
+        for exp in ("1e17", "1e300", "1e400", "1" + "0" * 400):
+            claims = base64.urlsafe_b64encode(b'{"sub": "dev", "exp": %s}' % exp.encode()).decode().rstrip("=")
+            token = f"{part({'alg': 'none'})}.{claims}."
             with SyncClient(host, int(port)) as c:
                 assert c.request(17, 1, {"mechanism": "OAUTHBEARER"}).error_code == 0
                 answer = c.request(36, 2, {"auth_bytes": f"n,,\x01auth=Bearer {token}\x01\x01".encode()})
                 assert answer.error_code == 0
                 assert 0 < answer.session_lifetime_ms <= 2**63 - 1
                 assert c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
+
+
+def test_nan_or_infinity_in_a_token_is_an_invalid_token_not_a_mechanism_failure():
+    """NaN and Infinity are not JSON (Python's parser takes them, Kafka's refuses): the token is
+    invalid -- the error challenge, then 58 once the client acknowledges it -- instead of an
+    OverflowError/ValueError the broker logged as a mechanism bug."""
+    from odradek.broker.wire_client import SyncClient
+
+    header = base64.urlsafe_b64encode(b'{"alg": "none"}').decode().rstrip("=")
+    with _oauth_broker() as b:
+        host, port = b.bootstrap_servers.rsplit(":", 1)
+        for exp in (b"NaN", b"Infinity"):
+            claims = base64.urlsafe_b64encode(b'{"sub": "dev", "exp": %s}' % exp).decode().rstrip("=")
+            with SyncClient(host, int(port)) as c:
+                assert c.request(17, 1, {"mechanism": "OAUTHBEARER"}).error_code == 0
+                answer = c.request(36, 2, {"auth_bytes": f"n,,\x01auth=Bearer {header}.{claims}.\x01\x01".encode()})
+                assert answer.error_code == 0 and answer.auth_bytes == b'{"status":"invalid_token"}'
+                assert c.request(36, 2, {"auth_bytes": b"\x01"}).error_code == 58

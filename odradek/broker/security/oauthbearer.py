@@ -86,11 +86,16 @@ class UnsecuredToken:
     scope: frozenset[str]
 
 
+def _not_json(constant: str) -> None:
+    """NaN and Infinity are Python's JSON extensions, not JSON: Kafka's parser refuses them."""
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _decode_part(part: str) -> dict:
     """Base64 (either alphabet, padding optional) JSON object; Java's decoder is lenient likewise."""
     try:
         raw = base64.b64decode(part.replace("-", "+").replace("_", "/") + "=" * (-len(part) % 4), validate=True)
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_not_json)
     except (binascii.Error, ValueError):
         raise IllegalToken("malformed Base64 URL encoded value or JSON") from None
     if not isinstance(value, dict):
@@ -104,7 +109,10 @@ def _number(claims: dict, name: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise IllegalToken(f"The '{name}' claim was not of type Number")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer past a double: Java's Number.doubleValue() is infinite
+        return math.inf if value > 0 else -math.inf
 
 
 def _scope(claims: dict, name: str) -> frozenset[str]:
@@ -155,7 +163,8 @@ def validate_unsecured(token: str, options: ValidatorOptions, now_ms: int) -> Un
             raise IllegalToken(f"The provided scope ({sorted(scope)}) was missing a required scope ({required})",
                                scope="[" + ", ".join(options.required_scope) + "]")
     # Java's Math.round saturates at Long.MAX_VALUE; the lifetime goes out in an int64 field
-    return UnsecuredToken(principal, min(math.floor(exp * 1000 + 0.5), JAVA_LONG_MAX), scope)
+    millis = exp * 1000 + 0.5
+    return UnsecuredToken(principal, JAVA_LONG_MAX if millis >= JAVA_LONG_MAX else math.floor(millis), scope)
 
 
 def json_error(scope: str | None) -> str:
