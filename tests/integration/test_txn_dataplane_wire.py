@@ -272,6 +272,43 @@ def test_read_committed_stops_at_the_open_transaction(txb):
         assert list_offset(c, "t", -1, 1).offset == 5
 
 
+def test_read_committed_read_in_a_worker_thread_stops_at_the_stable_offset_it_answers(txb):
+    """A reader far behind reads in a worker thread; a transaction opened meanwhile must not leak
+    into the answer past the last stable offset computed before the read (clients do not cut at it)."""
+    with client(txb) as c:
+        create(c, "t")
+        for i in range(100):  # more than BIG_READ_LAG behind: the read goes to a worker thread
+            produce(c, "t", encode_batch([(b"k", b"%d" % i)]), txn=None)
+        log = txb.app.topics.log("t", 0)
+        entered, go = threading.Event(), threading.Event()
+        original = log.read_span
+
+        def held_read_span(*args, **kwargs):
+            if threading.current_thread() is not txb._thread:
+                entered.set()
+                go.wait(10)
+            return original(*args, **kwargs)
+
+        log.read_span = held_read_span
+        answer: list = []
+
+        def read() -> None:
+            with client(txb) as reader_client:
+                answer.append(fetch(reader_client, "t", 0))
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        try:
+            assert entered.wait(10)
+            produce(c, "t", tbatch(5, 0))  # offset 100: an open transaction
+        finally:
+            go.set()
+            reader.join(15)
+        p = answer[0]
+        assert p.last_stable_offset == 100
+        assert offsets_of(p.records) == list(range(100))
+
+
 def test_last_stable_offset_is_never_below_the_log_start(txb):
     """DeleteRecords past an open transaction's first batch: Kafka's first unstable offset
     moves up to the log start, so readers there are not stuck until the marker."""

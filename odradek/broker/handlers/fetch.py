@@ -164,8 +164,10 @@ async def _read(app: BrokerApp, req, topic: str, p, state: _Pass, version: int) 
         try:
             background = state.bytes > BIG_READ_BYTES
             if committed:  # the end of what was read bounds the aborted transactions listed
+                # bounded by the LSO even when it is the log end: a read in a worker thread would
+                # otherwise return a transaction opened meanwhile, past the LSO answered
                 records, read_end = await dp.read_span(log, p.fetch_offset, max(limit, 0), background=background,
-                                                       max_offset=lso if lso < end else None)
+                                                       max_offset=lso)
             else:
                 records = await dp.read(log, p.fetch_offset, max(limit, 0), background=background)
         except OffsetOutOfRangeError:  # retention moved the start meanwhile
