@@ -78,6 +78,9 @@ class LogManager:
         # which knows the open transactions); None = no bound
         self.stable_offset: Callable[[Log], Awaitable[int | None]] | None = None
         self.before_close: Callable[[], Awaitable[None]] | None = None  # last writes (producer snapshots)
+        # after a pass compacted [log start, end offset): the data plane drops what it keeps in
+        # memory of the cleaned range that the cleaner removed (aborted transactions)
+        self.after_clean: Callable[[Log, int], Awaitable[None]] | None = None
 
     # --- configuration ---------------------------------------------------------------------
 
@@ -241,9 +244,12 @@ class LogManager:
                 continue
             try:
                 stable = await self.stable_offset(log) if self.stable_offset is not None else None
-                if await loop.run_in_executor(self._cleaner_pool, partial(log.clean, stable_offset=stable)) is not None:
+                stats = await loop.run_in_executor(self._cleaner_pool, partial(log.clean, stable_offset=stable))
+                if stats is not None:
                     cleaned += 1
                     self.compactions += 1
+                    if self.after_clean is not None:
+                        await self.after_clean(log, stats.end_offset)
                     # the checkpoint records where offsets may have gaps before compaction can be
                     # switched off (start-up recovers gapped logs leniently)
                     await asyncio.to_thread(self.write_checkpoints)

@@ -498,3 +498,51 @@ def test_cleaner_drops_aborted_data_and_stops_at_the_open_transaction(tmp_path):
     assert (2, False, [b"bad0"]) not in kept
     assert (0, False, [b"good0"]) in kept and (3, True, [b"\x00\x00\x00\x00\x00\x00"]) in kept
     assert (4, False, [b"open0"]) in kept  # at the LSO: not cleaned although key a is newer later
+
+
+def _read_committed_values(b, topic: str, want: int) -> list[bytes]:
+    """What kafka-python's read_committed consumer delivers from the start (it filters with the
+    aborted transactions listed, skipping a producer's batches until that producer's ABORT marker)."""
+    import time
+
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=b.bootstrap_servers, enable_auto_commit=False,
+                             isolation_level="read_committed")
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        got: list[bytes] = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and consumer.position(tp) < want:
+            got += [m.value for msgs in consumer.poll(timeout_ms=200).values() for m in msgs]
+        return got
+    finally:
+        consumer.close()
+
+
+def test_an_abort_marker_the_cleaner_removed_is_no_longer_listed(tmp_path):
+    """Once the cleaner has removed an aborted transaction's data and then (past its delete
+    horizon) its ABORT marker, Fetch must not list that transaction any more: a client marks the
+    producer aborted from the listed first offset until it meets the producer's ABORT marker, so
+    it would skip the producer's later committed batches.  (The cleaned ``.txnindex`` drops the
+    entry; the running broker's aborted list must too.)"""
+    with ThreadedBroker(data_dir=tmp_path) as b:
+        fake(b)
+        with client(b) as c:
+            create(c, "cmp", configs={"cleanup.policy": "compact", "segment.bytes": "200",
+                                      "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"})
+            produce(c, "cmp", tbatch(5, 0, key=b"a", value=b"bad"))  # 0
+            assert marker(b, "cmp", 5, commit=False) == E.NONE  # 1
+            produce(c, "cmp", tbatch(5, 1, key=b"b", value=b"good"))  # 2: the same producer, committed
+            assert marker(b, "cmp", 5, commit=True) == E.NONE  # 3
+            for i in range(6):
+                produce(c, "cmp", encode_batch([(b"z%d" % i, b"%d" % i)]), txn=None)  # 4-9
+            for _ in range(3):  # drops the aborted data, then the ABORT marker past its horizon
+                b._call(b.app.logs.run_cleaner(force=True))
+            p = fetch(c, "cmp", 0)
+        kept = [h.base_offset for h, _recs in iter_batches(p.records)]
+        assert 0 not in kept and 1 not in kept and 2 in kept  # as the cleaner left it
+        assert aborted(p) == []
+        assert _read_committed_values(b, "cmp", 10) == [b"good0"] + [b"%d" % i for i in range(6)]

@@ -298,6 +298,14 @@ class PartitionProducers:
                 break
         return out
 
+    def replace_aborted_below(self, end_offset: int, entries: list[AbortedTxn]) -> None:
+        """The aborted transactions whose marker is below ``end_offset`` are now ``entries`` (what
+        the cleaner kept of them); those from ``end_offset`` on stay."""
+        rest = [e for e in self.aborted if e.last_offset >= end_offset]
+        self.aborted, self._aborted_last = [], []
+        self._add_aborted(sorted((e for e in entries if e.last_offset < end_offset), key=lambda e: e.last_offset)
+                          + rest)
+
     def _add_aborted(self, entries: list[AbortedTxn]) -> None:
         self.aborted.extend(entries)
         self._aborted_last.extend(e.last_offset for e in entries)

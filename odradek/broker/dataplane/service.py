@@ -69,6 +69,7 @@ class DataPlane:
         self._gate = asyncio.Lock()
         self._ordered = 0
         logs.stable_offset = self._stable_offset_for_cleaner
+        logs.after_clean = self._after_clean
         # the cleaner's bound on an internal topic, from the coordinator that writes it (set by the app)
         self.internal_stable_offset: Callable[[Log], int | None] | None = None
         logs.before_close = self._snapshot_all
@@ -210,6 +211,22 @@ class DataPlane:
         await self.ensure_loaded(log)
         return self.last_stable_offset(log)
 
+    async def _after_clean(self, log: Log, end_offset: int) -> None:
+        """The cleaner rewrote [log start, ``end_offset``) and its ``.txnindex`` files keep only the
+        aborted transactions whose ABORT marker it kept (Kafka's cleaned index).  Fetch must stop
+        listing the others: a client marks the producer aborted from the listed first offset
+        until that producer's ABORT marker, which is gone, so it would skip the producer's later
+        committed batches."""
+        state = self.producers.peek(log.topic, log.partition)
+        if state is None or not state.loaded or self.topics.log(log.topic, log.partition) is not log:
+            return
+        try:
+            kept = await asyncio.to_thread(_indexed_below, log, end_offset)
+        except (OSError, LogClosedError) as exc:
+            logger.warning("txn_index.reload_failed", dir=log.directory.name, error=str(exc))
+            return
+        state.replace_aborted_below(end_offset, kept)
+
     def _append(self, log: Log, state: PartitionProducers, data: bytes) -> int:
         """Append; when the append rolled a segment, snapshot the producer state as of the new
         segment's base (the batch just written is not in it yet), as Kafka does on a roll."""
@@ -329,6 +346,13 @@ def _append(log: Log, data: bytes) -> int:
     except OSError as exc:
         raise BatchRejected(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {exc}") from None
     return first
+
+
+def _indexed_below(log: Log, end_offset: int) -> list[AbortedTxn]:
+    """The ``.txnindex`` entries of the segments below ``end_offset`` (blocking: a worker thread)."""
+    with log.reading() as segments:
+        return [e for seg in segments if seg.base_offset < end_offset
+                for e in txn_index.read_entries(log.directory, seg.base_offset)]
 
 
 def _stamped_time(log: Log, size: int) -> int:
