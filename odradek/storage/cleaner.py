@@ -144,7 +144,7 @@ def clean_log(log: Log, now_ms: int, *, ops: FileOps, stable_offset: int | None 
         following = segs[len(cleanable)].base_offset
         first_dirty = max(log.cleaner_checkpoint, cleanable[0].base_offset)
         stats = CleanStats(end_offset=following)
-        aborted = _aborted_txns(log, cleanable)
+        aborted = _aborted_txns(log, cleanable, list(segs[len(cleanable):]))
         dirty = [s for s in cleanable if s.base_offset >= first_dirty]
         key_map = _build_key_map(log, dirty, _TxnTracker(aborted, dirty[0].base_offset if dirty else following))
         stats.keys = len(key_map)
@@ -222,12 +222,17 @@ def first_unstable_offset(log: Log) -> int:
     return min(opened.values(), default=log.log_end_offset)
 
 
-def _aborted_txns(log: Log, cleanable: list[Segment]) -> list[AbortedTxn]:
+def _aborted_txns(log: Log, cleanable: list[Segment], later: list[Segment]) -> list[AbortedTxn]:
     """The aborted transactions of the range: the ``.txnindex`` entries, plus any ABORT marker of
     the range closing data of the range that no entry names (a log whose writer kept no index,
     or one lost): without them that data would count as committed and could hide, in the key
     map, a committed value that replay then finds gone."""
     indexed = [e for seg in cleanable for e in txn_index.read_entries(log.directory, seg.base_offset)]
+    # a transaction with data in the range may have its ABORT marker (so its entry) in a later
+    # segment, as Kafka's ``collectAbortedTransactions`` also reads the segments past the range
+    following = later[0].base_offset
+    indexed += [e for seg in later
+                for e in txn_index.read_entries(log.directory, seg.base_offset) if e.first_offset < following]
     known = {(e.producer_id, e.last_offset) for e in indexed}
     opened: dict[int, int] = {}  # producer id -> first transactional offset seen in the range
     found = []

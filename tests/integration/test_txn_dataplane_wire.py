@@ -546,3 +546,24 @@ def test_an_abort_marker_the_cleaner_removed_is_no_longer_listed(tmp_path):
         assert 0 not in kept and 1 not in kept and 2 in kept  # as the cleaner left it
         assert aborted(p) == []
         assert _read_committed_values(b, "cmp", 10) == [b"good0"] + [b"%d" % i for i in range(6)]
+
+
+def test_aborted_data_whose_marker_is_past_the_cleaned_range_never_replaces_a_committed_value(tmp_path):
+    """The ABORT marker (and its ``.txnindex`` entry) can sit in a segment the pass does not clean
+    (the active one) while the transaction's data is in the cleaned range: the cleaner must still
+    know that data is aborted, as Kafka's ``collectAbortedTransactions`` reads the later segments'
+    indexes too.  Else the aborted value wins the key map and the committed one is deleted."""
+    with ThreadedBroker(data_dir=tmp_path) as b:
+        fake(b)
+        with client(b) as c:
+            create(c, "cmp", configs={"cleanup.policy": "compact", "segment.bytes": "200",
+                                      "min.cleanable.dirty.ratio": "0.01"})
+            produce(c, "cmp", encode_batch([(b"a", b"good")]), txn=None)  # 0
+            produce(c, "cmp", tbatch(6, 0, key=b"a", value=b"bad"))  # 1
+            for i in range(4):
+                produce(c, "cmp", encode_batch([(b"z%d" % i, b"%d" % i)]), txn=None)  # 2-5
+            assert marker(b, "cmp", 6, commit=False) == E.NONE  # 6
+            log = b.app.topics.log("cmp", 0)
+            assert log.active_segment.base_offset > 1 and log.active_segment.base_offset <= 6
+            b._call(b.app.logs.run_cleaner(force=True))
+        assert _read_committed_values(b, "cmp", 7)[:1] == [b"good"]
