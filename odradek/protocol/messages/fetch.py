@@ -3,7 +3,7 @@
 v0-3 get batches down-converted to magic 0 (v0-1) or 1 (v2-3), as Kafka 3.9;
 v4 brings isolation_level/last_stable_offset (librdkafka and kafkajs
 default to read_committed) and v13+ addresses topics by ID only,
-which the broker does not track (client-needs gotcha 5).  Fields of later
+which the broker does not track (KIP-516).  Fields of later
 versions are declared anyway so the declaration stays a copy of Kafka's.
 """
 
