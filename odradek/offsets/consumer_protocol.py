@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from odradek.protocol.primitives import ProtocolError
 from odradek.protocol.schema import F, Message
@@ -126,45 +127,43 @@ def decode_subscription_topics(metadata: bytes | bytearray | memoryview) -> list
         return None
 
 
+def _decode(data: bytes | bytearray | memoryview, kind: str, readers: dict) -> Any:
+    """A blob of any version >= 0, read as the highest version we know when it is newer."""
+    data = bytes(data)
+    version = _version(data, kind)
+    try:
+        blob = readers[min(version, HIGHEST_VERSION)](data, 2)[0]
+    except ProtocolError as exc:
+        raise ConsumerProtocolError(f"{kind} v{version}: {exc}") from None
+    blob.version = version
+    return blob
+
+
+def _encode(blob: Subscription | Assignment, kind: str, writers: dict) -> bytes:
+    """The blob for ``blob.version`` (0-3); fields that version lacks are dropped."""
+    if not 0 <= blob.version <= HIGHEST_VERSION:
+        raise ConsumerProtocolError(f"cannot write {kind} version {blob.version}")
+    try:
+        return writers[blob.version](blob)
+    except (struct.error, ProtocolError, UnicodeEncodeError) as exc:
+        raise ConsumerProtocolError(f"cannot encode {kind}: {exc}") from None
+
+
 def decode_subscription(data: bytes | bytearray | memoryview) -> Subscription:
     """Every field of a subscription blob, any version >= 0."""
-    data = bytes(data)
-    version = _version(data, "subscription")
-    try:
-        sub = _SUB_READERS[min(version, HIGHEST_VERSION)](data, 2)[0]
-    except ProtocolError as exc:
-        raise ConsumerProtocolError(f"subscription v{version}: {exc}") from None
-    sub.version = version
-    return sub
+    return _decode(data, "subscription", _SUB_READERS)
 
 
 def encode_subscription(sub: Subscription) -> bytes:
     """The blob for ``sub.version`` (0-3); fields that version lacks are dropped."""
-    if not 0 <= sub.version <= HIGHEST_VERSION:
-        raise ConsumerProtocolError(f"cannot write subscription version {sub.version}")
-    try:
-        return _SUB_WRITERS[sub.version](sub)
-    except (struct.error, ProtocolError, UnicodeEncodeError) as exc:
-        raise ConsumerProtocolError(f"cannot encode subscription: {exc}") from None
+    return _encode(sub, "subscription", _SUB_WRITERS)
 
 
 def decode_assignment(data: bytes | bytearray | memoryview) -> Assignment:
     """Every field of an assignment blob, any version >= 0."""
-    data = bytes(data)
-    version = _version(data, "assignment")
-    try:
-        asg = _ASG_READERS[min(version, HIGHEST_VERSION)](data, 2)[0]
-    except ProtocolError as exc:
-        raise ConsumerProtocolError(f"assignment v{version}: {exc}") from None
-    asg.version = version
-    return asg
+    return _decode(data, "assignment", _ASG_READERS)
 
 
 def encode_assignment(asg: Assignment) -> bytes:
     """The blob for ``asg.version`` (0-3)."""
-    if not 0 <= asg.version <= HIGHEST_VERSION:
-        raise ConsumerProtocolError(f"cannot write assignment version {asg.version}")
-    try:
-        return _ASG_WRITERS[asg.version](asg)
-    except (struct.error, ProtocolError, UnicodeEncodeError) as exc:
-        raise ConsumerProtocolError(f"cannot encode assignment: {exc}") from None
+    return _encode(asg, "assignment", _ASG_WRITERS)
