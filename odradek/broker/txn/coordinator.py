@@ -495,33 +495,31 @@ class TransactionCoordinator:
         """Abort (and fence) every Ongoing transaction past its timeout (``abortTimedOutTransactions``)."""
         now = self.clock.now_ms()
         count = 0
-        for shard in self.shards:
-            if shard.status is not ShardStatus.ACTIVE:
-                continue
-            for meta in list(shard.txns.values()):
-                if meta.state is S.ONGOING and meta.pending_state is None \
-                        and meta.start_ms + meta.timeout_ms < now:
-                    log.info("txn.timed_out", transactional_id=meta.transactional_id,
-                             producer_id=meta.producer_id, epoch=meta.producer_epoch)
-                    self._fence_and_abort(shard, meta)
-                    count += 1
+        for shard, meta in self._settled_txns():
+            if meta.state is S.ONGOING and meta.start_ms + meta.timeout_ms < now:
+                log.info("txn.timed_out", transactional_id=meta.transactional_id,
+                         producer_id=meta.producer_id, epoch=meta.producer_epoch)
+                self._fence_and_abort(shard, meta)
+                count += 1
         return count
 
     def remove_expired(self) -> int:
         """Tombstone ids idle longer than ``transactional.id.expiration.ms`` (Empty/Complete* only)."""
         now = self.clock.now_ms()
         count = 0
-        for shard in self.shards:
-            if shard.status is not ShardStatus.ACTIVE:
-                continue
-            for meta in list(shard.txns.values()):
-                if meta.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and meta.pending_state is None \
-                        and meta.last_update_ms != -1 \
-                        and meta.last_update_ms + self.config.id_expiration_ms <= now:
-                    log.info("txn.id_expired", transactional_id=meta.transactional_id)
-                    self._transition(shard, meta, None)
-                    count += 1
+        for shard, meta in self._settled_txns():
+            if meta.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and meta.last_update_ms != -1 \
+                    and meta.last_update_ms + self.config.id_expiration_ms <= now:
+                log.info("txn.id_expired", transactional_id=meta.transactional_id)
+                self._transition(shard, meta, None)
+                count += 1
         return count
+
+    def _settled_txns(self) -> list[tuple[TxnShard, TxnMetadata]]:
+        """What the sweeps look at: every id of an active shard with no transition in flight
+        (a snapshot, since a sweep's transitions change the shards' maps)."""
+        return [(shard, meta) for shard in self.shards if shard.status is ShardStatus.ACTIVE
+                for meta in list(shard.txns.values()) if meta.pending_state is None]
 
     async def _sleep(self, ms: int) -> None:
         """Wait ``ms`` on the broker clock (tests move it)."""
