@@ -65,7 +65,7 @@ def _described(code: ErrorCode, message: str | None, resources: list | None = No
 
 # --- CreateAcls ---------------------------------------------------------------------------
 
-def create_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def create_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
     authz = app.authorizer
     if authz is None:
         return _created([(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)] * len(req.creations))
@@ -85,7 +85,7 @@ def create_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
         results.append((ErrorCode.NONE, None))
     if new:
         try:
-            authz.create(new)
+            await authz.create(new)
         except OSError as exc:
             log.error("acls.write_failed", error=str(exc))
             results = [(ErrorCode.UNKNOWN_SERVER_ERROR, f"could not store the ACLs: {exc}")
@@ -102,7 +102,7 @@ def _created(results: list[tuple[ErrorCode, str | None]]) -> dict:
 
 # --- DeleteAcls ---------------------------------------------------------------------------
 
-def delete_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def delete_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
     authz = app.authorizer
     if authz is None:
         return _deleted([_filter_error(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)] * len(req.filters))
@@ -123,7 +123,7 @@ def delete_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
                         "matching_acls": [_matching(a) for a in matched]})
     if doomed:
         try:
-            authz.delete(list(doomed))
+            await authz.delete(list(doomed))
         except OSError as exc:
             log.error("acls.write_failed", error=str(exc))
             return _deleted([_filter_error(ErrorCode.UNKNOWN_SERVER_ERROR, f"could not store the ACLs: {exc}")]

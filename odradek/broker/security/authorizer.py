@@ -9,6 +9,7 @@ names Kafka's authorizer; with none, handlers skip every check (Kafka's
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from collections.abc import Iterable
 from functools import lru_cache
@@ -46,6 +47,7 @@ class Authorizer:
                  allow_if_no_acl: bool = False) -> None:
         self.acls = AclAuthorizer(super_users, allow_if_no_acl)
         self.store = AclStore(data_dir)
+        self._writing = asyncio.Lock()  # one change at a time: each saves the set the last one left
 
     @classmethod
     def from_config(cls, config: Config, data_dir: Path) -> Authorizer | None:
@@ -57,15 +59,17 @@ class Authorizer:
     def load(self) -> None:
         self.acls.replace_all(self.store.load())
 
-    # --- changes: durable first, then applied --------------------------------------------
+    # --- changes: durable first (the file written and fsynced off the loop), then applied ---
 
-    def create(self, bindings: list[AclBinding]) -> None:
-        self.store.save(set(self.acls.acls()) | set(bindings))
-        self.acls.add(bindings)
+    async def create(self, bindings: list[AclBinding]) -> None:
+        async with self._writing:
+            await asyncio.to_thread(self.store.save, set(self.acls.acls()) | set(bindings))
+            self.acls.add(bindings)
 
-    def delete(self, bindings: list[AclBinding]) -> None:
-        self.store.save(set(self.acls.acls()) - set(bindings))
-        self.acls.remove(bindings)
+    async def delete(self, bindings: list[AclBinding]) -> None:
+        async with self._writing:
+            await asyncio.to_thread(self.store.save, set(self.acls.acls()) - set(bindings))
+            self.acls.remove(bindings)
 
     # --- checks ---------------------------------------------------------------------------
 
