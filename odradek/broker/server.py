@@ -616,6 +616,9 @@ class Connection(asyncio.Protocol):
             except FailAuthentication as exc:
                 self._fail_authentication(exc, answers)
                 return pos, [], None
+            except Exception:  # past every handler's own guard (``_refuse``): close, logged, not asyncio's
+                self.log.exception("request.processing_failed", size=size)  # fatal-error path
+                return pos, answers, "request processing failed"
             if out is NO_RESPONSE:
                 continue
             if not self.queue and type(out) is tuple:

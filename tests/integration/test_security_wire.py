@@ -432,3 +432,23 @@ def test_metrics_count_authentications_expiries_and_tls_failures():
     assert 'odradek_expired_connections_killed_total{listener="SASL_SSL"} 1.0' in text
     assert 'odradek_tls_handshake_failures_total{listener="SASL_SSL"} 1.0' in text
     assert 'odradek_listener_connections{listener="SASL_SSL"} 1.0' in text
+
+
+def test_a_bug_past_the_handlers_closes_that_connection_and_the_broker_serves_on(sasl_broker, monkeypatch,
+                                                                               capfd):
+    """The SASL exchange answers outside the handlers' own guard (``Connection._refuse``): if
+    building such an answer fails (once: an OAUTHBEARER lifetime too big for int64), that
+    connection is closed with a logged traceback and every other one is served as before."""
+    from odradek.broker import server
+
+    def broken(self, frame, version, correlation_id):
+        raise OverflowError("an answer that cannot be encoded")
+
+    monkeypatch.setattr(server.Connection, "_sasl_handshake", broken)
+    with _connect(sasl_broker) as c:
+        c.send_raw(encode(SASL_HANDSHAKE, 1, 1, {"mechanism": "PLAIN"}))
+        assert _closed(c)
+    assert "request.processing_failed" in capfd.readouterr().err  # ours, not asyncio's fatal error
+    monkeypatch.undo()
+    with _connect(sasl_broker) as c:
+        assert c.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 0
