@@ -1,4 +1,5 @@
-"""The README's promises stay true: generated tables current, CI runs the README command."""
+"""The docs' promises stay true: generated pages current, CI runs the README command, the README's
+links and the documented container settings work."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_generated_docs_are_current():
-    """README's compatibility table and docs/CONFIGURATION.md come from the code's own tables."""
+    """docs/compatibility.md's table, docs/CONFIGURATION.md, docs/control-operations.md and
+    docs/captured-fields.md come from the code's own tables."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
@@ -46,3 +48,24 @@ def test_clients_tested_line_names_the_installed_series():
     for name in ("kafka-python", "aiokafka", "confluent-kafka"):
         assert series(tested[name]) == series(version(name)), name
     assert "bundled librdkafka" in tested["confluent-kafka"]
+
+
+def test_readme_links_reach_files():
+    """The README is a landing page of links into docs/: each must name a file of the checkout."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = [t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", readme) if "://" not in t]
+    assert targets
+    assert [t for t in targets if not (ROOT / t).exists()] == []
+
+
+def test_the_documented_container_control_settings_are_the_settings():
+    """docs/test-control.md's container example configures the control endpoint and capture
+    through KAFKA_* variables: they must name those settings."""
+    from odradek.broker.config import Config
+
+    page = (ROOT / "docs" / "test-control.md").read_text(encoding="utf-8")
+    compose = dict(re.findall(r"^\s+(KAFKA_ODRADEK_\w+): \"([^\"]*)\"", page, re.M))
+    assert set(compose) == {"KAFKA_ODRADEK_CONTROL_LISTENER", "KAFKA_ODRADEK_CONTROL_CAPTURE_REQUESTS"}
+    config = Config.load(None, environ=compose)
+    assert config["odradek.control.listener"] == "0.0.0.0:9644"
+    assert config["odradek.control.capture.requests"] == 1000

@@ -41,7 +41,7 @@ def operations_markdown() -> str:
     ]
     names = BrokerControl.operations()
     for name in names:
-        lines.append(f"| [`{name}`](#{name.replace('_', '-')}) | {_arguments(getattr(BrokerControl, name))} |")
+        lines.append(f"| [`{name}`](#{name}) | {_arguments(getattr(BrokerControl, name))} |")
     for name in names:
         fn = getattr(BrokerControl, name)
         lines += ["", f"## {name}", "", f"`{name}({_arguments(fn, plain=True)})`"
