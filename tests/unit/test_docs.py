@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -69,3 +71,36 @@ def test_the_documented_container_control_settings_are_the_settings():
     config = Config.load(None, environ=compose)
     assert config["odradek.control.listener"] == "0.0.0.0:9644"
     assert config["odradek.control.capture.requests"] == 1000
+
+
+KAFKA_SPECS = ROOT.parent / "shared" / "kafka-spec" / "kafka-4.2" / "messages"
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not KAFKA_SPECS.is_dir(),
+                    reason=f"Kafka's message specs not found at {KAFKA_SPECS} (optional; kept outside the repository)")
+def test_captured_field_names_are_kafkas_json_names():
+    """docs/captured-fields.md says each attribute is Kafka's JSON field name in snake_case: every
+    served request field's CamelCase form is a field name of Kafka 4.2's definition of that request,
+    except the fields of versions Kafka 4 no longer defines."""
+    import json
+
+    from odradek.broker.control.reference import _camel, _fields
+    from odradek.protocol.registry import APIS
+
+    dropped_by_kafka_4 = {"MaxNumOffsets", "CommitTimestamp"}  # ListOffsets v0, OffsetCommit v1
+
+    def names(node) -> set[str]:
+        found = set()
+        for f in node.get("fields", []) + node.get("commonStructs", []):
+            found |= {f["name"].lower()} | names(f)
+        return found
+
+    wrong = []
+    for spec in APIS.values():
+        text = (KAFKA_SPECS / f"{spec.name}Request.json").read_text(encoding="utf-8")
+        kafka = names(json.loads("\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("//"))))
+        for path, _, f in _fields(spec.request.fields, "", ""):
+            if _camel(f.name).lower() not in kafka and _camel(f.name) not in dropped_by_kafka_4:
+                wrong.append(f"{spec.name}: {path}")
+    assert wrong == []
