@@ -96,17 +96,22 @@ class ControlApi(ABC):
 
     # --- the broker's clock: on ``Broker`` (asyncio) ``advance`` is a coroutine to await ---
 
-    def advance(self, *, seconds: float = 0, ms: int = 0) -> Any:
+    def advance(self, *, seconds: float = 0, ms: int = 0, spare_active: bool | float = False) -> Any:
         """Move the broker's clock forward: session and rebalance timeouts, offset retention,
-        time-based log retention and idle connections fire as if that time had passed, without
-        sleeping.  Clients' own timers are not moved.  Returns the broker's time in ms."""
+        time-based log retention, idle connections, fault rules' ``seconds`` and ``broker_down``
+        fire as if that time had passed, without sleeping (milliseconds, however far).  Clients'
+        own timers are not moved.  Returns the broker's time in ms.
+
+        ``spare_active=True`` (or a window in seconds; True is 5 s of real time): members and
+        connections heard from within the window keep the time they had left, so one advance
+        evicts only the hung member (docs/TESTING.md has the exact rule)."""
         total = round(seconds * 1000) + ms
         if total < 0:
             raise ValueError("the broker's clock only moves forward")
-        return self.control("advance_clock", ms=total)
+        return self.control("advance_clock", ms=total, spare_active=spare_active)
 
-    def advance_clock(self, ms: int) -> Any:
-        return self.control("advance_clock", ms=ms)
+    def advance_clock(self, ms: int, spare_active: bool | float = False) -> Any:
+        return self.control("advance_clock", ms=ms, spare_active=spare_active)
 
     def freeze_clock(self) -> int:
         """Stop the broker's time (only ``advance`` moves it) until ``unfreeze_clock``."""
