@@ -894,8 +894,11 @@ class Connection(asyncio.Protocol):
         if result is NO_RESPONSE:
             out = NO_RESPONSE
         else:
-            out = headers.encode_response_parts(correlation_id, route.response_header_version,
-                                                route.build_response(result))
+            body = route.build_response(result)
+            out = headers.encode_response_parts(correlation_id, route.response_header_version, body)
+            control = self.server.control
+            if control is not None:  # capturing: the answer joins its request
+                control.on_answer(self.id, correlation_id, body)
         metrics = self.server.metrics
         if metrics is not None:
             metrics.observe(route.api_key, version, time.perf_counter() - started)

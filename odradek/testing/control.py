@@ -88,7 +88,9 @@ class ControlApi(ABC):
 
     def captured(self, api: str | int | list | None = None, **filters: Any) -> list[CapturedRequest]:
         """Captured requests (oldest first) of ``api`` matching ``filters``: version, client_id,
-        connection, group_id, topic, partition, transactional_id."""
+        connection, group_id, topic, partition, transactional_id, error (answered with that error
+        at some level; ``"NONE"``: without any).  Each has the decoded ``answer`` the client got
+        and its ``errors`` by level (``{"topics[t].partitions[0]": "NOT_COORDINATOR"}``)."""
         return self.control("captured", api=api, **filters)
 
     def clear_capture(self) -> int:

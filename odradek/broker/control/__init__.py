@@ -56,6 +56,11 @@ class BrokerControl:
             self._sync()  # a spent rule may have been the last
         return rule
 
+    def on_answer(self, connection: int, correlation_id: int, body: bytes) -> None:
+        """The encoded answer to a request (paired with its capture, if capturing)."""
+        if self._capture.enabled:
+            self._capture.record_answer(connection, correlation_id, body)
+
     def _sync(self) -> None:
         """The server consults this object only while there is something to do (no cost otherwise)."""
         active = self._capture.enabled or len(self._rules) > 0
@@ -70,7 +75,7 @@ class BrokerControl:
     def operations(cls) -> list[str]:
         """The names callable from outside: every public method of this class."""
         return sorted(name for name, fn in inspect.getmembers(cls, inspect.isfunction)
-                      if not name.startswith("_") and name != "on_request")
+                      if not name.startswith("_") and name not in ("on_request", "on_answer"))
 
     def add_fault(self, api: str | int | list, *, error: str | int | None = None, versions: Any = None,
                   group_id: str | None = None, topic: str | None = None, partition: int | None = None,
@@ -141,8 +146,10 @@ class BrokerControl:
     def captured(self, api: str | int | list | None = None, *, version: int | None = None,
                  client_id: str | None = None, connection: int | None = None, group_id: str | None = None,
                  topic: str | None = None, partition: int | None = None,
-                 transactional_id: str | None = None) -> list[CapturedRequest]:
-        """Captured requests matching every filter given, oldest first."""
+                 transactional_id: str | None = None, error: str | int | None = None) -> list[CapturedRequest]:
+        """Captured requests matching every filter given, oldest first, each with the answer the
+        client got (``answer``, ``errors``, ``ok``); ``error``: only those answered with that
+        error at some level (``"NONE"``: answered without any error)."""
         keys = None
         if api is not None:
             served = self._served()
@@ -150,7 +157,8 @@ class BrokerControl:
             keys = {api_key_of(a, served) for a in apis}
         return self._capture.query(keys, version=version, client_id=client_id, connection=connection,
                                    group_id=group_id, topic=topic, partition=partition,
-                                   transactional_id=transactional_id)
+                                   transactional_id=transactional_id,
+                                   error=None if error is None else error_code_of(error).name)
 
     def clear_capture(self) -> int:
         """Forget the captured requests; returns how many there were."""
