@@ -27,6 +27,7 @@ from ..protocol import headers
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ProtocolError
 from ..protocol.registry import APIS
+from . import partition_errors
 from .clock import Clock, RealClock, TimerHandle, real_ms
 from .dispatch import NO_RESPONSE, HandlerTable, Later, RequestContext
 from .error_answers import error_answer
@@ -855,7 +856,11 @@ class Connection(asyncio.Protocol):
                       error=rule.error, delay_ms=rule.delay_ms, close=rule.close, throttle_ms=rule.throttle_ms)
         if rule.close == "before":
             raise CloseConnection(f"fault rule {rule.id}: close before handling")
-        if rule.error is not None:
+        if rule.error is not None and rule.per_partition:  # the chosen partitions fail, the rest is handled
+            lay = partition_errors.layout(route.api_key, ctx.api_version)
+            rest, chosen = partition_errors.split(lay, body, rule.topic, rule.partition)
+            result = _with_partition_errors(route.fn(ctx, rest), lay, chosen, rule.error)
+        elif rule.error is not None:
             answer = error_answer(route.api_key, ctx.api_version, body, rule.error)
             result = NO_RESPONSE if answer is None else answer
         else:
@@ -932,6 +937,19 @@ class Connection(asyncio.Protocol):
                           "max_version": max_version}],
         }, 0)
         return headers.encode_response_parts(correlation_id, 0, body)
+
+
+def _with_partition_errors(result: Any, lay: Any, chosen: list, code: int) -> Any:
+    """The handler's answer to the rest of a request, with the chosen partitions' errors added."""
+    if type(result) is dict:
+        return partition_errors.merge(lay, result, chosen, code)
+    if result is NO_RESPONSE:
+        return result
+
+    async def later() -> Any:
+        answer = await (_later_done(result) if type(result) is Later else result)
+        return partition_errors.merge(lay, answer, chosen, code) if type(answer) is dict else answer
+    return later()
 
 
 async def _fault_later(rule: Any, result: Any) -> Any:

@@ -50,18 +50,20 @@ class ControlApi(ABC):
               group_id: str | None = None, topic: str | None = None, partition: int | None = None,
               transactional_id: str | None = None, client_id: str | None = None, delay_ms: int = 0,
               close: str | None = None, throttle_ms: int | None = None, times: int | None = None,
-              seconds: float | None = None) -> Fault:
+              seconds: float | None = None, per_partition: bool = False) -> Fault:
         """Add a fault rule (see ``BrokerControl.add_fault``); ``ValueError`` names a bad argument.
 
         ``api``: a name (``"OffsetCommit"``) or key, or a list; ``error``: a
         Kafka error name or code the API can return; ``versions``: ``3``,
         ``"3-5"``, ``"3+"``; ``close``: ``"before"`` or ``"after"`` the
-        handler runs; fires ``times`` times, for ``seconds``, or until removed.
+        handler runs; fires ``times`` times, for ``seconds`` of the broker's clock, or until
+        removed; ``per_partition=True``: the error goes only on the partitions ``topic`` and
+        ``partition`` match, the rest of the request succeeds (a partial failure).
         """
         rule_id = self.control("add_fault", api=api, error=error, versions=versions, group_id=group_id,
                                topic=topic, partition=partition, transactional_id=transactional_id,
                                client_id=client_id, delay_ms=delay_ms, close=close, throttle_ms=throttle_ms,
-                               times=times, seconds=seconds)
+                               times=times, seconds=seconds, per_partition=per_partition)
         return Fault(self, rule_id)
 
     def remove_fault(self, rule_id: int) -> bool:

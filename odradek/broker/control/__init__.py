@@ -81,13 +81,17 @@ class BrokerControl:
                   group_id: str | None = None, topic: str | None = None, partition: int | None = None,
                   transactional_id: str | None = None, client_id: str | None = None, delay_ms: int = 0,
                   close: str | None = None, throttle_ms: int | None = None, times: int | None = None,
-                  seconds: float | None = None) -> int:
-        """Add a fault rule; returns its id.  Raises ``ValueError`` naming what is wrong."""
+                  seconds: float | None = None, per_partition: bool = False) -> int:
+        """Add a fault rule; returns its id.  Raises ``ValueError`` naming what is wrong.
+
+        ``per_partition``: the error goes only on the partitions ``topic``/``partition`` match
+        (every partition if neither is given) and the handler answers the rest of the request:
+        a partial failure, for any API whose answer has an error per partition."""
         rule = make_rule(self._next_id, api, self._served(), error=error, versions=versions,
                          group_id=group_id, topic=topic, partition=partition,
                          transactional_id=transactional_id, client_id=client_id, delay_ms=delay_ms,
                          close=close, throttle_ms=throttle_ms, times=times, seconds=seconds,
-                         now_ms=self._app.clock.now_ms())
+                         now_ms=self._app.clock.now_ms(), per_partition=per_partition)
         self._next_id += 1
         self._rules.add(rule)
         if rule.expires is not None:  # on the broker's clock: an advance expires it, a freeze keeps it
