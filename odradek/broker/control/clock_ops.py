@@ -3,11 +3,13 @@
 Everything the broker waits for on its clock fires as if the time had
 passed: session and rebalance timeouts, the initial rebalance delay, KIP-211
 offset retention and its expiry sweep, idle connections
-(``connections.max.idle.ms``), segment rolling by ``segment.ms`` (at the next
-append) and time-based segment retention (the retention round runs before
-the advance returns, if its check interval has passed).  Request-level waits
-that a client asked for (a Fetch's ``max.wait.ms``, a CreateTopics timeout)
-and a client's own timers are real time.
+(``connections.max.idle.ms``), transaction timeouts, fault rules' ``seconds``,
+``broker_down``, segment rolling by ``segment.ms`` (at the next append) and
+time-based segment retention (the retention round runs before the advance
+returns, if its check interval has passed).  A periodic check runs once per
+advance, however many periods it spans (``clock.call_every``).  Request-level
+waits that a client asked for (a Fetch's ``max.wait.ms``, a CreateTopics
+timeout, a fault's ``delay_ms``) and a client's own timers are real time.
 """
 
 from __future__ import annotations
