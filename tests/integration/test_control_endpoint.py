@@ -83,3 +83,22 @@ def test_an_operation_added_to_the_facade_is_reachable_from_outside(controlled, 
     assert "echo" in json.loads(_run(capsys, controlled)[1])
     assert json.loads(_run(capsys, controlled, "echo", "text=hi")[1]) == "HI"
     assert controlled.control("echo", text="py") == "PY"
+
+
+def test_cli_advances_sparing_a_connection_that_just_spoke_and_not_a_silent_one(controlled, capsys):
+    """``spare_active`` from outside: the connection heard from within the window stays open
+    past ``connections.max.idle.ms``; one silent for longer than the window is closed."""
+    import time
+
+    with SyncClient("127.0.0.1", controlled.app.endpoint.port) as silent, \
+            SyncClient("127.0.0.1", controlled.app.endpoint.port) as talking:
+        silent.request(18, 0, {})
+        time.sleep(0.6)
+        talking.request(18, 0, {})
+        code, out, _ = _run(capsys, controlled, "advance_clock", "ms=3600000", "spare_active=0.3")
+        assert code == 0 and json.loads(out) > 0
+        assert talking.request(18, 0, {}).error_code == 0
+        silent.sock.settimeout(10)
+        assert silent.sock.recv(1) == b""  # closed as idle
+    code, _, err = _run(capsys, controlled, "advance_clock", "ms=1", "spare_active=-1")
+    assert code != 0 and "spare_active must be" in err

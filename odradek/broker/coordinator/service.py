@@ -54,6 +54,10 @@ class Coordinator:
         self.load_listeners: list[Callable[[Shard], None]] = [self.expiry.on_shard_loaded,
                                                               rebalance.on_shard_loaded]
 
+    def spare_active(self, heard_since_real_ms: int, shift_ms: int) -> int:
+        """Before a sparing advance: members heard from since then keep their session time left."""
+        return sum(rebalance.spare_members(shard, heard_since_real_ms, shift_ms) for shard in self.shards)
+
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)
 
