@@ -100,7 +100,9 @@ class BrokerControl:
         return n
 
     def faults(self) -> list[dict]:
-        """The live rules, in the order they apply."""
+        """The live rules, in the order they apply (an expired ``seconds=`` rule is gone)."""
+        self._rules.drop_expired()
+        self._sync()
         return [rule.describe() for rule in self._rules]
 
     def coordinator_unavailable(self, group: str, error: str | int = "NOT_COORDINATOR",

@@ -134,6 +134,11 @@ class FaultRule:
     expires: float | None = None  # time.monotonic() deadline
     fired: int = 0
 
+    def expired(self, now: float) -> bool:
+        """Past its ``seconds=``: gone from the listing and from ``remove`` at once, not only
+        when the next request of its API arrives."""
+        return self.expires is not None and now >= self.expires
+
     def matches(self, version: int, client_id: str | None, request: Any) -> bool:
         if self.versions is not None and not self.versions[0] <= version <= self.versions[1]:
             return False
@@ -174,11 +179,20 @@ class FaultRules:
     def __iter__(self):
         return iter(list(self._rules))
 
+    def drop_expired(self, now: float | None = None) -> None:
+        """Forget the rules whose ``seconds=`` are up (before listing or removing them)."""
+        now = time.monotonic() if now is None else now
+        if any(rule.expired(now) for rule in self._rules):
+            self._rules = [r for r in self._rules if not r.expired(now)]
+            self._reindex()
+
     def add(self, rule: FaultRule) -> None:
         self._rules.append(rule)
         self._reindex()
 
     def remove(self, rule_id: int) -> bool:
+        """True if the rule was live; False if spent, expired or removed already."""
+        self.drop_expired()
         before = len(self._rules)
         self._rules = [r for r in self._rules if r.id != rule_id]
         self._reindex()
@@ -204,8 +218,8 @@ class FaultRules:
             return None
         now = time.monotonic()
         for rule in rules:
-            if rule.expires is not None and now >= rule.expires:
-                self.remove(rule.id)
+            if rule.expired(now):
+                self.drop_expired(now)
                 continue
             if rule.matches(version, client_id, request):
                 rule.fired += 1
