@@ -167,7 +167,7 @@ class BrokerApp:
             if self.config["odradek.control.listener"]:
                 self.control_endpoint = ControlEndpoint(self.control)
                 self.control_address = await self.control_endpoint.start(
-                    *parse_address(self.config["odradek.control.listener"]))
+                    *parse_address(self.config["odradek.control.listener"], self.config["odradek.control.host"]))
             if self.config["metrics.port"] is not None:
                 self.metrics_port = self.metrics.serve(self.config["metrics.host"],
                                                        self.config["metrics.port"])

@@ -201,7 +201,7 @@ def cmd_control(args) -> int:
     import urllib.error
     import urllib.request
 
-    from .config import parse_address
+    from .config import WILDCARD_HOSTS, parse_address
 
     endpoint = args.endpoint
     if endpoint is None:
@@ -216,6 +216,8 @@ def cmd_control(args) -> int:
             return 2
         endpoint = configured
     host, port = parse_address(endpoint)
+    if host in WILDCARD_HOSTS:  # bound to every interface (the container image): this machine's loopback
+        host = "127.0.0.1"
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/v1/{args.operation or ''}"
     kwargs = dict(_control_argument(item) for item in args.arguments)
     data = json.dumps(kwargs).encode() if args.operation else None

@@ -113,15 +113,15 @@ def _listeners(text: str) -> str:
     return text.strip()
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    """``host:port`` or just ``port`` (then 127.0.0.1): where the control endpoint listens."""
+def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """``host:port`` or just ``port`` (then ``default_host``): where the control endpoint listens."""
     text = text.strip()
     host, sep, port = text.rpartition(":")
     if not sep:
-        host, port = "127.0.0.1", text
+        host, port = default_host, text
     if not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"{text!r} is not HOST:PORT or PORT")
-    return host.strip("[]") or "127.0.0.1", int(port)
+    return host.strip("[]") or default_host, int(port)
 
 
 def _control_address(text: str) -> str:
@@ -388,8 +388,12 @@ SETTINGS: list[Setting] = [
     # test control (fault injection, request capture): a testing tool, never for production
     Setting("odradek.control.listener", _control_address, "",
             "Serve the test control endpoint (faults, capture; `odradek control`) on HOST:PORT, or on "
-            "127.0.0.1:PORT if only a port is given; empty: off. A testing tool with no "
+            "odradek.control.host:PORT if only a port is given; empty: off. A testing tool with no "
             "authentication: never enable it on a production broker."),
+    Setting("odradek.control.host", _str, "127.0.0.1",
+            "Interface of the control endpoint when odradek.control.listener gives only a port. The "
+            "container image sets 0.0.0.0: loopback inside a container is unreachable through a "
+            "published port (-p)."),
     Setting("odradek.control.capture.requests", _int, 0,
             "Keep the last N requests received, decoded, for tests to query (`captured`); 0: off. "
             "The in-process test brokers keep 1000.", low=0, high=10_000_000),

@@ -105,8 +105,8 @@ class ControlApi(ABC):
             raise ValueError("the broker's clock only moves forward")
         return self.control("advance_clock", ms=total)
 
-    def advance_clock(self, ms: int) -> Any:
-        return self.control("advance_clock", ms=ms)
+    def advance_clock(self, ms: int = 0, seconds: float = 0) -> Any:
+        return self.control("advance_clock", ms=ms, seconds=seconds)
 
     def freeze_clock(self) -> int:
         """Stop the broker's time (only ``advance`` moves it) until ``unfreeze_clock``."""

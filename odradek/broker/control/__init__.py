@@ -166,11 +166,15 @@ class BrokerControl:
 
     # --- the broker's clock (clock_ops.py) ---------------------------------------------------
 
-    async def advance_clock(self, ms: int) -> int:
-        """Move the broker's time forward by ``ms``: what waits on time fires as if it had
-        passed (sessions, rebalances, offset and log retention, idle connections); returns
-        the broker's time in ms."""
-        return (await clock_ops.advance(self._app, ms))["now_ms"]
+    async def advance_clock(self, ms: int = 0, seconds: float = 0) -> int:
+        """Move the broker's time forward by ``ms`` plus ``seconds`` (as ``advance`` in the Python
+        API): what waits on time fires as if it had passed (sessions, rebalances, offset and log
+        retention, idle connections); returns the broker's time in ms."""
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise ValueError(f"seconds must be a number, not {seconds!r}")
+        if seconds < 0:
+            raise ValueError("the broker's clock only moves forward")
+        return (await clock_ops.advance(self._app, ms + round(seconds * 1000)))["now_ms"]
 
     def freeze_clock(self) -> int:
         """Stop the broker's time; only ``advance_clock`` moves it until ``unfreeze_clock``."""
