@@ -26,7 +26,16 @@ def _run(coro) -> int:
 
 
 def _load_config(args) -> Config:
-    return Config.load(args.config, overrides=_overrides(args))
+    config = Config.load(args.config, overrides=_overrides(args))
+    if getattr(args, "port", None) is None:
+        return config
+    from .config import port_overrides
+
+    try:
+        shorthand = port_overrides(config, args.port)
+    except ValueError as exc:  # advertised.listeners unreadable: say so as start-up would
+        raise ConfigError(f"advertised.listeners: {exc}") from None
+    return Config.load(args.config, overrides=[*_overrides(args), *(f"{k}={v}" for k, v in shorthand.items())])
 
 
 def _overrides(args) -> list[str]:
@@ -265,6 +274,13 @@ def _host_port(text: str) -> str:
     return text
 
 
+def _port(text: str) -> int:
+    """argparse type for --port: 0..65535 (0 picks a free one)."""
+    if not text.isdigit() or not 0 <= int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535)")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --debug is accepted before or after the subcommand; SUPPRESS keeps a subcommand's
     # absent flag from overwriting one given before it
@@ -281,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--print-config", action="store_true",
                        help="print the effective settings and where each came from, then exit")
     serve.add_argument("--data-dir", action="append", metavar="DIR", help=DATA_DIR_HELP)
+    serve.add_argument("--port", type=_port, metavar="N",
+                       help="listen on port N (the first listener's port, and its advertised one if set)")
     serve.set_defaults(func=cmd_serve)
 
     fmt = sub.add_parser("format", help="prepare a data dir; add SCRAM users (as kafka-storage format)",
@@ -360,8 +378,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """Like ``parse_args``, but an unknown flag after a subcommand gets that subcommand's usage
+    (argparse reports it from the top-level parser, whose usage lists only the subcommands)."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     debug = getattr(args, "debug", False) or os.environ.get("ODRADEK_DEBUG", "") not in ("", "0")
     try:
         status = args.func(args)

@@ -52,6 +52,24 @@ def parse_listeners(text: str) -> list[Listener]:
     return out
 
 
+def _listener_text(listener: Listener) -> str:
+    host = f"[{listener.host}]" if ":" in listener.host else listener.host
+    return f"{listener.name}://{host}:{listener.port}"
+
+
+def port_overrides(config: Config, port: int) -> dict[str, str]:
+    """``odradek serve --port N``: the first listener on port N, and its advertised entry (if
+    any) too, so clients are told the port they bootstrapped on; hosts and names are kept (the
+    container image's ``0.0.0.0`` listener advertised as ``localhost``)."""
+    first, *rest = config.listeners
+    out = {"listeners": ",".join(_listener_text(li) for li in [Listener(first.name, first.host, port), *rest])}
+    if config["advertised.listeners"]:
+        advertised = parse_listeners(config["advertised.listeners"])
+        out["advertised.listeners"] = ",".join(
+            _listener_text(Listener(a.name, a.host, port) if a.name == first.name else a) for a in advertised)
+    return out
+
+
 def _bool(text: str) -> bool:
     low = text.strip().lower()
     if low in ("true", "1", "yes", "on"):
@@ -412,10 +430,21 @@ def env_to_name(var: str) -> str | None:
 
 
 def read_properties(path: str | os.PathLike) -> dict[str, str]:
-    """Java-style ``key=value`` (or ``key: value``) lines; ``#``/``!`` comments."""
+    """Java-style ``key=value`` (or ``key: value``) lines; ``#``/``!`` comments.
+
+    A path that cannot be a config file -- a directory (the data dir given where the config goes),
+    a binary file, text without a single ``key=value`` line -- is a ConfigError saying so, rather
+    than a config of defaults that reads some other directory."""
     out: dict[str, str] = {}
-    text = Path(path).read_text(encoding="utf-8")
+    if Path(path).is_dir():
+        raise ConfigError(f"{path} is a directory, not a config file (server.properties); "
+                          "a data directory is given with --data-dir")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not a config file (server.properties): it is not text") from None
     lines = iter(text.splitlines())
+    separators = 0
     for line in lines:
         line = line.strip()
         while line.endswith("\\"):
@@ -426,7 +455,10 @@ def read_properties(path: str | os.PathLike) -> dict[str, str]:
         if sep < 0:
             out[line] = ""
         else:
+            separators += 1
             out[line[:sep].strip()] = line[sep + 1:].strip()
+    if out and not separators:
+        raise ConfigError(f"{path} is not a config file (server.properties): no line is key=value")
     return out
 
 
