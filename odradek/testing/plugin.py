@@ -10,7 +10,10 @@ test should use its own topic and group names); choose another scope with
 the shared broker reset to empty (``reset()``) before the test.  Under
 pytest-xdist each worker is its own process with its own session, so it gets
 a broker of its own: tests in different workers never share one.  Broker settings can be
-passed with the ini option ``kafka_broker_overrides`` (``key=value`` lines).
+passed with the ini option ``kafka_broker_overrides`` (``key=value`` lines);
+``--kafka-broker-port=N`` (ini ``kafka_broker_port``) fixes ``kafka_broker``'s port
+(listener and advertised; each xdist worker adds its number).  The brokers log
+to Python's ``logging`` at warning and above (``log.level`` in the overrides).
 The broker runs in a background thread on 127.0.0.1 with an ephemeral port
 and a temporary data directory, so it serves synchronous and asyncio clients
 alike.
@@ -25,6 +28,8 @@ ask for its own with ``@pytest.mark.parametrize("fresh_kafka_broker",
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -41,6 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kafka-broker-security", default=None,
                     help="serve the fixture brokers over SSL, SASL_SSL or SASL_PLAINTEXT (throw-away CA, PLAIN user)")
     parser.addini("kafka_broker_security", "SSL, SASL_SSL or SASL_PLAINTEXT (default PLAINTEXT)", default="")
+    group.addoption("--kafka-broker-port", default=None,
+                    help="port of the kafka_broker fixture (default: a free one); under xdist, plus the worker number")
+    parser.addini("kafka_broker_port", "port of the kafka_broker fixture (default: a free one)", default="")
 
 
 def _scope(fixture_name: str, config: pytest.Config) -> str:
@@ -57,6 +65,16 @@ def _overrides(config: pytest.Config) -> dict[str, str]:
     return out
 
 
+def _port(config: pytest.Config) -> int:
+    """The fixed port asked for, else 0 (a free one); each xdist worker adds its number (gw3: +3)
+    so that workers' brokers do not collide."""
+    value = str(config.getoption("--kafka-broker-port") or config.getini("kafka_broker_port") or "0").strip()
+    if not value.isdigit() or not 0 <= int(value) < 65536:
+        raise pytest.UsageError(f"kafka_broker_port: {value!r} is not a port")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    return int(value) + int(worker) if int(value) and worker.isdigit() else int(value)
+
+
 def _security(config: pytest.Config):
     value = config.getoption("--kafka-broker-security") or config.getini("kafka_broker_security")
     return None if not value or value.upper() == "PLAINTEXT" else value
@@ -65,7 +83,8 @@ def _security(config: pytest.Config):
 @pytest.fixture(scope=_scope)
 def kafka_broker(request: pytest.FixtureRequest):
     """A running broker; ``.bootstrap_servers``, ``.client``, ``.create_topic()``, ``.restart()``."""
-    with BrokerHandle(overrides=_overrides(request.config), security=_security(request.config)) as handle:
+    with BrokerHandle(overrides=_overrides(request.config), security=_security(request.config),
+                      port=_port(request.config)) as handle:
         yield handle
 
 
