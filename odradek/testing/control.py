@@ -88,11 +88,20 @@ class ControlApi(ABC):
 
     def captured(self, api: str | int | list | None = None, **filters: Any) -> list[CapturedRequest]:
         """Captured requests (oldest first) of ``api`` matching ``filters``: version, client_id,
-        connection, group_id, topic, partition, transactional_id."""
+        connection, group_id, topic, partition, transactional_id.  ``CaptureOff`` if capture is
+        off (the test brokers keep the last 1000 requests unless ``set_capture(0)``)."""
         return self.control("captured", api=api, **filters)
 
     def clear_capture(self) -> int:
         return self.control("clear_capture")
+
+    def set_capture(self, max_requests: int) -> None:
+        """Keep the last ``max_requests`` requests for ``captured`` (0: capture off)."""
+        self.control("set_capture", max_requests=max_requests)
+
+    def capture(self) -> dict:
+        """``{"enabled": ..., "max_requests": ..., "held": ...}``: is anything being captured?"""
+        return self.control("capture")
 
     # --- the broker's clock: on ``Broker`` (asyncio) ``advance`` is a coroutine to await ---
 
@@ -107,6 +116,10 @@ class ControlApi(ABC):
 
     def advance_clock(self, ms: int = 0, seconds: float = 0) -> Any:
         return self.control("advance_clock", ms=ms, seconds=seconds)
+
+    def clock(self) -> dict:
+        """The broker's time: ``now_ms``, ``frozen``, ``offset_ms`` (how far ahead of the wall clock)."""
+        return self.control("clock")
 
     def freeze_clock(self) -> int:
         """Stop the broker's time (only ``advance`` moves it) until ``unfreeze_clock``."""

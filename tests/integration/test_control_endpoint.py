@@ -137,3 +137,34 @@ def _wait_for_event(proc, name: str, timeout: float = 20.0) -> dict:
             return event
     proc.kill()
     raise AssertionError(f"no {name}: {proc.stderr.read()}")
+
+
+def test_captured_says_when_capture_is_off(tmp_path):
+    """``odradek serve`` captures nothing unless asked: ``captured`` says so (and how to turn it
+    on) instead of an empty list a test would take for "no such request"."""
+    port = _free_port()
+    env = {"KAFKA_ODRADEK_CONTROL_LISTENER": str(port)}
+    proc = _serve(tmp_path, env={**env, "KAFKA_LOG_FORMAT": "json"})
+    try:
+        _wait_for_event(proc, "control.listening")
+        off = _control(env, "captured", "api=Heartbeat")
+        assert off.returncode == 1 and off.stdout == ""
+        assert "capture is off" in off.stderr and "set_capture" in off.stderr, off.stderr
+        assert _control(env, "set_capture", "max_requests=100").returncode == 0
+        on = _control(env, "captured", "api=Heartbeat")
+        assert (on.returncode, json.loads(on.stdout)) == (0, [])
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_captured_in_process_raises_when_capture_is_off(broker):
+    from odradek.broker.control import CaptureOff
+
+    assert broker.capture()["max_requests"] == 1000  # the test brokers capture by default
+    broker.set_capture(0)
+    assert broker.capture() == {"enabled": False, "max_requests": 0, "held": 0}
+    with pytest.raises(CaptureOff, match="capture is off"):
+        broker.captured("Heartbeat")
+    broker.set_capture(10)
+    assert broker.captured("Heartbeat") == []

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..dispatch import RequestContext
 from . import clock_ops
-from .capture import CapturedRequest, RequestCapture
+from .capture import CapturedRequest, CaptureOff, RequestCapture
 from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule
 from .reset import reset_broker
 
@@ -29,7 +29,7 @@ GROUP_APIS = ("OffsetCommit", "OffsetFetch", "JoinGroup", "Heartbeat", "LeaveGro
               "DescribeGroups", "DeleteGroups", "OffsetDelete", "TxnOffsetCommit")
 COORDINATOR_ERRORS = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE")
 
-__all__ = ["BrokerControl", "CapturedRequest", "FaultRule"]
+__all__ = ["BrokerControl", "CaptureOff", "CapturedRequest", "FaultRule"]
 
 
 class BrokerControl:
@@ -139,7 +139,8 @@ class BrokerControl:
                  client_id: str | None = None, connection: int | None = None, group_id: str | None = None,
                  topic: str | None = None, partition: int | None = None,
                  transactional_id: str | None = None) -> list[CapturedRequest]:
-        """Captured requests matching every filter given, oldest first."""
+        """Captured requests matching every filter given, oldest first.  Raises ``CaptureOff``
+        when capture is off (``odradek serve``'s default) rather than answer an empty list."""
         keys = None
         if api is not None:
             served = self._served()
@@ -187,6 +188,10 @@ class BrokerControl:
     def clock(self) -> dict:
         """The broker's time: ``now_ms``, ``frozen``, ``offset_ms`` ahead of the wall clock."""
         return clock_ops.clock_state(self._app)
+
+    def capture(self) -> dict:
+        """Whether requests are being captured: ``enabled``, ``max_requests`` kept, ``held`` now."""
+        return self._capture.state()
 
     def set_capture(self, max_requests: int) -> None:
         """Capture the last ``max_requests`` requests (0 turns capture off)."""
