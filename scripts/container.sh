@@ -12,7 +12,8 @@
 #
 # Environment: ODRADEK_ENGINE (podman|docker) forces the engine, ODRADEK_BASE_IMAGE forces the base
 # image, ODRADEK_IMAGE names the image for `run`, ODRADEK_PORT the host port for `run`,
-# ODRADEK_CONTROL_PORT a host port for the test control endpoint (off unless set; capture on).
+# ODRADEK_CONTROL_PORT a host port for the test control endpoint (off unless set; capture on),
+# ODRADEK_VOLUME the data volume (default odradek-data), ODRADEK_NAME the container's name.
 # Exit status 3 means "no engine and none can be installed here" (not root, or no apt-get).
 set -euo pipefail
 
@@ -163,8 +164,10 @@ run() {
                  -e "KAFKA_ODRADEK_CONTROL_LISTENER=0.0.0.0:$CONTROL_PORT_INSIDE"
                  -e "KAFKA_ODRADEK_CONTROL_CAPTURE_REQUESTS=1000")
     fi
-    exec "$eng" run --rm "${tty[@]}" "${publish[@]}" "${control[@]}" -v odradek-data:/var/lib/odradek \
-        "${ODRADEK_IMAGE:-odradek:dev}" "$@"
+    local name=()
+    [ -n "${ODRADEK_NAME:-}" ] && name=(--name "$ODRADEK_NAME")
+    exec "$eng" run --rm "${tty[@]}" "${name[@]}" "${publish[@]}" "${control[@]}" \
+        -v "${ODRADEK_VOLUME:-odradek-data}:/var/lib/odradek" "${ODRADEK_IMAGE:-odradek:dev}" "$@"
 }
 
 case "${1:-}" in
@@ -172,5 +175,5 @@ case "${1:-}" in
     base) base "$(engine)" ;;
     build) shift; build "$@" ;;
     run) shift; run "$@" ;;
-    *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
