@@ -363,7 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "operation, list the operations. Arguments are NAME=VALUE, VALUE read as JSON "
                     "when it parses (5, [1,2], null) and as a string otherwise. Examples: "
                     "odradek control add_fault api=OffsetCommit error=NOT_COORDINATOR times=2; "
-                    "odradek control broker_down seconds=5; odradek control captured api=JoinGroup")
+                    "odradek control broker_down seconds=5; odradek control advance_clock seconds=60; "
+                    "odradek control captured api=JoinGroup (capture is off unless "
+                    "odradek.control.capture.requests or set_capture turns it on)")
     control.add_argument("operation", nargs="?", help="add_fault, remove_fault, clear_faults, faults, "
                          "coordinator_unavailable, broker_down, broker_up, captured, clear_capture, ...")
     control.add_argument("arguments", nargs="*", metavar="NAME=VALUE")
