@@ -395,7 +395,8 @@ SETTINGS: list[Setting] = [
     Setting("log.format", _choice("auto", "json", "text"), "auto",
             "Log line format: text (key=value) on a terminal and JSON otherwise when auto."),
     Setting("log.level", _choice("debug", "info", "warning", "error"), "info",
-            "Minimum level of log events."),
+            "Minimum level of log events. The in-process test brokers (odradek.testing, the pytest "
+            "fixtures) default to warning and log to Python's logging (docs/pytest.md)."),
     Setting("log.levels", _log_levels, "",
             "Levels per component on top of log.level, e.g. coordinator=debug,storage=warning "
             "(components: broker, server, coordinator, storage, topics, produce, producers, cli)."),
