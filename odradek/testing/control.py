@@ -92,11 +92,21 @@ class ControlApi(ABC):
         """Captured requests (oldest first) of ``api`` matching ``filters``: version, client_id,
         connection, group_id, topic, partition, transactional_id, error (answered with that error
         at some level; ``"NONE"``: without any).  Each has the decoded ``answer`` the client got
-        and its ``errors`` by level (``{"topics[t].partitions[0]": "NOT_COORDINATOR"}``)."""
+        and its ``errors`` by level (``{"topics[t].partitions[0]": "NOT_COORDINATOR"}``).
+        ``CaptureOff`` if capture is off (the test brokers keep the last 1000 requests unless
+        ``set_capture(0)``)."""
         return self.control("captured", api=api, **filters)
 
     def clear_capture(self) -> int:
         return self.control("clear_capture")
+
+    def set_capture(self, max_requests: int) -> None:
+        """Keep the last ``max_requests`` requests for ``captured`` (0: capture off)."""
+        self.control("set_capture", max_requests=max_requests)
+
+    def capture(self) -> dict:
+        """``{"enabled": ..., "max_requests": ..., "held": ...}``: is anything being captured?"""
+        return self.control("capture")
 
     # --- the broker's clock: on ``Broker`` (asyncio) ``advance`` is a coroutine to await ---
 
@@ -114,8 +124,12 @@ class ControlApi(ABC):
             raise ValueError("the broker's clock only moves forward")
         return self.control("advance_clock", ms=total, spare_active=spare_active)
 
-    def advance_clock(self, ms: int, spare_active: bool | float = False) -> Any:
-        return self.control("advance_clock", ms=ms, spare_active=spare_active)
+    def advance_clock(self, ms: int = 0, seconds: float = 0, spare_active: bool | float = False) -> Any:
+        return self.control("advance_clock", ms=ms, seconds=seconds, spare_active=spare_active)
+
+    def clock(self) -> dict:
+        """The broker's time: ``now_ms``, ``frozen``, ``offset_ms`` (how far ahead of the wall clock)."""
+        return self.control("clock")
 
     def freeze_clock(self) -> int:
         """Stop the broker's time (only ``advance`` moves it) until ``unfreeze_clock``."""

@@ -18,6 +18,9 @@ its own fresh broker settings with a marker, over the ini's::
 
 (the marker sets up ``fresh_kafka_broker``, and ``kafka_broker`` when it is function-scoped;
 a session-scoped broker is shared and cannot take one test's settings).
+``--kafka-broker-port=N`` (ini ``kafka_broker_port``) fixes ``kafka_broker``'s port
+(listener and advertised; each xdist worker adds its number).  The brokers log
+to Python's ``logging`` at warning and above (``log.level`` in the overrides).
 The broker runs in a background thread on 127.0.0.1 with an ephemeral port
 and a temporary data directory, so it serves synchronous and asyncio clients
 alike.
@@ -48,6 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kafka-broker-security", default=None,
                     help="serve the fixture brokers over SSL, SASL_SSL or SASL_PLAINTEXT (throw-away CA, PLAIN user)")
     parser.addini("kafka_broker_security", "SSL, SASL_SSL or SASL_PLAINTEXT (default PLAINTEXT)", default="")
+    group.addoption("--kafka-broker-port", default=None,
+                    help="port of the kafka_broker fixture (default: a free one); under xdist, plus the worker number")
+    parser.addini("kafka_broker_port", "port of the kafka_broker fixture (default: a free one)", default="")
 
 
 MARKER = "kafka_broker_overrides"
@@ -89,6 +95,17 @@ def _test_overrides(request: pytest.FixtureRequest) -> dict[str, str]:
     return {**_overrides(request.config), **_marked_overrides(request)}
 
 
+def _port(config: pytest.Config) -> int:
+    """The fixed port asked for, else 0 (a free one); each xdist worker adds its number (gw3: +3)
+    so that workers' brokers do not collide."""
+    value = str(config.getoption("--kafka-broker-port") or config.getini("kafka_broker_port") or "0").strip()
+    if not value.isdigit() or not 0 <= int(value) < 65536:
+        raise pytest.UsageError(f"kafka_broker_port: {value!r} is not a port")
+    # this session's own worker id (an env variable would leak into pytester's subprocesses)
+    worker = getattr(config, "workerinput", {}).get("workerid", "gw0").removeprefix("gw")
+    return int(value) + int(worker) if int(value) and worker.isdigit() else int(value)
+
+
 def _security(config: pytest.Config):
     value = config.getoption("--kafka-broker-security") or config.getini("kafka_broker_security")
     return None if not value or value.upper() == "PLAINTEXT" else value
@@ -98,7 +115,8 @@ def _security(config: pytest.Config):
 def kafka_broker(request: pytest.FixtureRequest):
     """A running broker; ``.bootstrap_servers``, ``.client``, ``.create_topic()``, ``.restart()``."""
     overrides = _test_overrides(request) if request.scope == "function" else _overrides(request.config)
-    with BrokerHandle(overrides=overrides, security=_security(request.config)) as handle:
+    with BrokerHandle(overrides=overrides, security=_security(request.config),
+                      port=_port(request.config)) as handle:
         yield handle
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..dispatch import RequestContext
 from . import clock_ops
-from .capture import CapturedRequest, RequestCapture
+from .capture import CapturedRequest, CaptureOff, RequestCapture
 from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule
 from .reset import reset_broker
 
@@ -29,7 +29,7 @@ GROUP_APIS = ("OffsetCommit", "OffsetFetch", "JoinGroup", "Heartbeat", "LeaveGro
               "DescribeGroups", "DeleteGroups", "OffsetDelete", "TxnOffsetCommit")
 COORDINATOR_ERRORS = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE")
 
-__all__ = ["BrokerControl", "CapturedRequest", "FaultRule"]
+__all__ = ["BrokerControl", "CaptureOff", "CapturedRequest", "FaultRule"]
 
 
 class BrokerControl:
@@ -101,7 +101,7 @@ class BrokerControl:
 
     def remove_fault(self, rule_id: int) -> bool:
         """Remove a rule; False if it was already gone (spent, expired or removed)."""
-        removed = self._rules.remove(int(rule_id))
+        removed = self._rules.remove(int(rule_id), self._app.clock.now_ms())
         self._sync()
         return removed
 
@@ -112,8 +112,11 @@ class BrokerControl:
         return n
 
     def faults(self) -> list[dict]:
-        """The live rules, in the order they apply."""
+        """The live rules, in the order they apply (a rule whose ``seconds=`` are up is gone,
+        even before its timer runs)."""
         now = self._app.clock.now_ms()
+        self._rules.drop_expired(now)
+        self._sync()
         return [rule.describe(now) for rule in self._rules]
 
     def coordinator_unavailable(self, group: str, error: str | int = "NOT_COORDINATOR",
@@ -153,7 +156,8 @@ class BrokerControl:
                  transactional_id: str | None = None, error: str | int | None = None) -> list[CapturedRequest]:
         """Captured requests matching every filter given, oldest first, each with the answer the
         client got (``answer``, ``errors``, ``ok``); ``error``: only those answered with that
-        error at some level (``"NONE"``: answered without any error)."""
+        error at some level (``"NONE"``: answered without any error).  Raises ``CaptureOff``
+        when capture is off (``odradek serve``'s default) rather than answer an empty list."""
         keys = None
         if api is not None:
             served = self._served()
@@ -181,15 +185,20 @@ class BrokerControl:
 
     # --- the broker's clock (clock_ops.py) ---------------------------------------------------
 
-    async def advance_clock(self, ms: int, spare_active: bool | float = False) -> int:
-        """Move the broker's time forward by ``ms``: what waits on time fires as if it had
-        passed (sessions, rebalances, offset and log retention, idle connections, fault
-        rules' ``seconds``, ``broker_down``); returns the broker's time in ms.
+    async def advance_clock(self, ms: int = 0, spare_active: bool | float = False, seconds: float = 0) -> int:
+        """Move the broker's time forward by ``ms`` plus ``seconds`` (as ``advance`` in the Python
+        API): what waits on time fires as if it had passed (sessions, rebalances, offset and log
+        retention, idle connections, fault rules' ``seconds``, ``broker_down``); returns the
+        broker's time in ms.
 
         ``spare_active`` (True, or a window in seconds of real time; True is 5 s): group
         members and connections the broker heard from within that window keep the time they
         had left, so only what has been silent expires (``clock_ops.sparing`` has the rule)."""
-        return (await clock_ops.advance(self._app, ms, spare_active))["now_ms"]
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise ValueError(f"seconds must be a number, not {seconds!r}")
+        if seconds < 0:
+            raise ValueError("the broker's clock only moves forward")
+        return (await clock_ops.advance(self._app, ms + round(seconds * 1000), spare_active))["now_ms"]
 
     def freeze_clock(self) -> int:
         """Stop the broker's time; only ``advance_clock`` moves it until ``unfreeze_clock``."""
@@ -202,6 +211,10 @@ class BrokerControl:
     def clock(self) -> dict:
         """The broker's time: ``now_ms``, ``frozen``, ``offset_ms`` ahead of the wall clock."""
         return clock_ops.clock_state(self._app)
+
+    def capture(self) -> dict:
+        """Whether requests are being captured: ``enabled``, ``max_requests`` kept, ``held`` now."""
+        return self._capture.state()
 
     def set_capture(self, max_requests: int) -> None:
         """Capture the last ``max_requests`` requests (0 turns capture off)."""

@@ -113,6 +113,16 @@ def _error_name(code: int) -> str:
         return str(code)
 
 
+class CaptureOff(RuntimeError):
+    """``captured`` on a broker that records nothing (``odradek serve`` unless asked): an empty
+    list would read as "no such request" (as ``tracemalloc.take_snapshot`` refuses when off)."""
+
+    def __init__(self) -> None:
+        super().__init__("capture is off on this broker, so nothing was recorded: turn it on with "
+                         "set_capture(1000) (odradek control set_capture max_requests=1000) or the "
+                         "setting odradek.control.capture.requests=1000, then make the requests")
+
+
 class RequestCapture:
     def __init__(self, max_requests: int) -> None:
         self.buffer: deque[CapturedRequest] = deque(maxlen=max(max_requests, 1))
@@ -122,6 +132,11 @@ class RequestCapture:
     def resize(self, max_requests: int) -> None:
         self.buffer = deque(self.buffer, maxlen=max(max_requests, 1))
         self.enabled = max_requests > 0
+
+    def state(self) -> dict:
+        """On or off, how many requests it keeps, how many it holds."""
+        return {"enabled": self.enabled, "max_requests": self.buffer.maxlen if self.enabled else 0,
+                "held": len(self.buffer)}
 
     def record(self, api_key: int, version: int, client_id: str | None, connection: int,
                correlation_id: int, time_ms: int, body: Any) -> None:
@@ -151,7 +166,9 @@ class RequestCapture:
               topic: str | None = None, partition: int | None = None,
               transactional_id: str | None = None, error: str | None = None) -> list[CapturedRequest]:
         """The captured requests matching every filter given, oldest first; ``error``: answered
-        with that error somewhere (``"NONE"``: answered without any)."""
+        with that error somewhere (``"NONE"``: answered without any); ``CaptureOff`` if off."""
+        if not self.enabled:
+            raise CaptureOff()
         out = []
         for req in self.buffer:
             if error is not None and (not req.answered or (

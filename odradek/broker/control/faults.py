@@ -135,6 +135,11 @@ class FaultRule:
     fired: int = 0
     per_partition: bool = False  # the error goes on the matching partitions only (partition_errors)
 
+    def expired(self, now: float) -> bool:
+        """Past its ``seconds=``: gone from the listing and from ``remove`` at once, not only
+        when the next request of its API arrives."""
+        return self.expires is not None and now >= self.expires
+
     def matches(self, version: int, client_id: str | None, request: Any) -> bool:
         if self.versions is not None and not self.versions[0] <= version <= self.versions[1]:
             return False
@@ -175,11 +180,21 @@ class FaultRules:
     def __iter__(self):
         return iter(list(self._rules))
 
+    def drop_expired(self, now: int) -> None:
+        """Forget the rules whose ``seconds=`` are up at broker time ``now`` (before listing or
+        removing them)."""
+        if any(rule.expired(now) for rule in self._rules):
+            self._rules = [r for r in self._rules if not r.expired(now)]
+            self._reindex()
+
     def add(self, rule: FaultRule) -> None:
         self._rules.append(rule)
         self._reindex()
 
-    def remove(self, rule_id: int) -> bool:
+    def remove(self, rule_id: int, now: int | None = None) -> bool:
+        """True if the rule was live; False if spent, expired (at broker time ``now``) or removed."""
+        if now is not None:
+            self.drop_expired(now)
         before = len(self._rules)
         self._rules = [r for r in self._rules if r.id != rule_id]
         self._reindex()
@@ -206,8 +221,8 @@ class FaultRules:
         if not rules:
             return None
         for rule in rules:
-            if rule.expires is not None and now >= rule.expires:
-                self.remove(rule.id)
+            if rule.expired(now):
+                self.drop_expired(now)
                 continue
             if rule.matches(version, client_id, request):
                 rule.fired += 1
