@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import structlog
 
@@ -40,6 +41,20 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 COMPACTED_INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # Kafka fixes compaction for both
 TopicPartition = tuple[str, int]
+
+
+class _DirCheckpoints(NamedTuple):
+    directory: Path
+    recovery_points: tuple[tuple[TopicPartition, int], ...]
+    cleaner_offsets: tuple[tuple[TopicPartition, int], ...]
+    log_starts: tuple[tuple[TopicPartition, int], ...]
+
+
+class CheckpointSnapshot(NamedTuple):
+    """The checkpoint files' contents at one moment, for a worker thread to write."""
+
+    seq: int
+    dirs: tuple[_DirCheckpoints, ...]
 
 
 def offsets_topic_config(base: LogConfig) -> LogConfig:
@@ -70,6 +85,7 @@ class LogManager:
         self._opened = False
         self.compactions = 0  # runs that rewrote a log (metrics)
         self._checkpoint_lock = threading.Lock()
+        self._snapshot_seq = self._written_seq = 0  # checkpoint snapshots taken / last written
         self._background: set[asyncio.Task[None]] = set()
         self._rounds = asyncio.Lock()  # the scheduler's rounds and a test's catch_up, one at a time
         self._next_retention: int | None = None  # when each round is next due (clock ms)
@@ -199,20 +215,47 @@ class LogManager:
 
     # --- checkpoints -----------------------------------------------------------------------
 
-    def write_checkpoints(self) -> None:
-        """Recovery points, cleaner checkpoints, log starts: one file each per log dir (blocking)."""
-        with self._checkpoint_lock:
-            self._write_checkpoints()
+    def checkpoint_snapshot(self) -> CheckpointSnapshot:
+        """What the three checkpoint files of each log dir will say, read now (on the loop).
 
-    def _write_checkpoints(self) -> None:
+        The loop creates and deletes logs while a worker thread writes the
+        files: the thread gets this immutable copy, never ``_logs`` itself
+        (iterating a dict another thread resizes fails mid-round).
+        """
+        self._snapshot_seq += 1
+        logs = list(self._logs.items())  # one C-level copy: nothing runs between its items
+        per_dir = []
         for d in self.log_dirs:
-            logs = {tp: lg for tp, lg in self._logs.items() if lg.directory.parent == d}
-            write_checkpoint(d / RECOVERY_POINT_FILE, {tp: lg.recovery_point for tp, lg in logs.items()})
-            # kept for a log no longer compacted while cleaned segments remain: it marks the gaps
-            write_checkpoint(d / CLEANER_FILE, {tp: lg.cleaner_checkpoint for tp, lg in logs.items()
-                                                if lg.config.compact
-                                                or lg.cleaner_checkpoint > lg.log_start_offset})
-            write_checkpoint(d / LOG_START_FILE, {tp: lg.log_start_offset for tp, lg in logs.items()})
+            mine = [(tp, lg) for tp, lg in logs if lg.directory.parent == d]
+            per_dir.append(_DirCheckpoints(
+                d,
+                tuple((tp, lg.recovery_point) for tp, lg in mine),
+                # kept for a log no longer compacted while cleaned segments remain: it marks the gaps
+                tuple((tp, lg.cleaner_checkpoint) for tp, lg in mine
+                      if lg.config.compact or lg.cleaner_checkpoint > lg.log_start_offset),
+                tuple((tp, lg.log_start_offset) for tp, lg in mine)))
+        return CheckpointSnapshot(self._snapshot_seq, tuple(per_dir))
+
+    def write_snapshot(self, snapshot: CheckpointSnapshot) -> None:
+        """Write a snapshot's files (blocking: a worker thread).  One writer at a time, and a
+        snapshot older than one already written is skipped, so files never go back in time."""
+        with self._checkpoint_lock:
+            if snapshot.seq <= self._written_seq:
+                return
+            for c in snapshot.dirs:
+                write_checkpoint(c.directory / RECOVERY_POINT_FILE, dict(c.recovery_points))
+                write_checkpoint(c.directory / CLEANER_FILE, dict(c.cleaner_offsets))
+                write_checkpoint(c.directory / LOG_START_FILE, dict(c.log_starts))
+            self._written_seq = snapshot.seq
+
+    def write_checkpoints(self) -> None:
+        """Recovery points, cleaner checkpoints, log starts: one file each per log dir (blocking,
+        for callers on the thread that owns the logs; the loop uses ``checkpoint``)."""
+        self.write_snapshot(self.checkpoint_snapshot())
+
+    async def checkpoint(self) -> None:
+        """Snapshot on the loop, write in a worker thread."""
+        await asyncio.to_thread(self.write_snapshot, self.checkpoint_snapshot())
 
     def _after_truncate(self, log: Log) -> None:
         # The recovery point went down: the file must not keep vouching for bytes past it.
@@ -221,7 +264,7 @@ class LogManager:
         except RuntimeError:
             self.write_checkpoints()
             return
-        task = asyncio.ensure_future(asyncio.to_thread(self.write_checkpoints))
+        task = asyncio.ensure_future(self.checkpoint())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -252,7 +295,7 @@ class LogManager:
                         await self.after_clean(log, stats.end_offset)
                     # the checkpoint records where offsets may have gaps before compaction can be
                     # switched off (start-up recovers gapped logs leniently)
-                    await asyncio.to_thread(self.write_checkpoints)
+                    await self.checkpoint()
             except CleaningAborted:
                 pass
         return cleaned
@@ -268,7 +311,7 @@ class LogManager:
         await self.run_flushes()
         await self.run_retention()
         await self.run_cleaner()
-        await asyncio.to_thread(self.write_checkpoints)
+        await self.checkpoint()
 
     async def _scheduler(self) -> None:
         tick = max(self.flush_check_interval_ms, 10) / 1000
@@ -307,7 +350,7 @@ class LogManager:
                 await self.run_cleaner()
             if now >= self._next_checkpoint:
                 self._next_checkpoint = now + self.checkpoint_interval_ms
-                await asyncio.to_thread(self.write_checkpoints)
+                await self.checkpoint()
 
     async def close(self) -> None:
         """Stop maintenance, fsync and close every log, write final checkpoints."""
@@ -323,7 +366,7 @@ class LogManager:
         if self.before_close is not None:
             await self.before_close()
         await asyncio.gather(*(log.aclose() for log in self._logs.values()))
-        await asyncio.to_thread(self.write_checkpoints)
+        await self.checkpoint()
         self._cleaner_pool.shutdown(wait=True)
 
     def close_blocking(self) -> None:

@@ -28,7 +28,6 @@ response.
 from __future__ import annotations
 
 import asyncio
-import os
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -236,13 +235,17 @@ def legacy_offsets_before(log: Log, timestamp: int, max_num: int) -> list[int]:
     """Kafka's ``legacyFetchOffsetsBefore``: (segment base, file mtime) pairs, plus
     (log end, now) when the active segment holds data; LATEST starts at the last
     pair, EARLIEST at the first, a time at the last pair modified at or before it;
-    then up to ``max_num`` offsets walking back, newest first."""
-    segments = log.segments
-    start = log.log_start_offset
-    pairs = [(max(seg.base_offset, start), int(os.stat(seg.path).st_mtime * 1000))
-             for seg in segments]
-    if segments[-1].size > 0:
-        pairs.append((log.log_end_offset, wall_clock_ms()))
+    then up to ``max_num`` offsets walking back, newest first.
+
+    The segment files are pinned (``Log.reading``) and their times read through
+    the open descriptors, so DeleteRecords, retention or DeleteTopics removing a
+    segment meanwhile does not fail the read; a log closed before raises
+    LogClosedError."""
+    with log.reading() as segments:
+        start = log.log_start_offset
+        pairs = [(max(seg.base_offset, start), seg.last_modified_ms()) for seg in segments]
+        if segments[-1].size > 0:
+            pairs.append((log.log_end_offset, wall_clock_ms()))
     if timestamp == LATEST:
         index = len(pairs) - 1
     elif timestamp == EARLIEST:
