@@ -3,9 +3,11 @@
 A single node leads every partition with a constant leader epoch 0 (an
 advancing epoch would send kafka-python and librdkafka into
 OffsetForLeaderEpoch validation for nothing; ``log_admin.py`` answers it
-for epoch 0).  ``__consumer_offsets`` is
-listed as internal; like Kafka, where it appears with the first consumer
-group, an all-topics listing includes it once it holds data.
+for epoch 0).  The internal topics, ``__consumer_offsets`` and
+``__transaction_state``, are listed by an all-topics Metadata and served by
+name with IsInternal true, as Kafka lists them once they exist; here their
+coordinators own them from start-up, so they always exist.  Clients leave them
+out of pattern subscriptions themselves (``exclude.internal.topics``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import structlog
 from ...protocol.errors import ErrorCode
 from ...protocol.primitives import ZERO_UUID
 from ..dataplane import topic_configs
-from ..dataplane.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicError
+from ..dataplane.topics import INTERNAL_TOPICS, TopicError
 from ..dispatch import HandlerTable, RequestContext
 
 if TYPE_CHECKING:
@@ -65,15 +67,11 @@ def _describe(app: BrokerApp, name: str, ops: int) -> dict | None:
     topic = app.topics.get(name)
     if topic is not None:
         return _topic_entry(app, name, topic.topic_id, topic.partitions, ops)
-    if name == OFFSETS_TOPIC:
+    if name in INTERNAL_TOPICS:
         count = app.topics.partition_count(name)
         if count:
             return _topic_entry(app, name, app.topics.internal_topic_id(name, app.cluster_id), count, ops)
     return None
-
-
-def _offsets_topic_used(app: BrokerApp) -> bool:
-    return any(lg.log_end_offset > 0 for (t, _p), lg in app.logs.logs().items() if t == OFFSETS_TOPIC)
 
 
 async def topic_metadata(app: BrokerApp, ctx: RequestContext, req) -> list[dict]:
@@ -83,9 +81,7 @@ async def topic_metadata(app: BrokerApp, ctx: RequestContext, req) -> list[dict]
     """
     ops = TOPIC_OPERATIONS if req.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     if req.topics is None or (ctx.api_version == 0 and not req.topics):
-        names = app.topics.names()
-        if _offsets_topic_used(app):
-            names.append(OFFSETS_TOPIC)
+        names = app.topics.names() + list(INTERNAL_TOPICS)
         return [e for n in sorted(names) if (e := _describe(app, n, ops)) is not None]
     out = []
     seen: set = set()
