@@ -39,6 +39,7 @@ logger = structlog.get_logger("odradek.storage")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+_CREATE_THREADS = 16  # partitions opened at once by create_many (their waits are on the disk)
 COMPACTED_INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # Kafka fixes compaction for both
 TopicPartition = tuple[str, int]
 
@@ -82,6 +83,7 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._task: asyncio.Task[None] | None = None
         self._cleaner_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-cleaner")
+        self._create_pool = ThreadPoolExecutor(max_workers=_CREATE_THREADS, thread_name_prefix="odradek-create")
         self._opened = False
         self.compactions = 0  # runs that rewrote a log (metrics)
         self._checkpoint_lock = threading.Lock()
@@ -179,12 +181,62 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
+        log = self.open_new(topic, partition, config, log_dir=log_dir)
+        self._logs[(topic, partition)] = log
+        return log
+
+    def open_new(self, topic: str, partition: int, config: LogConfig | None = None, *,
+                 log_dir: str | os.PathLike[str] | None = None) -> Log:
+        """Open (creating it if needed) a partition's log without registering it (blocking;
+        any thread: ``create_many`` runs it in worker threads, then registers on the loop)."""
         parent = Path(log_dir) if log_dir is not None else self.log_dirs[0]
         log = Log.open(parent / partition_dir_name(topic, partition), config or self.config_for(topic),
                        clock=self.clock)
         log.on_truncate = self._after_truncate
-        self._logs[(topic, partition)] = log
         return log
+
+    async def create_many(self, wanted: Iterable[tuple[str, int, LogConfig]]
+                          ) -> dict[TopicPartition, Log | Exception]:
+        """Each (topic, partition, config)'s log, the new ones opened in parallel worker threads
+        and registered on the loop; a partition that could not be opened maps to its error.
+
+        Creating a partition's files waits on the disk (a few ms each here), so a
+        CreateTopics of 1,000 topics opened one at a time on the loop stalled it
+        for seconds; threads overlap those waits.
+        """
+        out: dict[TopicPartition, Log | Exception] = {}
+        todo: list[tuple[str, int, LogConfig]] = []
+        for topic, partition, config in wanted:
+            found = self._logs.get((topic, partition))
+            if found is not None:
+                out[(topic, partition)] = found
+            else:
+                todo.append((topic, partition, config))
+        if not todo:
+            return out
+        loop = asyncio.get_running_loop()
+        n = min(_CREATE_THREADS, len(todo))
+        chunks = await asyncio.gather(*(loop.run_in_executor(self._create_pool, self._open_chunk, todo[i::n])
+                                        for i in range(n)))
+        for chunk in chunks:
+            for key, opened in chunk:
+                if isinstance(opened, Log):
+                    current = self._logs.get(key)
+                    if current is not None:  # registered meanwhile: one Log per directory
+                        opened.discard()
+                        opened = current
+                    self._logs[key] = opened
+                out[key] = opened
+        return out
+
+    def _open_chunk(self, chunk: list[tuple[str, int, LogConfig]]) -> list[tuple[TopicPartition, Log | Exception]]:
+        opened: list[tuple[TopicPartition, Log | Exception]] = []
+        for topic, partition, config in chunk:
+            try:
+                opened.append(((topic, partition), self.open_new(topic, partition, config)))
+            except Exception as exc:  # e.g. out of file descriptors: that partition's error
+                opened.append(((topic, partition), exc))
+        return opened
 
     def detach_all(self) -> list[Log]:
         """Forget every log at once (a test's reset): nothing finds them any more, none takes an
@@ -368,6 +420,7 @@ class LogManager:
         await asyncio.gather(*(log.aclose() for log in self._logs.values()))
         await self.checkpoint()
         self._cleaner_pool.shutdown(wait=True)
+        self._create_pool.shutdown(wait=True)
 
     def close_blocking(self) -> None:
         """close() for code without an event loop."""
@@ -375,3 +428,4 @@ class LogManager:
             log.close()
         self.write_checkpoints()
         self._cleaner_pool.shutdown(wait=True)
+        self._create_pool.shutdown(wait=True)

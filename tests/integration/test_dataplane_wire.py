@@ -727,27 +727,27 @@ async def test_create_topics_out_of_file_descriptors_is_an_error_code(abroker):
     from odradek.protocol.errors import ErrorCode
 
     logs = abroker.app.logs
-    real_create = logs.create
+    real_create = logs.open_new
 
     def failing_create(topic, partition, *args, **kwargs):
         if partition >= 2:
             raise OSError(errno.EMFILE, "Too many open files")
         return real_create(topic, partition, *args, **kwargs)
 
-    logs.create = failing_create
+    logs.open_new = failing_create
     client = await AsyncClient.connect("127.0.0.1", abroker.port)
     try:
         body = {"topics": [{"name": "fd-hungry", "num_partitions": 5, "replication_factor": -1,
                             "assignments": [], "configs": []}], "timeout_ms": 5000}
         r = await client.request(19, 5, body)
         assert r.topics[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
-        logs.create = real_create
+        logs.open_new = real_create
         meta = await client.request(3, 12, {"topics": [{"name": "fd-hungry"}],
                                             "allow_auto_topic_creation": False})
         assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert (await client.request(19, 5, body)).topics[0].error_code == ErrorCode.NONE
     finally:
-        logs.create = real_create
+        logs.open_new = real_create
         await client.close()
 
 

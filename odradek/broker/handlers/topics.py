@@ -123,17 +123,36 @@ def _config_entries(app: BrokerApp, overrides: dict[str, str]) -> list[dict]:
 
 
 async def create_topics(app: BrokerApp, ctx: RequestContext, req) -> dict:
+    """Every topic checked first, then the valid ones created together: one registry write and
+    one metadata round for the whole request (``TopicRegistry.create_many``)."""
     counts = Counter(t.name for t in req.topics)
-    results = []
+    results: list[dict | None] = []
+    wanted: list[tuple[str, int, dict[str, str | None]]] = []
+    places: list[int] = []
     for t in req.topics:
         if counts[t.name] > 1:
             results.append(_create_error(t.name, ErrorCode.INVALID_REQUEST,
                                          f"topic {t.name!r} appears more than once in the request"))
             continue
         try:
-            results.append(await _create_one(app, t, req.validate_only))
+            app.topics.check_name(t.name)
+            app.topics.check_identity(t.name)
+            wanted.append((t.name, _partition_count(app, t), {c.name: c.value for c in t.configs}))
         except TopicError as exc:
             results.append(_create_error(t.name, exc.code, exc.message))
+            continue
+        places.append(len(results))
+        results.append(None)
+    created = await app.topics.create_many(wanted, validate_only=req.validate_only)
+    described: dict[tuple, list[dict]] = {}  # topics with the same overrides report the same configs
+    for place, (name, _n, _c), topic in zip(places, wanted, created, strict=True):
+        if isinstance(topic, TopicError):
+            results[place] = _create_error(name, topic.code, topic.message)
+            continue
+        key = tuple(sorted(topic.configs.items()))
+        if key not in described:
+            described[key] = _config_entries(app, topic.configs)
+        results[place] = _created(topic, described[key], req.validate_only)
     return {"throttle_time_ms": 0, "topics": results}
 
 
@@ -142,17 +161,10 @@ def _create_error(name: str, code: ErrorCode, message: str) -> dict:
             "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": None}
 
 
-async def _create_one(app: BrokerApp, t, validate_only: bool) -> dict:
-    registry = app.topics
-    registry.check_name(t.name)
-    registry.check_identity(t.name)
-    partitions = _partition_count(app, t)
-    configs = {c.name: c.value for c in t.configs}
-    topic = await registry.create(t.name, partitions, configs, validate_only=validate_only)
-    return {"name": t.name, "topic_id": ZERO_UUID if validate_only else topic.topic_id,
+def _created(topic, configs: list[dict], validate_only: bool) -> dict:
+    return {"name": topic.name, "topic_id": ZERO_UUID if validate_only else topic.topic_id,
             "error_code": ErrorCode.NONE, "error_message": None, "topic_config_error_code": 0,
-            "num_partitions": topic.partitions, "replication_factor": 1,
-            "configs": _config_entries(app, topic.configs)}
+            "num_partitions": topic.partitions, "replication_factor": 1, "configs": configs}
 
 
 def _partition_count(app: BrokerApp, t) -> int:
