@@ -131,7 +131,7 @@ def test_create_topics_every_version(broker):
     ("bad-config-name", 1, -1, {"no.such.config": "1"}, E.INVALID_CONFIG),
     ("bad-config-value", 1, -1, {"retention.ms": "soon"}, E.INVALID_CONFIG),
     ("bad-policy", 1, -1, {"cleanup.policy": "shred"}, E.INVALID_CONFIG),
-    ("recompress", 1, -1, {"compression.type": "gzip"}, E.INVALID_CONFIG),
+    ("bad-codec", 1, -1, {"compression.type": "brotli"}, E.INVALID_CONFIG),
     ("tiny-segment", 1, -1, {"segment.bytes": "3"}, E.INVALID_CONFIG),
 ])
 def test_create_topics_refusals(broker, name, partitions, rf, configs, code):
