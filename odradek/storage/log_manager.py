@@ -195,10 +195,13 @@ class LogManager:
         log.on_truncate = self._after_truncate
         return log
 
-    async def create_many(self, wanted: Iterable[tuple[str, int, LogConfig]]
-                          ) -> dict[TopicPartition, Log | Exception]:
+    async def create_many(self, wanted: Iterable[tuple[str, int, LogConfig]], *,
+                          on_new: Callable[[Log], None] | None = None) -> dict[TopicPartition, Log | Exception]:
         """Each (topic, partition, config)'s log, the new ones opened in parallel worker threads
         and registered on the loop; a partition that could not be opened maps to its error.
+        ``on_new(log)`` runs in the worker that opened a new log (its first files beside the
+        segments); what it raises is that partition's error, the log registered all the same
+        so that a rollback finds it.
 
         Creating a partition's files waits on the disk (a few ms each here), so a
         CreateTopics of 1,000 topics opened one at a time on the loop stalled it
@@ -216,26 +219,32 @@ class LogManager:
             return out
         loop = asyncio.get_running_loop()
         n = min(_CREATE_THREADS, len(todo))
-        chunks = await asyncio.gather(*(loop.run_in_executor(self._create_pool, self._open_chunk, todo[i::n])
+        chunks = await asyncio.gather(*(loop.run_in_executor(self._create_pool, self._open_chunk, todo[i::n], on_new)
                                         for i in range(n)))
         for chunk in chunks:
-            for key, opened in chunk:
-                if isinstance(opened, Log):
+            for key, opened, error in chunk:
+                if opened is not None:
                     current = self._logs.get(key)
                     if current is not None:  # registered meanwhile: one Log per directory
                         opened.discard()
                         opened = current
                     self._logs[key] = opened
-                out[key] = opened
+                out[key] = error if error is not None else opened  # type: ignore[assignment]
         return out
 
-    def _open_chunk(self, chunk: list[tuple[str, int, LogConfig]]) -> list[tuple[TopicPartition, Log | Exception]]:
-        opened: list[tuple[TopicPartition, Log | Exception]] = []
+    def _open_chunk(self, chunk: list[tuple[str, int, LogConfig]], on_new: Callable[[Log], None] | None
+                    ) -> list[tuple[TopicPartition, Log | None, Exception | None]]:
+        opened: list[tuple[TopicPartition, Log | None, Exception | None]] = []
         for topic, partition, config in chunk:
+            log = None
             try:
-                opened.append(((topic, partition), self.open_new(topic, partition, config)))
+                log = self.open_new(topic, partition, config)
+                if on_new is not None:
+                    on_new(log)
             except Exception as exc:  # e.g. out of file descriptors: that partition's error
-                opened.append(((topic, partition), exc))
+                opened.append(((topic, partition), log, exc))
+            else:
+                opened.append(((topic, partition), log, None))
         return opened
 
     def detach_all(self) -> list[Log]:

@@ -57,7 +57,6 @@ MAX_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000  # per topic: each partition holds two open files
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _T = TypeVar("_T")
-_METADATA_THREADS = 4  # partition.metadata files written at once by a CreateTopics
 
 
 class TopicError(Exception):
@@ -121,14 +120,18 @@ def parse_kafka_uuid(text: str) -> uuid.UUID | None:
 
 
 def write_partition_metadata(directory: Path, topic_id: uuid.UUID, *, sync: bool = True) -> None:
-    """Kafka's ``partition.metadata`` (version 0); blocking, fsynced unless ``sync`` is False."""
+    """Kafka's ``partition.metadata`` (version 0); blocking.  ``sync``: fsynced and replaced
+    atomically; else written in place (the registry's start-up check repairs a torn one)."""
     path = directory / PARTITION_METADATA
+    text = f"version: 0\ntopic_id: {kafka_uuid(topic_id)}\n"
+    if not sync:
+        path.write_text(text, encoding="utf-8")
+        return
     tmp = path.with_name(PARTITION_METADATA + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        f.write(f"version: 0\ntopic_id: {kafka_uuid(topic_id)}\n")
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -635,8 +638,13 @@ class TopicRegistry:
         logs = self.logs
         assert logs is not None, "registry not started"
         before = {(t.name, p) for t in topics for p in range(t.partitions) if logs.get(t.name, p) is not None}
-        opened = await logs.create_many((t.name, p, logs.config_for(t.name))
-                                        for t in topics for p in range(t.partitions))
+        ids = {t.name: t.topic_id for t in topics}
+
+        def stamp(log: Log) -> None:  # in the worker that created the partition, beside its segment
+            write_partition_metadata(log.directory, ids[log.topic], sync=False)
+
+        opened = await logs.create_many(((t.name, p, logs.config_for(t.name))
+                                         for t in topics for p in range(t.partitions)), on_new=stamp)
         out: dict[str, tuple[list[Path], list[Path]] | Exception] = {}
         for t in topics:
             fresh: list[Path] = []
@@ -703,30 +711,27 @@ def _change_done(task: asyncio.Task) -> None:
 
 
 async def _write_metadata_round(jobs: list[tuple[uuid.UUID, list[Path], list[Path]]]) -> None:
-    """For each (topic id, new partition dirs, existing ones): partition.metadata in every new
-    directory and in the existing ones where it does not read back as the topic's id; then one
-    fsync per log dir, for the new directories' entries.
+    """For each (topic id, new partition dirs, existing ones): the new directories got their
+    partition.metadata from the worker that created them (``_open_logs``); an existing one
+    is rewritten where it does not read back as the topic's id; then one fsync per log dir,
+    for the new directories' entries.
 
-    The files are written by a few worker threads at once (each creation waits
-    on the disk) and not fsynced one by one: ``topics.json``, fsynced before,
+    The files are not fsynced one by one: ``topics.json``, fsynced before,
     holds the ids, and every start rewrites a partition.metadata that a crash
     left missing or torn (``reconcile``), so one round covers any request.
     """
-    chunks = [jobs[i::_METADATA_THREADS] for i in range(min(_METADATA_THREADS, len(jobs)))]
-    written = await asyncio.gather(*(asyncio.to_thread(_write_metadata_files, chunk) for chunk in chunks))
-    parents = set().union(*written)
-    if parents:
-        await asyncio.to_thread(lambda: [fsync_dir(parent) for parent in parents])
+    def finish() -> None:
+        parents = set()
+        for topic_id, fresh, existing in jobs:
+            parents.update(d.parent for d in fresh)
+            for d in existing:
+                if read_partition_metadata(d) != topic_id:
+                    write_partition_metadata(d, topic_id, sync=False)
+                    parents.add(d.parent)
+        for parent in parents:
+            fsync_dir(parent)
 
-
-def _write_metadata_files(jobs: list[tuple[uuid.UUID, list[Path], list[Path]]]) -> set[Path]:
-    """Write the partition.metadata files of ``jobs`` (blocking); the log dirs written into."""
-    parents = set()
-    for topic_id, dirs, existing in jobs:
-        for d in [*dirs, *(d for d in existing if read_partition_metadata(d) != topic_id)]:
-            write_partition_metadata(d, topic_id, sync=False)
-            parents.add(d.parent)
-    return parents
+    await asyncio.to_thread(finish)
 
 
 def _write_json(path: Path, data: dict) -> None:
