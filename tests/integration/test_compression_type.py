@@ -51,16 +51,19 @@ def _produce(b, topic: str, batch: bytes) -> int:
     return r.responses[0].partition_responses[0]
 
 
+def _fetch(b, topic: str, version: int = 12):
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 22, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 22}]}]}
+    with _client(b) as c:
+        return c.request(FETCH, version, body).responses[0].partitions[0]
+
+
 def _stored(b, topic: str) -> list[tuple]:
     """Every stored batch of partition 0: (header, records)."""
-    with _client(b) as c:
-        r = c.request(FETCH, 12, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 22,
-                                  "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
-                                      {"topic": topic, "partitions": [
-                                          {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-                                           "log_start_offset": -1, "partition_max_bytes": 1 << 22}]}],
-                                  "forgotten_topics_data": [], "rack_id": ""})
-    data = r.responses[0].partitions[0].records
+    data = _fetch(b, topic).records
     out, pos = [], 0
     while pos < len(data):
         h, records = decode_batch(data, pos)
@@ -120,6 +123,15 @@ def test_an_idempotent_retry_of_a_recompressed_batch_is_a_duplicate(broker):
     first, again = _produce(broker, topic, batch), _produce(broker, topic, batch)
     assert (first.error_code, again.error_code, again.base_offset) == (E.NONE, E.NONE, first.base_offset)
     assert [h.compression for h, _r in _stored(broker, topic)] == [3]
+
+
+def test_a_zstd_topic_refuses_fetchers_older_than_v10(broker):
+    """Kafka's ``maybeConvertFetchedData``: those fetchers predate zstd."""
+    topic = unique("ct-zstd-old")
+    _create(broker, topic, {"compression.type": "zstd"})
+    _produce(broker, topic, _batch(0))
+    assert [_fetch(broker, topic, v).error_code for v in (4, 9, 10)] == [
+        E.UNSUPPORTED_COMPRESSION_TYPE, E.UNSUPPORTED_COMPRESSION_TYPE, E.NONE]
 
 
 def test_bad_values_are_invalid_config(broker):

@@ -18,6 +18,10 @@ aborted transactions of the returned range, which the client filters on
 (markers and aborted batches are returned as stored); ``read_uncommitted``
 gets a null list.  A marker wakes long polls like any append.
 
+A topic whose ``compression.type`` is zstd answers Fetch below v10
+UNSUPPORTED_COMPRESSION_TYPE, as Kafka's ``maybeConvertFetchedData`` does
+(those fetchers predate zstd).
+
 Fetch sessions (KIP-227) are not kept: every reply says session_id 0, which
 all clients read as "no session, send full requests" (kafka-python starts a
 new session each time, librdkafka and aiokafka ask for none), and every
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
 READ_COMMITTED = 1
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 LEADER_EPOCH = 0
+ZSTD_FETCH_VERSION = 10  # older fetchers of a topic whose compression.type is zstd are refused
 
 
 def register(table: HandlerTable, app: BrokerApp) -> None:
@@ -144,6 +149,8 @@ async def _read(app: BrokerApp, req, topic: str, p, state: _Pass, version: int) 
     aborted: list | None = [] if committed else None
     log = app.topics.log(topic, p.partition)
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None else _epoch_error(p.current_leader_epoch)
+    if code is None and version < ZSTD_FETCH_VERSION and log.config.compression_type == "zstd":  # type: ignore[union-attr]
+        code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE  # KafkaApis.maybeConvertFetchedData
     if code is None and not log.log_start_offset <= p.fetch_offset <= log.log_end_offset:  # type: ignore[union-attr]
         code = ErrorCode.OFFSET_OUT_OF_RANGE
     if code is not None:
