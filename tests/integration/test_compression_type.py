@@ -125,6 +125,15 @@ def test_an_idempotent_retry_of_a_recompressed_batch_is_a_duplicate(broker):
     assert [h.compression for h, _r in _stored(broker, topic)] == [3]
 
 
+def test_log_append_time_is_stamped_on_the_recompressed_batch(broker):
+    topic = unique("ct-lat")
+    _create(broker, topic, {"compression.type": "gzip", "message.timestamp.type": "LogAppendTime"})
+    answer = _produce(broker, topic, _batch(3))
+    ((h, records),) = _stored(broker, topic)
+    assert answer.log_append_time_ms > 0 and h.compression == 1
+    assert h.max_timestamp == answer.log_append_time_ms and h.attributes & 8
+
+
 def test_a_zstd_topic_refuses_fetchers_older_than_v10(broker):
     """Kafka's ``maybeConvertFetchedData``: those fetchers predate zstd."""
     topic = unique("ct-zstd-old")
