@@ -163,3 +163,25 @@ def test_confluent_pattern_subscription_skips_blacklisted_internal_topics(broker
         assert {f"{prefix}-0", f"{prefix}-1"} <= assigned and not assigned & INTERNAL
     finally:
         consumer.close()
+
+
+def test_transaction_state_is_readable_by_name(broker):
+    """Tools that read ``__transaction_state`` find it and its records: ListOffsets and Fetch
+    by name once a transactional producer registered."""
+    with SyncClient("127.0.0.1", broker.app.endpoint.port, timeout=15) as c:
+        init = c.request(22, 4, {"transactional_id": "tools-read-me", "transaction_timeout_ms": 60000,
+                                 "producer_id": -1, "producer_epoch": -1})
+        assert init.error_code == E.NONE
+        n = broker.app.txn_config.num_partitions
+        ends = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "__transaction_state", "partitions": [
+                {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1} for p in range(n)]}]})
+        written = [p.partition_index for p in ends.topics[0].partitions if p.error_code == E.NONE and p.offset > 0]
+        assert len(written) == 1
+        r = c.request(1, 12, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                              "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+                              "forgotten_topics_data": [], "topics": [{"topic": "__transaction_state", "partitions": [
+                                  {"partition": written[0], "current_leader_epoch": -1, "fetch_offset": 0,
+                                   "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
+        part = r.responses[0].partitions[0]
+        assert part.error_code == E.NONE and b"tools-read-me" in part.records
