@@ -244,3 +244,61 @@ async def test_every_compression_type_with_every_client(abroker, compression_typ
 def _batches(log):
     with log.reading() as segments:
         return [(h, None) for seg in segments for _pos, _buf, _off, h in seg.iter_batches()]
+
+
+async def test_each_clients_alter_configs_changes_the_codec(abroker):
+    """kafka-python (incremental), aiokafka (AlterConfigs) and confluent-kafka (incremental, as
+    librdkafka's admin tests do with gzip and lz4) each set compression.type; the next batch is
+    stored in it and DescribeConfigs reports it."""
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource as AioResource
+    from aiokafka.admin.config_resource import ConfigResourceType as AioType
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+    from kafka.admin import ConfigResource as KpResource
+    from kafka.admin import ConfigResourceType as KpType
+    from kafka.admin import KafkaAdminClient
+
+    bs = abroker.bootstrap_servers
+    topic = unique("ct-clients")
+    app = abroker.app
+    await app.topics.create(topic, 1)
+
+    def kp_set() -> None:
+        a = KafkaAdminClient(bootstrap_servers=bs)
+        try:
+            a.alter_configs([KpResource(KpType.TOPIC, topic, configs={"compression.type": "zstd"})])
+        finally:
+            a.close()
+
+    def ck_set(value: str) -> None:
+        a = AdminClient({"bootstrap.servers": bs})
+        res = a.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry("compression.type", value, incremental_operation=AlterConfigOpType.SET)])])
+        for f in res.values():
+            f.result(10)
+        described = next(iter(a.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values())).result(10)
+        assert described["compression.type"].value == value
+
+    async def aio_set() -> None:
+        a = AIOKafkaAdminClient(bootstrap_servers=bs)
+        await a.start()
+        try:
+            res = await a.alter_configs([AioResource(AioType.TOPIC, topic, configs={"compression.type": "snappy"})])
+            assert [r[0] for resp in res for r in resp.resources] == [0]
+        finally:
+            await a.close()
+
+    steps = [(lambda: asyncio.to_thread(kp_set), 4), (aio_set, 2), (lambda: asyncio.to_thread(ck_set, "gzip"), 1),
+             (lambda: asyncio.to_thread(ck_set, "lz4"), 3)]
+    for i, (change, codec) in enumerate(steps):
+        await change()
+        assert TYPES[app.logs.get(topic, 0).config.compression_type] == codec
+        await aio_produce(bs, topic, [f"v{i}".encode()])
+        assert [h.compression for h, _r in _batches(app.topics.log(topic, 0))][-1] == codec
+    assert_exactly(await aio_consume(bs, topic, 1, 4), [b"v0", b"v1", b"v2", b"v3"])
