@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 
+import crc32c
 import pytest
 
+from odradek.broker.dataplane.recompress import recompress
 from odradek.broker.wire_client import SyncClient
+from odradek.protocol.compression import decompress
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.records import Record, decode_batch, encode_batch
 from odradek.testing import ThreadedBroker
@@ -99,17 +102,34 @@ def test_every_compression_type_recompresses_each_codec_as_kafka_does(broker, co
             (r.offset, r.timestamp, r.key, r.value, r.headers) for r in expected]
 
 
-def test_recompression_keeps_the_producer_fields(broker):
+def test_recompression_keeps_the_producer_fields():
     """Kafka's rebuild keeps producer id, epoch, base sequence and the transactional flag: an
     idempotent producer's retry of a recompressed batch is still recognised as a duplicate."""
-    from odradek.broker.dataplane.recompress import recompress
-
     batch = encode_batch([(b"k", b"v"), (b"k2", b"v2")], compression=1, producer_id=7, producer_epoch=3,
                          base_sequence=11, transactional=True, partition_leader_epoch=0)
-    rebuilt, h = recompress(batch, 4)
-    assert (h.compression, h.producer_id, h.producer_epoch, h.base_sequence, h.is_transactional,
-            h.records_count) == (4, 7, 3, 11, True, 2)
-    assert [(r.key, r.value) for r in decode_batch(rebuilt)[1]] == [(b"k", b"v"), (b"k2", b"v2")]
+    for codec in range(5):
+        rebuilt, h = recompress(batch, codec)
+        assert (h.compression, h.producer_id, h.producer_epoch, h.base_sequence, h.is_transactional,
+                h.records_count) == (codec, 7, 3, 11, True, 2)
+        assert [(r.key, r.value) for r in decode_batch(rebuilt)[1]] == [(b"k", b"v"), (b"k2", b"v2")]
+
+
+def test_records_numbered_out_of_order_are_renumbered():
+    """Kafka rebuilds a batch whose inner offsets do not run 0, 1, 2 at consecutive offsets."""
+    gapped = encode_batch([Record(0, 5, b"a", b"1"), Record(2, 6, b"b", b"2")], compression=2)
+    rebuilt, h = recompress(gapped, 3)
+    assert (h.compression, h.last_offset_delta) == (3, 1)
+    assert [(r.offset, r.timestamp, r.key) for r in decode_batch(rebuilt)[1]] == [(0, 5, b"a"), (1, 6, b"b")]
+
+
+def test_header_keys_are_carried_over_byte_for_byte():
+    """The records area is re-framed, not re-encoded: even a header key that is not UTF-8
+    reaches the reader as the producer sent it."""
+    plain = encode_batch([(b"k", b"v", (("h", b"x"),))])
+    odd = plain.replace(b"\x02h", b"\x02\xff")  # the header key's one byte made non-UTF-8
+    odd = odd[:17] + crc32c.crc32c(odd[21:]).to_bytes(4, "big") + odd[21:]
+    rebuilt, h = recompress(odd, 1)
+    assert h.compression == 1 and decompress(1, rebuilt[61:]) == odd[61:]
 
 
 def test_an_idempotent_retry_of_a_recompressed_batch_is_a_duplicate(broker):
