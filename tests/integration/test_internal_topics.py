@@ -50,6 +50,21 @@ def test_internal_topics_are_served_by_name(broker, version):
         assert all(p.leader_id == broker.app.node_id for p in t.partitions)
 
 
+def test_internal_topics_are_served_by_the_id_metadata_gives_them(broker):
+    """Metadata v12 hands out the internal topics' ids; asking by those ids finds them."""
+    ids = {t.name: t.topic_id for t in _metadata(broker, None, 12).topics if t.is_internal}
+    assert set(ids) == INTERNAL
+    with SyncClient("127.0.0.1", broker.app.endpoint.port, timeout=15) as c:
+        r = c.request(METADATA, 12, {"topics": [{"name": None, "topic_id": ids[n]} for n in sorted(INTERNAL)],
+                                     "allow_auto_topic_creation": False,
+                                     "include_topic_authorized_operations": False})
+        assert [(t.name, t.error_code, t.is_internal) for t in r.topics] == [
+            (n, E.NONE, True) for n in sorted(INTERNAL)]
+        gone = c.request(20, 6, {"topics": [{"name": None, "topic_id": ids["__transaction_state"]}],
+                                 "timeout_ms": 5000})
+        assert gone.responses[0].error_code == E.INVALID_TOPIC_EXCEPTION  # internal: never deleted
+
+
 def test_kafka_python_admin_lists_and_describes_them(broker):
     from kafka import KafkaAdminClient
 

@@ -202,6 +202,15 @@ class TopicRegistry:
         """A stable id for an internal topic (Kafka gives them ids too; we derive one)."""
         return uuid.uuid5(uuid.NAMESPACE_URL, f"odradek:{cluster_id}:{name}")
 
+    def name_by_id(self, topic_id: uuid.UUID, cluster_id: str) -> str | None:
+        """The name of the topic with this id, the internal topics' derived ids included (Metadata
+        hands those out, so requests by id find them as Kafka's do)."""
+        topic = self._by_id.get(topic_id)
+        if topic is not None:
+            return topic.name
+        return next((n for n in sorted(INTERNAL_TOPICS)
+                     if self.partition_count(n) and self.internal_topic_id(n, cluster_id) == topic_id), None)
+
     def log(self, topic: str, partition: int) -> Log | None:
         return None if self.logs is None else self.logs.get(topic, partition)
 

@@ -97,10 +97,9 @@ async def topic_metadata(app: BrokerApp, ctx: RequestContext, req) -> list[dict]
 async def _requested_topic(app: BrokerApp, t, allow_auto: bool, ops: int) -> dict:
     name = t.name
     if name is None:  # v10+: by topic id
-        topic = app.topics.by_id(t.topic_id)
-        if topic is None:
+        name = app.topics.name_by_id(t.topic_id, app.cluster_id)
+        if name is None:
             return _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, t.topic_id)
-        name = topic.name
     entry = _describe(app, name, ops)
     if entry is not None:
         return entry
@@ -222,10 +221,9 @@ async def _delete_one(app: BrokerApp, name: str | None, topic_id) -> str:
     if name is not None and topic_id != ZERO_UUID:
         raise TopicError(ErrorCode.INVALID_REQUEST, "give a topic name or a topic id, not both")
     if name is None:
-        topic = app.topics.by_id(topic_id)
-        if topic is None:
+        name = app.topics.name_by_id(topic_id, app.cluster_id)
+        if name is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
-        name = topic.name
     await app.topics.delete(name)
     app.dataplane.forget_topic(name)
     return name
