@@ -355,10 +355,11 @@ class TopicRegistry:
         """Create topics (or only validate them): each one's Topic or TopicError, in order.
 
         The durable part is one round for the whole list, however long: one
-        ``topics.json`` write naming every new topic, the partition logs, then
-        one worker-thread pass writing their ``partition.metadata`` files and
-        fsyncing the log dirs (a CreateTopics of 1,000 topics used to pay a
-        registry rewrite and an fsync per topic).
+        ``topics.json`` write naming every new topic, the partition directories
+        created (with their ``partition.metadata``) by parallel worker threads,
+        then one fsync per log dir (a CreateTopics of 1,000 topics used to pay
+        a registry rewrite and fsyncs per topic, its files created one by one
+        on the event loop).
         """
         results: list[Topic | TopicError] = []
         staged: list[_Staged] = []
