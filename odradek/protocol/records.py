@@ -23,8 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from enum import IntEnum
 from typing import NamedTuple
 
-import crc32c
-
+from odradek.protocol import crc as crc32c
 from odradek.protocol.compression import CompressionError, compress, decompress
 from odradek.protocol.legacy_records import decode_legacy_entry
 from odradek.protocol.primitives import encode_uvarint, zigzag_encode
