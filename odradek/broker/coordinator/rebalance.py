@@ -110,7 +110,18 @@ def _on_pending_expired(shard: Shard, group: ClassicGroup, member_id: str) -> No
     if not is_live(shard, group) or not group.drop_pending(member_id):
         return
     log.info("member.pending_expired", group=group.group_id, member=member_id)
+    pending_gone(shard, group)
+
+
+def pending_gone(shard: Shard, group: ClassicGroup) -> None:
+    """A MEMBER_ID_REQUIRED id went away without joining (expired, left, refused): a join phase
+    may now complete, a held leader SyncGroup may now be stored."""
     try_complete_join(shard, group)
+    held = group.held_sync
+    if held is not None and not group.pending_members:
+        group.held_sync = None
+        if group.state is COMPLETING and group.generation == held[0]:
+            store_leader_sync(shard, group, *held)
 
 
 # --- removing members ------------------------------------------------------------------
@@ -139,6 +150,7 @@ def maybe_prepare_rebalance(shard: Shard, group: ClassicGroup, reason: str) -> N
 
 def prepare_rebalance(shard: Shard, group: ClassicGroup, reason: str) -> None:
     """Enter PreparingRebalance: cancel the sync phase, arm the join deadline."""
+    group.held_sync = None  # a held leader SyncGroup is answered 27 with the others below
     if group.state is COMPLETING:
         _reset_and_propagate_error(shard, group, ErrorCode.REBALANCE_IN_PROGRESS)
     _cancel_sync_deadline(group)
@@ -187,6 +199,15 @@ def _on_join_deadline(shard: Shard, group: ClassicGroup, token: int, delay_ms: i
         configured = shard.config.initial_rebalance_delay_ms
         _arm_join(shard, group, min(configured, remaining), initial=True,
                   remaining=max(remaining - delay_ms, 0))
+        return
+    if group.join_is_initial and group.pending_members and remaining != 0:
+        # the delay is over, but member ids handed out with MEMBER_ID_REQUIRED have not come
+        # back yet (their JoinGroup is one round trip away): wait for them as Kafka's regular
+        # DelayedJoin does (hasAllMembersJoined: no pending member), for the rest of the
+        # rebalance timeout at most, so the first generation does not form without them and
+        # make them start a second round the others hear of only at their next heartbeat
+        _arm_join(shard, group, remaining, initial=False)
+        try_complete_join(shard, group)
         return
     complete_join(shard, group)
 
@@ -286,6 +307,34 @@ def _on_sync_deadline(shard: Shard, group: ClassicGroup, generation: int) -> Non
         log.info("member.removed", group=group.group_id, member=member_id,
                  reason="no SyncGroup before the rebalance timeout")
     prepare_rebalance(shard, group, f"pending sync expired for {len(missing)} member(s)")
+
+
+def hold_leader_sync(shard: Shard, group: ClassicGroup, assignments: dict[str, bytes]) -> None:
+    """The leader's SyncGroup: store its assignment now, or hold it while member ids handed out
+    with MEMBER_ID_REQUIRED are still to come back.
+
+    Such a member's JoinGroup is one round trip away.  Arriving while the group
+    is CompletingRebalance it starts a new rebalance whose 27 the parked
+    SyncGroups carry at once; arriving after the group went Stable, the others
+    would learn of the new rebalance only at their next heartbeat (seconds).
+    Holding the leader's answer is a slower group-record write as far as the
+    protocol can tell; the hold ends when the ids join (a rebalance, as Kafka
+    does for a member joining CompletingRebalance), leave or expire (their
+    session timeout), whichever comes first.
+    """
+    if group.pending_members:
+        group.held_sync = (group.generation, assignments)
+        log.info("group.sync_held", group=group.group_id, generation=group.generation,
+                 pending=len(group.pending_members))
+        return
+    store_leader_sync(shard, group, group.generation, assignments)
+
+
+def store_leader_sync(shard: Shard, group: ClassicGroup, generation: int,
+                      assignments: dict[str, bytes]) -> None:
+    """Write the leader's assignment; when durable, answer every SyncGroup and go Stable."""
+    store_group(shard, group, assignments).add_done_callback(
+        lambda error: complete_sync(shard, group, generation, assignments, error))
 
 
 def store_group(shard: Shard, group: ClassicGroup, assignments: dict[str, bytes]) -> Promise:
