@@ -516,6 +516,7 @@ RATIO_LOADS = ((1, CONNECTIONS, 16), (100, 4, 16), (1000, 4, 2))
 def run_ratios(args) -> None:
     """Partition-offsets/s beside the canned server, pair by pair; OffsetFetch latencies."""
     pairs: dict[int, list[tuple[float, float]]] = {n: [] for n, _, _ in RATIO_LOADS}
+    cpu_us: dict[int, list[float]] = {n: [] for n, _, _ in RATIO_LOADS}
     fetch_ms: dict[int, list[float]] = {100: [], 10_000: []}
     for _ in range(args.runs):
         broker = start_broker("never", fixed_topics=True)
@@ -523,7 +524,10 @@ def run_ratios(args) -> None:
             rates = {}
             for n, conns, window in RATIO_LOADS:
                 frames = [commit_frame(f"ratio-{n}-{i}", list(range(n))) for i in range(conns)]
+                before = cpu_seconds(broker.proc.pid)
                 rates[n] = asyncio.run(closed_loop(broker.port, frames, window, args.seconds))[0] * n
+                # the broker's own CPU per partition-offset: steadier than rates on a shared machine
+                cpu_us[n].append((cpu_seconds(broker.proc.pid) - before) / (rates[n] * args.seconds) * 1e6)
             for topic in FETCH_TOPICS:  # 10,000 committed partitions in one group
                 asyncio.run(one_shot(broker.port, commit_frame("fetch-group", list(range(1000)), topic), 1))
             for n, topics, per_topic in ((100, FETCH_TOPICS[:1], 100), (10_000, FETCH_TOPICS, 1000)):
@@ -543,7 +547,8 @@ def run_ratios(args) -> None:
         print(f"  {n:>5} partitions/request ({conns} conns x {window}): broker "
               f"{statistics.median(b for b, _ in pairs[n]):>11,.0f}/s  canned "
               f"{statistics.median(c for _, c in pairs[n]):>11,.0f}/s  ratio median "
-              f"{statistics.median(ratios):.2f} (min {min(ratios):.2f}, max {max(ratios):.2f})")
+              f"{statistics.median(ratios):.2f} (min {min(ratios):.2f}, max {max(ratios):.2f}); broker CPU "
+              f"{statistics.median(cpu_us[n]):.2f} us per partition-offset")
     for n, values in fetch_ms.items():
         print(f"  OffsetFetch v8 of {n:>6,} partitions: median of runs {statistics.median(values):.2f} ms "
               f"(each run's median: {', '.join(f'{v:.2f}' for v in values)})")

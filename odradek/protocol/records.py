@@ -601,7 +601,7 @@ def encode_pairs_batch(pairs: list[tuple[bytes | None, bytes | None]], *, base_o
     if n == 0:
         raise ValueError("a batch needs at least one record")
     if timestamps is None:
-        raw = b"".join([_encode_record(i, 0, key, value, ()) for i, (key, value) in enumerate(pairs)])
+        raw = _plain_records(pairs)
         base_ts = max_ts = timestamp
     else:
         base_ts, max_ts = timestamps[0], max(timestamps)
@@ -609,6 +609,32 @@ def encode_pairs_batch(pairs: list[tuple[bytes | None, bytes | None]], *, base_o
                         for i, ((key, value), ts) in enumerate(zip(pairs, timestamps, strict=True))])
     tail = _BATCH_TAIL.pack(timestamp_type << 3, n - 1, base_ts, max_ts, -1, -1, -1, n) + raw
     return _BATCH_HEAD.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc32c.crc32c(tail)) + tail
+
+
+_SMALL = 1024
+_VARINT_OF = tuple(encode_varint(i) for i in range(_SMALL))  # zig-zag varints of 0..1023
+
+
+def _plain_records(pairs: list[tuple[bytes | None, bytes | None]]) -> bytes:
+    """The records of :func:`encode_pairs_batch` at timestamp delta 0, without headers.
+
+    An offset commit writes one record per partition: lengths and offset
+    deltas under 1024 (all of them in practice) take their varints from a
+    table and each record is one join (a third of :func:`_encode_record`'s
+    cost); anything else goes through it.
+    """
+    var = _VARINT_OF
+    parts: list[bytes] = []
+    ap = parts.append
+    for i, (key, value) in enumerate(pairs):
+        if key is None or value is None or i >= _SMALL or len(key) >= _SMALL or len(value) >= _SMALL:
+            ap(_encode_record(i, 0, key, value, ()))
+            continue
+        body = b"".join((b"\x00\x00", var[i], var[len(key)], key, var[len(value)], value, b"\x00"))
+        size = len(body)
+        ap(var[size] if size < _SMALL else encode_varint(size))
+        ap(body)
+    return b"".join(parts)
 
 
 # A record's fixed fields as varints, at most: attributes 1, timestamp delta 5, offset delta 5,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import structlog
 
 from ...offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE
-from ...offsets.records import GroupKey, OffsetKey, OffsetValue
+from ...offsets.records import GroupKey, OffsetKey, offset_key, offset_value
 from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus
@@ -202,10 +202,9 @@ def _store(shard: Shard, max_metadata: int, request: CommitRequest,
         if metadata is not None and 2 * len(metadata) > max_metadata and metadata_too_large(metadata, max_metadata):
             errors[i] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             continue
-        value = OffsetValue(offset=offset, leader_epoch=epoch, metadata=metadata or "",
-                            commit_timestamp=now if timestamp == -1 else timestamp,
-                            expire_timestamp=expire)
-        records.append((OffsetKey(group_id, topic, partition), value))
+        records.append((offset_key(group_id, topic, partition),
+                        offset_value(offset, epoch, metadata or "", now if timestamp == -1 else timestamp,
+                                     expire)))
     return shard.run(CoordinatorResult(records, errors, _commit_failed), now)
 
 
