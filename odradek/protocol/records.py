@@ -604,9 +604,10 @@ def encode_pairs_batch(pairs: list[tuple[bytes | None, bytes | None]], *, base_o
         raw = _plain_records(pairs)
         base_ts = max_ts = timestamp
     else:
+        if len(timestamps) != n:
+            raise ValueError(f"{len(timestamps)} timestamps for {n} records")
         base_ts, max_ts = timestamps[0], max(timestamps)
-        raw = b"".join([_encode_record(i, ts - base_ts, key, value, ())
-                        for i, ((key, value), ts) in enumerate(zip(pairs, timestamps, strict=True))])
+        raw = _plain_records(pairs, [ts - base_ts for ts in timestamps])
     tail = _BATCH_TAIL.pack(timestamp_type << 3, n - 1, base_ts, max_ts, -1, -1, -1, n) + raw
     return _BATCH_HEAD.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2, crc32c.crc32c(tail)) + tail
 
@@ -615,22 +616,25 @@ _SMALL = 1024
 _VARINT_OF = tuple(encode_varint(i) for i in range(_SMALL))  # zig-zag varints of 0..1023
 
 
-def _plain_records(pairs: list[tuple[bytes | None, bytes | None]]) -> bytes:
-    """The records of :func:`encode_pairs_batch` at timestamp delta 0, without headers.
+def _plain_records(pairs: list[tuple[bytes | None, bytes | None]], deltas: list[int] | None = None) -> bytes:
+    """The records of :func:`encode_pairs_batch`, without headers, at timestamp deltas ``deltas``
+    (all 0 if None).
 
-    An offset commit writes one record per partition: lengths and offset
-    deltas under 1024 (all of them in practice) take their varints from a
-    table and each record is one join (a third of :func:`_encode_record`'s
-    cost); anything else goes through it.
+    An offset commit writes one record per partition: lengths, offset and
+    timestamp deltas under 1024 (all of them in practice) take their varints
+    from a table and each record is one join (a third of
+    :func:`_encode_record`'s cost); anything else goes through it.
     """
     var = _VARINT_OF
     parts: list[bytes] = []
     ap = parts.append
     for i, (key, value) in enumerate(pairs):
-        if key is None or value is None or i >= _SMALL or len(key) >= _SMALL or len(value) >= _SMALL:
-            ap(_encode_record(i, 0, key, value, ()))
+        delta = 0 if deltas is None else deltas[i]
+        if (key is None or value is None or i >= _SMALL or len(key) >= _SMALL or len(value) >= _SMALL
+                or not 0 <= delta < _SMALL):
+            ap(_encode_record(i, delta, key, value, ()))
             continue
-        body = b"".join((b"\x00\x00", var[i], var[len(key)], key, var[len(value)], value, b"\x00"))
+        body = b"".join((b"\x00", var[delta], var[i], var[len(key)], key, var[len(value)], value, b"\x00"))
         size = len(body)
         ap(var[size] if size < _SMALL else encode_varint(size))
         ap(body)
