@@ -707,7 +707,7 @@ def test_pairs_batch_with_a_timestamp_per_record_is_the_general_encoders_bytes(d
                                                  st.integers(2000, 10**9)).map(lambda d: ts + d),
                                        min_size=len(pairs) - 1, max_size=len(pairs) - 1))
     lean = encode_pairs_batch(pairs, base_offset=base, timestamp=max(stamps), timestamps=stamps)
-    general = encode_batch([Record(base + i, t, k, v) for i, ((k, v), t) in enumerate(zip(pairs, stamps))],
+    general = encode_batch([Record(base + i, t, k, v) for i, ((k, v), t) in enumerate(zip(pairs, stamps, strict=True))],
                            base_offset=base)
     assert lean == general
 
