@@ -500,9 +500,12 @@ def compile_writer(message: Message, version: int, prefix: int | None = None,
     if version not in message.valid:
         raise ValueError(f"{message.name} has no version {version}")
     g = _Gen(message, version)
-    inner = _gen_writer(g, message.fields, nested or {}, message.name, prefix, mapping)
+    _gen_writer(g, message.fields, nested or {}, message.name, prefix, mapping)
+    # the top-level struct's writer (generated last, after its arrays' element writers) becomes
+    # the entry's own body: one call per message instead of two
+    body = g.chunks.pop().split("\n", 1)[1]
     entry = g.name("encode_")
-    g.chunks.append(f"def {entry}(o):\n    parts = []\n    {inner}(o, parts.append)\n"
+    g.chunks.append(f"def {entry}(o):\n    parts = []\n    ap = parts.append\n{body}\n"
                     f"    return b''.join(parts)")
     return g.finish(entry)
 
