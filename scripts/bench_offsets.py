@@ -456,28 +456,9 @@ def serves_tcp(port: int) -> bool:
 
 def canned(port: int, partitions: int = 1) -> int:
     """The canned server: read size-prefixed frames, answer each with a fixed v8 reply."""
-    reply = encode_canned_reply(partitions)
+    from canned_server import run
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                size = _SIZE.unpack(await reader.readexactly(4))[0]
-                await reader.readexactly(size)
-                writer.write(reply)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-    async def serve() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", port)
-        async with server:
-            await server.serve_forever()
-
-    try:
-        import uvloop
-        uvloop.run(serve())
-    except ImportError:
-        asyncio.run(serve())
-    return 0
+    return run(port, encode_canned_reply(partitions))
 
 
 def encode_canned_reply(partitions: int = 1) -> bytes:

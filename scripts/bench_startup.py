@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, 0)  # size, key, version, corr, null client
 
@@ -54,30 +55,11 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-# The yardstick: an asyncio server answering every frame with one canned ApiVersions reply,
-# started as the broker is (the same interpreter, uvloop when installed, a listening socket).
-# It pays the interpreter's and asyncio's start-up and nothing of a broker's.
-CANNED = r"""
-import asyncio, struct, sys
-REPLY = struct.pack(">iihi", 10, 1, 0, 0) + b"\0\0"
-async def handle(reader, writer):
-    try:
-        while True:
-            size = struct.unpack(">i", await reader.readexactly(4))[0]
-            await reader.readexactly(size)
-            writer.write(REPLY)
-    except (asyncio.IncompleteReadError, ConnectionError):
-        writer.close()
-async def serve():
-    server = await asyncio.start_server(handle, "127.0.0.1", int(sys.argv[1]))
-    async with server:
-        await server.serve_forever()
-try:
-    import uvloop
-    uvloop.run(serve())
-except ImportError:
-    asyncio.run(serve())
-"""
+# The yardstick (``canned_server.py``): an asyncio server answering every frame with one canned
+# ApiVersions reply, started as the broker is (the same interpreter, uvloop when installed, a
+# listening socket). It pays the interpreter's and asyncio's start-up and nothing of a broker's.
+CANNED = str(Path(__file__).resolve().parent / "canned_server.py")
+CANNED_REPLY = struct.pack(">iihi", 10, 1, 0, 0)  # size, correlation id, error, no api keys (v0)
 
 
 def one_run(canned: bool = False) -> tuple[float, float]:
@@ -85,7 +67,7 @@ def one_run(canned: bool = False) -> tuple[float, float]:
     canned-reply server with ``canned``."""
     port = free_port()
     with tempfile.TemporaryDirectory() as data:
-        argv = ([sys.executable, "-c", CANNED, str(port)] if canned else
+        argv = ([sys.executable, CANNED, str(port), CANNED_REPLY.hex()] if canned else
                 [sys.executable, "-m", "odradek.broker.cli", "serve",
                  "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
                  "--override", f"log.dirs={data}"])
