@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -22,7 +23,6 @@ from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogMan
 from .clock import BrokerClock, Clock
 from .config import WILDCARD_HOSTS, Config, ConfigError, parse_address
 from .control import BrokerControl
-from .control.endpoint import ControlEndpoint
 from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
 from .coordinator.service import Coordinator
@@ -42,14 +42,15 @@ from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
 from .metrics import Metrics
 from .runtime.runtime import CoordinatorRuntime
-from .security import guards, oauthbearer, scram  # noqa: F401  (register their SASL mechanisms)
-from .security.acls import AclOperation
-from .security.authorizer import Authorizer
 from .security.scram_store import ScramCredentialStore
 from .security.served import ServedListener, build_listeners
 from .server import KafkaServer
 from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
+
+if TYPE_CHECKING:
+    from .control.endpoint import ControlEndpoint
+    from .security.authorizer import Authorizer
 
 log = structlog.get_logger("odradek.broker")
 
@@ -124,8 +125,13 @@ class BrokerApp:
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
         # SCRAM users (SaslSettings.credentials): read at start, changed by AlterUserScramCredentials
         self.scram_credentials = ScramCredentialStore(self.data_dir)
-        # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all
-        self.authorizer: Authorizer | None = Authorizer.from_config(config, self.data_dir)
+        # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all (and
+        # no ACL code loaded)
+        self.authorizer: Authorizer | None = None
+        if config["authorizer.class.name"]:
+            from .security.authorizer import Authorizer  # noqa: PLC0415
+
+            self.authorizer = Authorizer.from_config(config, self.data_dir)
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
         sasl_handlers.register(self.handlers)
@@ -142,7 +148,10 @@ class BrokerApp:
         scram_credentials.register(self.handlers, self)
         acl_handlers.register(self.handlers, self)
         # every handler above is registered: wrap them with Kafka's authorization checks
-        guards.install(self.handlers, self)
+        if self.authorizer is not None:
+            from .security import guards  # noqa: PLC0415
+
+            guards.install(self.handlers, self)
         # test control: faults and capture (in-process always; from outside only if configured)
         self.control = BrokerControl(self, config["odradek.control.capture.requests"])
         self.control_endpoint: ControlEndpoint | None = None
@@ -189,6 +198,8 @@ class BrokerApp:
             self.endpoint = self.endpoints[self.listeners[0].name]
             self.metrics.attach(self)
             if self.config["odradek.control.listener"]:
+                from .control.endpoint import ControlEndpoint  # noqa: PLC0415 - only when enabled
+
                 self.control_endpoint = ControlEndpoint(self.control)
                 address = parse_address(self.config["odradek.control.listener"], self.config["odradek.control.host"])
                 with _naming_the_setting("odradek.control.listener", *address):
@@ -216,6 +227,8 @@ class BrokerApp:
         for handlers that check it themselves (the SCRAM credential APIs); True without ACLs."""
         if self.authorizer is None:
             return True
+        from .security.acls import AclOperation  # noqa: PLC0415 - loaded with the authorizer
+
         return self.authorizer.cluster(ctx, AclOperation[operation])
 
     def set_log_defaults(self, config: LogConfig) -> None:

@@ -14,10 +14,10 @@ import structlog
 
 from ...protocol.errors import ErrorCode
 from ..dispatch import HandlerTable, RequestContext
-from ..security.acls import AclBinding, AclFilter, AclOperation, InvalidAcl, binding, validate_binding
 
 if TYPE_CHECKING:
     from ..app import BrokerApp
+    from ..security.acls import AclBinding, AclFilter
 
 log = structlog.get_logger("odradek.authorizer")
 
@@ -32,6 +32,8 @@ def register(table: HandlerTable, app: BrokerApp) -> None:
 
 
 def _filter(f) -> AclFilter:
+    from ..security.acls import AclFilter  # noqa: PLC0415 - ACL code only with an authorizer
+
     return AclFilter.of(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
                         f.principal_filter, f.host_filter, f.operation, f.permission_type)
 
@@ -42,6 +44,8 @@ def describe_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
     authz = app.authorizer
     if authz is None:
         return _described(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    from ..security.acls import AclOperation  # noqa: PLC0415 - loaded with the authorizer
+
     if not authz.cluster(ctx, AclOperation.DESCRIBE):
         return _described(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED)
     flt = _filter(req)
@@ -69,6 +73,8 @@ async def create_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
     authz = app.authorizer
     if authz is None:
         return _created([(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)] * len(req.creations))
+    from ..security.acls import AclOperation, InvalidAcl, binding, validate_binding  # noqa: PLC0415 - loaded with the authorizer
+
     if not authz.cluster(ctx, AclOperation.ALTER):
         return _created([(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED)] * len(req.creations))
     results: list[tuple[ErrorCode, str | None]] = []
@@ -106,6 +112,8 @@ async def delete_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
     authz = app.authorizer
     if authz is None:
         return _deleted([_filter_error(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)] * len(req.filters))
+    from ..security.acls import AclOperation  # noqa: PLC0415 - loaded with the authorizer
+
     if not authz.cluster(ctx, AclOperation.ALTER):
         return _deleted([_filter_error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED)]
                         * len(req.filters))
