@@ -35,7 +35,7 @@ from ...protocol.records import (
 )
 from ...storage.log import Log
 from ..dataplane import AppendResult
-from ..dataplane.batches import BatchRejected
+from ..dataplane.batches import BatchRejected, Prechecked, is_heavy
 from ..dataplane.topics import INTERNAL_TOPICS, TopicError
 from ..dispatch import NO_RESPONSE, HandlerTable, RequestContext
 
@@ -73,10 +73,38 @@ def produce(app: BrokerApp, ctx: RequestContext, req):
                                   for td in req.topic_data])
     if ctx.api_version < 3:
         _up_convert(req)
+    heavy = [(td.name, pd) for td in req.topic_data for pd in td.partition_data
+             if isinstance(pd.records, (bytes, bytearray, memoryview)) and is_heavy(pd.records)]
+    if heavy or app.dataplane.turn_pending(ctx.connection_id):
+        return _produce_checked(app, ctx, req, heavy)
     plan = _plan(app, req)
     if plan is not None and app.dataplane.fast_path_ok(_logs(plan)):
         return _finish(app, req, _append_all(app, plan, ctx.api_version, req))
     return _produce_ordered(app, ctx, req)
+
+
+async def _produce_checked(app: BrokerApp, ctx: RequestContext, req, heavy: list) -> dict:
+    """A request with big batches to check (in worker threads, ``DataPlane.precheck``), or one
+    behind such a request on its connection: appended in the connection's order once checked."""
+    dp = app.dataplane
+    async with dp.connection_turn(ctx.connection_id) as wait_earlier:
+        checked = await asyncio.gather(*(_precheck(app, ctx.api_version, name, pd) for name, pd in heavy))
+        for (_name, pd), records in zip(heavy, checked, strict=True):
+            pd.records = records
+        await wait_earlier()
+        plan = _plan(app, req)
+        if plan is not None and dp.fast_path_ok(_logs(plan)):
+            results = _append_all(app, plan, ctx.api_version, req)
+        else:
+            results = await _append_ordered(app, ctx, req)
+    out = _finish(app, req, results)
+    return await out if asyncio.iscoroutine(out) else out
+
+
+async def _precheck(app: BrokerApp, version: int, topic: str, pd) -> Prechecked:
+    lg = app.topics.log(topic, pd.index)
+    config = lg.config if lg is not None else app.logs.config_for(topic)
+    return await app.dataplane.precheck(pd.records, api_version=version, max_bytes=config.max_message_bytes)
 
 
 class _Refusal(tuple):
@@ -167,6 +195,12 @@ def _topic_refusal(app: BrokerApp, name: str) -> tuple[ErrorCode, str] | None:
 
 async def _produce_ordered(app: BrokerApp, ctx: RequestContext, req):
     """Requests that must await (auto-create, producer-state rebuild) run in arrival order."""
+    results = await _append_ordered(app, ctx, req)
+    out = _finish(app, req, results)
+    return await out if asyncio.iscoroutine(out) else out
+
+
+async def _append_ordered(app: BrokerApp, ctx: RequestContext, req) -> list[tuple[str, list[dict]]]:
     dp = app.dataplane
     async with dp.ordered():
         for td in req.topic_data:
@@ -179,9 +213,7 @@ async def _produce_ordered(app: BrokerApp, ctx: RequestContext, req):
         assert plan is not None
         for target in _logs(plan):
             await dp.load_producers(target)
-        results = _append_all(app, plan, ctx.api_version, req)
-    out = _finish(app, req, results)
-    return await out if asyncio.iscoroutine(out) else out
+        return _append_all(app, plan, ctx.api_version, req)
 
 
 def _append_all(app: BrokerApp, plan: Plan, version: int, req) -> list[tuple[str, list[dict]]]:
