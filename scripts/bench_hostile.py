@@ -22,12 +22,9 @@ hostile clients are gone and the broker idled 3 s.  Usage:
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -38,23 +35,14 @@ sys.path.insert(0, str(ROOT))
 
 from odradek.broker.wire_client import SyncClient  # noqa: E402
 from odradek.protocol.records import encode_batch  # noqa: E402
-from odradek.testing.process import free_port, serve_args, stop, wait_until_serving  # noqa: E402
+from odradek.testing.process import memory_mb, reset_peak, serving  # noqa: E402
 from tests.hostile_requests import fuzz  # noqa: E402
-
-
-def proc_status(pid: int) -> dict[str, float]:
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(("VmRSS:", "VmHWM:")):
-            key, value = line.split(":")
-            out[key] = int(value.split()[0]) / 1024
-    return out
 
 
 def phase_peak(pid: int) -> float:
     """The peak RSS since the last call (VmHWM, then reset through clear_refs)."""
-    peak = proc_status(pid)["VmHWM"]
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    peak = memory_mb(pid)["VmHWM"]
+    reset_peak(pid)
     return peak
 
 
@@ -209,35 +197,26 @@ def idle_and_partial(port: int) -> None:
 
 
 def run(src: Path, rounds: int, batches: dict[int, bytes], stall_rounds: int) -> dict:
-    port = free_port()
-    with tempfile.TemporaryDirectory() as data:
-        env = dict(os.environ, PYTHONPATH=str(src))
-        cmd = [sys.executable, "-m", "odradek.broker.cli", "serve",
-               *serve_args([f"listeners=PLAINTEXT://127.0.0.1:{port}", f"log.dirs={data}", "log.level=warning"])]
-        proc = subprocess.Popen(cmd, cwd=data, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_until_serving(proc, port)
-            with SyncClient("127.0.0.1", port) as c:
-                served = Served(c.request(18, 0, {}).api_keys)
-            start = proc_status(proc.pid)["VmRSS"]
-            overall = proc_status(proc.pid)["VmHWM"]
-            idle_p99, loaded_p99, stall_sent = stall(port, batches, stall_rounds)
-            if rounds == 0:  # --rounds 0: the stall phase only
-                return {"idle_p99": idle_p99, "loaded_p99": loaded_p99, "stall_sent": stall_sent}
-            phase_peak(proc.pid)
-            biggest, slowest = amplification(port)
-            peaks = [phase_peak(proc.pid)]
-            garbage(port)
-            peaks.append(phase_peak(proc.pid))
-            stats = fuzz(port, served, rounds, seed=7, wait=10.0, deadline=time.monotonic() + 600)
-            peaks.append(phase_peak(proc.pid))
-            idle_and_partial(port)
-            peaks.append(phase_peak(proc.pid))
-            time.sleep(3)
-            end = proc_status(proc.pid)["VmRSS"]
-            alive = proc.poll() is None
-        finally:
-            stop(proc)
+    with serving(src=src) as (proc, port):
+        with SyncClient("127.0.0.1", port) as c:
+            served = Served(c.request(18, 0, {}).api_keys)
+        start = memory_mb(proc.pid)["VmRSS"]
+        overall = memory_mb(proc.pid)["VmHWM"]
+        idle_p99, loaded_p99, stall_sent = stall(port, batches, stall_rounds)
+        if rounds == 0:  # --rounds 0: the stall phase only
+            return {"idle_p99": idle_p99, "loaded_p99": loaded_p99, "stall_sent": stall_sent}
+        phase_peak(proc.pid)
+        biggest, slowest = amplification(port)
+        peaks = [phase_peak(proc.pid)]
+        garbage(port)
+        peaks.append(phase_peak(proc.pid))
+        stats = fuzz(port, served, rounds, seed=7, wait=10.0, deadline=time.monotonic() + 600)
+        peaks.append(phase_peak(proc.pid))
+        idle_and_partial(port)
+        peaks.append(phase_peak(proc.pid))
+        time.sleep(3)
+        end = memory_mb(proc.pid)["VmRSS"]
+        alive = proc.poll() is None
     return {"start": start, "peaks": peaks, "peak": max(overall, *peaks), "end": end,
             "biggest": biggest, "stall_ms": slowest, "frames": stats.sent, "failures": len(stats.failures),
             "alive": alive, "idle_p99": idle_p99, "loaded_p99": loaded_p99, "stall_sent": stall_sent}
