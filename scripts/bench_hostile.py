@@ -28,7 +28,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -36,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from odradek.broker.wire_client import SyncClient  # noqa: E402
 from odradek.protocol.records import encode_batch  # noqa: E402
 from odradek.testing.process import memory_mb, reset_peak, serving  # noqa: E402
+from tests.hostile_requests import ServedTable as Served  # noqa: E402
 from tests.hostile_requests import fuzz  # noqa: E402
 
 
@@ -44,20 +44,6 @@ def phase_peak(pid: int) -> float:
     peak = memory_mb(pid)["VmHWM"]
     reset_peak(pid)
     return peak
-
-
-class Served:
-    """The served (API, version) table as the broker's ApiVersions answer gives it."""
-
-    def __init__(self, api_keys) -> None:
-        self.ranges = {k.api_key: (k.min_version, k.max_version) for k in api_keys}
-
-    def served(self):
-        return [(k, lo, hi) for k, (lo, hi) in sorted(self.ranges.items())]
-
-    def get(self, api_key: int):
-        r = self.ranges.get(api_key)
-        return None if r is None else SimpleNamespace(versions=range(r[0], r[1] + 1))
 
 
 def fetch_body(topic: str, copies: int) -> dict:

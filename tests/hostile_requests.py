@@ -14,6 +14,7 @@ import struct
 import time
 import uuid
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from odradek.protocol import headers
@@ -96,6 +97,21 @@ def error_lines(text: str) -> list[str]:
 # Requests a broker may rightly keep unanswered for a while (a long poll, a rebalance), and
 # acks=0 Produce, which is never answered: for these, an open connection is enough.
 MAY_PARK = {1, 11, 14}
+
+
+class ServedTable:
+    """A broker's served (API, version) table read from its ApiVersions answer: what ``fuzz``
+    needs of a handler table, for a broker in another process."""
+
+    def __init__(self, api_keys) -> None:
+        self.ranges = {k.api_key: (k.min_version, k.max_version) for k in api_keys}
+
+    def served(self):
+        return [(k, lo, hi) for k, (lo, hi) in sorted(self.ranges.items())]
+
+    def get(self, api_key: int):
+        r = self.ranges.get(api_key)
+        return None if r is None else SimpleNamespace(versions=range(r[0], r[1] + 1))
 
 
 def served(handlers) -> list[tuple[int, int]]:
