@@ -59,7 +59,8 @@ def test_a_heavy_batch_is_checked_in_a_worker_thread_while_other_clients_are_ser
         port = b.app.endpoint.port
         with SyncClient("127.0.0.1", port, timeout=30) as big, SyncClient("127.0.0.1", port, timeout=5) as small:
             try:
-                big.send_raw(encode(0, 9, 1, produce_body("heavy", encode_batch(HEAVY, compression=4))))
+                heavy = encode_batch(HEAVY, compression=4)
+                big.send_raw(encode(0, 9, 1, produce_body("heavy", heavy)))
                 assert gate.entered.wait(10)
                 # the loop is free while the heavy batch is checked: another client is answered
                 r = small.request(0, 9, produce_body("small", encode_batch([(b"k", b"v")])))
@@ -68,6 +69,8 @@ def test_a_heavy_batch_is_checked_in_a_worker_thread_while_other_clients_are_ser
                 gate.opened.set()
             _cid, r = decode(0, 9, big.recv_frame())
             assert r.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        captured = b.captured("Produce", topic="heavy")  # the request as it came, not its check
+        assert bytes(captured[0].body.topic_data[0].partition_data[0].records) == heavy
     assert gate.walkers and "odradek-broker" not in gate.walkers
 
 

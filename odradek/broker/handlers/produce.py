@@ -88,16 +88,15 @@ async def _produce_checked(app: BrokerApp, ctx: RequestContext, req, heavy: list
     behind such a request on its connection: appended in the connection's order once checked."""
     dp = app.dataplane
     async with dp.connection_turn(ctx.connection_id) as wait_earlier:
-        checked = await asyncio.gather(*(_precheck(app, ctx.api_version, name, pd) for name, pd in heavy))
-        for (_name, pd), records in zip(heavy, checked, strict=True):
-            pd.records = records
+        results = await asyncio.gather(*(_precheck(app, ctx.api_version, name, pd) for name, pd in heavy))
+        checked = {id(pd): result for (_name, pd), result in zip(heavy, results, strict=True)}
         await wait_earlier()
-        plan = _plan(app, req)
+        plan = _plan(app, req, checked=checked)
         if plan is not None and dp.fast_path_ok(_logs(plan)):
-            results = _append_all(app, plan, ctx.api_version, req)
+            answers = _append_all(app, plan, ctx.api_version, req)
         else:
-            results = await _append_ordered(app, ctx, req)
-    out = _finish(app, req, results)
+            answers = await _append_ordered(app, ctx, req, checked)
+    out = _finish(app, req, answers)
     return await out if asyncio.iscoroutine(out) else out
 
 
@@ -152,8 +151,10 @@ def _transactional_producers(req) -> set[int]:
 Plan = list[tuple[str, list[tuple[int, "Log | tuple[ErrorCode, str]", bytes | None]]]]
 
 
-def _plan(app: BrokerApp, req, *, may_create: bool = True) -> Plan | None:
-    """Each partition's log or error; None when a topic is to be auto-created first (an await)."""
+def _plan(app: BrokerApp, req, *, may_create: bool = True, checked: dict | None = None) -> Plan | None:
+    """Each partition's log or error; None when a topic is to be auto-created first (an await).
+    ``checked``: the partitions' batches already checked off the loop, by ``id`` of their
+    partition data (the request itself is left as it came: the capture shows it)."""
     plan: Plan = []
     for td in req.topic_data:
         topic = app.topics.get(td.name)
@@ -171,7 +172,7 @@ def _plan(app: BrokerApp, req, *, may_create: bool = True) -> Plan | None:
                                                 f"{td.name} has no partition {pd.index}")
             if lg is not None and isinstance(pd.records, _Refusal):
                 target = pd.records
-            parts.append((pd.index, target, pd.records))
+            parts.append((pd.index, target, checked.get(id(pd), pd.records) if checked else pd.records))
         plan.append((td.name, parts))
     return plan
 
@@ -200,7 +201,8 @@ async def _produce_ordered(app: BrokerApp, ctx: RequestContext, req):
     return await out if asyncio.iscoroutine(out) else out
 
 
-async def _append_ordered(app: BrokerApp, ctx: RequestContext, req) -> list[tuple[str, list[dict]]]:
+async def _append_ordered(app: BrokerApp, ctx: RequestContext, req,
+                          checked: dict | None = None) -> list[tuple[str, list[dict]]]:
     dp = app.dataplane
     async with dp.ordered():
         for td in req.topic_data:
@@ -209,7 +211,7 @@ async def _append_ordered(app: BrokerApp, ctx: RequestContext, req) -> list[tupl
                     await app.topics.ensure(td.name)
                 except TopicError as exc:
                     log.warning("topic.auto_create_failed", topic=td.name, error=exc.message)
-        plan = _plan(app, req, may_create=False)
+        plan = _plan(app, req, may_create=False, checked=checked)
         assert plan is not None
         for target in _logs(plan):
             await dp.load_producers(target)
