@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import itertools
 import logging
+import mmap
 import socket
 import struct
 import time
@@ -375,7 +376,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()  # an incomplete frame carried over to the next read
         self.need = 0  # bytes ``buf`` must hold before it is worth looking at again
-        self.big: bytearray | None = None  # a big frame (BIG_FRAME and up) being received, exactly its size
+        self.big: mmap.mmap | None = None  # a big frame (BIG_FRAME and up) being received, exactly its size
         self.filled = 0  # bytes of ``big`` received so far
         self.queue: deque[Any] = deque()
         self.write_paused = False
@@ -448,7 +449,7 @@ class Connection(asyncio.Protocol):
         """Bytes of an incomplete frame held for the next read."""
         return len(self.buf) + (self.filled + 4 if self.big is not None else 0)
 
-    def _received(self, data: bytes | bytearray, whole: bool = False) -> None:
+    def _received(self, data: bytes | mmap.mmap, whole: bool = False) -> None:
         """Answer every whole frame that arrived; the answers go out together.
 
         Clients pipeline: one read often holds many requests, and answering a
@@ -460,7 +461,7 @@ class Connection(asyncio.Protocol):
 
         ``whole``: ``data`` is exactly one frame without its size prefix (a big
         one, collected by ``data_received``), decoded where it lies.  A big
-        frame still arriving is collected into a buffer of exactly its size,
+        frame still arriving is collected into a mapping of exactly its size,
         so the broker holds one copy of it, not the chunks, their join and a
         slice (three, for a 50 MiB Produce refused as too large).
         """
@@ -482,7 +483,9 @@ class Connection(asyncio.Protocol):
             rest = memoryview(data)[pos:]
             size = _SIZE.unpack_from(rest, 0)[0] if len(rest) >= 4 else 0
             if size >= BIG_FRAME:  # (its size against the limit was checked by _answer_frames)
-                self.big = bytearray(size)
+                # an anonymous mapping: its pages cost memory as bytes arrive, not when a client
+                # announces a frame it may never send (``bytearray(size)`` would zero it all now)
+                self.big = mmap.mmap(-1, size)
                 self.filled = len(rest) - 4
                 self.big[:self.filled] = rest[4:]
             else:
@@ -629,7 +632,7 @@ class Connection(asyncio.Protocol):
                 out.extend(item)
         return None
 
-    def _answer_frames(self, buf: bytes | bytearray, limit: int,
+    def _answer_frames(self, buf: bytes | mmap.mmap, limit: int,
                        whole: bool = False) -> tuple[int, list[bytes], str | None]:
         """Process the whole frames in ``buf`` (``whole``: ``buf`` is one frame without its size
         prefix): (bytes consumed, chunks to write now, close reason)."""

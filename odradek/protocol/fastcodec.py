@@ -100,14 +100,14 @@ def _kind(type_: str) -> str:
     return "bytes" if type_ == "records" else type_
 
 
-def _records(buf: bytes | bytearray, start: int, end: int) -> bytes | memoryview:
-    """A records field: a view, not a copy, of a frame received into its own bytearray (a big
+def _records(buf: Any, start: int, end: int) -> bytes | memoryview:
+    """A records field: a view, not a copy, of a frame received into a buffer of its own (a big
     Produce), so the broker holds one copy of it; a slice of an ordinary ``bytes`` frame."""
     return buf[start:end] if type(buf) is bytes else memoryview(buf)[start:end]
 
 
-def _bytes(buf: bytes | bytearray, start: int, end: int) -> bytes:
-    """A bytes field, ``bytes`` whichever the frame is (a big one is a bytearray)."""
+def _bytes(buf: Any, start: int, end: int) -> bytes:
+    """A bytes field, ``bytes`` whichever buffer the frame is in (a big one is a mapping)."""
     return buf[start:end] if type(buf) is bytes else bytes(memoryview(buf)[start:end])
 
 

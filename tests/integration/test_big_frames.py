@@ -8,6 +8,10 @@ own process, so its peak resident set (``VmHWM``) is the broker's alone.
 
 from __future__ import annotations
 
+import socket
+import struct
+import time
+
 import pytest
 
 from odradek.broker.wire_client import SyncClient, decode, encode
@@ -63,3 +67,21 @@ def test_a_big_frame_and_the_frames_behind_it_in_the_same_read_are_answered(tmp_
     assert [(cid, r.responses[0].partition_responses[0].error_code) for cid, r in answers] == [(1, 0), (2, 0)]
     values = [r.value for r in iter_records(fetched.responses[0].partitions[0].records)]
     assert values == [bytes(range(256)) * (3 * MIB // 256), b"after"]
+
+
+def test_announced_big_frames_cost_what_arrives_not_what_they_announce():
+    """200 connections announcing 8 MiB frames and sending a few bytes of each hold a few bytes
+    each, not 8 MiB (a buffer of the announced size is only paid for as it fills)."""
+    with serving() as (proc, port):
+        before = memory_mb(proc.pid)["VmRSS"]
+        reset_peak(proc.pid)
+        socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(200)]
+        try:
+            for s in socks:
+                s.sendall(struct.pack(">i", 8 * MIB) + b"\x00\x00\x00\x09" + b"x" * 100)
+            time.sleep(1.0)
+            growth = memory_mb(proc.pid)["VmHWM"] - before
+        finally:
+            for s in socks:
+                s.close()
+    assert growth < 40, f"peak RSS grew {growth:.0f} MiB for 200 announced 8 MiB frames"
