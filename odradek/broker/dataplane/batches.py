@@ -66,11 +66,11 @@ def validate_batch(data: bytes | None, *, api_version: int, max_bytes: int, comp
     """The header of the single valid batch in ``data``; raises BatchRejected.
 
     ``records``: the outcome of :func:`check_records` already run off the
-    event loop (``RecordsCheck``), so a big batch is decompressed and walked
-    once, in a worker thread; its verdict still comes after the header's,
-    in Kafka's order.
+    event loop (``precheck``, after the header's checks, CRC included), so a
+    big batch is decompressed and walked once, in a worker thread; its
+    verdict still comes after the header's, in Kafka's order.
     """
-    h = check_header(data, api_version=api_version, max_bytes=max_bytes)
+    h = check_header(data, api_version=api_version, max_bytes=max_bytes, crc_checked=records is not None)
     if records is None:
         records = check_records(data, h)
     elif isinstance(records, BatchRejected):
@@ -83,8 +83,9 @@ def validate_batch(data: bytes | None, *, api_version: int, max_bytes: int, comp
     return h
 
 
-def check_header(data: bytes | None, *, api_version: int, max_bytes: int) -> BatchHeader:
-    """Everything but the records: framing, size (from the header alone), CRC, header fields."""
+def check_header(data: bytes | None, *, api_version: int, max_bytes: int, crc_checked: bool = False) -> BatchHeader:
+    """Everything but the records: framing, size (from the header alone), CRC (unless a worker
+    thread already checked it, ``crc_checked``), header fields."""
     if not data:
         raise BatchRejected(ErrorCode.INVALID_RECORD, "Produce v3+ needs exactly one record batch per partition")
     n = len(data)
@@ -108,7 +109,7 @@ def check_header(data: bytes | None, *, api_version: int, max_bytes: int) -> Bat
     if size > max_bytes:
         raise BatchRejected(ErrorCode.MESSAGE_TOO_LARGE,
                             f"batch of {size} bytes is larger than max.message.bytes={max_bytes}")
-    if compute_crc(data, 0, size) != h.crc:
+    if not crc_checked and compute_crc(data, 0, size) != h.crc:
         raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, "record batch CRC does not match its contents")
     if codec > ZSTD:
         raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
