@@ -40,9 +40,9 @@ logger = structlog.get_logger("odradek.dataplane")
 _MAX_TS = struct.Struct(">q")
 MAX_TIMESTAMP_OFFSET = 35
 BIG_READ_BYTES = 64 << 10  # reads that may return more than this go to a worker thread
-HEAVY_CHECKS = 1  # heavy batches checked at once (a core's worth), each holding at most one decompressed area
-GIL_SWITCH_S = 0.001
 BIG_READ_LAG = 64  # ... when the reader is at least this many offsets behind the end
+HEAVY_CHECKS = 1  # heavy batches checked at once (a core's worth), each holding at most one decompressed area
+GIL_SWITCH_S = 0.001  # the longest a worker thread's Python keeps the loop waiting for the GIL
 
 # What a transactional Produce answers when the coordinator says the partition is not in the
 # producer's transaction (Kafka's ``AddPartitionsToTxnManager`` / ``ReplicaManager``): retriable
