@@ -10,6 +10,7 @@ and then a small one gets both appended in order.  The check is held in its work
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -109,3 +110,24 @@ def test_a_refused_heavy_batch_answers_as_before(tmp_path):
             assert r.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
             r = c.request(0, 9, produce_body("t", encode_batch(HEAVY, compression=0)))
             assert r.responses[0].partition_responses[0].error_code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_a_read_after_a_heavy_produce_on_its_connection_sees_it(tmp_path, monkeypatch):
+    """ListOffsets pipelined behind a heavy Produce on the same connection answers the log end
+    after that Produce's append, as Kafka, which handles a connection's requests in turn."""
+    gate = Gate(monkeypatch)
+    latest = {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": "seen", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]}
+    with ThreadedBroker(tmp_path) as b:
+        create_topic(b, "seen")
+        with SyncClient("127.0.0.1", b.app.endpoint.port, timeout=30) as c:
+            try:
+                c.send_raw(encode(0, 9, 1, produce_body("seen", encode_batch(HEAVY, compression=1))))
+                assert gate.entered.wait(10)
+                c.send_raw(encode(2, 7, 2, latest))
+                time.sleep(0.3)  # time for the ListOffsets to be read while the check is held
+            finally:
+                gate.opened.set()
+            decode(0, 9, c.recv_frame())
+            _cid, r = decode(2, 7, c.recv_frame())
+    assert r.topics[0].partitions[0].offset == len(HEAVY)

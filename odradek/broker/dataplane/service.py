@@ -146,9 +146,13 @@ class DataPlane:
             if self._turns.get(connection_id) is mine:
                 del self._turns[connection_id]
 
-    async def barrier(self) -> None:
+    async def barrier(self, connection_id: int | None = None) -> None:
         """Readers call this first: appends that arrived earlier but are queued in the ordered
-        section land before the read, as on Kafka, which handles a connection's requests in turn."""
+        section, or (on ``connection_id``) are still being checked off the loop, land before the
+        read, as on Kafka, which handles a connection's requests in turn."""
+        turn = self._turns.get(connection_id) if connection_id is not None else None
+        if turn is not None:
+            await asyncio.shield(turn)
         if self._ordered:
             async with self.ordered():
                 pass
