@@ -20,7 +20,7 @@ def register(table: HandlerTable, app: BrokerApp) -> None:
 
 
 async def describe_producers(app: BrokerApp, ctx: RequestContext, req) -> dict:
-    await app.dataplane.barrier()
+    await app.dataplane.barrier(ctx.connection_id)
     topics = []
     for t in req.topics:
         parts = [await _partition(app, t.name, index) for index in t.partition_indexes]
