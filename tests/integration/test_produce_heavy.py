@@ -131,3 +131,29 @@ def test_a_read_after_a_heavy_produce_on_its_connection_sees_it(tmp_path, monkey
             decode(0, 9, c.recv_frame())
             _cid, r = decode(2, 7, c.recv_frame())
     assert r.topics[0].partitions[0].offset == len(HEAVY)
+
+
+def test_a_heavy_batch_for_a_topic_of_another_codec_is_recompressed_off_the_loop(tmp_path, monkeypatch):
+    """A topic whose ``compression.type`` differs from the producer's codec recompresses on append
+    (Kafka's LogValidator); for a heavy batch that is big work too, so it is done with the check
+    in the worker thread, and the stored batch is the topic's codec with every record."""
+    from odradek.broker.dataplane import service
+    from odradek.protocol.records import decode_batch
+
+    threads: list[str] = []
+    real = service.recompress
+
+    def watched(data, codec):
+        threads.append(threading.current_thread().name)
+        return real(data, codec)
+
+    monkeypatch.setattr(service, "recompress", watched)
+    with ThreadedBroker(tmp_path) as b:
+        create_topic(b, "gz", configs={"compression.type": "gzip"})
+        with SyncClient("127.0.0.1", b.app.endpoint.port, timeout=30) as c:
+            r = c.request(0, 9, produce_body("gz", encode_batch(HEAVY, compression=4)))
+            assert r.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+    assert threads and "odradek-broker" not in threads
+    segment = next(tmp_path.rglob("gz-0/*.log")).read_bytes()
+    h, records = decode_batch(segment, 0)
+    assert h.compression == 1 and len(records) == len(HEAVY)

@@ -21,7 +21,9 @@ client the fault is in its data.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ...protocol.compression import CompressionError, decompress, size_hint
 from ...protocol.errors import ErrorCode
@@ -144,18 +146,25 @@ class Prechecked:
 
     data: bytes
     records: list[int] | BatchRejected | None  # ``validate_batch``'s ``records``; None: check on append
+    stored: Any = None  # (batch, header) in the topic's ``compression.type``, recompressed here too
 
 
-def precheck(data: bytes, *, api_version: int, max_bytes: int) -> Prechecked:
+def precheck(data: bytes, *, api_version: int, max_bytes: int,
+             recompress: Callable[[bytes, Any], Any] | None = None) -> Prechecked:
     """Run in a worker thread: decompress and walk the records once, keeping the verdict for
     ``validate_batch`` on append.  A batch its header refuses (too large for
-    ``max_bytes``, bad CRC) is neither decompressed nor walked."""
+    ``max_bytes``, bad CRC) is neither decompressed nor walked.  ``recompress`` (a topic whose
+    ``compression.type`` differs from the producer's codec): the stored form is made here as
+    well, so a big batch is not recompressed on the event loop either."""
     try:
         h = check_header(data, api_version=api_version, max_bytes=max_bytes)
     except BatchRejected:
         return Prechecked(data, None)  # refused again, from the header, on append
     try:
-        return Prechecked(data, check_records(data, h))
+        checked = Prechecked(data, check_records(data, h))
+        if recompress is not None:
+            checked.stored = recompress(data, h)
+        return checked
     except BatchRejected as exc:
         return Prechecked(data, exc)
 

@@ -20,9 +20,9 @@ from pathlib import Path
 import structlog
 
 from ...protocol.errors import ErrorCode
-from ...protocol.records import HEADER_SIZE, encode_end_txn_batch
+from ...protocol.records import HEADER_SIZE, BatchHeader, encode_end_txn_batch
 from ...storage import producer_snapshot, txn_index
-from ...storage.config import FsyncMode
+from ...storage.config import PRODUCER, FsyncMode
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
 from ...storage.log import Log
 from ...storage.log_manager import LogManager
@@ -120,10 +120,17 @@ class DataPlane:
     # connection keeps its order meanwhile: its later Produce requests append after it, as
     # Kafka, which handles a connection's requests one at a time, appends them.
 
-    async def precheck(self, data: bytes, *, api_version: int, max_bytes: int) -> Prechecked:
-        """``batches.precheck`` in a worker thread, within the bound on concurrent checks."""
+    async def precheck(self, data: bytes, *, api_version: int, max_bytes: int,
+                       compression_type: str = PRODUCER) -> Prechecked:
+        """``batches.precheck`` in a worker thread, within the bound on concurrent checks; the
+        batch is recompressed there too when the topic's ``compression.type`` asks."""
+        def stored(batch: bytes, h: BatchHeader):
+            target = target_codec(compression_type, h.compression)
+            return None if target == h.compression else recompress(batch, target)
+
         async with self._heavy_slots:
-            return await asyncio.to_thread(precheck, data, api_version=api_version, max_bytes=max_bytes)
+            return await asyncio.to_thread(precheck, data, api_version=api_version, max_bytes=max_bytes,
+                                           recompress=stored)
 
     def turn_pending(self, connection_id: int) -> bool:
         """True while an earlier Produce of this connection is still being checked."""
@@ -181,9 +188,9 @@ class DataPlane:
         unless its producer already has a transaction open in this partition.
         """
         config = log.config
-        records = None
+        records = stored = None
         if type(data) is Prechecked:
-            data, records = data.data, data.records
+            data, records, stored = data.data, data.records, data.stored
         h = validate_batch(data, api_version=api_version, max_bytes=config.max_message_bytes,
                            compacted=config.compact, records=records)
         if acks == -1 and topic_configs.min_insync_replicas(self._overrides(log.topic)) > 1:
@@ -200,7 +207,9 @@ class DataPlane:
             if dup is not None:
                 return AppendResult(dup.first_offset, dup.append_time, log.log_start_offset)
         target = target_codec(config.compression_type, h.compression)
-        if target != h.compression:  # the topic's codec differs from the batch's (LogValidator)
+        if stored is not None:  # recompressed with the off-loop check
+            data, h = stored
+        elif target != h.compression:  # the topic's codec differs from the batch's (LogValidator)
             data, h = recompress(data, target)  # type: ignore[arg-type]
         first = self._append(log, state, data)  # type: ignore[arg-type]
         append_time = _stamped_time(log, h.size) if config.log_append_time else -1

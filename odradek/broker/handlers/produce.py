@@ -103,7 +103,8 @@ async def _produce_checked(app: BrokerApp, ctx: RequestContext, req, heavy: list
 async def _precheck(app: BrokerApp, version: int, topic: str, pd) -> Prechecked:
     lg = app.topics.log(topic, pd.index)
     config = lg.config if lg is not None else app.logs.config_for(topic)
-    return await app.dataplane.precheck(pd.records, api_version=version, max_bytes=config.max_message_bytes)
+    return await app.dataplane.precheck(pd.records, api_version=version, max_bytes=config.max_message_bytes,
+                                        compression_type=config.compression_type)
 
 
 class _Refusal(tuple):
