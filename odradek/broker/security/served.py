@@ -17,11 +17,11 @@ import structlog
 
 from ..config import Config, ConfigError
 from . import oauthbearer, plain  # (registers PLAIN and OAUTHBEARER)
+from .authenticator import SaslListener
 from .jaas import JaasError, options_for, parse_jaas, parse_jaas_file
 from .listeners import ListenerSpec, listener_specs
 from .mechanism import MECHANISMS, SaslSettings
 from .principal import parse_mapping_rules
-from .sasl import SaslListener
 from .tls import server_context
 
 log = structlog.get_logger("odradek.security")
