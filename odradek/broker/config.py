@@ -130,10 +130,23 @@ def _control_address(text: str) -> str:
     return text.strip()
 
 
-def _authorizer(text: str) -> str:
-    from .security.authorizer import check_authorizer_class
+# Kafka's authorizer class names: KRaft's, the ZooKeeper-era one, and the pre-2.0 one
+AUTHORIZER_CLASSES = frozenset({
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+})
 
-    return check_authorizer_class(text)
+
+def _authorizer(text: str) -> str:
+    """authorizer.class.name: one of Kafka's names for the ACL authorizer (``security/authorizer.py``), or empty."""
+    value = text.strip()
+    if value and value not in AUTHORIZER_CLASSES:
+        raise ValueError(f"{value!r} is not an authorizer this broker implements; use "
+                         "org.apache.kafka.metadata.authorizer.StandardAuthorizer (or "
+                         "kafka.security.authorizer.AclAuthorizer) for Kafka's ACLs, or leave it "
+                         "empty for none")
+    return value
 
 
 def _super_users(text: str) -> str:

@@ -42,14 +42,12 @@ import dataclasses
 import keyword
 import struct
 from collections.abc import Callable, Container, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from construct import Container as Parsed  # what the schema layer parses structs into
 
+from odradek.protocol.declaration import Declaration, F
 from odradek.protocol.primitives import MAX_ARRAY, ProtocolError, encode_uvarint
-
-if TYPE_CHECKING:  # the schema layer calls this module; this one only reads its declarations
-    from odradek.protocol.schema import F, Message
 
 
 class UnsupportedDeclaration(ValueError):
@@ -167,7 +165,7 @@ def _check_class(cls: type, fields: list[F], where: str, extra: tuple[str, ...] 
 class _Gen:
     """Accumulates generated functions and the globals they refer to."""
 
-    def __init__(self, message: Message, version: int):
+    def __init__(self, message: Declaration, version: int):
         self.message = message
         self.version = version
         self.flexible = message.is_flexible(version)
@@ -340,7 +338,7 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type | None, nested: Mapping[str,
     return fname
 
 
-def compile_reader(message: Message, version: int, cls: type | None,
+def compile_reader(message: Declaration, version: int, cls: type | None,
                    nested: Mapping[str, type] | None = None, extra: tuple[str, ...] = ()) -> Reader:
     """``read(buf: bytes, pos) -> (obj, end)`` for ``message`` at ``version``.
 
@@ -449,7 +447,7 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
     return fname
 
 
-def compile_writer(message: Message, version: int, prefix: int | None = None,
+def compile_writer(message: Declaration, version: int, prefix: int | None = None,
                    nested: Mapping[str, type] | None = None, mapping: bool = False) -> Writer:
     """``write(obj) -> bytes`` for ``message`` at ``version``, from attributes of ``obj``.
 

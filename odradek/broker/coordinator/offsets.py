@@ -36,7 +36,7 @@ from .shard import Record, Shard, TopicPartition
 from .state import GroupState
 
 if TYPE_CHECKING:
-    from .service import Coordinator  # service imports this module
+    from .shards import GroupShards
 
 log = structlog.get_logger("odradek.coordinator")
 
@@ -124,7 +124,7 @@ def metadata_too_large(metadata: str | None, limit: int) -> bool:
 
 # --- OffsetCommit --------------------------------------------------------------------------------
 
-def commit_offsets(coordinator: Coordinator, request: CommitRequest, partitions: list[PartitionCommit],
+def commit_offsets(coordinator: GroupShards, request: CommitRequest, partitions: list[PartitionCommit],
                    partition_count: PartitionCount) -> Promise:
     """Validate, write one batch, answer once durable (``handleCommitOffsets``).
 
@@ -218,7 +218,7 @@ def _commit_failed(errors: list[ErrorCode], error: ErrorCode) -> list[ErrorCode]
 
 # --- OffsetFetch ----------------------------------------------------------------------------------
 
-def fetch_offsets(coordinator: Coordinator, group_id: str | None, topics: list[tuple[str, list[int]]] | None,
+def fetch_offsets(coordinator: GroupShards, group_id: str | None, topics: list[tuple[str, list[int]]] | None,
                   require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
     """OffsetFetch (``GroupMetadataManager.getOffsets``): (group-level error, partitions).  ``topics`` None: every committed partition.
 
@@ -256,7 +256,7 @@ def _fetched(fields: tuple) -> FetchedOffset:
 
 # --- OffsetDelete -----------------------------------------------------------------------------------
 
-def delete_offsets(coordinator: Coordinator, group_id: str | None, topics: list[tuple[str, list[int]]],
+def delete_offsets(coordinator: GroupShards, group_id: str | None, topics: list[tuple[str, list[int]]],
                    partition_count: PartitionCount) -> Promise:
     """OffsetDelete (KIP-496, ``handleDeleteOffsets``): yields (group error, [(topic, partition, error)]) once tombstones are durable.
 
@@ -364,7 +364,7 @@ def _dies(shard: Shard, group: ClassicGroup, remaining: int, removed: set[TopicP
     return not shard.in_flight_offsets(group_id)
 
 
-def delete_topic_offsets(coordinator: Coordinator, topics: Iterable[str]) -> list[Promise]:
+def delete_topic_offsets(coordinator: GroupShards, topics: Iterable[str]) -> list[Promise]:
     """DeleteTopics: every group's offsets of those topics get tombstones (one batch per shard).
 
     Returns one promise per shard that wrote something.  Shards still loading
