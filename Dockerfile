@@ -22,7 +22,7 @@ RUN python3 -m venv /opt/odradek \
 
 FROM ${BASE_IMAGE}
 # one user and one group, both 10001: files in the data dir belong to 10001:10001, and a bind
-# mount must be chowned to that pair (see the README)
+# mount must be chowned to that pair (see docs/running.md)
 RUN groupadd --system --gid 10001 odradek \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /var/lib/odradek odradek \
     && mkdir -p /var/lib/odradek \

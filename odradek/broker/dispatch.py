@@ -1,7 +1,7 @@
 """The handler table: which API versions this broker serves, and who serves them.
 
 Only APIs with a handler are advertised in ApiVersions, so the table is the
-one truth about what works end to end; the README compatibility table and the
+one truth about what works end to end; the docs compatibility table and the
 tests read it too.
 """
 

@@ -1,5 +1,6 @@
-"""The tables generated into the docs: README's compatibility table (APIs and versions served,
-from the handler table) and docs/CONFIGURATION.md (from the settings).  ``scripts/gen_docs.py`` writes them."""
+"""The tables generated into the docs: docs/compatibility.md's table (APIs and versions served,
+from the handler table) and docs/CONFIGURATION.md (from the settings).  ``scripts/gen_docs.py`` writes
+them (with the test-control pages of ``control/reference.py``)."""
 
 from __future__ import annotations
 

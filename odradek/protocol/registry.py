@@ -1,7 +1,7 @@
 """The one table of APIs: key -> name, declarations and the versions declared.
 
 What the broker *serves* is decided by the broker's handler table (which
-reads this registry); ApiVersions, the README compatibility table and the
+reads this registry); ApiVersions, the docs compatibility table and the
 tests all derive from those two tables.  Message modules are imported on
 first use so start-up only pays for the APIs a client actually calls.
 """

@@ -1,4 +1,4 @@
-"""The README's compose example, run as written (image name and host port aside) with
+"""The compose example of docs/running.md, run as written (image name and host port aside) with
 podman-compose or docker compose where one is installed."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ pytestmark = [pytest.mark.container, pytest.mark.timeout(300)]
 
 
 def readme_compose() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "running.md").read_text()
     blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
     found = [b for b in blocks if "services:" in b and "odradek health --bootstrap kafka:9092" in b]
-    assert found, "README has no compose example"
+    assert found, "docs/running.md has no compose example"
     return found[0]
 
 

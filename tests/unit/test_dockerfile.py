@@ -85,7 +85,7 @@ def test_build_context_leaves_out_local_state():
         assert entry in ignored
 
 
-def test_readme_tells_podman_users_to_keep_the_health_check():
+def test_docs_tell_podman_users_to_keep_the_health_check():
     """Under podman's default OCI format the HEALTHCHECK is dropped (with only a warning)."""
-    readme = (ROOT / "README.md").read_text()
-    assert "podman build --format docker" in readme
+    running = (ROOT / "docs" / "running.md").read_text()
+    assert "podman build --format docker" in running

@@ -1,15 +1,19 @@
-"""The README's promises stay true: generated tables current, CI runs the README command."""
+"""The docs' promises stay true: generated pages current, CI runs the README command, the README's
+links and the documented container settings work."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_generated_docs_are_current():
-    """README's compatibility table and docs/CONFIGURATION.md come from the code's own tables."""
+    """docs/compatibility.md's table, docs/CONFIGURATION.md, docs/control-operations.md and
+    docs/captured-fields.md come from the code's own tables."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("gen_docs", ROOT / "scripts" / "gen_docs.py")
@@ -46,3 +50,57 @@ def test_clients_tested_line_names_the_installed_series():
     for name in ("kafka-python", "aiokafka", "confluent-kafka"):
         assert series(tested[name]) == series(version(name)), name
     assert "bundled librdkafka" in tested["confluent-kafka"]
+
+
+def test_readme_links_reach_files():
+    """The README is a landing page of links into docs/: each must name a file of the checkout."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = [t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", readme) if "://" not in t]
+    assert targets
+    assert [t for t in targets if not (ROOT / t).exists()] == []
+
+
+def test_the_documented_container_control_settings_are_the_settings():
+    """docs/test-control.md's container example configures the control endpoint and capture
+    through KAFKA_* variables: they must name those settings."""
+    from odradek.broker.config import Config
+
+    page = (ROOT / "docs" / "test-control.md").read_text(encoding="utf-8")
+    compose = dict(re.findall(r"^\s+(KAFKA_ODRADEK_\w+): \"([^\"]*)\"", page, re.M))
+    assert set(compose) == {"KAFKA_ODRADEK_CONTROL_LISTENER", "KAFKA_ODRADEK_CONTROL_CAPTURE_REQUESTS"}
+    config = Config.load(None, environ=compose)
+    assert config["odradek.control.listener"] == "0.0.0.0:9644"
+    assert config["odradek.control.capture.requests"] == 1000
+
+
+KAFKA_SPECS = ROOT.parent / "shared" / "kafka-spec" / "kafka-4.2" / "messages"
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not KAFKA_SPECS.is_dir(),
+                    reason=f"Kafka's message specs not found at {KAFKA_SPECS} (optional; kept outside the repository)")
+def test_captured_field_names_are_kafkas_json_names():
+    """docs/captured-fields.md says each attribute is Kafka's JSON field name in snake_case: every
+    served request field's CamelCase form is a field name of Kafka 4.2's definition of that request,
+    except the fields of versions Kafka 4 no longer defines."""
+    import json
+
+    from odradek.broker.control.reference import _camel, _fields
+    from odradek.protocol.registry import APIS
+
+    dropped_by_kafka_4 = {"MaxNumOffsets", "CommitTimestamp"}  # ListOffsets v0, OffsetCommit v1
+
+    def names(node) -> set[str]:
+        found = set()
+        for f in node.get("fields", []) + node.get("commonStructs", []):
+            found |= {f["name"].lower()} | names(f)
+        return found
+
+    wrong = []
+    for spec in APIS.values():
+        text = (KAFKA_SPECS / f"{spec.name}Request.json").read_text(encoding="utf-8")
+        kafka = names(json.loads("\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("//"))))
+        for path, _, f in _fields(spec.request.fields, "", ""):
+            if _camel(f.name).lower() not in kafka and _camel(f.name) not in dropped_by_kafka_4:
+                wrong.append(f"{spec.name}: {path}")
+    assert wrong == []
