@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import socket
 import threading
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -42,6 +41,7 @@ from .runtime.runtime import CoordinatorRuntime
 from .security import guards, oauthbearer, scram  # noqa: F401  (register their SASL mechanisms)
 from .security.acls import AclOperation
 from .security.authorizer import Authorizer
+from .security.listeners import Endpoint
 from .security.scram_store import ScramCredentialStore
 from .security.served import ServedListener, build_listeners
 from .server import KafkaServer
@@ -49,16 +49,6 @@ from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
 
 log = structlog.get_logger("odradek.broker")
-
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """What clients are told: this node's id, host and port."""
-
-    node_id: int
-    host: str
-    port: int
 
 
 class BrokerApp:
@@ -223,6 +213,14 @@ class BrokerApp:
         config = self.logs.config_for(topic).with_topic_config({"segment.bytes": self.config[segment_bytes_setting]})
         return [self.logs.create(topic, p, config) for p in range(n)]
 
+    def reopen_coordinators(self) -> None:
+        """Fresh coordinators on the offsets and transaction topics' current logs (a reset's switch):
+        Loading until ``load()``; the old transaction coordinator forgets its ids first."""
+        self.coordinator = self._open_coordinator()
+        if self.txn_coordinator is not None:  # transactional ids go too (their markers stop)
+            self.txn_coordinator.unload()
+            self.txn_coordinator = self._open_txn_coordinator()
+
     def _open_coordinator(self) -> Coordinator:
         logs = self._coordinator_logs(OFFSETS_TOPIC, self.coordinator_config.num_partitions,
                                       "offsets.topic.segment.bytes")
@@ -292,3 +290,8 @@ class BrokerApp:
     def endpoint_for(self, listener: str) -> Endpoint:
         """What a request that arrived on ``listener`` is told (Metadata, FindCoordinator)."""
         return self.endpoints.get(listener, self.endpoint)
+
+
+def served_apis(config: Config) -> dict[int, tuple[int, int]]:
+    """{api key: (min, max)} a broker of ``config`` serves (the generated docs' tables read it)."""
+    return {key: (lo, hi) for key, lo, hi in BrokerApp(config).handlers.served()}

@@ -18,10 +18,7 @@ CLIENTS_TESTED = [
 
 def served_table() -> list[tuple[int, str, str, str]]:
     """(key, name, versions served, versions declared) for every API in the registry."""
-    from .app import BrokerApp
-
-    app = BrokerApp(Config.load(None, environ={}))
-    served = {k: (lo, hi) for k, lo, hi in app.handlers.served()}
+    served = _served({})
     rows = []
     for key, spec in sorted(APIS.items()):
         lo_hi = served.get(key)
@@ -31,10 +28,9 @@ def served_table() -> list[tuple[int, str, str, str]]:
 
 
 def _served(overrides: dict[str, str]) -> dict[int, tuple[int, int]]:
-    from .app import BrokerApp
+    from .app import served_apis  # what the wiring registers
 
-    app = BrokerApp(Config.load(None, environ={}, overrides=overrides))
-    return {k: (lo, hi) for k, lo, hi in app.handlers.served()}
+    return served_apis(Config.load(None, environ={}, overrides=overrides))
 
 
 def emulation_markdown() -> list[str]:

@@ -15,7 +15,7 @@ import asyncio
 import threading
 from bisect import bisect_left
 from collections import Counter as Tally
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -24,7 +24,20 @@ from prometheus_client.exposition import generate_latest, start_http_server
 from ..protocol.registry import APIS
 
 if TYPE_CHECKING:
-    from .app import BrokerApp
+    from ..storage.log_manager import LogManager
+    from .coordinator.service import Coordinator
+    from .server import KafkaServer
+
+
+class MetricServices(Protocol):
+    """What a scrape reads of the broker (``BrokerApp`` wires it), on the broker's loop."""
+
+    loop: asyncio.AbstractEventLoop | None
+    loop_thread: threading.Thread | None
+    server: KafkaServer
+    listeners: list[Any]
+    logs: LogManager
+    coordinator: Coordinator | None
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -72,7 +85,7 @@ class Metrics:
             latency.add_metric(labels, buckets, stats.total)
         return [requests, latency]
 
-    def attach(self, app: BrokerApp) -> None:
+    def attach(self, app: MetricServices) -> None:
         self.registry.register(_StateCollector(app, self))
 
     def render(self) -> bytes:
@@ -101,7 +114,7 @@ _EVENT_HELP = {
 class _StateCollector:
     """Reads broker state at scrape time, on the broker's loop when called from another thread."""
 
-    def __init__(self, app: BrokerApp, metrics: Metrics):
+    def __init__(self, app: MetricServices, metrics: Metrics):
         self.app = app
         self.metrics = metrics
 
@@ -135,7 +148,7 @@ async def _call(fn):
     return fn()
 
 
-def _event_counts(app: BrokerApp) -> Tally[str]:
+def _event_counts(app: MetricServices) -> Tally[str]:
     counts: Tally[str] = Tally()
     if app.coordinator is not None:
         for shard in app.coordinator.shards:
@@ -144,7 +157,7 @@ def _event_counts(app: BrokerApp) -> Tally[str]:
     return counts
 
 
-def _security_families(app: BrokerApp) -> list:
+def _security_families(app: MetricServices) -> list:
     """Connections per listener and authentication outcomes (Kafka's per-listener
     successful/failed-authentication-total, expired-connections-killed-count)."""
     by_listener = GaugeMetricFamily("odradek_listener_connections", "Open client connections per listener",
@@ -170,7 +183,7 @@ def _security_families(app: BrokerApp) -> list:
     return [by_listener, auth, expired, tls]
 
 
-def _log_families(app: BrokerApp) -> list:
+def _log_families(app: MetricServices) -> list:
     size = GaugeMetricFamily("odradek_log_size_bytes", "Bytes on disk per partition",
                              labels=["topic", "partition"])
     end = GaugeMetricFamily("odradek_log_end_offset", "Next offset per partition",
@@ -182,7 +195,7 @@ def _log_families(app: BrokerApp) -> list:
     return [size, end]
 
 
-def _coordinator_families(app: BrokerApp) -> list:
+def _coordinator_families(app: MetricServices) -> list:
     from .coordinator.state import GroupState
 
     coordinator = app.coordinator

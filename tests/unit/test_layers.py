@@ -149,3 +149,121 @@ def test_comments_cite_nothing_outside_the_repository():
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if outside.search(line)]
     assert found == []
+
+
+# --- what a module uses of the running broker: named in its signature, wired by BrokerApp ---------
+
+WIRING = ("odradek.broker.app", "odradek.broker.cli", "odradek.testing")
+
+
+def services_protocols() -> dict[str, dict[str, type]]:
+    """{module: {name: class}} of every ``...Services`` protocol: what a module uses of the broker."""
+    import importlib
+    from typing import Protocol
+
+    found: dict[str, dict[str, type]] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = [n.name for n in tree.body if isinstance(n, ast.ClassDef) and n.name.endswith("Services")]
+        if names:
+            module = importlib.import_module(module_name(path))
+            classes = {n: getattr(module, n) for n in names}
+            assert all(Protocol in c.__mro__ for c in classes.values()), module.__name__
+            found[module.__name__] = classes
+    return found
+
+
+def members(protocol: type) -> set[str]:
+    names: set[str] = set()
+    for cls in protocol.__mro__:
+        if cls.__name__.endswith("Services"):
+            names |= set(cls.__dict__.get("__annotations__", {}))
+            names |= {n for n, v in vars(cls).items()
+                      if not n.startswith("__") and (callable(v) or isinstance(v, property))}
+    return names
+
+
+def _annotation_name(node: ast.expr | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _uses(tree: ast.AST, protocols: dict[str, set[str]]) -> list[tuple[str, str, int]]:
+    """(protocol, attribute, line) for every ``param.attr`` (or ``self.x.attr`` where ``self.x = param``)
+    read or written through a parameter annotated with one of ``protocols``."""
+    found = []
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    held: dict[tuple[int, str], str] = {}  # (class node id, self attribute) -> protocol
+    for cls in classes:
+        for fn in (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            params = {a.arg: _annotation_name(a.annotation) for a in fn.args.args + fn.args.kwonlyargs}
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
+                        and params.get(node.value.id) in protocols:
+                    for target in node.targets:
+                        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                                and target.value.id == "self":
+                            held[(id(cls), target.attr)] = params[node.value.id]
+    for fn in functions:
+        params = {a.arg: _annotation_name(a.annotation) for a in fn.args.args + fn.args.kwonlyargs}
+        typed = {name: p for name, p in params.items() if p in protocols}
+        owner = next((c for c in classes if fn in c.body), None)
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Attribute):
+                continue
+            base = node.value
+            if isinstance(base, ast.Name) and base.id in typed:
+                found.append((typed[base.id], node.attr, node.lineno))
+            elif owner is not None and isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) \
+                    and base.value.id == "self" and (id(owner), base.attr) in held:
+                found.append((held[(id(owner), base.attr)], node.attr, node.lineno))
+            # a local alias (``app = self.app``) is followed too
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and isinstance(node.value, ast.Attribute) and isinstance(node.value.value, ast.Name) \
+                    and node.value.value.id == "self" and owner is not None \
+                    and (id(owner), node.value.attr) in held:
+                alias, protocol = node.targets[0].id, held[(id(owner), node.value.attr)]
+                found += [(protocol, n.attr, n.lineno) for n in ast.walk(fn)
+                          if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == alias]
+    return found
+
+
+def test_only_the_wiring_imports_broker_app():
+    """``BrokerApp`` is where things are wired, not a service modules import: they name what they use."""
+    importers = []
+    for path in sorted(ROOT.rglob("*.py")):
+        name = module_name(path)
+        if name.startswith(WIRING):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and any(a.name == "BrokerApp" for a in node.names):
+                importers.append(name)
+    assert importers == []
+
+
+def test_a_module_touches_only_what_its_signature_names():
+    """Every attribute a module reads or sets through a ``...Services`` parameter is a member of that
+    protocol, so the signature says what the code touches."""
+    outside = []
+    for module, classes in services_protocols().items():
+        path = ROOT.parent / (module.replace(".", "/") + ".py")
+        if not path.exists():
+            path = ROOT.parent / module.replace(".", "/") / "__init__.py"
+        protocols = {name: members(cls) for name, cls in classes.items()}
+        outside += [f"{module}:{line} {protocol}.{attr}"
+                    for protocol, attr, line in _uses(ast.parse(path.read_text(encoding="utf-8")), protocols)
+                    if attr not in protocols[protocol]]
+    assert outside == []
+
+
+def test_broker_app_provides_every_service(tmp_path):
+    from odradek.broker.app import BrokerApp
+    from odradek.broker.config import Config
+
+    app = BrokerApp(Config.load(None, environ={}, overrides={"log.dirs": str(tmp_path)}))
+    missing = [f"{module}.{name}.{member}" for module, classes in services_protocols().items()
+               for name, cls in classes.items() for member in sorted(members(cls)) if not hasattr(app, member)]
+    assert missing == []

@@ -12,17 +12,20 @@ set, and never meant for a production broker.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..dispatch import RequestContext
 from . import clock_ops
 from .capture import CapturedRequest, RequestCapture
+from .clock_ops import ClockServices
 from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule
-from .reset import reset_broker
+from .reset import ResetServices, reset_broker
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ..dispatch import HandlerTable
+    from ..server import KafkaServer
 
 # the requests a group coordinator answers (what a coordinator move makes fail)
 GROUP_APIS = ("OffsetCommit", "OffsetFetch", "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup",
@@ -32,11 +35,20 @@ COORDINATOR_ERRORS = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDI
 __all__ = ["BrokerControl", "CapturedRequest", "FaultRule"]
 
 
+class ControlServices(ResetServices, ClockServices, Protocol):
+    """What test control uses of the broker (``BrokerApp`` wires it): the server (faults, capture,
+    broker down), the handler table (which versions a rule may name), and what reset and the clock use."""
+
+    server: KafkaServer
+    handlers: HandlerTable
+
+
 class BrokerControl:
     """The operations a test (or ``odradek control``) can perform on a running broker."""
 
-    def __init__(self, app: BrokerApp, capture_requests: int = 0) -> None:
+    def __init__(self, app: ControlServices, capture_requests: int = 0) -> None:
         self._app = app
+        self._reset_lock = asyncio.Lock()  # one reset at a time
         self._rules = FaultRules()
         self._capture = RequestCapture(capture_requests)
         self._next_id = 1
@@ -158,7 +170,7 @@ class BrokerControl:
         state, fault rules and captured requests; crash-safe, connections stay open.  Returns
         what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
         faults = self.clear_faults()  # first: no rule may fail the clients' first requests after
-        gone = await reset_broker(self._app)
+        gone = await reset_broker(self._app, self._reset_lock)
         self.clear_capture()  # last: what was captured during the reset goes too
         return {**gone, "faults": faults}
 

@@ -12,30 +12,38 @@ and a client's own timers are real time.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ...storage.log_manager import LogManager
+    from ..clock import Clock
+
+
+class ClockServices(Protocol):
+    """What moving the clock uses of the broker (``BrokerApp`` wires it)."""
+
+    clock: Clock
+    logs: LogManager  # due log maintenance runs after an advance
 
 
 class ClockNotControllable(RuntimeError):
     """The broker was built with a clock a test cannot move (not ``BrokerClock``/``ManualClock``)."""
 
 
-def _clock(app: BrokerApp) -> Any:
+def _clock(app: ClockServices) -> Any:
     clock = app.clock
     if not hasattr(clock, "advance"):
         raise ClockNotControllable(f"{type(clock).__name__} cannot be advanced")
     return clock
 
 
-def clock_state(app: BrokerApp) -> dict[str, Any]:
+def clock_state(app: ClockServices) -> dict[str, Any]:
     clock = app.clock
     return {"now_ms": clock.now_ms(), "frozen": bool(getattr(clock, "frozen", True)),
             "offset_ms": getattr(clock, "offset_ms", None)}
 
 
-async def advance(app: BrokerApp, ms: int) -> dict[str, Any]:
+async def advance(app: ClockServices, ms: int) -> dict[str, Any]:
     """Advance by ``ms``; timers due on the way fire in deadline order, then due log maintenance runs."""
     if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
         raise ValueError(f"advance needs a whole, non-negative number of milliseconds, got {ms!r}")
@@ -44,14 +52,14 @@ async def advance(app: BrokerApp, ms: int) -> dict[str, Any]:
     return clock_state(app)
 
 
-def freeze(app: BrokerApp) -> dict[str, Any]:
+def freeze(app: ClockServices) -> dict[str, Any]:
     clock = _clock(app)
     if hasattr(clock, "freeze"):
         clock.freeze()
     return clock_state(app)
 
 
-def unfreeze(app: BrokerApp) -> dict[str, Any]:
+def unfreeze(app: ClockServices) -> dict[str, Any]:
     clock = _clock(app)
     if not hasattr(clock, "unfreeze"):
         raise ClockNotControllable(f"{type(clock).__name__} only moves when advanced")

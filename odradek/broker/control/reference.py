@@ -65,10 +65,10 @@ def _arguments(fn, plain: bool = False) -> str:
 
 def captured_fields_markdown() -> str:
     """docs/captured-fields.md: the attribute path of every request field, per served API."""
-    from ..app import BrokerApp
+    from ..app import served_apis  # what the wiring registers
     from ..config import Config
 
-    served = {k: (lo, hi) for k, lo, hi in BrokerApp(Config.load(None, environ={})).handlers.served()}
+    served = served_apis(Config.load(None, environ={}))
     lines = [
         "# Captured request bodies: field names",
         "",
