@@ -26,7 +26,7 @@ fsync); otherwise the answer is built synchronously, without a task.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode
 from ..coordinator.offsets import (
@@ -42,12 +42,24 @@ from ..dispatch import HandlerTable, Later, RequestContext, answer_when
 from ..runtime.promise import Promise
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ..coordinator.service import Coordinator
+    from ..dataplane import TopicRegistry
+    from ..txn import TransactionCoordinator
+
+
+class OffsetServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): the group coordinator, which
+    topics exist, the transaction coordinator's verification."""
+
+    coordinator: Coordinator | None
+    topics: TopicRegistry
+    txn_coordinator: TransactionCoordinator | None
+
 
 OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT, OFFSET_DELETE = 8, 9, 28, 47
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: OffsetServices) -> None:
     table.register(OFFSET_COMMIT, partial(offset_commit, app))
     table.register(OFFSET_FETCH, partial(offset_fetch, app))
     table.register(TXN_OFFSET_COMMIT, partial(txn_offset_commit, app), "0-3")
@@ -73,7 +85,7 @@ def partition_counter(app: Any) -> PartitionCount:
 # by attribute (construct's ``Container.__getattr__`` is Python code), and partitions
 # travel as plain ``PartitionCommit``-shaped tuples.
 
-def offset_commit(app: BrokerApp, ctx: RequestContext, req) -> Any:
+def offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
     partitions = [(t["name"], p["partition_index"], p["committed_offset"],
                    p["committed_leader_epoch"], p["committed_metadata"], p["commit_timestamp"])
                   for t in req["topics"] for p in t["partitions"]]
@@ -100,7 +112,7 @@ def commit_response(req, errors: list[ErrorCode]) -> dict:
 
 # --- TxnOffsetCommit ---------------------------------------------------------------------------------
 
-def txn_offset_commit(app: BrokerApp, ctx: RequestContext, req) -> Any:
+def txn_offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
     partitions = [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
                   for t in req.topics for p in t.partitions]
     coordinator = app.coordinator
@@ -132,7 +144,7 @@ def txn_commit_response(req, version: int, errors: list[ErrorCode]) -> dict:
 
 # --- OffsetFetch ------------------------------------------------------------------------------------
 
-def offset_fetch(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def offset_fetch(app: OffsetServices, ctx: RequestContext, req) -> dict:
     version = ctx.api_version
     if version >= 8:
         return {"throttle_time_ms": 0,
@@ -148,7 +160,7 @@ def offset_fetch(app: BrokerApp, ctx: RequestContext, req) -> dict:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "topics": fetched_topics(parts)}
 
 
-def _fetch_group(app: BrokerApp, group_id: str, topics, require_stable: bool) -> dict:
+def _fetch_group(app: OffsetServices, group_id: str, topics, require_stable: bool) -> dict:
     error, parts = _fetch(app, group_id, _wanted(topics), require_stable)
     return {"group_id": group_id, "error_code": error, "topics": fetched_topics(parts)}
 
@@ -157,7 +169,7 @@ def _wanted(topics) -> list[tuple[str, list[int]]] | None:
     return None if topics is None else [(t["name"], t["partition_indexes"]) for t in topics]
 
 
-def _fetch(app: BrokerApp, group_id: str, topics, require_stable: bool
+def _fetch(app: OffsetServices, group_id: str, topics, require_stable: bool
            ) -> tuple[ErrorCode, list[FetchedOffset]]:
     if app.coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
@@ -180,7 +192,7 @@ def fetched_topics(parts: list[FetchedOffset]) -> list[dict]:
 
 # --- OffsetDelete -------------------------------------------------------------------------------------
 
-def offset_delete(app: BrokerApp, ctx: RequestContext, req) -> Any:
+def offset_delete(app: OffsetServices, ctx: RequestContext, req) -> Any:
     topics = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
     if app.coordinator is None:
         promise = Promise.resolved((ErrorCode.COORDINATOR_NOT_AVAILABLE, []))

@@ -14,7 +14,7 @@ import asyncio
 import inspect
 from collections import Counter
 from functools import lru_cache, partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -25,7 +25,34 @@ from ..dataplane.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicError
 from ..dispatch import HandlerTable, RequestContext
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ...storage.config import LogConfig
+    from ...storage.log_manager import LogManager
+    from ..config import Config
+    from ..coordinator.service import Coordinator
+    from ..dataplane import DataPlane, TopicRegistry
+    from ..dynamic_config import DynamicBrokerConfig
+
+
+class MetadataServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): what topic metadata reads."""
+
+    config: Config
+    node_id: int
+    cluster_id: str
+    topics: TopicRegistry
+    logs: LogManager
+
+
+class TopicServices(MetadataServices, Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): what creating and deleting
+    topics also uses."""
+
+    log_config: LogConfig
+    dynamic_config: DynamicBrokerConfig
+    dataplane: DataPlane
+    coordinator: Coordinator | None
+    coordinator_loaded: asyncio.Event
+
 
 log = structlog.get_logger("odradek.topics")
 
@@ -35,7 +62,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: TopicServices) -> None:
     table.register(19, partial(create_topics, app))
     table.register(20, partial(delete_topics, app))
 
@@ -50,7 +77,7 @@ def _partitions(count: int, node_id: int) -> tuple[dict, ...]:
                   "offline_replicas": []} for p in range(count))
 
 
-def _topic_entry(app: BrokerApp, name: str, topic_id, count: int, ops: int) -> dict:
+def _topic_entry(app: MetadataServices, name: str, topic_id, count: int, ops: int) -> dict:
     return {"error_code": ErrorCode.NONE, "name": name, "topic_id": topic_id,
             "is_internal": name in INTERNAL_TOPICS, "partitions": list(_partitions(count, app.node_id)),
             "topic_authorized_operations": ops}
@@ -61,7 +88,7 @@ def _error_entry(code: ErrorCode, name: str | None, topic_id=ZERO_UUID) -> dict:
             "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def _describe(app: BrokerApp, name: str, ops: int) -> dict | None:
+def _describe(app: MetadataServices, name: str, ops: int) -> dict | None:
     topic = app.topics.get(name)
     if topic is not None:
         return _topic_entry(app, name, topic.topic_id, topic.partitions, ops)
@@ -72,11 +99,11 @@ def _describe(app: BrokerApp, name: str, ops: int) -> dict | None:
     return None
 
 
-def _offsets_topic_used(app: BrokerApp) -> bool:
+def _offsets_topic_used(app: MetadataServices) -> bool:
     return any(lg.log_end_offset > 0 for (t, _p), lg in app.logs.logs().items() if t == OFFSETS_TOPIC)
 
 
-async def topic_metadata(app: BrokerApp, ctx: RequestContext, req) -> list[dict]:
+async def topic_metadata(app: MetadataServices, ctx: RequestContext, req) -> list[dict]:
     """The ``topics`` of a Metadata response: null = all, [] = none; auto-creates if allowed.
 
     v0 has no null: an empty list asks for every topic (``MetadataRequest.isAllTopics``).
@@ -98,7 +125,7 @@ async def topic_metadata(app: BrokerApp, ctx: RequestContext, req) -> list[dict]
     return out
 
 
-async def _requested_topic(app: BrokerApp, t, allow_auto: bool, ops: int) -> dict:
+async def _requested_topic(app: MetadataServices, t, allow_auto: bool, ops: int) -> dict:
     name = t.name
     if name is None:  # v10+: by topic id
         topic = app.topics.by_id(t.topic_id)
@@ -120,13 +147,13 @@ async def _requested_topic(app: BrokerApp, t, allow_auto: bool, ops: int) -> dic
 
 # --- CreateTopics -----------------------------------------------------------------------
 
-def _config_entries(app: BrokerApp, overrides: dict[str, str]) -> list[dict]:
+def _config_entries(app: TopicServices, overrides: dict[str, str]) -> list[dict]:
     entries = topic_configs.describe(overrides, app.log_config, app.dynamic_config)
     return [{"name": e.name, "value": e.value, "read_only": False, "config_source": e.source,
              "is_sensitive": False} for e in entries]
 
 
-async def create_topics(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def create_topics(app: TopicServices, ctx: RequestContext, req) -> dict:
     counts = Counter(t.name for t in req.topics)
     results = []
     for t in req.topics:
@@ -146,7 +173,7 @@ def _create_error(name: str, code: ErrorCode, message: str) -> dict:
             "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": None}
 
 
-async def _create_one(app: BrokerApp, t, validate_only: bool) -> dict:
+async def _create_one(app: TopicServices, t, validate_only: bool) -> dict:
     registry = app.topics
     registry.check_name(t.name)
     registry.check_identity(t.name)
@@ -159,7 +186,7 @@ async def _create_one(app: BrokerApp, t, validate_only: bool) -> dict:
             "configs": _config_entries(app, topic.configs)}
 
 
-def _partition_count(app: BrokerApp, t) -> int:
+def _partition_count(app: TopicServices, t) -> int:
     """Partitions asked for, by count or by assignment; one replica on this node is all there is."""
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
@@ -188,7 +215,7 @@ def _partition_count(app: BrokerApp, t) -> int:
 
 # --- DeleteTopics -----------------------------------------------------------------------
 
-async def delete_topics(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def delete_topics(app: TopicServices, ctx: RequestContext, req) -> dict:
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -208,7 +235,7 @@ async def delete_topics(app: BrokerApp, ctx: RequestContext, req) -> dict:
     return {"throttle_time_ms": 0, "responses": results}
 
 
-async def _delete_one(app: BrokerApp, name: str | None, topic_id) -> str:
+async def _delete_one(app: TopicServices, name: str | None, topic_id) -> str:
     if not app.config["delete.topic.enable"]:
         raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
     if name is not None and topic_id != ZERO_UUID:
@@ -226,7 +253,7 @@ async def _delete_one(app: BrokerApp, name: str | None, topic_id) -> str:
 OFFSETS_CLEANUP_WAIT_S = 10.0
 
 
-async def forget_offsets(app: BrokerApp, names: list[str]) -> None:
+async def forget_offsets(app: TopicServices, names: list[str]) -> None:
     """Committed offsets of deleted topics go too (the coordinator implements the hook);
     the registry calls this between removing a topic's logs and its deletion marker.
 
