@@ -15,10 +15,10 @@ from ..offsets.records import partition_for
 from ..storage.config import FsyncMode, LogConfig
 from ..storage.log import Log
 from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
+from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
 from .clock import BrokerClock, Clock
 from .config import WILDCARD_HOSTS, Config, parse_address
 from .control import BrokerControl
-from .control.endpoint import ControlEndpoint
 from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
 from .coordinator.service import Coordinator

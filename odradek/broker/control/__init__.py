@@ -1,7 +1,7 @@
 """Test control: fault rules, broker-level faults and request capture, behind one facade.
 
 :class:`BrokerControl`'s public methods *are* the operations: the in-process
-test API (``odradek.testing``), the control endpoint (``endpoint.py``) and
+test API (``odradek.testing``), the control endpoint (``web/control.py``) and
 ``odradek control`` call them by name, so a method added here is reachable
 from all three.  Every method runs on the broker's event loop (the threaded
 broker and the endpoint make sure of it) and returns plain values.
