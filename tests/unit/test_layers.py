@@ -276,3 +276,18 @@ def test_broker_app_provides_every_service(tmp_path):
     missing = [f"{module}.{name}.{member}" for module, classes in services_protocols().items()
                for name, cls in classes.items() for member in sorted(members(cls)) if not hasattr(app, member)]
     assert missing == []
+
+
+def test_every_app_parameter_names_its_services():
+    """Outside the wiring, a parameter holding the broker (``app``) is typed by a ``...Services``
+    protocol, so no function takes the whole broker unnamed."""
+    untyped = []
+    for path in sorted(ROOT.rglob("*.py")):
+        name = module_name(path)
+        if name.startswith(WIRING):
+            continue
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                untyped += [f"{name}.{fn.name}" for a in fn.args.args + fn.args.kwonlyargs
+                            if a.arg == "app" and not (_annotation_name(a.annotation) or "").endswith("Services")]
+    assert untyped == []

@@ -70,7 +70,7 @@ def _no_topics(topic: str) -> int | None:
     return None
 
 
-def partition_counter(app: Any) -> PartitionCount:
+def partition_counter(app: OffsetServices) -> PartitionCount:
     """The one accessor for "does this topic exist": the data plane's, if it is there.
 
     Without a data plane every topic is unknown (UNKNOWN_TOPIC_OR_PARTITION).
