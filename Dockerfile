@@ -4,6 +4,8 @@
 #   docker run -p 9092:9092 odradek        # clients use localhost:9092
 # Configure with KAFKA_* variables (official Kafka image convention), e.g.
 #   -e KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://broker:9092 -e KAFKA_OFFSETS_RETENTION_MINUTES=60
+# The test control endpoint is off; -e KAFKA_ODRADEK_CONTROL_LISTENER=9644 -p 127.0.0.1:9644:9644 turns
+# it on, bound to every interface of the container (loopback there is unreachable through -p).
 # BASE_IMAGE picks another Python 3.11+ image (with venv) to build on, e.g. one made locally
 # where no registry is reachable (scripts/container.sh does that).
 
@@ -33,6 +35,7 @@ ENV PATH=/opt/odradek/bin:$PATH \
     KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092 \
     KAFKA_LOG_DIRS=/var/lib/odradek \
     KAFKA_LOG_FORMAT=json \
+    KAFKA_ODRADEK_CONTROL_HOST=0.0.0.0 \
     PYTHONUNBUFFERED=1
 VOLUME ["/var/lib/odradek"]
 EXPOSE 9092

@@ -8,9 +8,12 @@
 #                                        with debootstrap from the mirror in apt's sources (cached)
 #   scripts/container.sh build [TAG]     build the image from ./Dockerfile (default tag odradek:dev)
 #   scripts/container.sh run [ARGS...]   run it: data in volume odradek-data, port 127.0.0.1:9092
+#                                        (advertised as localhost:PORT); ARGS go to `odradek serve`
 #
 # Environment: ODRADEK_ENGINE (podman|docker) forces the engine, ODRADEK_BASE_IMAGE forces the base
-# image, ODRADEK_IMAGE names the image for `run`, ODRADEK_PORT the host port for `run`.
+# image, ODRADEK_IMAGE names the image for `run`, ODRADEK_PORT the host port for `run`,
+# ODRADEK_CONTROL_PORT a host port for the test control endpoint (off unless set; capture on),
+# ODRADEK_VOLUME the data volume (default odradek-data), ODRADEK_NAME the container's name.
 # Exit status 3 means "no engine and none can be installed here" (not root, or no apt-get).
 set -euo pipefail
 
@@ -146,12 +149,25 @@ build() {
     echo "$tag"
 }
 
+CONTROL_PORT_INSIDE=9644
+
 run() {
-    local eng tty=()
+    local eng tty=() port="${ODRADEK_PORT:-9092}" control=()
     eng="$(engine)"
     [ -t 0 ] && tty=(-it)
-    exec "$eng" run --rm "${tty[@]}" -p "127.0.0.1:${ODRADEK_PORT:-9092}:9092" -v odradek-data:/var/lib/odradek \
-        "${ODRADEK_IMAGE:-odradek:dev}" "$@"
+    # clients bootstrapped on the published port must be told that port (Metadata), not 9092
+    local publish=(-p "127.0.0.1:$port:9092" -e "KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:$port")
+    if [ -n "${ODRADEK_CONTROL_PORT:-}" ]; then
+        # the test control endpoint: every interface inside the container (its loopback is unreachable
+        # through -p), published on the host's loopback only; capture on, as in the test fixtures
+        control=(-p "127.0.0.1:$ODRADEK_CONTROL_PORT:$CONTROL_PORT_INSIDE"
+                 -e "KAFKA_ODRADEK_CONTROL_LISTENER=0.0.0.0:$CONTROL_PORT_INSIDE"
+                 -e "KAFKA_ODRADEK_CONTROL_CAPTURE_REQUESTS=1000")
+    fi
+    local name=()
+    [ -n "${ODRADEK_NAME:-}" ] && name=(--name "$ODRADEK_NAME")
+    exec "$eng" run --rm "${tty[@]}" "${name[@]}" "${publish[@]}" "${control[@]}" \
+        -v "${ODRADEK_VOLUME:-odradek-data}:/var/lib/odradek" "${ODRADEK_IMAGE:-odradek:dev}" "$@"
 }
 
 case "${1:-}" in
@@ -159,5 +175,5 @@ case "${1:-}" in
     base) base "$(engine)" ;;
     build) shift; build "$@" ;;
     run) shift; run "$@" ;;
-    *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

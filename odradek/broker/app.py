@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -17,7 +20,7 @@ from ..storage.log import Log
 from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
 from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
 from .clock import BrokerClock, Clock
-from .config import WILDCARD_HOSTS, Config, parse_address
+from .config import WILDCARD_HOSTS, Config, ConfigError, parse_address
 from .control import BrokerControl
 from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
@@ -49,6 +52,25 @@ from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
 
 log = structlog.get_logger("odradek.broker")
+
+
+_BIND_REASONS = {errno.EADDRINUSE: "the address is in use (another broker or program listens there)",
+                 errno.EADDRNOTAVAIL: "the host is not an address of this machine",
+                 errno.EACCES: "this user may not listen there (a port below 1024?)"}
+
+
+@contextmanager
+def _naming_the_setting(setting: str, host: str, port: int) -> Iterator[None]:
+    """A port that cannot be bound becomes a ConfigError naming the setting to change, instead of
+    asyncio's "error while attempting to bind" (which names neither the setting nor the cure)."""
+    try:
+        yield
+    except OSError as exc:
+        reason = _BIND_REASONS.get(exc.errno)
+        if reason is None:
+            raise
+        raise ConfigError(f"cannot listen on {host or '0.0.0.0'}:{port}: {reason}; "
+                          f"set {setting} to a free port (0 picks one)") from exc
 
 
 class BrokerApp:
@@ -147,8 +169,10 @@ class BrokerApp:
             # every listener's TLS and SASL set-up is checked before the first port opens
             self.listeners = build_listeners(self.config, self.scram_credentials,
                                              self.clock.now_ms)
-            for listener in self.listeners:
-                self.bound.append(await self.server.listen(listener.spec.host, listener.spec.port, listener))
+            for i, listener in enumerate(self.listeners):
+                with _naming_the_setting("listeners (odradek serve --port N)" if i == 0 else "listeners",
+                                         listener.spec.host, listener.spec.port):
+                    self.bound.append(await self.server.listen(listener.spec.host, listener.spec.port, listener))
             write_bound(self.data_dir, self.bound)  # what `odradek health` probes
             self.endpoints = {listener.name: self._advertised(listener, bound)
                               for listener, bound in zip(self.listeners, self.bound, strict=True)}
@@ -156,11 +180,13 @@ class BrokerApp:
             self.metrics.attach(self)
             if self.config["odradek.control.listener"]:
                 self.control_endpoint = ControlEndpoint(self.control)
-                self.control_address = await self.control_endpoint.start(
-                    *parse_address(self.config["odradek.control.listener"]))
+                address = parse_address(self.config["odradek.control.listener"], self.config["odradek.control.host"])
+                with _naming_the_setting("odradek.control.listener", *address):
+                    self.control_address = await self.control_endpoint.start(*address)
             if self.config["metrics.port"] is not None:
-                self.metrics_port = self.metrics.serve(self.config["metrics.host"],
-                                                       self.config["metrics.port"])
+                with _naming_the_setting("metrics.port", self.config["metrics.host"], self.config["metrics.port"]):
+                    self.metrics_port = self.metrics.serve(self.config["metrics.host"],
+                                                           self.config["metrics.port"])
         except BaseException:
             if self.control_endpoint is not None:
                 await self.control_endpoint.stop()

@@ -26,7 +26,16 @@ def _run(coro) -> int:
 
 
 def _load_config(args) -> Config:
-    return Config.load(args.config, overrides=_overrides(args))
+    config = Config.load(args.config, overrides=_overrides(args))
+    if getattr(args, "port", None) is None:
+        return config
+    from .config import port_overrides
+
+    try:
+        shorthand = port_overrides(config, args.port)
+    except ValueError as exc:  # advertised.listeners unreadable: say so as start-up would
+        raise ConfigError(f"advertised.listeners: {exc}") from None
+    return Config.load(args.config, overrides=[*_overrides(args), *(f"{k}={v}" for k, v in shorthand.items())])
 
 
 def _overrides(args) -> list[str]:
@@ -201,7 +210,7 @@ def cmd_control(args) -> int:
     import urllib.error
     import urllib.request
 
-    from .config import parse_address
+    from .config import WILDCARD_HOSTS, parse_address
 
     endpoint = args.endpoint
     if endpoint is None:
@@ -216,6 +225,8 @@ def cmd_control(args) -> int:
             return 2
         endpoint = configured
     host, port = parse_address(endpoint)
+    if host in WILDCARD_HOSTS:  # bound to every interface (the container image): this machine's loopback
+        host = "127.0.0.1"
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/v1/{args.operation or ''}"
     kwargs = dict(_control_argument(item) for item in args.arguments)
     data = json.dumps(kwargs).encode() if args.operation else None
@@ -263,6 +274,13 @@ def _host_port(text: str) -> str:
     return text
 
 
+def _port(text: str) -> int:
+    """argparse type for --port: 0..65535 (0 picks a free one)."""
+    if not text.isdigit() or not 0 <= int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535)")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --debug is accepted before or after the subcommand; SUPPRESS keeps a subcommand's
     # absent flag from overwriting one given before it
@@ -279,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--print-config", action="store_true",
                        help="print the effective settings and where each came from, then exit")
     serve.add_argument("--data-dir", action="append", metavar="DIR", help=DATA_DIR_HELP)
+    serve.add_argument("--port", type=_port, metavar="N",
+                       help="listen on port N (the first listener's port, and its advertised one if set)")
     serve.set_defaults(func=cmd_serve)
 
     fmt = sub.add_parser("format", help="prepare a data dir; add SCRAM users (as kafka-storage format)",
@@ -343,7 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "operation, list the operations. Arguments are NAME=VALUE, VALUE read as JSON "
                     "when it parses (5, [1,2], null) and as a string otherwise. Examples: "
                     "odradek control add_fault api=OffsetCommit error=NOT_COORDINATOR times=2; "
-                    "odradek control broker_down seconds=5; odradek control captured api=JoinGroup")
+                    "odradek control broker_down seconds=5; odradek control advance_clock seconds=60; "
+                    "odradek control captured api=JoinGroup (capture is off unless "
+                    "odradek.control.capture.requests or set_capture turns it on)")
     control.add_argument("operation", nargs="?", help="add_fault, remove_fault, clear_faults, faults, "
                          "coordinator_unavailable, broker_down, broker_up, captured, clear_capture, ...")
     control.add_argument("arguments", nargs="*", metavar="NAME=VALUE")
@@ -358,8 +380,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """Like ``parse_args``, but an unknown flag after a subcommand gets that subcommand's usage
+    (argparse reports it from the top-level parser, whose usage lists only the subcommands)."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     debug = getattr(args, "debug", False) or os.environ.get("ODRADEK_DEBUG", "") not in ("", "0")
     try:
         status = args.func(args)

@@ -52,6 +52,24 @@ def parse_listeners(text: str) -> list[Listener]:
     return out
 
 
+def _listener_text(listener: Listener) -> str:
+    host = f"[{listener.host}]" if ":" in listener.host else listener.host
+    return f"{listener.name}://{host}:{listener.port}"
+
+
+def port_overrides(config: Config, port: int) -> dict[str, str]:
+    """``odradek serve --port N``: the first listener on port N, and its advertised entry (if
+    any) too, so clients are told the port they bootstrapped on; hosts and names are kept (the
+    container image's ``0.0.0.0`` listener advertised as ``localhost``)."""
+    first, *rest = config.listeners
+    out = {"listeners": ",".join(_listener_text(li) for li in [Listener(first.name, first.host, port), *rest])}
+    if config["advertised.listeners"]:
+        advertised = parse_listeners(config["advertised.listeners"])
+        out["advertised.listeners"] = ",".join(
+            _listener_text(Listener(a.name, a.host, port) if a.name == first.name else a) for a in advertised)
+    return out
+
+
 def _bool(text: str) -> bool:
     low = text.strip().lower()
     if low in ("true", "1", "yes", "on"):
@@ -113,15 +131,15 @@ def _listeners(text: str) -> str:
     return text.strip()
 
 
-def parse_address(text: str) -> tuple[str, int]:
-    """``host:port`` or just ``port`` (then 127.0.0.1): where the control endpoint listens."""
+def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """``host:port`` or just ``port`` (then ``default_host``): where the control endpoint listens."""
     text = text.strip()
     host, sep, port = text.rpartition(":")
     if not sep:
-        host, port = "127.0.0.1", text
+        host, port = default_host, text
     if not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"{text!r} is not HOST:PORT or PORT")
-    return host.strip("[]") or "127.0.0.1", int(port)
+    return host.strip("[]") or default_host, int(port)
 
 
 def _control_address(text: str) -> str:
@@ -390,7 +408,8 @@ SETTINGS: list[Setting] = [
     Setting("log.format", _choice("auto", "json", "text"), "auto",
             "Log line format: text (key=value) on a terminal and JSON otherwise when auto."),
     Setting("log.level", _choice("debug", "info", "warning", "error"), "info",
-            "Minimum level of log events."),
+            "Minimum level of log events. The in-process test brokers (odradek.testing, the pytest "
+            "fixtures) default to warning and log to Python's logging (docs/pytest.md)."),
     Setting("log.levels", _log_levels, "",
             "Levels per component on top of log.level, e.g. coordinator=debug,storage=warning "
             "(components: broker, server, coordinator, storage, topics, produce, producers, cli)."),
@@ -401,8 +420,12 @@ SETTINGS: list[Setting] = [
     # test control (fault injection, request capture): a testing tool, never for production
     Setting("odradek.control.listener", _control_address, "",
             "Serve the test control endpoint (faults, capture; `odradek control`) on HOST:PORT, or on "
-            "127.0.0.1:PORT if only a port is given; empty: off. A testing tool with no "
+            "odradek.control.host:PORT if only a port is given; empty: off. A testing tool with no "
             "authentication: never enable it on a production broker."),
+    Setting("odradek.control.host", _str, "127.0.0.1",
+            "Interface of the control endpoint when odradek.control.listener gives only a port. The "
+            "container image sets 0.0.0.0: loopback inside a container is unreachable through a "
+            "published port (-p)."),
     Setting("odradek.control.capture.requests", _int, 0,
             "Keep the last N requests received, decoded, for tests to query (`captured`); 0: off. "
             "The in-process test brokers keep 1000.", low=0, high=10_000_000),
@@ -421,10 +444,21 @@ def env_to_name(var: str) -> str | None:
 
 
 def read_properties(path: str | os.PathLike) -> dict[str, str]:
-    """Java-style ``key=value`` (or ``key: value``) lines; ``#``/``!`` comments."""
+    """Java-style ``key=value`` (or ``key: value``) lines; ``#``/``!`` comments.
+
+    A path that cannot be a config file -- a directory (the data dir given where the config goes),
+    a binary file, text without a single ``key=value`` line -- is a ConfigError saying so, rather
+    than a config of defaults that reads some other directory."""
     out: dict[str, str] = {}
-    text = Path(path).read_text(encoding="utf-8")
+    if Path(path).is_dir():
+        raise ConfigError(f"{path} is a directory, not a config file (server.properties); "
+                          "a data directory is given with --data-dir")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not a config file (server.properties): it is not text") from None
     lines = iter(text.splitlines())
+    separators = 0
     for line in lines:
         line = line.strip()
         while line.endswith("\\"):
@@ -435,7 +469,10 @@ def read_properties(path: str | os.PathLike) -> dict[str, str]:
         if sep < 0:
             out[line] = ""
         else:
+            separators += 1
             out[line[:sep].strip()] = line[sep + 1:].strip()
+    if out and not separators:
+        raise ConfigError(f"{path} is not a config file (server.properties): no line is key=value")
     return out
 
 

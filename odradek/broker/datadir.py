@@ -33,19 +33,21 @@ def prepare_data_dir(data_dir: Path, setting: str = "log.dirs (--data-dir)") -> 
         data_dir.mkdir(parents=True, exist_ok=True)
         if not os.access(data_dir, os.W_OK | os.X_OK):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(data_dir))
-    except FileExistsError:
-        reason = "it is a file, not a directory"
-    except NotADirectoryError:
-        reason = "part of its path is a file, not a directory"
-    except PermissionError:  # e.g. a root-owned bind mount into the container
-        raise DataDirError(f"{not_writable(data_dir)}; or set {setting} to a directory this "
-                           "user can write") from None
     except OSError as exc:
-        reason = exc.strerror or str(exc)
+        raise DataDirError(_unusable(data_dir, setting, exc)) from None
+
+
+def _unusable(data_dir: Path, setting: str, exc: OSError) -> str:
+    """Why the data dir cannot be made or written, naming the setting to change."""
+    if isinstance(exc, PermissionError) or exc.errno == errno.EROFS:  # e.g. a root-owned or :ro mount
+        return f"{not_writable(data_dir)}; or set {setting} to a directory this user can write"
+    if isinstance(exc, FileExistsError):
+        reason = "it is a file, not a directory"
+    elif isinstance(exc, NotADirectoryError):
+        reason = "part of its path is a file, not a directory"
     else:
-        return
-    raise DataDirError(f"cannot use {data_dir} as the data directory ({reason}): "
-                       f"set {setting} to a directory this user can write") from None
+        reason = exc.strerror or str(exc)
+    return f"cannot use {data_dir} as the data directory ({reason}): set {setting} to a directory this user can write"
 
 
 def new_cluster_id() -> str:
@@ -96,7 +98,9 @@ class DirLock:
     def acquire(self) -> None:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except PermissionError:
+        except OSError as exc:
+            if not isinstance(exc, PermissionError) and exc.errno != errno.EROFS:
+                raise
             raise DataDirError(not_writable(self.path.parent)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -136,9 +140,33 @@ def parse_holder(text: str) -> dict[str, str]:
     return dict(w.split("=", 1) for w in words if "=" in w)
 
 
+def read_only_file_system(path: Path) -> bool:
+    """Is ``path`` (or, if missing, its nearest existing parent) on a file system mounted read-only?"""
+    for candidate in (path, *path.parents):
+        try:
+            return bool(os.statvfs(candidate).f_flag & os.ST_RDONLY)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False
+    return False
+
+
 def not_writable(path: Path) -> str:
-    """What to do when the data dir belongs to someone else (a root-owned bind mount)."""
+    """Why the data dir cannot be written and what to do: a read-only file system (a ``:ro``
+    mount), a directory of ours without write permission, or one that belongs to someone else
+    (a root-owned bind mount)."""
+    if read_only_file_system(path):
+        return (f"data directory {path} is on a read-only file system; mount it read-write "
+                "(for a container: a volume or bind mount without :ro)")
     uid, gid = os.getuid(), os.getgid()
+    try:
+        stat = os.stat(path)
+    except OSError:
+        stat = None
+    if stat is not None and stat.st_uid == uid and not stat.st_mode & 0o200:  # ours, write bit off
+        return (f"data directory {path} is read-only (mode {stat.st_mode & 0o777:o}); make it writable: "
+                f"chmod u+w {path}")
     return (f"data directory {path} is not writable by this process (uid {uid}, gid {gid}); "
             f"make it writable by that uid, e.g. for a bind mount into the container: "
             f"chown -R {uid}:{gid} HOST_DIR (or use a named volume)")

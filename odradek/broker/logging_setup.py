@@ -4,6 +4,12 @@ Every module logs through ``structlog.get_logger("odradek.<component>")``;
 ``log.levels`` (e.g. ``coordinator=debug,storage=warning``) sets a level per
 component on top of the global ``log.level``.  Events below their
 component's level are dropped before rendering.
+
+``odradek serve`` owns its process: :func:`configure` writes to stderr.  A broker
+inside someone else's process (``odradek.testing``) is a library there:
+:func:`configure_embedded` sends its events to Python's ``logging`` (loggers
+``odradek.<component>``), where pytest's capture, ``caplog`` and the host's
+handlers see them, and leaves a structlog configuration the host made alone.
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ def parse_levels(text: str) -> dict[str, int]:
 
 _threshold: dict[str, int] = {}  # what configure() set: per component, and "" for the rest
 _DEFAULT_THRESHOLD = logging.INFO
+_EMBEDDED: list[list] = []  # [the processors configure_embedded() installed]: to know its own configuration
 
 
 def enabled(component: str, level: int) -> bool:
@@ -64,31 +71,43 @@ def enabled(component: str, level: int) -> bool:
     return level >= _threshold.get(component, _threshold.get("", _DEFAULT_THRESHOLD))
 
 
-def configure(fmt: str = "auto", level: str = "info", stream=None, levels: str = "") -> None:
-    stream = stream or _Stderr()
-    if fmt == "auto":
-        fmt = "text" if getattr(stream, "isatty", lambda: False)() else "json"
+def _thresholds(level: str, levels: str) -> tuple[int, dict[str, int]]:
+    """The global level and the per-component ones, also kept for :func:`enabled`."""
     default = _LEVELS[level]
     per_component = parse_levels(levels)
     _threshold.clear()
     _threshold.update(per_component)
     _threshold[""] = default
+    return default, per_component
 
+
+def _component_filter(default: int, per_component: dict[str, int], tag: bool = True):
+    """Drops events below their component's level; ``tag`` names the component in the event
+    (the standard library's records carry the logger name already)."""
     def component_filter(logger, method_name, event_dict):
         name = getattr(logger, "name", "")
         wanted = per_component.get(name, default)
         if _METHOD_LEVELS.get(method_name, logging.INFO) < wanted:
             raise structlog.DropEvent
-        event_dict.setdefault("logger", name.removeprefix("odradek.") or None)
+        if tag:
+            event_dict.setdefault("logger", name.removeprefix("odradek.") or None)
         return event_dict
+    return component_filter
 
+
+def configure(fmt: str = "auto", level: str = "info", stream=None, levels: str = "") -> None:
+    stream = stream or _Stderr()
+    if fmt == "auto":
+        fmt = "text" if getattr(stream, "isatty", lambda: False)() else "json"
+    default, per_component = _thresholds(level, levels)
     renderer = (structlog.processors.JSONRenderer() if fmt == "json"
                 else structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"],
                                                            drop_missing=True))
     floor = min([default, *per_component.values()])
+    _EMBEDDED.clear()
     structlog.configure(
         processors=[
-            component_filter,
+            _component_filter(default, per_component),
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -99,3 +118,33 @@ def configure(fmt: str = "auto", level: str = "info", stream=None, levels: str =
         logger_factory=lambda *args: _NamedLogger(stream, args[0] if args else ""),
         cache_logger_on_first_use=False,
     )
+
+
+def configure_embedded(level: str = "warning", levels: str = "") -> bool:
+    """Logging for a broker running inside another program's process (the test fixtures).
+
+    Events at ``level`` and above (``levels`` per component) go to the standard library
+    loggers ``odradek.<component>`` as ``event key=value`` messages; the ``odradek`` loggers get
+    those levels, nothing else of the host's logging changes.  If structlog was configured by
+    anyone else (the host application, or :func:`configure`), that configuration is kept and
+    decides; returns whether this call configured anything."""
+    if structlog.is_configured() and not (_EMBEDDED and structlog.get_config()["processors"] is _EMBEDDED[0]):
+        return False
+    default, per_component = _thresholds(level, levels)
+    logging.getLogger("odradek").setLevel(default)
+    for name, wanted in per_component.items():
+        logging.getLogger(name).setLevel(wanted)
+    processors = [
+        _component_filter(default, per_component, tag=False),
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.format_exc_info,
+        structlog.processors.KeyValueRenderer(key_order=["event"], drop_missing=True),
+    ]
+    _EMBEDDED[:] = [processors]
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(min([default, *per_component.values()])),
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        cache_logger_on_first_use=False,
+    )
+    return True

@@ -27,7 +27,8 @@ from ..protocol import headers
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ProtocolError
 from ..protocol.registry import APIS
-from .clock import Clock, RealClock, TimerHandle
+from . import partition_errors
+from .clock import Clock, RealClock, TimerHandle, real_ms
 from .dispatch import NO_RESPONSE, HandlerTable, Later, RequestContext
 from .error_answers import error_answer
 from .runtime.runtime import CoordinatorRuntime
@@ -237,7 +238,8 @@ class KafkaServer:
 
     def go_down(self, seconds: float) -> None:
         """Broker down (the mock cluster's ``rd_kafka_mock_broker_set_down``): refuse connections
-        and drop every open one for ``seconds``, keeping all data and state.
+        and drop every open one for ``seconds`` of the broker's clock (an advance ends it, a
+        frozen clock prolongs it), keeping all data and state.
 
         In-flight work completes as for any closed connection (``orphan``);
         only the answers are lost.  Listening resumes on the same ports.
@@ -251,7 +253,7 @@ class KafkaServer:
         for conn in list(self._connections):
             conn.drop("broker down (test control)")
         log.warning("broker.down", seconds=seconds)
-        self._down = asyncio.get_running_loop().call_later(seconds, self.come_up)
+        self._down = self.clock.call_at(self.now_ms() + round(seconds * 1000), self.come_up)
 
     def come_up(self) -> None:
         """End a ``go_down``: listen again on the ports bound before."""
@@ -275,7 +277,19 @@ class KafkaServer:
 
     def _schedule_sweep(self) -> None:
         period = min(max(self.idle_ms // 4, 10), 30_000)
-        self._sweep = self.clock.call_at(self.now_ms() + period, self.close_idle)
+        self._sweep = self.clock.call_every(period, self.close_idle)
+
+    def spare_active(self, heard_since_real_ms: int, shift_ms: int) -> int:
+        """Before a sparing advance: connections that received bytes since then stay as idle as
+        they were (their idle time is not moved by the advance); returns how many."""
+        spared = 0
+        for conn in self._connections:
+            if conn.heard_real >= heard_since_real_ms:
+                conn.last_seen += shift_ms
+                if conn.buf:
+                    conn.frame_started += shift_ms
+                spared += 1
+        return spared
 
     def close_idle(self) -> None:
         """Close connections idle for ``connections.max.idle.ms`` (Kafka's ``Selector`` idle expiry).
@@ -294,7 +308,6 @@ class KafkaServer:
                 conn.log.info("connection.idle_closed", idle_ms=self.idle_ms,
                               partial_frame=len(conn.buf))
                 conn.close("idle" if not conn.buf else "incomplete frame past connections.max.idle.ms")
-        self._schedule_sweep()
 
     async def stop_accepting(self) -> None:
         if self._sweep is not None:
@@ -382,6 +395,7 @@ class Connection(asyncio.Protocol):
         self.drain_scheduled = False
         self.held: list[bytes] = []  # answers waiting for the end of the turn (``runtime.end_turn``)
         self.last_seen = server.now_ms()  # when bytes last arrived (connections.max.idle.ms)
+        self.heard_real = real_ms()  # the same in real time (a sparing advance spares it)
         self.frame_started = 0  # when the incomplete frame in ``buf`` began
 
     # --- transport callbacks ---------------------------------------------------------------
@@ -432,6 +446,7 @@ class Connection(asyncio.Protocol):
         if self.close_reason is not None:
             return
         self.last_seen = now = self.server.now_ms()
+        self.heard_real = real_ms()
         buf = self.buf
         if buf:  # the rest of a frame that began in an earlier read
             buf += data
@@ -824,7 +839,11 @@ class Connection(asyncio.Protocol):
                       error=rule.error, delay_ms=rule.delay_ms, close=rule.close, throttle_ms=rule.throttle_ms)
         if rule.close == "before":
             raise CloseConnection(f"fault rule {rule.id}: close before handling")
-        if rule.error is not None:
+        if rule.error is not None and rule.per_partition:  # the chosen partitions fail, the rest is handled
+            lay = partition_errors.layout(route.api_key, ctx.api_version)
+            rest, chosen = partition_errors.split(lay, body, rule.topic, rule.partition)
+            result = _with_partition_errors(route.fn(ctx, rest), lay, chosen, rule.error)
+        elif rule.error is not None:
             answer = error_answer(route.api_key, ctx.api_version, body, rule.error)
             result = NO_RESPONSE if answer is None else answer
         else:
@@ -863,8 +882,11 @@ class Connection(asyncio.Protocol):
         if result is NO_RESPONSE:
             out = NO_RESPONSE
         else:
-            out = headers.encode_response_parts(correlation_id, route.response_header_version,
-                                                route.build_response(result))
+            body = route.build_response(result)
+            out = headers.encode_response_parts(correlation_id, route.response_header_version, body)
+            control = self.server.control
+            if control is not None:  # capturing: the answer joins its request
+                control.on_answer(self.id, correlation_id, body)
         metrics = self.server.metrics
         if metrics is not None:
             metrics.observe(route.api_key, version, time.perf_counter() - started)
@@ -898,6 +920,19 @@ class Connection(asyncio.Protocol):
                           "max_version": max_version}],
         }, 0)
         return headers.encode_response_parts(correlation_id, 0, body)
+
+
+def _with_partition_errors(result: Any, lay: Any, chosen: list, code: int) -> Any:
+    """The handler's answer to the rest of a request, with the chosen partitions' errors added."""
+    if type(result) is dict:
+        return partition_errors.merge(lay, result, chosen, code)
+    if result is NO_RESPONSE:
+        return result
+
+    async def later() -> Any:
+        answer = await (_later_done(result) if type(result) is Later else result)
+        return partition_errors.merge(lay, answer, chosen, code) if type(answer) is dict else answer
+    return later()
 
 
 async def _fault_later(rule: Any, result: Any) -> Any:

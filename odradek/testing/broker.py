@@ -6,6 +6,10 @@ synchronous clients (kafka-python, confluent-kafka) that would otherwise
 block the loop the broker needs.  Both bind an ephemeral port on 127.0.0.1
 and use a temporary data directory unless told otherwise, and both can
 restart keeping their data.
+
+Their events go to Python's ``logging`` (loggers ``odradek.<component>``) at
+``warning`` and above unless ``log.level`` / ``log.levels`` say otherwise, so
+a test's output is not a line per request; see ``logging_setup.configure_embedded``.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..broker import logging_setup
 from ..broker.app import BrokerApp
-from ..broker.config import Config
+from ..broker.config import Config, port_overrides
 from ..broker.security.scram import SCRAM_MECHANISMS
 from ..broker.security.scram_users import ScramUser, add_users, add_users_offline, check_iterations
 from .control import ControlApi
@@ -42,13 +47,20 @@ async def add_scram_user(app: BrokerApp | None, data_dir: Path, name: str, passw
 
 
 CAPTURE_REQUESTS = 1000  # test brokers keep the last 1000 requests for ``captured``
+LOG_LEVEL = "warning"  # a test's output shows what went wrong, not every request (log.level overrides)
 
 
-def _config(data_dir: Path, port: int, overrides: Mapping[str, Any], protocol: str = "PLAINTEXT") -> Config:
+def _config(data_dir: Path, port: int, overrides: Mapping[str, Any], protocol: str = "PLAINTEXT",
+            port_wins: bool = False) -> Config:
+    """``port_wins``: the caller asked for this port, so it replaces the port of the first listener
+    and of its advertised entry even where ``overrides`` name them (``odradek serve --port``)."""
     settings = {"listeners": f"{protocol}://127.0.0.1:{port}", "log.dirs": str(data_dir),
-                "odradek.control.capture.requests": str(CAPTURE_REQUESTS)}
+                "odradek.control.capture.requests": str(CAPTURE_REQUESTS), "log.level": LOG_LEVEL}
     settings.update({k: str(v) for k, v in overrides.items()})
-    return Config.load(None, overrides=settings, environ={})
+    config = Config.load(None, overrides=settings, environ={})
+    if port_wins:
+        config = Config.load(None, overrides={**settings, **port_overrides(config, port)}, environ={})
+    return config
 
 
 Security = str | Mapping[str, Any] | None
@@ -91,6 +103,7 @@ class Broker(ControlApi):
         security_overrides.pop("listeners", None)
         self.overrides = {**security_overrides, **(overrides or {})}
         self._port = port
+        self._port_given = port != 0
         self.app: BrokerApp | None = None
 
     @property
@@ -116,7 +129,9 @@ class Broker(ControlApi):
                 for mechanism in SCRAM_MECHANISMS:
                     await add_scram_user(None, self.data_dir, name, password, mechanism, 4096)
             self._scram_added = True
-        self.app = BrokerApp(_config(self.data_dir, self._port, self.overrides, self._protocol))
+        config = _config(self.data_dir, self._port, self.overrides, self._protocol, port_wins=self._port_given)
+        logging_setup.configure_embedded(config["log.level"], config["log.levels"])
+        self.app = BrokerApp(config)
         await self.app.start()
         self._port = self.app.endpoint.port  # a restart comes back on the same port
 

@@ -50,18 +50,20 @@ class ControlApi(ABC):
               group_id: str | None = None, topic: str | None = None, partition: int | None = None,
               transactional_id: str | None = None, client_id: str | None = None, delay_ms: int = 0,
               close: str | None = None, throttle_ms: int | None = None, times: int | None = None,
-              seconds: float | None = None) -> Fault:
+              seconds: float | None = None, per_partition: bool = False) -> Fault:
         """Add a fault rule (see ``BrokerControl.add_fault``); ``ValueError`` names a bad argument.
 
         ``api``: a name (``"OffsetCommit"``) or key, or a list; ``error``: a
         Kafka error name or code the API can return; ``versions``: ``3``,
         ``"3-5"``, ``"3+"``; ``close``: ``"before"`` or ``"after"`` the
-        handler runs; fires ``times`` times, for ``seconds``, or until removed.
+        handler runs; fires ``times`` times, for ``seconds`` of the broker's clock, or until
+        removed; ``per_partition=True``: the error goes only on the partitions ``topic`` and
+        ``partition`` match, the rest of the request succeeds (a partial failure).
         """
         rule_id = self.control("add_fault", api=api, error=error, versions=versions, group_id=group_id,
                                topic=topic, partition=partition, transactional_id=transactional_id,
                                client_id=client_id, delay_ms=delay_ms, close=close, throttle_ms=throttle_ms,
-                               times=times, seconds=seconds)
+                               times=times, seconds=seconds, per_partition=per_partition)
         return Fault(self, rule_id)
 
     def remove_fault(self, rule_id: int) -> bool:
@@ -88,25 +90,46 @@ class ControlApi(ABC):
 
     def captured(self, api: str | int | list | None = None, **filters: Any) -> list[CapturedRequest]:
         """Captured requests (oldest first) of ``api`` matching ``filters``: version, client_id,
-        connection, group_id, topic, partition, transactional_id."""
+        connection, group_id, topic, partition, transactional_id, error (answered with that error
+        at some level; ``"NONE"``: without any).  Each has the decoded ``answer`` the client got
+        and its ``errors`` by level (``{"topics[t].partitions[0]": "NOT_COORDINATOR"}``).
+        ``CaptureOff`` if capture is off (the test brokers keep the last 1000 requests unless
+        ``set_capture(0)``)."""
         return self.control("captured", api=api, **filters)
 
     def clear_capture(self) -> int:
         return self.control("clear_capture")
 
+    def set_capture(self, max_requests: int) -> None:
+        """Keep the last ``max_requests`` requests for ``captured`` (0: capture off)."""
+        self.control("set_capture", max_requests=max_requests)
+
+    def capture(self) -> dict:
+        """``{"enabled": ..., "max_requests": ..., "held": ...}``: is anything being captured?"""
+        return self.control("capture")
+
     # --- the broker's clock: on ``Broker`` (asyncio) ``advance`` is a coroutine to await ---
 
-    def advance(self, *, seconds: float = 0, ms: int = 0) -> Any:
+    def advance(self, *, seconds: float = 0, ms: int = 0, spare_active: bool | float = False) -> Any:
         """Move the broker's clock forward: session and rebalance timeouts, offset retention,
-        time-based log retention and idle connections fire as if that time had passed, without
-        sleeping.  Clients' own timers are not moved.  Returns the broker's time in ms."""
+        time-based log retention, idle connections, fault rules' ``seconds`` and ``broker_down``
+        fire as if that time had passed, without sleeping (milliseconds, however far).  Clients'
+        own timers are not moved.  Returns the broker's time in ms.
+
+        ``spare_active=True`` (or a window in seconds; True is 5 s of real time): members and
+        connections heard from within the window keep the time they had left, so one advance
+        evicts only the hung member (docs/TESTING.md has the exact rule)."""
         total = round(seconds * 1000) + ms
         if total < 0:
             raise ValueError("the broker's clock only moves forward")
-        return self.control("advance_clock", ms=total)
+        return self.control("advance_clock", ms=total, spare_active=spare_active)
 
-    def advance_clock(self, ms: int) -> Any:
-        return self.control("advance_clock", ms=ms)
+    def advance_clock(self, ms: int = 0, seconds: float = 0, spare_active: bool | float = False) -> Any:
+        return self.control("advance_clock", ms=ms, seconds=seconds, spare_active=spare_active)
+
+    def clock(self) -> dict:
+        """The broker's time: ``now_ms``, ``frozen``, ``offset_ms`` (how far ahead of the wall clock)."""
+        return self.control("clock")
 
     def freeze_clock(self) -> int:
         """Stop the broker's time (only ``advance`` moves it) until ``unfreeze_clock``."""

@@ -24,8 +24,9 @@ class BrokerHandle(ControlApi):
     (``fault``, ``coordinator_unavailable``, ``broker_down``, ``captured``; see ``control.py``)."""
 
     def __init__(self, data_dir: str | Path | None = None,
-                 overrides: Mapping[str, Any] | None = None, security: Security = None):
-        self._broker = ThreadedBroker(data_dir=data_dir, overrides=overrides, security=security)
+                 overrides: Mapping[str, Any] | None = None, security: Security = None, port: int = 0):
+        """``port``: listen (and advertise) on this port instead of a free one."""
+        self._broker = ThreadedBroker(data_dir=data_dir, port=port, overrides=overrides, security=security)
 
     @property
     def bootstrap_servers(self) -> str:

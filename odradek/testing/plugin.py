@@ -10,7 +10,17 @@ test should use its own topic and group names); choose another scope with
 the shared broker reset to empty (``reset()``) before the test.  Under
 pytest-xdist each worker is its own process with its own session, so it gets
 a broker of its own: tests in different workers never share one.  Broker settings can be
-passed with the ini option ``kafka_broker_overrides`` (``key=value`` lines).
+passed with the ini option ``kafka_broker_overrides`` (``key=value`` lines); one test gives
+its own fresh broker settings with a marker, over the ini's::
+
+    @pytest.mark.kafka_broker_overrides({"offsets.retention.minutes": 1})
+    def test_offsets_expire(fresh_kafka_broker): ...
+
+(the marker sets up ``fresh_kafka_broker``, and ``kafka_broker`` when it is function-scoped;
+a session-scoped broker is shared and cannot take one test's settings).
+``--kafka-broker-port=N`` (ini ``kafka_broker_port``) fixes ``kafka_broker``'s port
+(listener and advertised; each xdist worker adds its number).  The brokers log
+to Python's ``logging`` at warning and above (``log.level`` in the overrides).
 The broker runs in a background thread on 127.0.0.1 with an ephemeral port
 and a temporary data directory, so it serves synchronous and asyncio clients
 alike.
@@ -41,6 +51,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kafka-broker-security", default=None,
                     help="serve the fixture brokers over SSL, SASL_SSL or SASL_PLAINTEXT (throw-away CA, PLAIN user)")
     parser.addini("kafka_broker_security", "SSL, SASL_SSL or SASL_PLAINTEXT (default PLAINTEXT)", default="")
+    group.addoption("--kafka-broker-port", default=None,
+                    help="port of the kafka_broker fixture (default: a free one); under xdist, plus the worker number")
+    parser.addini("kafka_broker_port", "port of the kafka_broker fixture (default: a free one)", default="")
+
+
+MARKER = "kafka_broker_overrides"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}(settings): broker settings (Kafka names) for this "
+                            "test's fresh_kafka_broker, over the ini option's")
 
 
 def _scope(fixture_name: str, config: pytest.Config) -> str:
@@ -57,6 +78,34 @@ def _overrides(config: pytest.Config) -> dict[str, str]:
     return out
 
 
+def _marked_overrides(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The settings of the test's ``kafka_broker_overrides`` markers (a dict, or keywords with
+    ``_`` for ``.``), the closest marker last so it wins."""
+    out: dict[str, str] = {}
+    for mark in reversed(list(request.node.iter_markers(MARKER))):
+        for arg in mark.args:
+            if not isinstance(arg, dict):
+                raise pytest.UsageError(f"{MARKER} takes a dict of settings, not {arg!r}")
+            out.update({str(k): str(v) for k, v in arg.items()})
+        out.update({k.replace("_", "."): str(v) for k, v in mark.kwargs.items()})
+    return out
+
+
+def _test_overrides(request: pytest.FixtureRequest) -> dict[str, str]:
+    return {**_overrides(request.config), **_marked_overrides(request)}
+
+
+def _port(config: pytest.Config) -> int:
+    """The fixed port asked for, else 0 (a free one); each xdist worker adds its number (gw3: +3)
+    so that workers' brokers do not collide."""
+    value = str(config.getoption("--kafka-broker-port") or config.getini("kafka_broker_port") or "0").strip()
+    if not value.isdigit() or not 0 <= int(value) < 65536:
+        raise pytest.UsageError(f"kafka_broker_port: {value!r} is not a port")
+    # this session's own worker id (an env variable would leak into pytester's subprocesses)
+    worker = getattr(config, "workerinput", {}).get("workerid", "gw0").removeprefix("gw")
+    return int(value) + int(worker) if int(value) and worker.isdigit() else int(value)
+
+
 def _security(config: pytest.Config):
     value = config.getoption("--kafka-broker-security") or config.getini("kafka_broker_security")
     return None if not value or value.upper() == "PLAINTEXT" else value
@@ -65,7 +114,9 @@ def _security(config: pytest.Config):
 @pytest.fixture(scope=_scope)
 def kafka_broker(request: pytest.FixtureRequest):
     """A running broker; ``.bootstrap_servers``, ``.client``, ``.create_topic()``, ``.restart()``."""
-    with BrokerHandle(overrides=_overrides(request.config), security=_security(request.config)) as handle:
+    overrides = _test_overrides(request) if request.scope == "function" else _overrides(request.config)
+    with BrokerHandle(overrides=overrides, security=_security(request.config),
+                      port=_port(request.config)) as handle:
         yield handle
 
 
@@ -78,8 +129,9 @@ def clean_kafka_broker(kafka_broker):
 
 @pytest.fixture
 def fresh_kafka_broker(request: pytest.FixtureRequest):
-    """A broker of the test's own, with an empty data directory (its security: an indirect
-    parameter, else the session's)."""
+    """A broker of the test's own, with an empty data directory (its settings: the ini option's
+    and the test's ``kafka_broker_overrides`` marker; its security: an indirect parameter, else
+    the session's)."""
     security = getattr(request, "param", None) or _security(request.config)
-    with BrokerHandle(overrides=_overrides(request.config), security=security) as handle:
+    with BrokerHandle(overrides=_test_overrides(request), security=security) as handle:
         yield handle

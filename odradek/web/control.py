@@ -10,7 +10,7 @@ setting names another host, and has no authentication.
 
 Answers are JSON: ``{"result": ...}`` with status 200, or ``{"error": "..."}``
 with 400 (bad arguments: the operation's ``ValueError``/``TypeError``), 404
-(no such operation) or 500.  Served on the broker's event loop, one request
+(no such operation), 409 (not in this state: ``captured`` while capture is off) or 500.  Served on the broker's event loop, one request
 per connection.
 """
 
@@ -23,12 +23,13 @@ from typing import Any
 
 import structlog
 
-from ..broker.control.capture import to_plain
+from ..broker.control.capture import CaptureOff, to_plain
 
 log = structlog.get_logger("odradek.control")
 
 MAX_BODY = 1 << 20
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error"}
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
+            500: "Internal Server Error"}
 
 
 class ControlEndpoint:
@@ -99,6 +100,8 @@ class ControlEndpoint:
                 result = await result
         except (ValueError, TypeError) as exc:
             return 400, {"error": str(exc)}
+        except CaptureOff as exc:  # asked for what the broker's state cannot give
+            return 409, {"error": str(exc)}
         except Exception as exc:
             log.exception("control.operation_failed", operation=name)
             return 500, {"error": f"{type(exc).__name__}: {exc}"}

@@ -76,15 +76,17 @@ class Engine:
 
     def run(self, *args: str, mount: str | None = None, port: int | None = None, inner_port: int = 9092,
             env: dict[str, str] | None = None, advertise: bool = True,
-            binds: dict[str, str] | None = None) -> Container:
+            binds: dict[str, str] | None = None, publish: dict[int, int] | None = None) -> Container:
         """Start a detached container publishing a free port on 127.0.0.1 only (``binds``: host
-        directory -> container path, read-only)."""
+        directory -> container path, read-only; ``publish``: more host port -> container port)."""
         port = port or free_port()
         name = unique("c")
         env = dict(env or {})
         if advertise:
             env.setdefault("KAFKA_ADVERTISED_LISTENERS", f"PLAINTEXT://127.0.0.1:{port}")
         cmd = ["run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:{inner_port}"]
+        for host_port, inner in (publish or {}).items():
+            cmd += ["-p", f"127.0.0.1:{host_port}:{inner}"]
         if mount:
             cmd += ["-v", f"{mount}:/var/lib/odradek"]
         for host_dir, path in (binds or {}).items():

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 
@@ -165,3 +167,97 @@ def test_a_misspelt_setting_warns_with_the_closest_name(tmp_path):
     assert out.returncode == 0  # like Kafka: an unknown name is only a warning
     line = next(x for x in out.stdout.splitlines() if x.startswith("num.partition "))
     assert "unknown setting" in line and "did you mean num.partitions?" in line
+
+
+# --- conveniences (issue 28) ---------------------------------------------------------------------
+
+def _occupied_port():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+def test_a_port_in_use_names_the_setting_to_change(tmp_path):
+    with _occupied_port() as sock:
+        port = sock.getsockname()[1]
+        out = run("serve", "--data-dir", str(tmp_path), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}")
+        assert out.returncode == 1 and "Traceback" not in out.stderr
+        failed = [json.loads(line) for line in out.stderr.splitlines() if '"broker.start_failed"' in line]
+        assert failed, out.stderr
+        error = failed[0]["error"]
+        assert f"127.0.0.1:{port}" in error and "in use" in error and "listeners" in error and "--port" in error
+        control = run("serve", "--data-dir", str(tmp_path), "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                      "--override", f"odradek.control.listener={port}")
+        assert "odradek.control.listener" in control.stderr and "in use" in control.stderr, control.stderr
+
+
+def test_serve_port_sets_the_listener_and_the_advertised_listener(tmp_path):
+    from odradek.broker.wire_client import SyncClient
+
+    with _occupied_port() as sock:
+        port = sock.getsockname()[1]
+    # the container image's settings: every interface, advertised as localhost:9092
+    image = {"KAFKA_LISTENERS": "PLAINTEXT://0.0.0.0:9092", "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://localhost:9092",
+             "KAFKA_LOG_FORMAT": "json"}
+    proc = subprocess.Popen(ODRADEK + ["serve", "--port", str(port), "--data-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **image})
+    try:
+        started = _wait_started(proc)
+        assert started["advertised"] == f"localhost:{port}"
+        assert started["listeners"][0].endswith(f"=0.0.0.0:{port}")
+        with SyncClient("127.0.0.1", port) as c:
+            brokers = c.request(3, 9, {"topics": None, "allow_auto_topic_creation": False}).brokers
+        assert [(b.host, b.port) for b in brokers] == [("localhost", port)]
+    finally:
+        proc.kill()
+        proc.wait()
+    shown = run("serve", "--port", "19999", "--print-config")  # the default listener, on that port
+    assert "PLAINTEXT://127.0.0.1:19999" in shown.stdout, shown.stdout
+    assert_one_line_error(run("serve", "--port", "70000"), "--port")
+
+
+def test_a_bad_flag_shows_the_subcommands_usage():
+    out = run("serve", "--bogus")
+    assert out.returncode == 2
+    assert out.stderr.startswith("usage: odradek serve"), out.stderr
+    assert "--bogus" in out.stderr and "{serve,format" not in out.stderr
+    out = run("offsets", "--nope")
+    assert out.stderr.startswith("usage: odradek offsets"), out.stderr
+
+
+def test_offsets_on_a_path_that_is_not_a_config_file_says_so(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    out = run("offsets", str(data))
+    assert_one_line_error(out, str(data), "not a config file", "--data-dir")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("these are my notes\nnot a config\n")
+    out = run("offsets", str(notes))
+    assert_one_line_error(out, str(notes), "not a config file")
+    binary = tmp_path / "00000000000000000000.log"
+    binary.write_bytes(b"\x00\xff\xfe" * 10)
+    assert_one_line_error(run("offsets", str(binary)), str(binary), "not a config file")
+    config = tmp_path / "server.properties"
+    config.write_text(f"# mine\nlog.dirs={data}\n")
+    real = run("offsets", str(config))  # a real config file is read: its (empty) data dir, not the default
+    assert "not a config file" not in real.stderr and f"no __consumer_offsets-N directories in {data}" in real.stderr
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        return False
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True, timeout=30).returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="needs root and unshare -m to mount a read-only file system")
+def test_a_read_only_file_system_is_reported_as_such(tmp_path):
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    for data_dir in (mount, mount / "sub"):
+        script = (f"mount -t tmpfs -o ro none {mount} && exec {sys.executable} -m odradek.broker.cli serve "
+                  f"--data-dir {data_dir} --override listeners=PLAINTEXT://127.0.0.1:0")
+        out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+        assert_one_line_error(out, str(data_dir), "read-only file system", "log.dirs")
+        assert "chown" not in out.stderr, out.stderr

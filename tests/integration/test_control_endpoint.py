@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -11,6 +16,7 @@ from odradek.broker.control import BrokerControl
 from odradek.broker.wire_client import SyncClient
 from odradek.protocol.errors import ErrorCode
 from odradek.testing import ThreadedBroker
+from tests.integration.test_cli import _serve
 
 pytestmark = pytest.mark.integration
 
@@ -83,3 +89,101 @@ def test_an_operation_added_to_the_facade_is_reachable_from_outside(controlled, 
     assert "echo" in json.loads(_run(capsys, controlled)[1])
     assert json.loads(_run(capsys, controlled, "echo", "text=hi")[1]) == "HI"
     assert controlled.control("echo", text="py") == "PY"
+
+
+def test_cli_advances_sparing_a_connection_that_just_spoke_and_not_a_silent_one(controlled, capsys):
+    """``spare_active`` from outside: the connection heard from within the window stays open
+    past ``connections.max.idle.ms``; one silent for longer than the window is closed."""
+    import time
+
+    with SyncClient("127.0.0.1", controlled.app.endpoint.port) as silent, \
+            SyncClient("127.0.0.1", controlled.app.endpoint.port) as talking:
+        silent.request(18, 0, {})
+        time.sleep(0.6)
+        talking.request(18, 0, {})
+        code, out, _ = _run(capsys, controlled, "advance_clock", "ms=3600000", "spare_active=0.3")
+        assert code == 0 and json.loads(out) > 0
+        assert talking.request(18, 0, {}).error_code == 0
+        silent.sock.settimeout(10)
+        assert silent.sock.recv(1) == b""  # closed as idle
+    code, _, err = _run(capsys, controlled, "advance_clock", "ms=1", "spare_active=-1")
+    assert code != 0 and "spare_active must be" in err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_port_only_endpoint_binds_the_control_host_and_the_cli_takes_seconds(tmp_path):
+    """As in the container image (odradek.control.host=0.0.0.0): "just a port" binds every
+    interface, so a published port reaches it; ``odradek control`` reads the same settings and
+    takes ``advance_clock seconds=5`` as the Python API does."""
+    port = _free_port()
+    env = {"KAFKA_ODRADEK_CONTROL_LISTENER": str(port), "KAFKA_ODRADEK_CONTROL_HOST": "0.0.0.0"}
+    proc = _serve(tmp_path, env={**env, "KAFKA_LOG_FORMAT": "json"})
+    try:
+        listening = _wait_for_event(proc, "control.listening")
+        assert (listening["host"], listening["port"]) == ("0.0.0.0", port)
+        before = _control(env, "clock")
+        assert before.returncode == 0, before.stderr
+        after = _control(env, "advance_clock", "seconds=5")
+        assert after.returncode == 0, after.stderr
+        assert json.loads(after.stdout) >= json.loads(before.stdout)["now_ms"] + 5000
+        both = _control(env, "advance_clock", "seconds=1", "ms=500")
+        assert json.loads(both.stdout) >= json.loads(after.stdout) + 1500
+        bad = _control(env, "advance_clock", "seconds=-1")
+        assert bad.returncode == 1 and "forward" in bad.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _control(env: dict, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "odradek.broker.cli", "control", *argv], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **env})
+
+
+def _wait_for_event(proc, name: str, timeout: float = 20.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        event = json.loads(line)
+        if event["event"] == name:
+            return event
+    proc.kill()
+    raise AssertionError(f"no {name}: {proc.stderr.read()}")
+
+
+def test_captured_says_when_capture_is_off(tmp_path):
+    """``odradek serve`` captures nothing unless asked: ``captured`` says so (and how to turn it
+    on) instead of an empty list a test would take for "no such request"."""
+    port = _free_port()
+    env = {"KAFKA_ODRADEK_CONTROL_LISTENER": str(port)}
+    proc = _serve(tmp_path, env={**env, "KAFKA_LOG_FORMAT": "json"})
+    try:
+        _wait_for_event(proc, "control.listening")
+        off = _control(env, "captured", "api=Heartbeat")
+        assert off.returncode == 1 and off.stdout == ""
+        assert "capture is off" in off.stderr and "set_capture" in off.stderr, off.stderr
+        assert _control(env, "set_capture", "max_requests=100").returncode == 0
+        on = _control(env, "captured", "api=Heartbeat")
+        assert (on.returncode, json.loads(on.stdout)) == (0, [])
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_captured_in_process_raises_when_capture_is_off(broker):
+    from odradek.broker.control import CaptureOff
+
+    assert broker.capture()["max_requests"] == 1000  # the test brokers capture by default
+    broker.set_capture(0)
+    assert broker.capture() == {"enabled": False, "max_requests": 0, "held": 0}
+    with pytest.raises(CaptureOff, match="capture is off"):
+        broker.captured("Heartbeat")
+    broker.set_capture(10)
+    assert broker.captured("Heartbeat") == []

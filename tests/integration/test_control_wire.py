@@ -79,6 +79,21 @@ def test_rules_apply_in_the_order_added_and_a_timed_rule_expires(broker):
         assert c.request(12, 3, HEARTBEAT).error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
 
+def test_an_expired_timed_rule_leaves_the_listing_at_once_and_cannot_be_removed(broker):
+    """No request of its API has to arrive: ``faults()`` stops listing it when its time is up,
+    and ``remove()`` says False, as for a spent rule."""
+    timed = broker.fault("Heartbeat", error="NOT_COORDINATOR", seconds=0.2)
+    kept = broker.fault("OffsetCommit", error="NOT_COORDINATOR")
+    assert [f["id"] for f in broker.faults()] == [timed.id, kept.id]
+    time.sleep(0.3)
+    assert [f["id"] for f in broker.faults()] == [kept.id]
+    assert timed.remove() is False
+    assert kept.remove() is True
+    again = broker.fault("Heartbeat", error="NOT_COORDINATOR", seconds=0.2)
+    time.sleep(0.3)
+    assert again.remove() is False  # expired and never listed after: still False
+
+
 def test_a_delayed_answer_comes_after_the_delay_and_holds_no_other_connection(broker):
     with _client(broker) as slow, _client(broker) as other:
         with broker.fault("Heartbeat", delay_ms=600, client_id="odradek-wire", times=1):

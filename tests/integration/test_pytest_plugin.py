@@ -146,3 +146,73 @@ def test_fixtures_serve_tls_and_sasl_with_one_option(pytester):
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "--kafka-broker-security=SASL_SSL",
                                            timeout=120)
     result.assert_outcomes(passed=2)
+
+
+LOGGING_SAMPLE = '''
+import logging
+
+def test_produce_then_fail(kafka_broker):
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
+    producer.send("quiet", b"x").get(timeout=30)
+    producer.close()
+    assert False, "show me the output"
+
+def test_broker_warnings_reach_caplog(caplog):
+    from odradek.testing import ThreadedBroker
+    with caplog.at_level(logging.WARNING), ThreadedBroker(overrides={"odradek.control.listener": "0"}):
+        pass
+    assert any(r.name == "odradek.control" and "control.listening" in r.getMessage() for r in caplog.records)
+'''
+
+
+def test_a_fixture_broker_is_quiet_unless_log_level_says_otherwise(pytester):
+    """Its events go to Python's logging (pytest shows them with a failing test, ``caplog`` sees
+    them) at warning and above unless log.level/log.levels say otherwise; never a line per request."""
+    pytester.makepyfile(test_logs=LOGGING_SAMPLE)
+    quiet = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=120)
+    quiet.assert_outcomes(passed=1, failed=1)
+    text = quiet.stdout.str()
+    assert "show me the output" in text
+    assert "broker.started" not in text and "request" not in text.replace("test_produce", ""), text
+    pytester.makeini("""
+        [pytest]
+        kafka_broker_overrides =
+            log.level=info
+            log.levels=server=debug
+    """)
+    loud = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=120)
+    loud.assert_outcomes(passed=1, failed=1)
+    assert "broker.started" in loud.stdout.str()
+
+
+def test_a_host_applications_structlog_configuration_is_kept(pytester):
+    pytester.makeconftest('''
+        import structlog
+        MINE = [structlog.processors.KeyValueRenderer()]
+        structlog.configure(processors=MINE)
+    ''')
+    pytester.makepyfile(test_host='''
+        import structlog
+        from conftest import MINE
+
+        def test_kept(kafka_broker):
+            assert structlog.get_config()["processors"] is MINE
+    ''')
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=1)
+
+
+def test_the_fixture_port_option_fixes_the_port(pytester):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pytester.makepyfile(test_port=f'''
+        def test_port(kafka_broker):
+            assert kafka_broker.bootstrap_servers == "127.0.0.1:{port}"
+    ''')
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", f"--kafka-broker-port={port}",
+                                           timeout=120)
+    result.assert_outcomes(passed=1)

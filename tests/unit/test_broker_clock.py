@@ -82,3 +82,35 @@ async def test_time_only_moves_forward():
     clock = BrokerClock()
     with pytest.raises(ValueError):
         clock.advance(-1)
+
+
+async def test_a_periodic_check_runs_once_per_advance_at_its_last_due_time_and_keeps_its_rhythm():
+    clock = BrokerClock()
+    t0 = clock.freeze()
+    runs: list[int] = []
+    clock.call_every(1000, lambda: runs.append(clock.now_ms()))
+    clock.advance(30 * 24 * 3600 * 1000 + 500)  # 30 days: 2.6 million periods
+    assert runs == [t0 + 30 * 24 * 3600 * 1000]
+    clock.advance(500)
+    assert runs[-1] == t0 + 30 * 24 * 3600 * 1000 + 1000  # the next boundary, as before
+
+
+async def test_a_periodic_check_runs_among_one_shot_timers_at_its_last_due_time():
+    clock = BrokerClock()
+    t0 = clock.freeze()
+    seen: list[str] = []
+    clock.call_every(100, lambda: seen.append(f"check@{clock.now_ms() - t0}"))
+    clock.call_at(t0 + 250, lambda: seen.append("expiry@250"))
+    clock.advance(350)
+    assert seen == ["expiry@250", "check@300"]
+
+
+async def test_a_cancelled_periodic_check_stops():
+    clock = BrokerClock()
+    clock.freeze()
+    runs: list[int] = []
+    handle = clock.call_every(10, lambda: runs.append(1))
+    clock.advance(10)
+    handle.cancel()
+    clock.advance(100)
+    assert runs == [1] and clock.pending() == 0

@@ -57,3 +57,18 @@ def test_health_probes_the_recorded_listener_before_the_configured_one(tmp_path)
     assert local_bootstrap(config) == "127.0.0.1:9093"
     datadir.clear_bound(tmp_path)
     assert local_bootstrap(config) == "127.0.0.1:9092"
+
+
+def test_a_data_dir_of_ours_without_write_permission_says_chmod_not_chown(tmp_path, monkeypatch):
+    """Mode 0555 on our own directory: chown would change nothing (root may write anyway, so the
+    refusal is simulated)."""
+    monkeypatch.setattr(datadir.os, "access", lambda *a, **k: False)
+    tmp_path.chmod(0o555)
+    try:
+        with pytest.raises(DataDirError) as err:
+            datadir.prepare_data_dir(tmp_path)
+    finally:
+        tmp_path.chmod(0o755)
+    message = str(err.value)
+    assert "read-only (mode 555)" in message and f"chmod u+w {tmp_path}" in message and "chown" not in message
+    assert "log.dirs" in message

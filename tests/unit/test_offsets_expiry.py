@@ -182,8 +182,22 @@ async def test_one_batch_per_shard_and_one_log_event_per_sweep(env):
 async def test_sweeps_run_every_check_interval_on_the_clock(env):
     env.commit_now("s", [("t", 0, 1)])
     before = env.coordinator.expiry.sweeps
-    env.clock.advance(5 * INTERVAL)
+    for _ in range(5):
+        env.clock.advance(INTERVAL)
     assert env.coordinator.expiry.sweeps == before + 5
+
+
+async def test_one_advance_over_many_intervals_sweeps_once_and_keeps_the_rhythm(env):
+    """The runs an advance skips would have found less to do than its last one (clock.call_every)."""
+    env.commit_now("s", [("t", 0, 1)])
+    before = env.coordinator.expiry.sweeps
+    env.clock.advance(1000 * INTERVAL + 1)
+    assert env.coordinator.expiry.sweeps == before + 1
+    assert env.committed("s") == {}  # what the skipped runs would have expired is expired
+    env.clock.advance(INTERVAL - 2)
+    assert env.coordinator.expiry.sweeps == before + 1
+    env.clock.advance(1)  # the next interval boundary, as before the advance
+    assert env.coordinator.expiry.sweeps == before + 2
 
 
 async def test_a_shard_is_swept_when_it_finishes_loading(env):

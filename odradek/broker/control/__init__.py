@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..dispatch import RequestContext
 from . import clock_ops
-from .capture import CapturedRequest, RequestCapture
+from .capture import CapturedRequest, CaptureOff, RequestCapture
 from .clock_ops import ClockServices
 from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule
 from .reset import ResetServices, reset_broker
@@ -32,7 +32,7 @@ GROUP_APIS = ("OffsetCommit", "OffsetFetch", "JoinGroup", "Heartbeat", "LeaveGro
               "DescribeGroups", "DeleteGroups", "OffsetDelete", "TxnOffsetCommit")
 COORDINATOR_ERRORS = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE")
 
-__all__ = ["BrokerControl", "CapturedRequest", "FaultRule"]
+__all__ = ["BrokerControl", "CaptureOff", "CapturedRequest", "FaultRule"]
 
 
 class ControlServices(ResetServices, ClockServices, Protocol):
@@ -63,10 +63,15 @@ class BrokerControl:
                                  ctx.correlation_id, self._app.clock.now_ms(), body)
         if not self._rules.by_api:
             return None
-        rule = self._rules.match(ctx.api_key, ctx.api_version, ctx.client_id, body)
+        rule = self._rules.match(ctx.api_key, ctx.api_version, ctx.client_id, body, self._app.clock.now_ms())
         if rule is not None:
             self._sync()  # a spent rule may have been the last
         return rule
+
+    def on_answer(self, connection: int, correlation_id: int, body: bytes) -> None:
+        """The encoded answer to a request (paired with its capture, if capturing)."""
+        if self._capture.enabled:
+            self._capture.record_answer(connection, correlation_id, body)
 
     def _sync(self) -> None:
         """The server consults this object only while there is something to do (no cost otherwise)."""
@@ -82,26 +87,33 @@ class BrokerControl:
     def operations(cls) -> list[str]:
         """The names callable from outside: every public method of this class."""
         return sorted(name for name, fn in inspect.getmembers(cls, inspect.isfunction)
-                      if not name.startswith("_") and name != "on_request")
+                      if not name.startswith("_") and name not in ("on_request", "on_answer"))
 
     def add_fault(self, api: str | int | list, *, error: str | int | None = None, versions: Any = None,
                   group_id: str | None = None, topic: str | None = None, partition: int | None = None,
                   transactional_id: str | None = None, client_id: str | None = None, delay_ms: int = 0,
                   close: str | None = None, throttle_ms: int | None = None, times: int | None = None,
-                  seconds: float | None = None) -> int:
-        """Add a fault rule; returns its id.  Raises ``ValueError`` naming what is wrong."""
+                  seconds: float | None = None, per_partition: bool = False) -> int:
+        """Add a fault rule; returns its id.  Raises ``ValueError`` naming what is wrong.
+
+        ``per_partition``: the error goes only on the partitions ``topic``/``partition`` match
+        (every partition if neither is given) and the handler answers the rest of the request:
+        a partial failure, for any API whose answer has an error per partition."""
         rule = make_rule(self._next_id, api, self._served(), error=error, versions=versions,
                          group_id=group_id, topic=topic, partition=partition,
                          transactional_id=transactional_id, client_id=client_id, delay_ms=delay_ms,
-                         close=close, throttle_ms=throttle_ms, times=times, seconds=seconds)
+                         close=close, throttle_ms=throttle_ms, times=times, seconds=seconds,
+                         now_ms=self._app.clock.now_ms(), per_partition=per_partition)
         self._next_id += 1
         self._rules.add(rule)
+        if rule.expires is not None:  # on the broker's clock: an advance expires it, a freeze keeps it
+            self._app.clock.call_at(rule.expires, lambda: self.remove_fault(rule.id))
         self._sync()
         return rule.id
 
     def remove_fault(self, rule_id: int) -> bool:
         """Remove a rule; False if it was already gone (spent, expired or removed)."""
-        removed = self._rules.remove(int(rule_id))
+        removed = self._rules.remove(int(rule_id), self._app.clock.now_ms())
         self._sync()
         return removed
 
@@ -112,8 +124,12 @@ class BrokerControl:
         return n
 
     def faults(self) -> list[dict]:
-        """The live rules, in the order they apply."""
-        return [rule.describe() for rule in self._rules]
+        """The live rules, in the order they apply (a rule whose ``seconds=`` are up is gone,
+        even before its timer runs)."""
+        now = self._app.clock.now_ms()
+        self._rules.drop_expired(now)
+        self._sync()
+        return [rule.describe(now) for rule in self._rules]
 
     def coordinator_unavailable(self, group: str, error: str | int = "NOT_COORDINATOR",
                                 seconds: float | None = None, times: int | None = None) -> int:
@@ -136,7 +152,8 @@ class BrokerControl:
         return self.add_fault(apis, error=code.name, group_id=group, seconds=seconds, times=times)
 
     def broker_down(self, seconds: float) -> None:
-        """Stop accepting and drop every connection for ``seconds``; data and state are kept."""
+        """Stop accepting and drop every connection for ``seconds`` of the broker's clock (an
+        advance past them brings it up, a frozen clock keeps it down); data and state are kept."""
         if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds <= 0:
             raise ValueError(f"seconds must be a positive number, not {seconds!r}")
         self._app.server.go_down(float(seconds))
@@ -148,8 +165,11 @@ class BrokerControl:
     def captured(self, api: str | int | list | None = None, *, version: int | None = None,
                  client_id: str | None = None, connection: int | None = None, group_id: str | None = None,
                  topic: str | None = None, partition: int | None = None,
-                 transactional_id: str | None = None) -> list[CapturedRequest]:
-        """Captured requests matching every filter given, oldest first."""
+                 transactional_id: str | None = None, error: str | int | None = None) -> list[CapturedRequest]:
+        """Captured requests matching every filter given, oldest first, each with the answer the
+        client got (``answer``, ``errors``, ``ok``); ``error``: only those answered with that
+        error at some level (``"NONE"``: answered without any error).  Raises ``CaptureOff``
+        when capture is off (``odradek serve``'s default) rather than answer an empty list."""
         keys = None
         if api is not None:
             served = self._served()
@@ -157,7 +177,8 @@ class BrokerControl:
             keys = {api_key_of(a, served) for a in apis}
         return self._capture.query(keys, version=version, client_id=client_id, connection=connection,
                                    group_id=group_id, topic=topic, partition=partition,
-                                   transactional_id=transactional_id)
+                                   transactional_id=transactional_id,
+                                   error=None if error is None else error_code_of(error).name)
 
     def clear_capture(self) -> int:
         """Forget the captured requests; returns how many there were."""
@@ -176,11 +197,20 @@ class BrokerControl:
 
     # --- the broker's clock (clock_ops.py) ---------------------------------------------------
 
-    async def advance_clock(self, ms: int) -> int:
-        """Move the broker's time forward by ``ms``: what waits on time fires as if it had
-        passed (sessions, rebalances, offset and log retention, idle connections); returns
-        the broker's time in ms."""
-        return (await clock_ops.advance(self._app, ms))["now_ms"]
+    async def advance_clock(self, ms: int = 0, spare_active: bool | float = False, seconds: float = 0) -> int:
+        """Move the broker's time forward by ``ms`` plus ``seconds`` (as ``advance`` in the Python
+        API): what waits on time fires as if it had passed (sessions, rebalances, offset and log
+        retention, idle connections, fault rules' ``seconds``, ``broker_down``); returns the
+        broker's time in ms.
+
+        ``spare_active`` (True, or a window in seconds of real time; True is 5 s): group
+        members and connections the broker heard from within that window keep the time they
+        had left, so only what has been silent expires (``clock_ops.sparing`` has the rule)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise ValueError(f"seconds must be a number, not {seconds!r}")
+        if seconds < 0:
+            raise ValueError("the broker's clock only moves forward")
+        return (await clock_ops.advance(self._app, ms + round(seconds * 1000), spare_active))["now_ms"]
 
     def freeze_clock(self) -> int:
         """Stop the broker's time; only ``advance_clock`` moves it until ``unfreeze_clock``."""
@@ -193,6 +223,10 @@ class BrokerControl:
     def clock(self) -> dict:
         """The broker's time: ``now_ms``, ``frozen``, ``offset_ms`` ahead of the wall clock."""
         return clock_ops.clock_state(self._app)
+
+    def capture(self) -> dict:
+        """Whether requests are being captured: ``enabled``, ``max_requests`` kept, ``held`` now."""
+        return self._capture.state()
 
     def set_capture(self, max_requests: int) -> None:
         """Capture the last ``max_requests`` requests (0 turns capture off)."""

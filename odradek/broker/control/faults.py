@@ -17,7 +17,6 @@ API, a version the broker does not serve, an error the API cannot return
 from __future__ import annotations
 
 import difflib
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from ...protocol.errors import ErrorCode
 from ...protocol.registry import APIS
 from ...protocol.schema import F
+from .. import partition_errors
 from ..error_answers import SHAPES
 from .error_tables import allowed_errors
 
@@ -131,8 +131,14 @@ class FaultRule:
     close: str | None = None
     throttle_ms: int | None = None
     times_left: int | None = None
-    expires: float | None = None  # time.monotonic() deadline
+    expires: int | None = None  # deadline on the broker's clock (ms): an advance moves it
     fired: int = 0
+    per_partition: bool = False  # the error goes on the matching partitions only (partition_errors)
+
+    def expired(self, now: float) -> bool:
+        """Past its ``seconds=``: gone from the listing and from ``remove`` at once, not only
+        when the next request of its API arrives."""
+        return self.expires is not None and now >= self.expires
 
     def matches(self, version: int, client_id: str | None, request: Any) -> bool:
         if self.versions is not None and not self.versions[0] <= version <= self.versions[1]:
@@ -148,16 +154,16 @@ class FaultRule:
                 and (self.partition is None or self.partition in keys.partition)
                 and (self.transactional_id is None or self.transactional_id in keys.transactional_id))
 
-    def describe(self) -> dict:
-        """A plain summary (the control endpoint's answer to ``faults``)."""
+    def describe(self, now_ms: int) -> dict:
+        """A plain summary (the control endpoint's answer to ``faults``); ``now_ms``: the broker's time."""
         return {"id": self.id, "apis": sorted(APIS[k].name for k in self.api_keys),
                 "versions": list(self.versions) if self.versions else None,
                 "group_id": self.group_id, "topic": self.topic, "partition": self.partition,
                 "transactional_id": self.transactional_id, "client_id": self.client_id,
                 "error": ErrorCode(self.error).name if self.error is not None else None,
                 "delay_ms": self.delay_ms, "close": self.close, "throttle_ms": self.throttle_ms,
-                "times_left": self.times_left,
-                "seconds_left": None if self.expires is None else max(0.0, self.expires - time.monotonic()),
+                "times_left": self.times_left, "per_partition": self.per_partition,
+                "seconds_left": None if self.expires is None else max(0.0, (self.expires - now_ms) / 1000),
                 "fired": self.fired}
 
 
@@ -174,11 +180,21 @@ class FaultRules:
     def __iter__(self):
         return iter(list(self._rules))
 
+    def drop_expired(self, now: int) -> None:
+        """Forget the rules whose ``seconds=`` are up at broker time ``now`` (before listing or
+        removing them)."""
+        if any(rule.expired(now) for rule in self._rules):
+            self._rules = [r for r in self._rules if not r.expired(now)]
+            self._reindex()
+
     def add(self, rule: FaultRule) -> None:
         self._rules.append(rule)
         self._reindex()
 
-    def remove(self, rule_id: int) -> bool:
+    def remove(self, rule_id: int, now: int | None = None) -> bool:
+        """True if the rule was live; False if spent, expired (at broker time ``now``) or removed."""
+        if now is not None:
+            self.drop_expired(now)
         before = len(self._rules)
         self._rules = [r for r in self._rules if r.id != rule_id]
         self._reindex()
@@ -197,15 +213,16 @@ class FaultRules:
                 by_api.setdefault(key, []).append(rule)
         self.by_api = by_api
 
-    def match(self, api_key: int, version: int, client_id: str | None, request: Any) -> FaultRule | None:
-        """The first live rule matching the request, counted as fired; expired rules go."""
+    def match(self, api_key: int, version: int, client_id: str | None, request: Any,
+              now: int) -> FaultRule | None:
+        """The first live rule matching the request at broker time ``now``, counted as fired;
+        expired rules go."""
         rules = self.by_api.get(api_key)
         if not rules:
             return None
-        now = time.monotonic()
         for rule in rules:
-            if rule.expires is not None and now >= rule.expires:
-                self.remove(rule.id)
+            if rule.expired(now):
+                self.drop_expired(now)
                 continue
             if rule.matches(version, client_id, request):
                 rule.fired += 1
@@ -282,8 +299,9 @@ def make_rule(rule_id: int, api: Any, served: dict[int, tuple[int, int]], *, err
               partition: int | None = None, transactional_id: str | None = None,
               client_id: str | None = None, delay_ms: int = 0, close: str | None = None,
               throttle_ms: int | None = None, times: int | None = None,
-              seconds: float | None = None) -> FaultRule:
-    """A validated rule; ``served`` maps each served API key to its (min, max) version."""
+              seconds: float | None = None, now_ms: int = 0, per_partition: bool = False) -> FaultRule:
+    """A validated rule; ``served`` maps each served API key to its (min, max) version;
+    ``seconds`` count from ``now_ms`` on the broker's clock."""
     apis = api if isinstance(api, list | tuple | set | frozenset) else [api]
     if not apis:
         raise ValueError("no API given")
@@ -329,6 +347,24 @@ def make_rule(rule_id: int, api: Any, served: dict[int, tuple[int, int]], *, err
         raise ValueError(f"seconds must be a positive number, not {seconds!r}")
     if code is None and not delay_ms and close is None and throttle_ms is None:
         raise ValueError("the rule does nothing: give error, delay_ms, close or throttle_ms")
+    if per_partition:
+        _check_per_partition(keys, span, served, code, close)
     return FaultRule(rule_id, keys, span, group_id, topic, partition, transactional_id, client_id,
                      None if code is None else int(code), delay_ms or 0, close, throttle_ms, times,
-                     None if seconds is None else time.monotonic() + seconds)
+                     None if seconds is None else now_ms + round(seconds * 1000),
+                     per_partition=bool(per_partition))
+
+
+def _check_per_partition(keys: frozenset[int], span: tuple[int, int] | None,
+                         served: dict[int, tuple[int, int]], code: Any, close: str | None) -> None:
+    """A per-partition rule needs an error, and APIs whose answers carry one per partition."""
+    if code is None or close is not None:
+        raise ValueError("per_partition puts an error on some partitions: give error, and no close")
+    for key in keys:
+        lo, hi = served[key]
+        if span is not None:
+            lo, hi = max(lo, span[0]), min(hi, span[1])
+        missing = [v for v in range(lo, hi + 1) if partition_errors.layout(key, v) is None]
+        if missing:
+            raise ValueError(f"{APIS[key].name} v{missing[0]}-{missing[-1]} answers no error per partition: "
+                             f"per_partition cannot apply (narrow versions= or drop per_partition)")

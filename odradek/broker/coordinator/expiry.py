@@ -79,7 +79,8 @@ def sweep_shard(shard: Shard, now_ms: int, retention_ms: int) -> tuple[int, int,
 
 
 class OffsetExpiry:
-    """Runs the sweep every ``offsets.retention.check.interval.ms`` on the coordinator's clock.
+    """Runs the sweep every ``offsets.retention.check.interval.ms`` on the coordinator's clock
+    (once per advance of a test's clock, however many intervals it spans: ``clock.call_every``).
 
     The first run is at start-up: each shard is swept as soon as its load
     completes (``on_shard_loaded``) -- Kafka sweeps at start-up too, but
@@ -95,11 +96,8 @@ class OffsetExpiry:
     def start(self) -> None:
         """Arm the periodic sweep; the start-up run is each shard's ``on_shard_loaded``."""
         if self._timer is None:
-            self._schedule()
-
-    def _schedule(self) -> None:
-        interval = self.coordinator.config.offsets_retention_check_interval_ms
-        self._timer = self.clock.call_at(self.clock.now_ms() + interval, self._tick)
+            interval = self.coordinator.config.offsets_retention_check_interval_ms
+            self._timer = self.clock.call_every(interval, self._tick)
 
     def stop(self) -> None:
         if self._timer is not None:
@@ -111,8 +109,6 @@ class OffsetExpiry:
             self.sweep()
         except Exception:  # a bug here must not stop future sweeps
             log.exception("offsets.expiry_failed")
-        finally:
-            self._schedule()
 
     def on_shard_loaded(self, shard: Shard) -> None:
         if self._timer is not None:

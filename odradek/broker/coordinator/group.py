@@ -43,6 +43,7 @@ class Member:
     # earlier (it re-arms itself), so a heartbeat only moves the deadline (no timer churn)
     session_deadline_ms: int = 0
     timer_deadline_ms: int = 0
+    heard_real_ms: int = 0  # real time (``clock.real_ms``) of the last session restart
 
     @property
     def is_static(self) -> bool:

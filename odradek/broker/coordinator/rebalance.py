@@ -20,6 +20,7 @@ import structlog
 
 from ...offsets.records import GroupKey
 from ...protocol.errors import ErrorCode
+from ..clock import real_ms
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult
 from .api import JoinResult, SyncResult
@@ -71,6 +72,7 @@ def schedule_expiry(shard: Shard, group: ClassicGroup, member: Member, timeout_m
     """
     deadline = shard.clock.now_ms() + timeout_ms
     member.session_deadline_ms = deadline
+    member.heard_real_ms = real_ms()  # what a sparing advance asks (``spare_active``)
     timer = member.heartbeat_timer
     if timer is not None:
         if member.timer_deadline_ms <= deadline:
@@ -97,6 +99,19 @@ def _on_session_timer(shard: Shard, group: ClassicGroup, member: Member) -> None
     log.info("member.expired", group=group.group_id, member=member.member_id,
              instance=member.group_instance_id, new=member.is_new)
     remove_member_and_update(shard, group, member, "session timeout expired")
+
+
+def spare_members(shard: Shard, heard_since_real_ms: int, shift_ms: int) -> int:
+    """A sparing advance (``advance(..., spare_active=...)``): members heard from since
+    ``heard_since_real_ms`` keep the session time they had left, so only the silent ones expire.
+    Their armed timers fire early and re-arm at the moved deadline (``_on_session_timer``)."""
+    spared = 0
+    for group in shard.groups.values():
+        for member in group.members.values():
+            if member.heard_real_ms >= heard_since_real_ms:
+                member.session_deadline_ms += shift_ms
+                spared += 1
+    return spared
 
 
 def add_pending_member(shard: Shard, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
@@ -166,7 +181,7 @@ def _arm_join(shard: Shard, group: ClassicGroup, delay_ms: int, *, initial: bool
     group.initial_rebalance_remaining_ms = remaining
     token = group.join_token
     group.join_timer = shard.clock.call_at(
-        shard.clock.now_ms() + delay_ms, lambda: _on_join_deadline(shard, group, token, delay_ms))
+        shard.clock.client_deadline(delay_ms), lambda: _on_join_deadline(shard, group, token, delay_ms))
 
 
 def _cancel_join(group: ClassicGroup) -> None:
@@ -259,7 +274,7 @@ def _arm_sync_deadline(shard: Shard, group: ClassicGroup) -> None:
     _cancel_sync_deadline(group)
     generation = group.generation
     group.sync_timer = shard.clock.call_at(
-        shard.clock.now_ms() + group.rebalance_timeout_ms(),
+        shard.clock.client_deadline(group.rebalance_timeout_ms()),
         lambda: _on_sync_deadline(shard, group, generation))
 
 

@@ -42,6 +42,10 @@ class Coordinator(GroupShards):
         self.load_listeners: list[Callable[[Shard], None]] = [self.expiry.on_shard_loaded,
                                                               rebalance.on_shard_loaded]
 
+    def spare_active(self, heard_since_real_ms: int, shift_ms: int) -> int:
+        """Before a sparing advance: members heard from since then keep their session time left."""
+        return sum(rebalance.spare_members(shard, heard_since_real_ms, shift_ms) for shard in self.shards)
+
     async def load(self) -> None:
         """Replay every shard (each yields to the loop while it loads).
 

@@ -483,13 +483,14 @@ class TransactionCoordinator:
             return
 
         def fire() -> None:
+            if self._stopped:
+                return
             try:
                 sweep()
             except Exception as exc:  # a sweep's bug must not stop the next sweeps
                 log.error("txn.sweep_failed", sweep=sweep.__name__, error=repr(exc))
-            self._arm(interval, sweep)
 
-        self._timers[sweep.__name__] = self.clock.call_at(self.clock.now_ms() + interval, fire)
+        self._timers[sweep.__name__] = self.clock.call_every(interval, fire)
 
     def abort_timed_out(self) -> int:
         """Abort (and fence) every Ongoing transaction past its timeout (``abortTimedOutTransactions``)."""
