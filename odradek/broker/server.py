@@ -27,10 +27,10 @@ from ..protocol import headers
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ProtocolError
 from ..protocol.registry import APIS
-from . import partition_errors
 from .clock import Clock, RealClock, TimerHandle, real_ms
-from .dispatch import NO_RESPONSE, HandlerTable, Later, RequestContext
+from .dispatch import NO_RESPONSE, CloseConnection, HandlerTable, Later, RequestContext
 from .error_answers import error_answer
+from .faulted import apply_fault
 from .runtime.runtime import CoordinatorRuntime
 from .security import authenticator as authn
 from .security.principal import ANONYMOUS, PrincipalMappingError, ssl_principal, subject_dn
@@ -44,10 +44,6 @@ MAX_IN_FLIGHT = 128  # stop reading a connection that has this many unanswered r
 CANCEL_WHEN_GONE = frozenset({1})
 WRITE_BUFFER_HIGH = 4 << 20
 TLS_HANDSHAKE_TIMEOUT_S = 60.0  # asyncio's default; a client that never finishes the handshake goes
-
-
-class CloseConnection(Exception):
-    """The request is one Kafka answers by closing the connection."""
 
 
 class FailAuthentication(Exception):
@@ -677,7 +673,7 @@ class Connection(asyncio.Protocol):
                 return self._api_versions_fallback(correlation_id, self.server.handlers.get(api_key).versions.hi,
                                                    rule.error)
             else:
-                result = self._faulted(rule, route, ctx, body)
+                result = apply_fault(rule, route.api_key, route.fn, ctx, body, self.log, route.name)
             if type(result) is not dict:
                 if type(result) is Later:  # the coordinator answers later (a commit awaiting fsync)
                     return _Pending(result, route, version, correlation_id, started, body)
@@ -825,36 +821,6 @@ class Connection(asyncio.Protocol):
         else:
             finish()
 
-    def _faulted(self, rule: Any, route: Route, ctx: RequestContext, body: Any) -> Any:
-        """Apply a fault rule (``control/faults.py``) instead of, or around, the handler.
-
-        An error answer is Kafka's error response for the request
-        (``error_answers``) and the handler does not run; closing before
-        means the handler does not run either; closing after runs it (a
-        commit lands) and closes instead of answering; a delay or throttle
-        wraps the handler's answer in a coroutine the connection waits on,
-        as on any slow request, without blocking other connections.
-        """
-        self.log.info("request.fault", api=route.name, version=ctx.api_version, rule=rule.id,
-                      error=rule.error, delay_ms=rule.delay_ms, close=rule.close, throttle_ms=rule.throttle_ms)
-        if rule.close == "before":
-            raise CloseConnection(f"fault rule {rule.id}: close before handling")
-        if rule.error is not None and rule.per_partition:  # the chosen partitions fail, the rest is handled
-            lay = partition_errors.layout(route.api_key, ctx.api_version)
-            rest, chosen = partition_errors.split(lay, body, rule.topic, rule.partition)
-            result = _with_partition_errors(route.fn(ctx, rest), lay, chosen, rule.error)
-        elif rule.error is not None:
-            answer = error_answer(route.api_key, ctx.api_version, body, rule.error)
-            result = NO_RESPONSE if answer is None else answer
-        else:
-            result = route.fn(ctx, body)
-        if not rule.delay_ms and rule.close is None:
-            if rule.throttle_ms is None or result is NO_RESPONSE:
-                return result
-            if type(result) is dict:
-                return {**result, "throttle_time_ms": rule.throttle_ms}
-        return _fault_later(rule, result)
-
     def _route(self, api_key: int, version: int) -> Route | None:
         """The route for a request kind seen for the first time (None: ApiVersions fallback)."""
         spec = APIS.get(api_key)
@@ -920,47 +886,3 @@ class Connection(asyncio.Protocol):
                           "max_version": max_version}],
         }, 0)
         return headers.encode_response_parts(correlation_id, 0, body)
-
-
-def _with_partition_errors(result: Any, lay: Any, chosen: list, code: int) -> Any:
-    """The handler's answer to the rest of a request, with the chosen partitions' errors added."""
-    if type(result) is dict:
-        return partition_errors.merge(lay, result, chosen, code)
-    if result is NO_RESPONSE:
-        return result
-
-    async def later() -> Any:
-        answer = await (_later_done(result) if type(result) is Later else result)
-        return partition_errors.merge(lay, answer, chosen, code) if type(answer) is dict else answer
-    return later()
-
-
-async def _fault_later(rule: Any, result: Any) -> Any:
-    """The handler's answer, then the rule's delay, throttle or close (see ``Connection._faulted``)."""
-    if type(result) is Later:
-        result = await _later_done(result)
-    elif inspect.isawaitable(result):
-        result = await result
-    if rule.delay_ms:
-        await asyncio.sleep(rule.delay_ms / 1000)
-    if rule.close == "after":
-        raise CloseConnection(f"fault rule {rule.id}: close after handling")
-    if rule.throttle_ms is not None and type(result) is dict:
-        result = {**result, "throttle_time_ms": rule.throttle_ms}
-    return result
-
-
-def _later_done(later: Later) -> asyncio.Future:
-    """A future completed with a ``Later``'s shaped answer."""
-    future = asyncio.get_running_loop().create_future()
-
-    def done(_later: Later) -> None:
-        if future.done():
-            return
-        try:
-            future.set_result(later.result())
-        except Exception as exc:
-            future.set_exception(exc)
-
-    later.add_done_callback(done)
-    return future

@@ -66,9 +66,22 @@ def imports_of(path: Path, modules: set[str], name: str | None = None) -> set[st
 
 
 def graph() -> dict[str, set[str]]:
+    """Module -> the modules it imports, each with the package ``__init__`` the import runs first
+    (importing ``a.b.c`` from outside ``a.b`` runs ``a/b/__init__.py``)."""
     paths = sorted(ROOT.rglob("*.py"))
     modules = {module_name(p) for p in paths}
-    return {module_name(p): imports_of(p, modules) for p in paths}
+    edges = {}
+    for path in paths:
+        name = module_name(path)
+        own = set(_ancestors(name)) | {name}
+        targets = imports_of(path, modules)
+        edges[name] = targets | {a for t in targets for a in _ancestors(t) if a not in own and a in modules}
+    return edges
+
+
+def _ancestors(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def layer(module: str) -> str | None:
