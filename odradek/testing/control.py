@@ -118,7 +118,7 @@ class ControlApi(ABC):
 
         ``spare_active=True`` (or a window in seconds; True is 5 s of real time): members and
         connections heard from within the window keep the time they had left, so one advance
-        evicts only the hung member (docs/TESTING.md has the exact rule)."""
+        evicts only the hung member (docs/test-control.md has the exact rule)."""
         total = round(seconds * 1000) + ms
         if total < 0:
             raise ValueError("the broker's clock only moves forward")

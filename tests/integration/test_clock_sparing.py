@@ -1,7 +1,7 @@
 """One clock, really: fault rules' ``seconds`` and ``broker_down`` run on the broker's clock, an
 advance of any length costs milliseconds, and a sparing advance expires only what is silent.
 
-The sparing rule (``odradek/broker/control/clock_ops.py``, docs/TESTING.md): whatever the broker
+The sparing rule (``odradek/broker/control/clock_ops.py``, docs/test-control.md): whatever the broker
 heard from within the last ``spare_active`` seconds of real time -- a group member's heartbeat,
 join, sync or commit, a connection's bytes -- keeps the time it had left; a rebalance the advance
 starts waits its timeouts from the end of the advance.  Real clients judge it.

@@ -1,5 +1,5 @@
 """What a test author reaches for, written in a stranger's project with only the installed package
-and the documented fixtures (docs/TESTING.md): each recipe is a few lines, run by pytester."""
+and the documented fixtures (docs/test-control.md, docs/pytest.md): each recipe is a few lines, run by pytester."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def test_the_default_retention_keeps_them(fresh_kafka_broker):
 '''
 
 
-def test_the_recipes_of_docs_testing_run_in_a_strangers_project(pytester):
+def test_the_documented_recipes_run_in_a_strangers_project(pytester):
     pytester.makepyfile(test_recipes=RECIPES)
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=240)
     result.assert_outcomes(passed=5)
