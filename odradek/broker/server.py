@@ -697,22 +697,22 @@ class Connection(asyncio.Protocol):
         auth = self.sasl
         step = auth.receive(frame)
         action = step.action
-        if action is authn.SERVE:
+        if action == authn.SERVE:
             return self._process(frame)
-        if action is authn.DO_TOKEN:
+        if action == authn.DO_TOKEN:
             return self._sasl_raw_token(frame)
-        if action is authn.DO_HANDSHAKE:
+        if action == authn.DO_HANDSHAKE:
             if step.event is not None:
                 self.log.info(step.event, principal=self.principal)
             return self._sasl_handshake(frame, step.version, step.correlation_id)
-        if action is authn.DO_AUTHENTICATE:
+        if action == authn.DO_AUTHENTICATE:
             return self._sasl_authenticate(frame, step.version, step.correlation_id)
-        if action is authn.SERVE_API_VERSIONS:
+        if action == authn.SERVE_API_VERSIONS:
             out = self._process(frame)
             handler = self.server.handlers.get(step.api_key)
             auth.api_versions_served(handler is not None and step.version in handler.versions)
             return out
-        if action is authn.REFUSE:
+        if action == authn.REFUSE:
             self.log.warning(step.event, api_key=step.api_key, state=auth.state, expected="SaslAuthenticate")
             failure = auth.refused()
             raise FailAuthentication(failure.reason, self._illegal_state_answer(
