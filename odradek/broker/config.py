@@ -168,10 +168,19 @@ def _authorizer(text: str) -> str:
 
 
 def _super_users(text: str) -> str:
-    from .security.acls import parse_super_users
-
     parse_super_users(text)
     return text.strip()
+
+
+def parse_super_users(text: str) -> list[str]:
+    """``super.users``: ``;``-separated principals, each ``Type:name`` (trimmed)."""
+    out = []
+    for item in filter(None, (s.strip() for s in text.split(";"))):
+        kind, sep, name = item.partition(":")
+        if not sep or not kind or not name:
+            raise ValueError(f"{item!r} is not a principal of the form Type:name")
+        out.append(item)
+    return out
 
 
 def _paths(text: str) -> str:

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...protocol.registry import APIS
+from ..config import Config, parse_super_users
 from .acl_store import AclStore
-from .acls import AclAuthorizer, AclBinding, AclOperation, ResourceType, parse_super_users
+from .acls import AclAuthorizer, AclBinding, AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from ..config import Config
     from ..dispatch import RequestContext
+
 
 class Authorizer:
     def __init__(self, data_dir: Path, super_users: Iterable[str] = (),
