@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..storage.config import COMPRESSION_TYPES, PRODUCER
+
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})  # listen on every interface
 
 
@@ -359,6 +361,9 @@ SETTINGS: list[Setting] = [
     Setting("log.index.interval.bytes", _int, 4096, "Bytes between offset-index entries.", low=0),
     Setting("message.max.bytes", _int, 1048588, "Largest record batch accepted.", low=0,
             high=INT32_MAX),
+    Setting("compression.type", _choice(*COMPRESSION_TYPES), PRODUCER,
+            "Codec batches are stored in (recompressed on append when it differs from the "
+            "batch's), or producer: as the producer sent them."),
     Setting("odradek.emulate.kafka.version", _kafka_release, "",
             "Serve only the request versions this Kafka release served (ApiVersions and every "
             "version check), and write the __consumer_offsets value versions it wrote; "
@@ -545,7 +550,8 @@ class Config:
 
     def log_defaults(self) -> dict[str, Any]:
         """The broker-wide ``log.*`` settings that are set, for storage's LogConfig."""
-        names = [s.name for s in SETTINGS if s.name.startswith("log.") or s.name == "message.max.bytes"]
+        names = [s.name for s in SETTINGS if s.name.startswith("log.") or s.name in ("message.max.bytes",
+                                                                                   "compression.type")]
         out = {n: self._values[n] for n in names if self._values[n] is not None}
         out["log.message.timestamp.type"] = {"createtime": "CreateTime",
                                              "logappendtime": "LogAppendTime"}[

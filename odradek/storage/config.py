@@ -28,6 +28,9 @@ COMPACT = "compact"
 DELETE = "delete"
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
+PRODUCER = "producer"
+# Kafka's BrokerCompressionType names: a codec batches are stored in, or ``producer`` (as sent)
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", PRODUCER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,7 @@ class LogConfig:
     max_message_bytes: int = 1024 * 1024 + 12
     index_interval_bytes: int = 4096
     fsync: FsyncMode = FsyncMode.NEVER
+    compression_type: str = PRODUCER  # the broker recompresses batches to it on append
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str) -> ValueError:
@@ -79,6 +83,8 @@ class LogConfig:
             raise bad("max.message.bytes", f"{self.max_message_bytes} < 0")
         if self.index_interval_bytes < 0:
             raise bad("index.interval.bytes", f"{self.index_interval_bytes} < 0")
+        if self.compression_type not in COMPRESSION_TYPES:
+            raise bad("compression.type", f"{self.compression_type!r} is not one of {', '.join(COMPRESSION_TYPES)}")
 
     @property
     def compact(self) -> bool:
@@ -98,7 +104,7 @@ class LogConfig:
         for name, raw in props.items():
             field = _TOPIC_NAMES.get(name)
             if field is None:
-                continue  # other topic configs (e.g. compression.type) are not the log's business
+                continue  # other topic configs (e.g. min.insync.replicas) are not the log's business
             changes[field] = _parse(name, field, raw)
         return dataclasses.replace(self, **changes) if changes else self
 
@@ -152,6 +158,7 @@ _TOPIC_NAMES = {
     "max.message.bytes": "max_message_bytes",
     "index.interval.bytes": "index_interval_bytes",
     "fsync.mode": "fsync",
+    "compression.type": "compression_type",
 }
 
 _BROKER_NAMES = {
@@ -167,6 +174,7 @@ _BROKER_NAMES = {
     "message.max.bytes": "max.message.bytes",
     "log.index.interval.bytes": "index.interval.bytes",
     "log.fsync.mode": "fsync.mode",
+    "compression.type": "compression.type",
 }
 
 
@@ -180,7 +188,7 @@ def _parse(name: str, field: str, raw: object) -> object:
             return raw if isinstance(raw, FsyncMode) else FsyncMode(str(raw).strip().lower())
         if field == "min_cleanable_dirty_ratio":
             return float(str(raw))
-        if field == "message_timestamp_type":
+        if field in ("message_timestamp_type", "compression_type"):
             return str(raw).strip()
         return int(str(raw).strip())
     except ValueError:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import structlog
 
@@ -38,8 +39,23 @@ logger = structlog.get_logger("odradek.storage")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+_CREATE_THREADS = 16  # partitions opened at once by create_many (their waits are on the disk)
 COMPACTED_INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # Kafka fixes compaction for both
 TopicPartition = tuple[str, int]
+
+
+class _DirCheckpoints(NamedTuple):
+    directory: Path
+    recovery_points: tuple[tuple[TopicPartition, int], ...]
+    cleaner_offsets: tuple[tuple[TopicPartition, int], ...]
+    log_starts: tuple[tuple[TopicPartition, int], ...]
+
+
+class CheckpointSnapshot(NamedTuple):
+    """The checkpoint files' contents at one moment, for a worker thread to write."""
+
+    seq: int
+    dirs: tuple[_DirCheckpoints, ...]
 
 
 def offsets_topic_config(base: LogConfig) -> LogConfig:
@@ -67,9 +83,11 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._task: asyncio.Task[None] | None = None
         self._cleaner_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-cleaner")
+        self._create_pool = ThreadPoolExecutor(max_workers=_CREATE_THREADS, thread_name_prefix="odradek-create")
         self._opened = False
         self.compactions = 0  # runs that rewrote a log (metrics)
         self._checkpoint_lock = threading.Lock()
+        self._snapshot_seq = self._written_seq = 0  # checkpoint snapshots taken / last written
         self._background: set[asyncio.Task[None]] = set()
         self._rounds = asyncio.Lock()  # the scheduler's rounds and a test's catch_up, one at a time
         self._next_retention: int | None = None  # when each round is next due (clock ms)
@@ -163,12 +181,71 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
+        log = self.open_new(topic, partition, config, log_dir=log_dir)
+        self._logs[(topic, partition)] = log
+        return log
+
+    def open_new(self, topic: str, partition: int, config: LogConfig | None = None, *,
+                 log_dir: str | os.PathLike[str] | None = None) -> Log:
+        """Open (creating it if needed) a partition's log without registering it (blocking;
+        any thread: ``create_many`` runs it in worker threads, then registers on the loop)."""
         parent = Path(log_dir) if log_dir is not None else self.log_dirs[0]
         log = Log.open(parent / partition_dir_name(topic, partition), config or self.config_for(topic),
                        clock=self.clock)
         log.on_truncate = self._after_truncate
-        self._logs[(topic, partition)] = log
         return log
+
+    async def create_many(self, wanted: Iterable[tuple[str, int, LogConfig]], *,
+                          on_new: Callable[[Log], None] | None = None) -> dict[TopicPartition, Log | Exception]:
+        """Each (topic, partition, config)'s log, the new ones opened in parallel worker threads
+        and registered on the loop; a partition that could not be opened maps to its error.
+        ``on_new(log)`` runs in the worker that opened a new log (its first files beside the
+        segments); what it raises is that partition's error, the log registered all the same
+        so that a rollback finds it.
+
+        Creating a partition's files waits on the disk (a few ms each here), so a
+        CreateTopics of 1,000 topics opened one at a time on the loop stalled it
+        for seconds; threads overlap those waits.
+        """
+        out: dict[TopicPartition, Log | Exception] = {}
+        todo: list[tuple[str, int, LogConfig]] = []
+        for topic, partition, config in wanted:
+            found = self._logs.get((topic, partition))
+            if found is not None:
+                out[(topic, partition)] = found
+            else:
+                todo.append((topic, partition, config))
+        if not todo:
+            return out
+        loop = asyncio.get_running_loop()
+        n = min(_CREATE_THREADS, len(todo))
+        chunks = await asyncio.gather(*(loop.run_in_executor(self._create_pool, self._open_chunk, todo[i::n], on_new)
+                                        for i in range(n)))
+        for chunk in chunks:
+            for key, opened, error in chunk:
+                if opened is not None:
+                    current = self._logs.get(key)
+                    if current is not None:  # registered meanwhile: one Log per directory
+                        opened.discard()
+                        opened = current
+                    self._logs[key] = opened
+                out[key] = error if error is not None else opened  # type: ignore[assignment]
+        return out
+
+    def _open_chunk(self, chunk: list[tuple[str, int, LogConfig]], on_new: Callable[[Log], None] | None
+                    ) -> list[tuple[TopicPartition, Log | None, Exception | None]]:
+        opened: list[tuple[TopicPartition, Log | None, Exception | None]] = []
+        for topic, partition, config in chunk:
+            log = None
+            try:
+                log = self.open_new(topic, partition, config)
+                if on_new is not None:
+                    on_new(log)
+            except Exception as exc:  # e.g. out of file descriptors: that partition's error
+                opened.append(((topic, partition), log, exc))
+            else:
+                opened.append(((topic, partition), log, None))
+        return opened
 
     def detach_all(self) -> list[Log]:
         """Forget every log at once (a test's reset): nothing finds them any more, none takes an
@@ -199,20 +276,47 @@ class LogManager:
 
     # --- checkpoints -----------------------------------------------------------------------
 
-    def write_checkpoints(self) -> None:
-        """Recovery points, cleaner checkpoints, log starts: one file each per log dir (blocking)."""
-        with self._checkpoint_lock:
-            self._write_checkpoints()
+    def checkpoint_snapshot(self) -> CheckpointSnapshot:
+        """What the three checkpoint files of each log dir will say, read now (on the loop).
 
-    def _write_checkpoints(self) -> None:
+        The loop creates and deletes logs while a worker thread writes the
+        files: the thread gets this immutable copy, never ``_logs`` itself
+        (iterating a dict another thread resizes fails mid-round).
+        """
+        self._snapshot_seq += 1
+        logs = list(self._logs.items())  # one C-level copy: nothing runs between its items
+        per_dir = []
         for d in self.log_dirs:
-            logs = {tp: lg for tp, lg in self._logs.items() if lg.directory.parent == d}
-            write_checkpoint(d / RECOVERY_POINT_FILE, {tp: lg.recovery_point for tp, lg in logs.items()})
-            # kept for a log no longer compacted while cleaned segments remain: it marks the gaps
-            write_checkpoint(d / CLEANER_FILE, {tp: lg.cleaner_checkpoint for tp, lg in logs.items()
-                                                if lg.config.compact
-                                                or lg.cleaner_checkpoint > lg.log_start_offset})
-            write_checkpoint(d / LOG_START_FILE, {tp: lg.log_start_offset for tp, lg in logs.items()})
+            mine = [(tp, lg) for tp, lg in logs if lg.directory.parent == d]
+            per_dir.append(_DirCheckpoints(
+                d,
+                tuple((tp, lg.recovery_point) for tp, lg in mine),
+                # kept for a log no longer compacted while cleaned segments remain: it marks the gaps
+                tuple((tp, lg.cleaner_checkpoint) for tp, lg in mine
+                      if lg.config.compact or lg.cleaner_checkpoint > lg.log_start_offset),
+                tuple((tp, lg.log_start_offset) for tp, lg in mine)))
+        return CheckpointSnapshot(self._snapshot_seq, tuple(per_dir))
+
+    def write_snapshot(self, snapshot: CheckpointSnapshot) -> None:
+        """Write a snapshot's files (blocking: a worker thread).  One writer at a time, and a
+        snapshot older than one already written is skipped, so files never go back in time."""
+        with self._checkpoint_lock:
+            if snapshot.seq <= self._written_seq:
+                return
+            for c in snapshot.dirs:
+                write_checkpoint(c.directory / RECOVERY_POINT_FILE, dict(c.recovery_points))
+                write_checkpoint(c.directory / CLEANER_FILE, dict(c.cleaner_offsets))
+                write_checkpoint(c.directory / LOG_START_FILE, dict(c.log_starts))
+            self._written_seq = snapshot.seq
+
+    def write_checkpoints(self) -> None:
+        """Recovery points, cleaner checkpoints, log starts: one file each per log dir (blocking,
+        for callers on the thread that owns the logs; the loop uses ``checkpoint``)."""
+        self.write_snapshot(self.checkpoint_snapshot())
+
+    async def checkpoint(self) -> None:
+        """Snapshot on the loop, write in a worker thread."""
+        await asyncio.to_thread(self.write_snapshot, self.checkpoint_snapshot())
 
     def _after_truncate(self, log: Log) -> None:
         # The recovery point went down: the file must not keep vouching for bytes past it.
@@ -221,7 +325,7 @@ class LogManager:
         except RuntimeError:
             self.write_checkpoints()
             return
-        task = asyncio.ensure_future(asyncio.to_thread(self.write_checkpoints))
+        task = asyncio.ensure_future(self.checkpoint())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -252,7 +356,7 @@ class LogManager:
                         await self.after_clean(log, stats.end_offset)
                     # the checkpoint records where offsets may have gaps before compaction can be
                     # switched off (start-up recovers gapped logs leniently)
-                    await asyncio.to_thread(self.write_checkpoints)
+                    await self.checkpoint()
             except CleaningAborted:
                 pass
         return cleaned
@@ -268,7 +372,7 @@ class LogManager:
         await self.run_flushes()
         await self.run_retention()
         await self.run_cleaner()
-        await asyncio.to_thread(self.write_checkpoints)
+        await self.checkpoint()
 
     async def _scheduler(self) -> None:
         tick = max(self.flush_check_interval_ms, 10) / 1000
@@ -307,7 +411,7 @@ class LogManager:
                 await self.run_cleaner()
             if now >= self._next_checkpoint:
                 self._next_checkpoint = now + self.checkpoint_interval_ms
-                await asyncio.to_thread(self.write_checkpoints)
+                await self.checkpoint()
 
     async def close(self) -> None:
         """Stop maintenance, fsync and close every log, write final checkpoints."""
@@ -323,8 +427,9 @@ class LogManager:
         if self.before_close is not None:
             await self.before_close()
         await asyncio.gather(*(log.aclose() for log in self._logs.values()))
-        await asyncio.to_thread(self.write_checkpoints)
+        await self.checkpoint()
         self._cleaner_pool.shutdown(wait=True)
+        self._create_pool.shutdown(wait=True)
 
     def close_blocking(self) -> None:
         """close() for code without an event loop."""
@@ -332,3 +437,4 @@ class LogManager:
             log.close()
         self.write_checkpoints()
         self._cleaner_pool.shutdown(wait=True)
+        self._create_pool.shutdown(wait=True)

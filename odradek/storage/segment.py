@@ -223,6 +223,11 @@ class Segment:
     def iter_batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, bytes, int, BatchHeader]]:
         return iter_file_batches(self.fd, start, self.size if end is None else end)
 
+    def last_modified_ms(self) -> int:
+        """The file's mtime, through the descriptor: a pinned reader gets it even after
+        retention or a delete unlinked the file (Kafka's ``LogSegment.lastModified``)."""
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
     def compute_max_timestamp(self) -> int:
         """Largest batch maxTimestamp (header scan, cached); -1 for an empty segment."""
         if self.max_timestamp is None:

@@ -131,7 +131,7 @@ def test_create_topics_every_version(broker):
     ("bad-config-name", 1, -1, {"no.such.config": "1"}, E.INVALID_CONFIG),
     ("bad-config-value", 1, -1, {"retention.ms": "soon"}, E.INVALID_CONFIG),
     ("bad-policy", 1, -1, {"cleanup.policy": "shred"}, E.INVALID_CONFIG),
-    ("recompress", 1, -1, {"compression.type": "gzip"}, E.INVALID_CONFIG),
+    ("bad-codec", 1, -1, {"compression.type": "brotli"}, E.INVALID_CONFIG),
     ("tiny-segment", 1, -1, {"segment.bytes": "3"}, E.INVALID_CONFIG),
 ])
 def test_create_topics_refusals(broker, name, partitions, rf, configs, code):
@@ -218,9 +218,10 @@ def test_metadata_topics_null_is_all_and_empty_is_none(broker):
         create(c, "m1", 1)
         for v in range(1, 13):
             every = metadata(c, None, version=v)
-            assert [t.name for t in every.topics] == ["m1", "m2"]
+            assert [(t.name, t.is_internal) for t in every.topics] == [
+                ("__consumer_offsets", True), ("__transaction_state", True), ("m1", False), ("m2", False)]
             assert metadata(c, [], version=v).topics == []
-            t = every.topics[1]
+            t = every.topics[3]
             assert (t.error_code, t.is_internal) == (E.NONE, False)
             for i, p in enumerate(t.partitions):
                 assert (p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes) == (i, 1, [1], [1])
@@ -248,11 +249,9 @@ def test_metadata_auto_creates_only_when_allowed(broker, strict):
         t = metadata(c, ["auto-yes"], auto=True).topics[0]
         assert (t.error_code, len(t.partitions)) == (E.NONE, 1)
         assert metadata(c, ["bad name"], auto=True).topics[0].error_code == E.INVALID_TOPIC_EXCEPTION
-        assert metadata(c, ["__transaction_state"], auto=True).topics[0].error_code == \
-            E.UNKNOWN_TOPIC_OR_PARTITION
     with client(strict) as c:
         assert metadata(c, ["auto-off"], auto=True).topics[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
-        assert metadata(c, None).topics == []
+        assert [t.name for t in metadata(c, None).topics] == ["__consumer_offsets", "__transaction_state"]
 
 
 # --- Produce ---------------------------------------------------------------------------
@@ -703,9 +702,8 @@ def test_deleting_a_topic_deletes_its_committed_offsets(broker):
         assert commit(c, "g1", "missing-topic", 1) == E.UNKNOWN_TOPIC_OR_PARTITION  # app.topics hook
         assert commit(c, "g1", "offs", 3) == E.NONE
         assert committed(c, "g1", "offs") == 3
-        # the offsets topic now holds data: an all-topics listing shows it, as internal
         listed = {t.name: t.is_internal for t in metadata(c, None).topics}
-        assert listed == {"offs": False, "__consumer_offsets": True}
+        assert listed == {"offs": False, "__consumer_offsets": True, "__transaction_state": True}
         c.request(DELETE, 6, {"topics": [{"name": "offs", "topic_id": ZERO}], "timeout_ms": 5000})
         create(c, "offs")
         assert committed(c, "g1", "offs") == -1
@@ -729,27 +727,27 @@ async def test_create_topics_out_of_file_descriptors_is_an_error_code(abroker):
     from odradek.protocol.errors import ErrorCode
 
     logs = abroker.app.logs
-    real_create = logs.create
+    real_create = logs.open_new
 
     def failing_create(topic, partition, *args, **kwargs):
         if partition >= 2:
             raise OSError(errno.EMFILE, "Too many open files")
         return real_create(topic, partition, *args, **kwargs)
 
-    logs.create = failing_create
+    logs.open_new = failing_create
     client = await AsyncClient.connect("127.0.0.1", abroker.port)
     try:
         body = {"topics": [{"name": "fd-hungry", "num_partitions": 5, "replication_factor": -1,
                             "assignments": [], "configs": []}], "timeout_ms": 5000}
         r = await client.request(19, 5, body)
         assert r.topics[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
-        logs.create = real_create
+        logs.open_new = real_create
         meta = await client.request(3, 12, {"topics": [{"name": "fd-hungry"}],
                                             "allow_auto_topic_creation": False})
         assert meta.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         assert (await client.request(19, 5, body)).topics[0].error_code == ErrorCode.NONE
     finally:
-        logs.create = real_create
+        logs.open_new = real_create
         await client.close()
 
 

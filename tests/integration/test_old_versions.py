@@ -292,6 +292,49 @@ def test_list_offsets_v0_as_burrow_sends_it():
         assert _burrow_list_offsets(port, empty, -1, 1) == (E.NONE, [0])
 
 
+class _DeleteOnWalk(tuple):
+    """A log's segment view that deletes what it is told to when a reader starts walking it."""
+
+    def __iter__(self):
+        action, self.action = self.action, None
+        if action is not None:
+            action()
+        return super().__iter__()
+
+
+@pytest.mark.parametrize("deletion", ["delete-records", "delete-topic"])
+def test_list_offsets_v0_while_segments_are_deleted_under_it(deletion):
+    """DeleteRecords or DeleteTopics removing the segments ListOffsets v0 is reading (the hook
+    runs the deletion right after the read took its segment list): an answer, never
+    UNKNOWN_SERVER_ERROR."""
+    with ThreadedBroker(overrides={"log.segment.bytes": "1024"}) as b, client(b) as c:
+        topic = unique("race")
+        create(c, topic)
+        for _i in range(4):
+            assert produce(c, topic, encode_batch([(b"k", b"x" * 900)]), 9).error_code == E.NONE
+        log = b.call(lambda: b.app.topics.log(topic, 0))
+
+        def delete() -> None:  # a real request on another connection, answered meanwhile
+            with client(b) as other:
+                if deletion == "delete-records":
+                    r = other.request(21, 2, {"timeout_ms": 5000, "topics": [
+                        {"name": topic, "partitions": [{"partition_index": 0, "offset": 3}]}]})
+                    assert r.topics[0].partitions[0].error_code == E.NONE
+                else:
+                    r = other.request(20, 4, {"topic_names": [topic], "timeout_ms": 5000})
+                    assert r.responses[0].error_code == E.NONE
+            assert not (log.directory / "00000000000000000000.log").exists()
+
+        def hook() -> None:
+            view = _DeleteOnWalk(log._view[0])
+            view.action = delete
+            log._view = (view, log._view[1])
+
+        b.call(hook)
+        error, offsets = _burrow_list_offsets(b.app.endpoint.port, topic, -1, 10)
+        assert error == E.NONE and offsets[0] == 4 and offsets == sorted(offsets, reverse=True)
+
+
 # --- Metadata v0, CreateTopics v0-1, DeleteTopics v0 ------------------------------------
 
 def test_metadata_v0_empty_list_is_every_topic(broker):

@@ -281,6 +281,25 @@ def test_a_module_touches_only_what_its_signature_names():
     assert outside == []
 
 
+def test_a_protocol_names_only_what_its_module_uses():
+    """A ``...Services`` protocol's own members are each used by its module: the signature does not
+    claim more than the code touches (a protocol may extend another it hands its parameter on to)."""
+    unused = []
+    for module, classes in services_protocols().items():
+        path = ROOT.parent / (module.replace(".", "/") + ".py")
+        if not path.exists():
+            path = ROOT.parent / module.replace(".", "/") / "__init__.py"
+        uses = _uses(ast.parse(path.read_text(encoding="utf-8")), {n: members(c) for n, c in classes.items()})
+        for name, cls in classes.items():
+            own = set(cls.__dict__.get("__annotations__", {})) | {
+                n for n, v in vars(cls).items() if not n.startswith("__") and callable(v)}
+            # used through this protocol, or through one that extends it in the same module
+            users = {n for n, c in classes.items() if cls in c.__mro__}
+            used = {attr for protocol, attr, _line in uses if protocol in users}
+            unused += [f"{module}.{name}.{member}" for member in sorted(own - used)]
+    assert unused == []
+
+
 def test_broker_app_provides_every_service(tmp_path):
     from odradek.broker.app import BrokerApp
     from odradek.broker.config import Config

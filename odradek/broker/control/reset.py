@@ -43,6 +43,7 @@ from ...storage.files import (
     parse_partition_dir,
 )
 from ...storage.log import Log
+from ...storage.log_manager import CheckpointSnapshot
 from ..coordinator import rebalance
 from ..dataplane.topics import REGISTRY_FILE
 from ..dynamic_config import FILE as DYNAMIC_CONFIG_FILE
@@ -105,7 +106,7 @@ async def reset_broker(app: ResetServices, lock: asyncio.Lock) -> dict[str, Any]
         if app.txn_coordinator is not None:
             await app.txn_coordinator.load()
         await app.topics.save()
-        await asyncio.to_thread(_make_durable, app)
+        await asyncio.to_thread(_make_durable, app, app.logs.checkpoint_snapshot())
         cleanup = asyncio.ensure_future(_remove_old(old_logs))
         app.logs.track(cleanup)
         if getattr(app.clock, "frozen", False):
@@ -144,9 +145,10 @@ def _switch(app: ResetServices) -> tuple[list[Log], list[str], int, Any]:
     return old_logs, topics, groups, old_coordinator
 
 
-def _make_durable(app: ResetServices) -> None:
-    """The renames, the empty registry and checkpoints on disk, then the marker goes."""
-    app.logs.write_checkpoints()
+def _make_durable(app: ResetServices, checkpoints: CheckpointSnapshot) -> None:
+    """The renames, the empty registry and checkpoints on disk, then the marker goes (a worker
+    thread: the checkpoints were read on the loop)."""
+    app.logs.write_snapshot(checkpoints)
     for d in app.config.data_dirs:
         fsync_dir(d)
     _remove_marker(app.data_dir)

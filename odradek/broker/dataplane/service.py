@@ -31,6 +31,7 @@ from ..txn_contracts import TxnMarker, TxnVerifier
 from . import topic_configs
 from .batches import BatchRejected, validate_batch
 from .producers import PartitionProducers, ProducerIdAllocator, ProducerStates, SequenceError
+from .recompress import recompress, target_codec
 from .topics import INTERNAL_TOPICS, TopicRegistry
 from .waiters import AppendWaiters
 
@@ -148,6 +149,9 @@ class DataPlane:
                 raise BatchRejected(exc.code, exc.message) from None
             if dup is not None:
                 return AppendResult(dup.first_offset, dup.append_time, log.log_start_offset)
+        target = target_codec(config.compression_type, h.compression)
+        if target != h.compression:  # the topic's codec differs from the batch's (LogValidator)
+            data, h = recompress(data, target)  # type: ignore[arg-type]
         first = self._append(log, state, data)  # type: ignore[arg-type]
         append_time = _stamped_time(log, h.size) if config.log_append_time else -1
         if h.producer_id >= 0:

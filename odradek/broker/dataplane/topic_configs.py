@@ -7,8 +7,7 @@ DescribeConfigs, so the three never disagree.  Three kinds of names:
   by building a ``LogConfig`` from them (storage owns the rules).
 - *checked* configs are honoured here: ``min.insync.replicas`` (acks=all
   gets NOT_ENOUGH_REPLICAS when it exceeds our single replica, as Kafka
-  does) and ``compression.type`` (only ``producer``: the broker stores what
-  the producer sent and never re-compresses, so any other value would lie).
+  does).
 - *accepted* configs only describe replication or file-layout details that
   have no meaning on one node; they are validated, stored and reported.
 
@@ -70,8 +69,8 @@ _T = ConfigType
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
     TopicConfigDef("cleanup.policy", _T.LIST, "delete, compact, or both.", "log", ("log.cleanup.policy",)),
     TopicConfigDef("compression.type", _T.STRING,
-                   "Only 'producer': batches are stored as the producer compressed them.", "checked",
-                   default="producer"),
+                   "uncompressed, gzip, snappy, lz4, zstd: batches in another codec are recompressed "
+                   "on append; producer: stored as sent.", "log", ("compression.type",)),
     TopicConfigDef("delete.retention.ms", _T.LONG, "How long compaction keeps tombstones.", "log",
                    ("log.cleaner.delete.retention.ms",)),
     TopicConfigDef("file.delete.delay.ms", _T.LONG, "Accepted; files are removed at once.", "accepted",
@@ -129,11 +128,7 @@ def _check_int(name: str, value: str, low: int) -> None:
 def _check_extra(name: str, value: str) -> None:
     """Values of the names storage does not know."""
     d = TOPIC_CONFIGS[name]
-    if name == "compression.type":
-        if value.strip().lower() != "producer":
-            raise TopicConfigError("compression.type: only 'producer' is supported (the broker never "
-                                   "re-compresses batches)")
-    elif d.type is ConfigType.BOOLEAN:
+    if d.type is ConfigType.BOOLEAN:
         if value.strip().lower() not in ("true", "false"):
             raise TopicConfigError(f"invalid value {value!r} for {name}: not a boolean")
     elif d.type in (ConfigType.INT, ConfigType.LONG):

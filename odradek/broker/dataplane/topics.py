@@ -33,10 +33,10 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import structlog
 
@@ -56,7 +56,7 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 MAX_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000  # per topic: each partition holds two open files
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
-_CREATE_YIELD_EVERY = 16
+_T = TypeVar("_T")
 
 
 class TopicError(Exception):
@@ -85,6 +85,15 @@ class Topic:
         return cls(d["name"], uuid.UUID(d["id"]), int(d["partitions"]), dict(d.get("configs") or {}))
 
 
+class _Staged(NamedTuple):
+    """A topic of a CreateTopics being created: its place in the answer, what it will be."""
+
+    index: int
+    topic: Topic
+    config: LogConfig
+    done: asyncio.Future
+
+
 def name_error(name: str | None) -> str | None:
     """Why ``name`` is not a legal Kafka topic name, or None (Kafka's ``Topic.validate``)."""
     if not name:
@@ -110,12 +119,17 @@ def parse_kafka_uuid(text: str) -> uuid.UUID | None:
         return None
 
 
-def write_partition_metadata(directory: Path, topic_id: uuid.UUID) -> None:
-    """Kafka's ``partition.metadata`` (version 0); blocking, fsynced."""
+def write_partition_metadata(directory: Path, topic_id: uuid.UUID, *, sync: bool = True) -> None:
+    """Kafka's ``partition.metadata`` (version 0); blocking.  ``sync``: fsynced and replaced
+    atomically; else written in place (the registry's start-up check repairs a torn one)."""
     path = directory / PARTITION_METADATA
+    text = f"version: 0\ntopic_id: {kafka_uuid(topic_id)}\n"
+    if not sync:
+        path.write_text(text, encoding="utf-8")
+        return
     tmp = path.with_name(PARTITION_METADATA + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        f.write(f"version: 0\ntopic_id: {kafka_uuid(topic_id)}\n")
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -188,6 +202,15 @@ class TopicRegistry:
         """A stable id for an internal topic (Kafka gives them ids too; we derive one)."""
         return uuid.uuid5(uuid.NAMESPACE_URL, f"odradek:{cluster_id}:{name}")
 
+    def name_by_id(self, topic_id: uuid.UUID, cluster_id: str) -> str | None:
+        """The name of the topic with this id, the internal topics' derived ids included (Metadata
+        hands those out, so requests by id find them as Kafka's do)."""
+        topic = self._by_id.get(topic_id)
+        if topic is not None:
+            return topic.name
+        return next((n for n in sorted(INTERNAL_TOPICS)
+                     if self.partition_count(n) and self.internal_topic_id(n, cluster_id) == topic_id), None)
+
     def log(self, topic: str, partition: int) -> Log | None:
         return None if self.logs is None else self.logs.get(topic, partition)
 
@@ -229,8 +252,7 @@ class TopicRegistry:
                 continue
             self._publish(self._adopt(name, parts))
             changed = True
-        for topic in list(self._topics.values()):
-            await self._create_logs(topic)
+        await self._create_logs(list(self._topics.values()))
         if changed or not self.path.exists():
             await self._save()
 
@@ -323,39 +345,96 @@ class TopicRegistry:
     async def create(self, name: str, partitions: int, overrides: Mapping[str, str | None] | None = None,
                      *, validate_only: bool = False) -> Topic:
         """Create a topic (or only validate it); raises TopicError."""
-        overrides = dict(overrides or {})
-        config = self.check_new(name, partitions, overrides)
-        topic = Topic(name, uuid.uuid4(), partitions, {k: v for k, v in overrides.items() if v is not None})
-        if validate_only:
-            return topic
-        done: asyncio.Future[Topic] = asyncio.get_running_loop().create_future()
-        self._creating[name] = (topic, done)  # from now on the name is taken
-        return await self._finish(self._create(topic, config, done))
+        result = (await self.create_many([(name, partitions, overrides or {})], validate_only=validate_only))[0]
+        if isinstance(result, TopicError):
+            raise result
+        return result
 
-    async def _create(self, topic: Topic, config: LogConfig, done: asyncio.Future[Topic]) -> Topic:
-        name = topic.name
+    async def create_many(self, wanted: Sequence[tuple[str, int, Mapping[str, str | None]]], *,
+                          validate_only: bool = False) -> list[Topic | TopicError]:
+        """Create topics (or only validate them): each one's Topic or TopicError, in order.
+
+        The durable part is one round for the whole list, however long: one
+        ``topics.json`` write naming every new topic, the partition directories
+        created (with their ``partition.metadata``) by parallel worker threads,
+        then one fsync per log dir (a CreateTopics of 1,000 topics used to pay
+        a registry rewrite and fsyncs per topic, its files created one by one
+        on the event loop).
+        """
+        results: list[Topic | TopicError] = []
+        staged: list[_Staged] = []
+        loop = asyncio.get_running_loop()
+        for name, partitions, overrides in wanted:
+            try:
+                config = self.check_new(name, partitions, overrides)
+            except TopicError as exc:
+                results.append(exc)
+                continue
+            topic = Topic(name, uuid.uuid4(), partitions, {k: v for k, v in overrides.items() if v is not None})
+            results.append(topic)
+            if not validate_only:
+                done: asyncio.Future[Topic] = loop.create_future()
+                self._creating[name] = (topic, done)  # from now on the name is taken
+                staged.append(_Staged(len(results) - 1, topic, config, done))
+        if staged:
+            failed = await self._finish(self._create_all(staged))
+            for index, error in failed.items():
+                results[index] = error
+        return results
+
+    async def _create_all(self, staged: list[_Staged]) -> dict[int, TopicError]:
+        """Registry entry, logs, metadata for every staged topic; the ones that failed, by index
+        (rolled back: their logs removed, the registry rewritten once without them)."""
+        failed: dict[int, TopicError] = {}
         try:
             await self._save()
-            self._log_configs[name] = config
-            await self._create_logs(topic)
-        except BaseException as exc:
-            self._log_configs.pop(name, None)
-            self._creating.pop(name, None)
-            await self._rollback(topic)
-            error = TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"creating {name!r} failed: {exc}")
-            done.set_exception(error)
-            done.exception()  # retrieved: nobody else may be waiting
-            if isinstance(exc, Exception):  # e.g. out of file descriptors: an error code, not a crash
-                log.error("topic.create_failed", topic=name, error=str(exc))
-                raise error from exc
-            raise
-        finally:
-            self._creating.pop(name, None)
-        self._publish(topic)
-        done.set_result(topic)
-        log.info("topic.created", topic=name, partitions=topic.partitions, topic_id=str(topic.topic_id),
-                 configs=topic.configs)
-        return topic
+            for s in staged:
+                self._log_configs[s.topic.name] = s.config
+            results = await self._open_logs([s.topic for s in staged])
+            opened: list[tuple[_Staged, list[Path], list[Path]]] = []
+            for s in staged:
+                result = results[s.topic.name]
+                if isinstance(result, Exception):
+                    failed[s.index] = self._create_failed(s, result)
+                else:
+                    opened.append((s, *result))
+            try:
+                await _write_metadata_round([(s.topic.topic_id, fresh, existing) for s, fresh, existing in opened])
+            except Exception as exc:
+                for s, _fresh, _existing in opened:
+                    failed[s.index] = self._create_failed(s, exc)
+        except BaseException as exc:  # the registry write failed, or we are being cancelled
+            for s in staged:
+                if s.index not in failed:
+                    failed[s.index] = self._create_failed(s, exc)
+            await self._rollback([s.topic for s in staged])
+            if not isinstance(exc, Exception):
+                raise
+            return failed
+        if failed:
+            await self._rollback([s.topic for s in staged if s.index in failed])
+        for s in staged:
+            if s.index in failed:
+                continue
+            self._creating.pop(s.topic.name, None)
+            self._publish(s.topic)
+            s.done.set_result(s.topic)
+            log.info("topic.created", topic=s.topic.name, partitions=s.topic.partitions,
+                     topic_id=str(s.topic.topic_id), configs=s.topic.configs)
+        return failed
+
+    def _create_failed(self, s: _Staged, exc: BaseException) -> TopicError:
+        """Forget a topic whose creation failed; its waiters get KAFKA_STORAGE_ERROR."""
+        name = s.topic.name
+        self._log_configs.pop(name, None)
+        self._creating.pop(name, None)
+        error = TopicError(ErrorCode.KAFKA_STORAGE_ERROR, f"creating {name!r} failed: {exc}")
+        if not s.done.done():
+            s.done.set_exception(error)
+            s.done.exception()  # retrieved: nobody else may be waiting
+        if isinstance(exc, Exception):
+            log.error("topic.create_failed", topic=name, error=str(exc))
+        return error
 
     async def ensure(self, name: str) -> Topic:
         """The topic, auto-created with ``num.partitions`` if absent (caller checked the policy)."""
@@ -412,7 +491,7 @@ class TopicRegistry:
             self._growing[name] = grown
             try:
                 await self._save()
-                await self._create_logs(grown)
+                await self._create_logs([grown])
             except Exception as exc:
                 self._growing.pop(name, None)
                 await self._undo_grow(name, before, count)
@@ -523,7 +602,7 @@ class TopicRegistry:
             topic = self._topics.get(name) or next((t for t, _d in self._creating.values() if t.name == name), None)
             self._log_configs[name] = defaults.with_topic_config(topic.configs if topic else {})
 
-    async def _finish(self, change: Coroutine[Any, Any, Topic]) -> Topic:
+    async def _finish(self, change: Coroutine[Any, Any, _T]) -> _T:
         """Run a multi-step change to its end even if the caller is cancelled; the caller gets its
         result (or is cancelled itself, the change going on without it)."""
         task = asyncio.ensure_future(change)
@@ -551,31 +630,53 @@ class TopicRegistry:
         self._by_id.pop(topic.topic_id, None)
         self._collisions.pop(_collision_key(topic.name), None)
 
-    async def _create_logs(self, topic: Topic) -> None:
-        """Open (creating if needed) every partition; file creation is quick, so it stays on the
-        loop but yields every few partitions; partition.metadata is written and fsynced in a thread,
-        also where a crash came between a partition's directory and its metadata."""
+    async def _create_logs(self, topics: list[Topic]) -> None:
+        """Open (creating if needed) every partition of ``topics`` and write their
+        partition.metadata, in one round; raises the first partition's error."""
+        opened = await self._open_logs(topics)
+        jobs = []
+        for topic in topics:
+            result = opened[topic.name]
+            if isinstance(result, Exception):
+                raise result
+            jobs.append((topic.topic_id, *result))
+        await _write_metadata_round(jobs)
+
+    async def _open_logs(self, topics: list[Topic]) -> dict[str, tuple[list[Path], list[Path]] | Exception]:
+        """Per topic: its new partition directories and its existing ones, or the error of a
+        partition that could not be opened (``LogManager.create_many``: worker threads)."""
         logs = self.logs
         assert logs is not None, "registry not started"
-        config = logs.config_for(topic.name)
-        fresh: list[Path] = []
-        existing: list[Path] = []
-        for p in range(topic.partitions):
-            if (lg := logs.get(topic.name, p)) is not None:
-                existing.append(lg.directory)
-                continue
-            fresh.append(logs.create(topic.name, p, config).directory)
-            if len(fresh) % _CREATE_YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-        if fresh or existing:
-            await asyncio.to_thread(_write_all_metadata, fresh, topic.topic_id, existing)
+        before = {(t.name, p) for t in topics for p in range(t.partitions) if logs.get(t.name, p) is not None}
+        ids = {t.name: t.topic_id for t in topics}
 
-    async def _rollback(self, topic: Topic) -> None:
+        def stamp(log: Log) -> None:  # in the worker that created the partition, beside its segment
+            write_partition_metadata(log.directory, ids[log.topic], sync=False)
+
+        opened = await logs.create_many(((t.name, p, logs.config_for(t.name))
+                                         for t in topics for p in range(t.partitions)), on_new=stamp)
+        out: dict[str, tuple[list[Path], list[Path]] | Exception] = {}
+        for t in topics:
+            fresh: list[Path] = []
+            existing: list[Path] = []
+            error: Exception | None = None
+            for p in range(t.partitions):
+                lg = opened[(t.name, p)]
+                if isinstance(lg, Exception):
+                    error = error or lg
+                else:
+                    (existing if (t.name, p) in before else fresh).append(lg.directory)
+            out[t.name] = error if error is not None else (fresh, existing)
+        return out
+
+    async def _rollback(self, topics: list[Topic]) -> None:
+        """Remove the logs of topics whose creation failed, then rewrite the registry once."""
         try:
-            await self._delete_logs(topic.name, topic.partitions)
+            for topic in topics:
+                await self._delete_logs(topic.name, topic.partitions)
             await self._save()
         except Exception as exc:  # the next start reconciles whatever is left
-            log.error("topic.create_rollback_failed", topic=topic.name, error=str(exc))
+            log.error("topic.create_rollback_failed", topics=[t.name for t in topics], error=str(exc))
 
     async def _delete_logs(self, name: str, partitions: int | None) -> None:
         logs = self.logs
@@ -619,14 +720,28 @@ def _change_done(task: asyncio.Task) -> None:
         task.exception()
 
 
-def _write_all_metadata(dirs: Iterable[Path], topic_id: uuid.UUID, existing: Iterable[Path] = ()) -> None:
-    """partition.metadata in every new partition directory, and in the existing ones lacking it."""
-    parents = set()
-    for d in [*dirs, *(d for d in existing if not (d / PARTITION_METADATA).exists())]:
-        write_partition_metadata(d, topic_id)
-        parents.add(d.parent)
-    for parent in parents:
-        fsync_dir(parent)
+async def _write_metadata_round(jobs: list[tuple[uuid.UUID, list[Path], list[Path]]]) -> None:
+    """For each (topic id, new partition dirs, existing ones): the new directories got their
+    partition.metadata from the worker that created them (``_open_logs``); an existing one
+    is rewritten where it does not read back as the topic's id; then one fsync per log dir,
+    for the new directories' entries.
+
+    The files are not fsynced one by one: ``topics.json``, fsynced before,
+    holds the ids, and every start rewrites a partition.metadata that a crash
+    left missing or torn (``reconcile``), so one round covers any request.
+    """
+    def finish() -> None:
+        parents = set()
+        for topic_id, fresh, existing in jobs:
+            parents.update(d.parent for d in fresh)
+            for d in existing:
+                if read_partition_metadata(d) != topic_id:
+                    write_partition_metadata(d, topic_id, sync=False)
+                    parents.add(d.parent)
+        for parent in parents:
+            fsync_dir(parent)
+
+    await asyncio.to_thread(finish)
 
 
 def _write_json(path: Path, data: dict) -> None:

@@ -18,6 +18,10 @@ aborted transactions of the returned range, which the client filters on
 (markers and aborted batches are returned as stored); ``read_uncommitted``
 gets a null list.  A marker wakes long polls like any append.
 
+A topic whose ``compression.type`` is zstd answers Fetch below v10
+UNSUPPORTED_COMPRESSION_TYPE, as Kafka's ``maybeConvertFetchedData`` does
+(those fetchers predate zstd).
+
 Fetch sessions (KIP-227) are not kept: every reply says session_id 0, which
 all clients read as "no session, send full requests" (kafka-python starts a
 new session each time, librdkafka and aiokafka ask for none), and every
@@ -28,7 +32,6 @@ response.
 from __future__ import annotations
 
 import asyncio
-import os
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
@@ -56,6 +59,7 @@ class FetchServices(Protocol):
 READ_COMMITTED = 1
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 LEADER_EPOCH = 0
+ZSTD_FETCH_VERSION = 10  # older fetchers of a topic whose compression.type is zstd are refused
 
 
 def register(table: HandlerTable, app: FetchServices) -> None:
@@ -156,6 +160,8 @@ async def _read(app: FetchServices, req, topic: str, p, state: _Pass, version: i
     aborted: list | None = [] if committed else None
     log = app.topics.log(topic, p.partition)
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None else _epoch_error(p.current_leader_epoch)
+    if code is None and version < ZSTD_FETCH_VERSION and log.config.compression_type == "zstd":  # type: ignore[union-attr]
+        code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE  # KafkaApis.maybeConvertFetchedData
     if code is None and not log.log_start_offset <= p.fetch_offset <= log.log_end_offset:  # type: ignore[union-attr]
         code = ErrorCode.OFFSET_OUT_OF_RANGE
     if code is not None:
@@ -247,13 +253,17 @@ def legacy_offsets_before(log: Log, timestamp: int, max_num: int) -> list[int]:
     """Kafka's ``legacyFetchOffsetsBefore``: (segment base, file mtime) pairs, plus
     (log end, now) when the active segment holds data; LATEST starts at the last
     pair, EARLIEST at the first, a time at the last pair modified at or before it;
-    then up to ``max_num`` offsets walking back, newest first."""
-    segments = log.segments
-    start = log.log_start_offset
-    pairs = [(max(seg.base_offset, start), int(os.stat(seg.path).st_mtime * 1000))
-             for seg in segments]
-    if segments[-1].size > 0:
-        pairs.append((log.log_end_offset, wall_clock_ms()))
+    then up to ``max_num`` offsets walking back, newest first.
+
+    The segment files are pinned (``Log.reading``) and their times read through
+    the open descriptors, so DeleteRecords, retention or DeleteTopics removing a
+    segment meanwhile does not fail the read; a log closed before raises
+    LogClosedError."""
+    with log.reading() as segments:
+        start = log.log_start_offset
+        pairs = [(max(seg.base_offset, start), seg.last_modified_ms()) for seg in segments]
+        if segments[-1].size > 0:
+            pairs.append((log.log_end_offset, wall_clock_ms()))
     if timestamp == LATEST:
         index = len(pairs) - 1
     elif timestamp == EARLIEST:

@@ -121,7 +121,7 @@ async def _persist(app: LogAdminServices, moved: list[Log]) -> bool:
     if not moved:
         return False
     try:
-        await asyncio.to_thread(app.logs.write_checkpoints)
+        await app.logs.checkpoint()
     except OSError as exc:
         log.error("log.start_checkpoint_failed", error=str(exc))
         return True

@@ -3,9 +3,11 @@
 A single node leads every partition with a constant leader epoch 0 (an
 advancing epoch would send kafka-python and librdkafka into
 OffsetForLeaderEpoch validation for nothing; ``log_admin.py`` answers it
-for epoch 0).  ``__consumer_offsets`` is
-listed as internal; like Kafka, where it appears with the first consumer
-group, an all-topics listing includes it once it holds data.
+for epoch 0).  The internal topics, ``__consumer_offsets`` and
+``__transaction_state``, are listed by an all-topics Metadata and served by
+name with IsInternal true, as Kafka lists them once they exist; here their
+coordinators own them from start-up, so they always exist.  Clients leave them
+out of pattern subscriptions themselves (``exclude.internal.topics``).
 """
 
 from __future__ import annotations
@@ -21,12 +23,11 @@ import structlog
 from ...protocol.errors import ErrorCode
 from ...protocol.primitives import ZERO_UUID
 from ..dataplane import topic_configs
-from ..dataplane.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicError
+from ..dataplane.topics import INTERNAL_TOPICS, TopicError
 from ..dispatch import HandlerTable, RequestContext
 
 if TYPE_CHECKING:
     from ...storage.config import LogConfig
-    from ...storage.log_manager import LogManager
     from ..config import Config
     from ..coordinator.service import Coordinator
     from ..dataplane import DataPlane, TopicRegistry
@@ -40,7 +41,6 @@ class MetadataServices(Protocol):
     node_id: int
     cluster_id: str
     topics: TopicRegistry
-    logs: LogManager
 
 
 class TopicServices(MetadataServices, Protocol):
@@ -92,15 +92,11 @@ def _describe(app: MetadataServices, name: str, ops: int) -> dict | None:
     topic = app.topics.get(name)
     if topic is not None:
         return _topic_entry(app, name, topic.topic_id, topic.partitions, ops)
-    if name == OFFSETS_TOPIC:
+    if name in INTERNAL_TOPICS:
         count = app.topics.partition_count(name)
         if count:
             return _topic_entry(app, name, app.topics.internal_topic_id(name, app.cluster_id), count, ops)
     return None
-
-
-def _offsets_topic_used(app: MetadataServices) -> bool:
-    return any(lg.log_end_offset > 0 for (t, _p), lg in app.logs.logs().items() if t == OFFSETS_TOPIC)
 
 
 async def topic_metadata(app: MetadataServices, ctx: RequestContext, req) -> list[dict]:
@@ -110,9 +106,7 @@ async def topic_metadata(app: MetadataServices, ctx: RequestContext, req) -> lis
     """
     ops = TOPIC_OPERATIONS if req.include_topic_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     if req.topics is None or (ctx.api_version == 0 and not req.topics):
-        names = app.topics.names()
-        if _offsets_topic_used(app):
-            names.append(OFFSETS_TOPIC)
+        names = app.topics.names() + list(INTERNAL_TOPICS)
         return [e for n in sorted(names) if (e := _describe(app, n, ops)) is not None]
     out = []
     seen: set = set()
@@ -128,10 +122,9 @@ async def topic_metadata(app: MetadataServices, ctx: RequestContext, req) -> lis
 async def _requested_topic(app: MetadataServices, t, allow_auto: bool, ops: int) -> dict:
     name = t.name
     if name is None:  # v10+: by topic id
-        topic = app.topics.by_id(t.topic_id)
-        if topic is None:
+        name = app.topics.name_by_id(t.topic_id, app.cluster_id)
+        if name is None:
             return _error_entry(ErrorCode.UNKNOWN_TOPIC_ID, None, t.topic_id)
-        name = topic.name
     entry = _describe(app, name, ops)
     if entry is not None:
         return entry
@@ -154,17 +147,36 @@ def _config_entries(app: TopicServices, overrides: dict[str, str]) -> list[dict]
 
 
 async def create_topics(app: TopicServices, ctx: RequestContext, req) -> dict:
+    """Every topic checked first, then the valid ones created together: one registry write and
+    one metadata round for the whole request (``TopicRegistry.create_many``)."""
     counts = Counter(t.name for t in req.topics)
-    results = []
+    results: list[dict | None] = []
+    wanted: list[tuple[str, int, dict[str, str | None]]] = []
+    places: list[int] = []
     for t in req.topics:
         if counts[t.name] > 1:
             results.append(_create_error(t.name, ErrorCode.INVALID_REQUEST,
                                          f"topic {t.name!r} appears more than once in the request"))
             continue
         try:
-            results.append(await _create_one(app, t, req.validate_only))
+            app.topics.check_name(t.name)
+            app.topics.check_identity(t.name)
+            wanted.append((t.name, _partition_count(app, t), {c.name: c.value for c in t.configs}))
         except TopicError as exc:
             results.append(_create_error(t.name, exc.code, exc.message))
+            continue
+        places.append(len(results))
+        results.append(None)
+    created = await app.topics.create_many(wanted, validate_only=req.validate_only)
+    described: dict[tuple, list[dict]] = {}  # topics with the same overrides report the same configs
+    for place, (name, _n, _c), topic in zip(places, wanted, created, strict=True):
+        if isinstance(topic, TopicError):
+            results[place] = _create_error(name, topic.code, topic.message)
+            continue
+        key = tuple(sorted(topic.configs.items()))
+        if key not in described:
+            described[key] = _config_entries(app, topic.configs)
+        results[place] = _created(topic, described[key], req.validate_only)
     return {"throttle_time_ms": 0, "topics": results}
 
 
@@ -173,17 +185,10 @@ def _create_error(name: str, code: ErrorCode, message: str) -> dict:
             "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": None}
 
 
-async def _create_one(app: TopicServices, t, validate_only: bool) -> dict:
-    registry = app.topics
-    registry.check_name(t.name)
-    registry.check_identity(t.name)
-    partitions = _partition_count(app, t)
-    configs = {c.name: c.value for c in t.configs}
-    topic = await registry.create(t.name, partitions, configs, validate_only=validate_only)
-    return {"name": t.name, "topic_id": ZERO_UUID if validate_only else topic.topic_id,
+def _created(topic, configs: list[dict], validate_only: bool) -> dict:
+    return {"name": topic.name, "topic_id": ZERO_UUID if validate_only else topic.topic_id,
             "error_code": ErrorCode.NONE, "error_message": None, "topic_config_error_code": 0,
-            "num_partitions": topic.partitions, "replication_factor": 1,
-            "configs": _config_entries(app, topic.configs)}
+            "num_partitions": topic.partitions, "replication_factor": 1, "configs": configs}
 
 
 def _partition_count(app: TopicServices, t) -> int:
@@ -241,10 +246,9 @@ async def _delete_one(app: TopicServices, name: str | None, topic_id) -> str:
     if name is not None and topic_id != ZERO_UUID:
         raise TopicError(ErrorCode.INVALID_REQUEST, "give a topic name or a topic id, not both")
     if name is None:
-        topic = app.topics.by_id(topic_id)
-        if topic is None:
+        name = app.topics.name_by_id(topic_id, app.cluster_id)
+        if name is None:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
-        name = topic.name
     await app.topics.delete(name)
     app.dataplane.forget_topic(name)
     return name

@@ -246,8 +246,8 @@ def metadata(g: Guarded, ctx: RequestContext, req: Any) -> Any:
         for t in req.topics:
             name = t.name
             if name is None:  # by id (v12+): resolved for the check, the handler answers unknown ids
-                topic = app.topics.by_id(t.topic_id) if ctx.api_version >= 12 else None
-                if topic is not None and not authz.allowed(ctx, Op.DESCRIBE, R.TOPIC, topic.name):
+                found = app.topics.name_by_id(t.topic_id, app.cluster_id) if ctx.api_version >= 12 else None
+                if found is not None and not authz.allowed(ctx, Op.DESCRIBE, R.TOPIC, found):
                     denied.append(_topic_denied_entry(None, t.topic_id))
                     continue
                 kept.append(t)
@@ -345,11 +345,10 @@ def delete_topics(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     for item in items:
         name = item.name if by_id else item
         if by_id and name is None:
-            topic = app.topics.by_id(item.topic_id)
-            if topic is None:  # the handler answers UNKNOWN_TOPIC_ID
+            name = app.topics.name_by_id(item.topic_id, app.cluster_id)
+            if name is None:  # the handler answers UNKNOWN_TOPIC_ID
                 kept.append(item)
                 continue
-            name = topic.name
             if not authz.allowed(ctx, Op.DESCRIBE, R.TOPIC, name):
                 refused.append({"name": None, "topic_id": item.topic_id, "error_code": TOPIC_DENIED,
                                 "error_message": AUTH_FAILED_MESSAGE})
