@@ -253,16 +253,16 @@ def _uses(tree: ast.AST, protocols: dict[str, set[str]]) -> list[tuple[str, str,
     return found
 
 
+def _outside_the_wiring() -> list[tuple[str, ast.AST]]:
+    """(module, parsed source) of every module but the wiring's."""
+    return [(module_name(path), ast.parse(path.read_text(encoding="utf-8"))) for path in sorted(ROOT.rglob("*.py"))
+            if not module_name(path).startswith(WIRING)]
+
+
 def test_only_the_wiring_imports_broker_app():
     """``BrokerApp`` is where things are wired, not a service modules import: they name what they use."""
-    importers = []
-    for path in sorted(ROOT.rglob("*.py")):
-        name = module_name(path)
-        if name.startswith(WIRING):
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and any(a.name == "BrokerApp" for a in node.names):
-                importers.append(name)
+    importers = [name for name, tree in _outside_the_wiring() for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and any(a.name == "BrokerApp" for a in node.names)]
     assert importers == []
 
 
@@ -314,11 +314,8 @@ def test_every_app_parameter_names_its_services():
     """Outside the wiring, a parameter holding the broker (``app``) is typed by a ``...Services``
     protocol, so no function takes the whole broker unnamed."""
     untyped = []
-    for path in sorted(ROOT.rglob("*.py")):
-        name = module_name(path)
-        if name.startswith(WIRING):
-            continue
-        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for name, tree in _outside_the_wiring():
+        for fn in ast.walk(tree):
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 untyped += [f"{name}.{fn.name}" for a in fn.args.args + fn.args.kwonlyargs
                             if a.arg == "app" and not (_annotation_name(a.annotation) or "").endswith("Services")]
