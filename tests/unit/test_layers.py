@@ -253,6 +253,13 @@ def _uses(tree: ast.AST, protocols: dict[str, set[str]]) -> list[tuple[str, str,
     return found
 
 
+def _parsed(module: str) -> ast.AST:
+    path = ROOT.parent / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = ROOT.parent / module.replace(".", "/") / "__init__.py"
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _outside_the_wiring() -> list[tuple[str, ast.AST]]:
     """(module, parsed source) of every module but the wiring's."""
     return [(module_name(path), ast.parse(path.read_text(encoding="utf-8"))) for path in sorted(ROOT.rglob("*.py"))
@@ -271,12 +278,9 @@ def test_a_module_touches_only_what_its_signature_names():
     protocol, so the signature says what the code touches."""
     outside = []
     for module, classes in services_protocols().items():
-        path = ROOT.parent / (module.replace(".", "/") + ".py")
-        if not path.exists():
-            path = ROOT.parent / module.replace(".", "/") / "__init__.py"
         protocols = {name: members(cls) for name, cls in classes.items()}
         outside += [f"{module}:{line} {protocol}.{attr}"
-                    for protocol, attr, line in _uses(ast.parse(path.read_text(encoding="utf-8")), protocols)
+                    for protocol, attr, line in _uses(_parsed(module), protocols)
                     if attr not in protocols[protocol]]
     assert outside == []
 
@@ -286,10 +290,7 @@ def test_a_protocol_names_only_what_its_module_uses():
     claim more than the code touches (a protocol may extend another it hands its parameter on to)."""
     unused = []
     for module, classes in services_protocols().items():
-        path = ROOT.parent / (module.replace(".", "/") + ".py")
-        if not path.exists():
-            path = ROOT.parent / module.replace(".", "/") / "__init__.py"
-        uses = _uses(ast.parse(path.read_text(encoding="utf-8")), {n: members(c) for n, c in classes.items()})
+        uses = _uses(_parsed(module), {n: members(c) for n, c in classes.items()})
         for name, cls in classes.items():
             own = set(cls.__dict__.get("__annotations__", {})) | {
                 n for n, v in vars(cls).items() if not n.startswith("__") and callable(v)}
