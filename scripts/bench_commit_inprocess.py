@@ -3,12 +3,15 @@
 ``commit_offsets`` on a one-partition ``__consumer_offsets`` log (fsync
 never), requests staged in turns of six and appended at each turn's end, as
 the server does with pipelined clients.  Prints the best of five runs of
-20,000 commits (process CPU time).  For an A/B, run it from outside both
+20,000 commits (process CPU time); ``--partitions N`` commits N partitions per
+request (fewer requests, the same number of partition-offsets) and prints the
+cost per partition-offset too.  For an A/B, run it from outside both
 trees with ``PYTHONPATH`` set to each, alternately (see docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import tempfile
@@ -43,19 +46,26 @@ async def main() -> None:
     coordinator = Coordinator(clock, CoordinatorConfig(), [log])
     await coordinator.load()
     runtime = coordinator.runtime
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--partitions", type=int, default=1)
+    n = parser.parse_args().partitions
+    commits = max(COMMITS // n, 20)
     requests = [CommitRequest(f"g{i}", -1, "", None, -1, 8) for i in range(16)]
     runs = []
     for _ in range(5):
         started = time.process_time()
-        for i in range(COMMITS):
+        for i in range(commits):
             if i % TURN == 0:
                 runtime.begin()
-            commit_offsets(coordinator, requests[i % 16], [("t", i % 16, i, 0, "", -1)], every_topic_exists)
+            partitions = [("t", p, i, 0, "", -1) for p in range(n)] if n > 1 else [("t", i % 16, i, 0, "", -1)]
+            commit_offsets(coordinator, requests[i % 16], partitions, every_topic_exists)
             if i % TURN == TURN - 1:
                 runtime.end()
         runtime.end()
-        runs.append((time.process_time() - started) / COMMITS * 1e6)
-    print(f"{min(runs):.2f} us/commit (best of 5 x {COMMITS:,}; runs {', '.join(f'{r:.2f}' for r in runs)})")
+        runs.append((time.process_time() - started) / commits * 1e6)
+    per = f"; {min(runs) / n:.2f} us/partition-offset" if n > 1 else ""
+    print(f"{min(runs):.2f} us/commit of {n} partition(s){per} (best of 5 x {commits:,}; "
+          f"runs {', '.join(f'{r:.2f}' for r in runs)})")
     await coordinator.stop()
     await log.aclose()
 

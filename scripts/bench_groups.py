@@ -18,7 +18,15 @@ machine); the client is one asyncio process.  Printed figures are medians of
    (this script's ``--child canned`` launcher; framing, codec, metrics and
    socket writes unchanged), so the ratio is what the coordinator costs.
 
-    python scripts/bench_groups.py [--runs 5] [--seconds 3]
+3. Formation: three aiokafka consumers of one topic (6 partitions) started
+   together in a new group against a default broker; the time from starting them to
+   every one of them holding its assignment, over ``--formations`` runs (50),
+   with the broker's default ``group.initial.rebalance.delay.ms`` unless
+   ``--initial-delay-ms`` names one:
+   median, p90, max, and how many runs exceeded 500 ms (a second round a
+   member learns of only at its next heartbeat, 3 s).
+
+    python scripts/bench_groups.py [--runs 5] [--seconds 3] [--formations 50] [--only formation]
 """
 
 from __future__ import annotations
@@ -57,13 +65,14 @@ _SIZE = struct.Struct(">i")
 
 
 class BrokerProcess:
-    def __init__(self, canned_heartbeat: bool = False) -> None:
+    def __init__(self, canned_heartbeat: bool = False, initial_delay_ms: int | None = 2000) -> None:
         self.port = free_port()
         self.data = tempfile.mkdtemp(prefix="bench-groups-")
         settings = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={self.data}",
                     "log.level=warning", "log.format=json",
                     # the first generation gathers every member instead of forming with a few
-                    "group.initial.rebalance.delay.ms=2000"]
+                    *([] if initial_delay_ms is None else
+                      [f"group.initial.rebalance.delay.ms={initial_delay_ms}"])]
         launcher = [sys.executable, __file__, "--child", "canned", "serve"] if canned_heartbeat else SERVE
         self.proc = subprocess.Popen([*launcher, *serve_args(settings)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -312,6 +321,64 @@ async def heartbeats(args) -> None:
     print(f"  ratio              {real / canned:10.2f}")
 
 
+FORMATION_TOPIC = "formation"
+
+
+async def formation_time(port: int, group: str) -> float:
+    """Seconds from starting three aiokafka consumers of a new group to all three assigned."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.abc import ConsumerRebalanceListener
+
+    everyone = asyncio.get_running_loop().create_future()
+    held: dict[int, set] = {}
+
+    class Listener(ConsumerRebalanceListener):
+        def __init__(self, i: int) -> None:
+            self.i = i
+
+        async def on_partitions_revoked(self, revoked) -> None:
+            held.pop(self.i, None)
+
+        async def on_partitions_assigned(self, assigned) -> None:
+            held[self.i] = set(assigned)
+            if (len(held) == 3 and all(held.values())
+                    and sum(len(p) for p in held.values()) == 6 and not everyone.done()):
+                everyone.set_result(time.perf_counter())
+
+    consumers = [AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=group,
+                                  heartbeat_interval_ms=3000, session_timeout_ms=10000)
+                 for _ in range(3)]
+    for i, c in enumerate(consumers):
+        c.subscribe([FORMATION_TOPIC], listener=Listener(i))
+    t0 = time.perf_counter()
+    try:
+        await asyncio.gather(*(c.start() for c in consumers))
+        done = await asyncio.wait_for(everyone, 30)
+    finally:
+        await asyncio.gather(*(c.stop() for c in consumers), return_exceptions=True)
+    return done - t0
+
+
+async def formations(args) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    broker = BrokerProcess(initial_delay_ms=args.initial_delay_ms)
+    try:
+        admin = AIOKafkaAdminClient(bootstrap_servers=f"127.0.0.1:{broker.port}")
+        await admin.start()
+        await admin.create_topics([NewTopic(FORMATION_TOPIC, 6, 1)])
+        await admin.close()
+        await formation_time(broker.port, "formation-warm-up")
+        times = [await formation_time(broker.port, f"formation-{i}") for i in range(args.formations)]
+    finally:
+        broker.stop()
+    ordered = sorted(times)
+    print(f"formation: 3 aiokafka consumers, new group, start -> all assigned ({args.formations} runs)")
+    print(f"  median {statistics.median(times) * 1000:7.1f} ms   p90 "
+          f"{ordered[int(0.9 * (len(ordered) - 1))] * 1000:7.1f} ms   max {max(times) * 1000:7.1f} ms   "
+          f"runs over 500 ms: {sum(t > 0.5 for t in times)}")
+
+
 def child(argv: list[str]) -> None:
     """``--child canned serve ...``: the broker, with a Heartbeat handler that always says 0."""
     from odradek.broker import cli
@@ -330,9 +397,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--window", type=int, default=64)
+    parser.add_argument("--formations", type=int, default=50)
+    parser.add_argument("--initial-delay-ms", type=int, help="group.initial.rebalance.delay.ms "
+                        "for the formation runs (default: the broker's default)")
+    parser.add_argument("--only", choices=["rebalance", "heartbeat", "formation"])
     args = parser.parse_args()
-    asyncio.run(rebalances(args))
-    asyncio.run(heartbeats(args))
+    if args.only in (None, "rebalance"):
+        asyncio.run(rebalances(args))
+    if args.only in (None, "heartbeat"):
+        asyncio.run(heartbeats(args))
+    if args.only in (None, "formation"):
+        asyncio.run(formations(args))
 
 
 if __name__ == "__main__":

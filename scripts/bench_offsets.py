@@ -25,7 +25,12 @@ the broker through this script's ``--child`` launcher, which answers "does
 this topic-partition exist" from a fixed table instead of the data plane;
 everything else (coordinator, offsets log, codec, server) is the real broker.
 
-    python scripts/bench_offsets.py [--runs 3] [--seconds 3] [--profile]
+5. ``--ratios``: partition-offsets/s of OffsetCommit v8 at 1, 100 and 1,000
+   partitions per request, each beside the canned-reply server answering the
+   same load with a reply of the same shape, pair by pair in one run; then
+   OffsetFetch v8 latency for 100 and 10,000 committed partitions.
+
+    python scripts/bench_offsets.py [--runs 3] [--seconds 3] [--profile] [--ratios]
 
 ``--profile`` runs the never-fsync commit load with the broker under
 cProfile and prints where its time goes.
@@ -411,11 +416,16 @@ def run_baseline(args) -> dict:
 
 
 class CannedServer:
-    """The canned-reply server (``--canned``) in its own process, for ``with``."""
+    """The canned-reply server (``--canned``) in its own process, for ``with``; its reply
+    carries ``partitions`` partitions (the shape of the broker's answer to the same load)."""
+
+    def __init__(self, partitions: int = 1) -> None:
+        self.partitions = partitions
 
     def __enter__(self) -> CannedServer:
         self.port = free_port()
-        self.proc = subprocess.Popen([sys.executable, __file__, "--canned", str(self.port)])
+        self.proc = subprocess.Popen([sys.executable, __file__, "--canned", str(self.port),
+                                      str(self.partitions)])
         self.pid = self.proc.pid
         while serves_tcp(self.port) is False:
             time.sleep(0.05)
@@ -444,38 +454,20 @@ def serves_tcp(port: int) -> bool:
         return False
 
 
-def canned(port: int) -> int:
+def canned(port: int, partitions: int = 1) -> int:
     """The canned server: read size-prefixed frames, answer each with a fixed v8 reply."""
-    reply = encode_canned_reply()
+    from canned_server import run
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                size = _SIZE.unpack(await reader.readexactly(4))[0]
-                await reader.readexactly(size)
-                writer.write(reply)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-    async def serve() -> None:
-        server = await asyncio.start_server(handle, "127.0.0.1", port)
-        async with server:
-            await server.serve_forever()
-
-    try:
-        import uvloop
-        uvloop.run(serve())
-    except ImportError:
-        asyncio.run(serve())
-    return 0
+    return run(port, encode_canned_reply(partitions))
 
 
-def encode_canned_reply() -> bytes:
+def encode_canned_reply(partitions: int = 1) -> bytes:
     from odradek.protocol import headers
     from odradek.protocol.registry import APIS
 
     body = APIS[8].response.build({"throttle_time_ms": 0, "topics": [
-        {"name": TOPIC, "partitions": [{"partition_index": 0, "error_code": 0}]}]}, 8)
+        {"name": TOPIC, "partitions": [{"partition_index": p, "error_code": 0}
+                                       for p in range(partitions)]}]}, 8)
     return headers.encode_response(1, 1, body)
 
 
@@ -498,16 +490,64 @@ def run_bulk(args) -> dict:
             "fetch_ms": statistics.median(fetch_ms)}
 
 
+# (partitions per request, connections, requests in flight per connection)
+RATIO_LOADS = ((1, CONNECTIONS, 16), (100, 4, 16), (1000, 4, 2))
+
+
+def run_ratios(args) -> None:
+    """Partition-offsets/s beside the canned server, pair by pair; OffsetFetch latencies."""
+    pairs: dict[int, list[tuple[float, float]]] = {n: [] for n, _, _ in RATIO_LOADS}
+    cpu_us: dict[int, list[float]] = {n: [] for n, _, _ in RATIO_LOADS}
+    fetch_ms: dict[int, list[float]] = {100: [], 10_000: []}
+    for _ in range(args.runs):
+        broker = start_broker("never", fixed_topics=True)
+        try:
+            rates = {}
+            for n, conns, window in RATIO_LOADS:
+                frames = [commit_frame(f"ratio-{n}-{i}", list(range(n))) for i in range(conns)]
+                before = cpu_seconds(broker.proc.pid)
+                rates[n] = asyncio.run(closed_loop(broker.port, frames, window, args.seconds))[0] * n
+                # the broker's own CPU per partition-offset: steadier than rates on a shared machine
+                cpu_us[n].append((cpu_seconds(broker.proc.pid) - before) / (rates[n] * args.seconds) * 1e6)
+            for topic in FETCH_TOPICS:  # 10,000 committed partitions in one group
+                asyncio.run(one_shot(broker.port, commit_frame("fetch-group", list(range(1000)), topic), 1))
+            for n, topics, per_topic in ((100, FETCH_TOPICS[:1], 100), (10_000, FETCH_TOPICS, 1000)):
+                lat = asyncio.run(one_shot(broker.port, fetch_frame("fetch-group", topics, per_topic), 20))
+                fetch_ms[n].append(statistics.median(lat) * 1000)
+        finally:
+            broker.stop()
+        for n, conns, window in RATIO_LOADS:
+            frames = [commit_frame(f"ratio-{n}-{i}", list(range(n))) for i in range(conns)]
+            with CannedServer(n) as server:
+                canned_rate = asyncio.run(closed_loop(server.port, frames, window, args.seconds))[0] * n
+            pairs[n].append((rates[n], canned_rate))
+    print(f"OffsetCommit v8 partition-offsets/s, broker (fsync never) beside the canned-reply server, "
+          f"{args.runs} runs of {args.seconds:g} s:")
+    for n, conns, window in RATIO_LOADS:
+        ratios = [b / c for b, c in pairs[n]]
+        print(f"  {n:>5} partitions/request ({conns} conns x {window}): broker "
+              f"{statistics.median(b for b, _ in pairs[n]):>11,.0f}/s  canned "
+              f"{statistics.median(c for _, c in pairs[n]):>11,.0f}/s  ratio median "
+              f"{statistics.median(ratios):.2f} (min {min(ratios):.2f}, max {max(ratios):.2f}); broker CPU "
+              f"{statistics.median(cpu_us[n]):.2f} us per partition-offset")
+    for n, values in fetch_ms.items():
+        print(f"  OffsetFetch v8 of {n:>6,} partitions: median of runs {statistics.median(values):.2f} ms "
+              f"(each run's median: {', '.join(f'{v:.2f}' for v in values)})")
+    print(f"  (load average when done: {open('/proc/loadavg').read().split()[0]})")
+
+
 def run_profile(args) -> None:
     out = tempfile.mktemp(prefix="bench-offsets-", suffix=".prof")
-    broker = start_broker("never", profile=out)
+    n = args.partitions
+    broker = start_broker("never", profile=out, fixed_topics=n > 1)
     try:
-        rate, _ = asyncio.run(closed_loop(broker.port, commit_frames(), args.window, args.seconds))
+        frames = commit_frames() if n == 1 else [commit_frame(f"p-{i}", list(range(n))) for i in range(4)]
+        rate, _ = asyncio.run(closed_loop(broker.port, frames, args.window, args.seconds))
     finally:
         broker.stop()
     import pstats
 
-    print(f"profiled broker: {rate:,.0f} OffsetCommit/s (under cProfile)")
+    print(f"profiled broker: {rate:,.0f} OffsetCommit/s of {n} partitions (under cProfile)")
     stats = pstats.Stats(out)
     stats.sort_stats("tottime").print_stats(25)
     os.unlink(out)
@@ -523,6 +563,9 @@ class FixedTopics:
 
     def partition_count(self, topic: str) -> int | None:
         return self.counts.get(topic)
+
+    async def drain(self) -> None:
+        """Nothing under way (``BrokerApp.stop`` waits for the registry's creates and deletes)."""
 
 
 def child(argv: list[str]) -> int:
@@ -573,15 +616,21 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         return child(sys.argv[2:])
     if len(sys.argv) > 2 and sys.argv[1] == "--canned":
-        return canned(int(sys.argv[2]))
+        return canned(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 1)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--window", type=int, default=8, help="requests in flight per connection")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="with --profile: partitions per OffsetCommit (fixed topics)")
+    parser.add_argument("--ratios", action="store_true", help="only the ratio and fetch figures (5.)")
     args = parser.parse_args()
     if args.profile:
         run_profile(args)
+        return 0
+    if args.ratios:
+        run_ratios(args)
         return 0
     print(f"OffsetCommit v8, 1 partition/request, {CONNECTIONS} connections x {args.window} in flight; "
           f"medians of {args.runs} runs of {args.seconds:g} s; {os.cpu_count()} cores shared with the client")

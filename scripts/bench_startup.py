@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, 0)  # size, key, version, corr, null client
 
@@ -54,14 +55,24 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def one_run() -> tuple[float, float]:
+# The yardstick (``canned_server.py``): an asyncio server answering every frame with one canned
+# ApiVersions reply, started as the broker is (the same interpreter, uvloop when installed, a
+# listening socket). It pays the interpreter's and asyncio's start-up and nothing of a broker's.
+CANNED = str(Path(__file__).resolve().parent / "canned_server.py")
+CANNED_REPLY = struct.pack(">iihi", 10, 1, 0, 0)  # size, correlation id, error, no api keys (v0)
+
+
+def one_run(canned: bool = False) -> tuple[float, float]:
+    """(spawn -> first ApiVersions answer seconds, idle VmRSS MB) of a fresh broker, or of the
+    canned-reply server with ``canned``."""
     port = free_port()
     with tempfile.TemporaryDirectory() as data:
+        argv = ([sys.executable, CANNED, str(port), CANNED_REPLY.hex()] if canned else
+                [sys.executable, "-m", "odradek.broker.cli", "serve",
+                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                 "--override", f"log.dirs={data}"])
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "odradek.broker.cli", "serve",
-                                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                                 "--override", f"log.dirs={data}"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             while not answered(port):
                 if proc.poll() is not None:
@@ -135,13 +146,20 @@ def main() -> None:
                         "scripts/container.sh build), alternating with the process runs")
     parser.add_argument("--engine", default="podman", help="podman or docker (default podman)")
     args = parser.parse_args()
-    times, rsses, floors = [], [], []
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("note: PYTHONDONTWRITEBYTECODE is set: every start compiles its modules (unset it to "
+              "measure what a user sees)")
+    times, rsses, floors, ctimes0, crss0, ratios = [], [], [], [], [], []
     ctimes, crsses, cgroups = [], [], []
     for _ in range(args.runs):
         floors.append(interpreter_floor())
         t, r = one_run()
         times.append(t)
         rsses.append(r)
+        t0, r0 = one_run(canned=True)
+        ctimes0.append(t0)
+        crss0.append(r0)
+        ratios.append(t / t0)
         if args.container:
             ct, cr, cg = container_run(args.engine, args.container)
             ctimes.append(ct)
@@ -153,7 +171,12 @@ def main() -> None:
           f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}); target < 500 ms")
     print(f"bare interpreter start:               median {med_floor * 1000:.0f} ms; "
           f"ratio broker/interpreter {med_t / med_floor:.1f}x")
-    print(f"idle RSS: median {statistics.median(rsses):.1f} MB; target < 60 MB")
+    print(f"canned-reply asyncio server:          median {statistics.median(ctimes0) * 1000:.0f} ms "
+          f"(min {min(ctimes0) * 1000:.0f}, max {max(ctimes0) * 1000:.0f}); idle RSS "
+          f"{statistics.median(crss0):.1f} MB")
+    print(f"ratio broker/canned, pair by pair:    median {statistics.median(ratios):.2f}x "
+          f"(min {min(ratios):.2f}, max {max(ratios):.2f}); target <= 1.5x")
+    print(f"idle RSS: median {statistics.median(rsses):.1f} MB; target <= 40 MB")
     if args.container:
         med_c = statistics.median(ctimes)
         print(f"container {args.container} ({args.engine}):")

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -18,7 +19,6 @@ from ..offsets.records import partition_for
 from ..storage.config import FsyncMode, LogConfig
 from ..storage.log import Log
 from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
-from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
 from .clock import BrokerClock, Clock
 from .config import WILDCARD_HOSTS, Config, ConfigError, parse_address
 from .control import BrokerControl
@@ -41,15 +41,16 @@ from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
 from .metrics import Metrics
 from .runtime.runtime import CoordinatorRuntime
-from .security import guards, oauthbearer, scram  # noqa: F401  (register their SASL mechanisms)
-from .security.acls import AclOperation
-from .security.authorizer import Authorizer
 from .security.listeners import Endpoint
 from .security.scram_store import ScramCredentialStore
 from .security.served import ServedListener, build_listeners
 from .server import KafkaServer
 from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
+
+if TYPE_CHECKING:
+    from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
+    from .security.authorizer import Authorizer
 
 log = structlog.get_logger("odradek.broker")
 
@@ -114,8 +115,13 @@ class BrokerApp:
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
         # SCRAM users (SaslSettings.credentials): read at start, changed by AlterUserScramCredentials
         self.scram_credentials = ScramCredentialStore(self.data_dir)
-        # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all
-        self.authorizer: Authorizer | None = Authorizer.from_config(config, self.data_dir)
+        # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all (and
+        # no ACL code loaded)
+        self.authorizer: Authorizer | None = None
+        if config["authorizer.class.name"]:
+            from .security.authorizer import Authorizer  # noqa: PLC0415
+
+            self.authorizer = Authorizer.from_config(config, self.data_dir)
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
         sasl_handlers.register(self.handlers)
@@ -132,7 +138,10 @@ class BrokerApp:
         scram_credentials.register(self.handlers, self)
         acl_handlers.register(self.handlers, self)
         # every handler above is registered: wrap them with Kafka's authorization checks
-        guards.install(self.handlers, self)
+        if self.authorizer is not None:
+            from .security import guards  # noqa: PLC0415
+
+            guards.install(self.handlers, self)
         # test control: faults and capture (in-process always; from outside only if configured)
         self.control = BrokerControl(self, config["odradek.control.capture.requests"])
         self.control_endpoint: ControlEndpoint | None = None
@@ -179,6 +188,8 @@ class BrokerApp:
             self.endpoint = self.endpoints[self.listeners[0].name]
             self.metrics.attach(self)
             if self.config["odradek.control.listener"]:
+                from ..web.control import ControlEndpoint  # noqa: PLC0415 - only when enabled
+
                 self.control_endpoint = ControlEndpoint(self.control)
                 address = parse_address(self.config["odradek.control.listener"], self.config["odradek.control.host"])
                 with _naming_the_setting("odradek.control.listener", *address):
@@ -206,6 +217,8 @@ class BrokerApp:
         for handlers that check it themselves (the SCRAM credential APIs); True without ACLs."""
         if self.authorizer is None:
             return True
+        from .security.acls import AclOperation  # noqa: PLC0415 - loaded with the authorizer
+
         return self.authorizer.cluster(ctx, AclOperation[operation])
 
     def set_log_defaults(self, config: LogConfig) -> None:

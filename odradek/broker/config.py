@@ -387,8 +387,12 @@ SETTINGS: list[Setting] = [
     # group coordinator and committed offsets
     Setting("group.min.session.timeout.ms", _int, 6000, "Smallest session timeout a member may ask for."),
     Setting("group.max.session.timeout.ms", _int, 1800000, "Largest session timeout a member may ask for."),
-    Setting("group.initial.rebalance.delay.ms", _int, 0,
-            "How long a new group waits for more members before its first generation.",
+    Setting("group.initial.rebalance.delay.ms", _int, 10,
+            "How long a new group waits for more members before its first generation (each "
+            "member joining meanwhile extends it, as in Kafka). The default gathers consumers "
+            "started together into one first generation; 0 forms it with whoever came first, "
+            "and a member arriving just after starts a second round the first ones learn of "
+            "only at their next heartbeat.",
             kafka_default=3000, low=0),
     Setting("group.max.size", _int, INT32_MAX, "Most members a group may have.", low=1,
             high=INT32_MAX),

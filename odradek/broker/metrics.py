@@ -7,37 +7,20 @@ lag, load times -- is computed when Prometheus scrapes, by a collector that
 reads the broker's own structures on its event loop, so the hot paths carry
 no bookkeeping for it.  Each broker has its own registry: tests run several
 brokers in one process.
+
+prometheus-client and the families (``metrics_families``) are imported only
+when something reads the metrics (``metrics.port``, a test's ``render``): a
+broker without them starts without that code.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from bisect import bisect_left
-from collections import Counter as Tally
-from typing import TYPE_CHECKING, Any, Protocol
-
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.exposition import generate_latest, start_http_server
-
-from ..protocol.registry import APIS
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..storage.log_manager import LogManager
-    from .coordinator.service import Coordinator
-    from .server import KafkaServer
+    from .metrics_families import MetricServices
 
-
-class MetricServices(Protocol):
-    """What a scrape reads of the broker (``BrokerApp`` wires it), on the broker's loop."""
-
-    loop: asyncio.AbstractEventLoop | None
-    loop_thread: threading.Thread | None
-    server: KafkaServer
-    listeners: list[Any]
-    logs: LogManager
-    coordinator: Coordinator | None
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -56,7 +39,8 @@ class _RequestStats:
 
 class Metrics:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        self._registry = None  # prometheus_client's CollectorRegistry, built when first read
+        self.app: MetricServices | None = None  # set by attach(); what the families read
         self._stats: dict[tuple[int, int], _RequestStats] = {}
         self._http = None
 
@@ -69,30 +53,34 @@ class Metrics:
         stats.total += seconds
         stats.buckets[bisect_left(LATENCY_BUCKETS, seconds)] += 1
 
-    def request_families(self) -> list:
-        requests = CounterMetricFamily("odradek_requests", "Requests handled, by API and version",
-                                       labels=["api", "version"])
-        latency = HistogramMetricFamily("odradek_request_latency_seconds",
-                                        "Time from decoding a request to its encoded response",
-                                        labels=["api", "version"])
-        for (key, version), stats in sorted(self._stats.items()):
-            labels = [APIS[key].name, str(version)]
-            requests.add_metric(labels, stats.count)
-            cumulative, buckets = 0, []
-            for bound, n in zip((*LATENCY_BUCKETS, float("inf")), stats.buckets, strict=True):
-                cumulative += n
-                buckets.append((_bucket_label(bound), cumulative))
-            latency.add_metric(labels, buckets, stats.total)
-        return [requests, latency]
+    buckets = LATENCY_BUCKETS  # the histogram's upper bounds (seconds), for the families
+
+    @property
+    def stats(self) -> dict[tuple[int, int], _RequestStats]:
+        """(api key, version) -> counts so far."""
+        return self._stats
 
     def attach(self, app: MetricServices) -> None:
-        self.registry.register(_StateCollector(app, self))
+        self.app = app
+
+    @property
+    def registry(self):
+        """This broker's prometheus CollectorRegistry (imports prometheus-client on first use)."""
+        if self._registry is None:
+            from .metrics_families import build_registry  # noqa: PLC0415 - only when metrics are read
+
+            self._registry = build_registry(self)
+        return self._registry
 
     def render(self) -> bytes:
+        from prometheus_client.exposition import generate_latest  # noqa: PLC0415 - see registry
+
         return generate_latest(self.registry)
 
     def serve(self, host: str, port: int) -> int:
         """Start the HTTP endpoint (a daemon thread); returns the bound port."""
+        from prometheus_client.exposition import start_http_server  # noqa: PLC0415 - see registry
+
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
         self._http = server
         return server.server_address[1]
@@ -102,132 +90,3 @@ class Metrics:
             self._http.shutdown()
             self._http.server_close()
             self._http = None
-
-
-_EVENT_HELP = {
-    "rebalances": "Rebalances started (groups entering PreparingRebalance)",
-    "offset_commits": "Committed offsets written (one per partition)",
-    "compactions": "Compaction runs that rewrote a log",
-}
-
-
-class _StateCollector:
-    """Reads broker state at scrape time, on the broker's loop when called from another thread."""
-
-    def __init__(self, app: MetricServices, metrics: Metrics):
-        self.app = app
-        self.metrics = metrics
-
-    def collect(self):
-        app = self.app
-        if app.loop is not None and app.loop.is_running() and threading.current_thread() is not app.loop_thread:
-            future = asyncio.run_coroutine_threadsafe(_call(self._families), app.loop)
-            yield from future.result(timeout=10)
-        else:
-            yield from self._families()
-
-    def _families(self) -> list:
-        app = self.app
-        out = self.metrics.request_families()
-        connections = GaugeMetricFamily("odradek_connections", "Open client connections")
-        connections.add_metric([], app.server.open_connections)
-        out.append(connections)
-        out.extend(_security_families(app))
-        events = _event_counts(app)
-        for name, help_text in _EVENT_HELP.items():
-            c = CounterMetricFamily(f"odradek_{name}", help_text)
-            c.add_metric([], events[name])
-            out.append(c)
-        out.extend(_log_families(app))
-        if app.coordinator is not None:
-            out.extend(_coordinator_families(app))
-        return out
-
-
-async def _call(fn):
-    return fn()
-
-
-def _event_counts(app: MetricServices) -> Tally[str]:
-    counts: Tally[str] = Tally()
-    if app.coordinator is not None:
-        for shard in app.coordinator.shards:
-            counts.update(shard.stats)
-    counts["compactions"] += app.logs.compactions
-    return counts
-
-
-def _security_families(app: MetricServices) -> list:
-    """Connections per listener and authentication outcomes (Kafka's per-listener
-    successful/failed-authentication-total, expired-connections-killed-count)."""
-    by_listener = GaugeMetricFamily("odradek_listener_connections", "Open client connections per listener",
-                                    labels=["listener"])
-    open_by: Tally[str] = Tally({listener.name: 0 for listener in app.listeners})
-    open_by.update(conn.listener_name for conn in app.server._connections)
-    for name, n in sorted(open_by.items()):
-        by_listener.add_metric([name], n)
-    auth = CounterMetricFamily("odradek_sasl_authentications", "SASL authentications (re-authentications too)",
-                               labels=["listener", "mechanism", "result"])
-    expired = CounterMetricFamily("odradek_expired_connections_killed",
-                                  "Connections closed on a request after their SASL session ended (KIP-368)",
-                                  labels=["listener"])
-    tls = CounterMetricFamily("odradek_tls_handshake_failures", "TLS handshakes that failed (a plaintext "
-                              "client, a missing or untrusted certificate)", labels=["listener"])
-    for (event, listener, mechanism), n in sorted(app.server.security_events.items()):
-        if event in ("succeeded", "failed"):
-            auth.add_metric([listener, mechanism, event], n)
-        elif event == "expired_connection_killed":
-            expired.add_metric([listener], n)
-        else:
-            tls.add_metric([listener], n)
-    return [by_listener, auth, expired, tls]
-
-
-def _log_families(app: MetricServices) -> list:
-    size = GaugeMetricFamily("odradek_log_size_bytes", "Bytes on disk per partition",
-                             labels=["topic", "partition"])
-    end = GaugeMetricFamily("odradek_log_end_offset", "Next offset per partition",
-                            labels=["topic", "partition"])
-    for (topic, partition), log in sorted(app.logs.logs().items()):
-        labels = [topic, str(partition)]
-        size.add_metric(labels, log.size_bytes)
-        end.add_metric(labels, log.log_end_offset)
-    return [size, end]
-
-
-def _coordinator_families(app: MetricServices) -> list:
-    from .coordinator.state import GroupState
-
-    coordinator = app.coordinator
-    states = GaugeMetricFamily("odradek_groups", "Groups by state", labels=["state"])
-    members = GaugeMetricFamily("odradek_group_members", "Members per group", labels=["group"])
-    committed = GaugeMetricFamily("odradek_committed_offsets", "Committed offsets held",
-                                  labels=["group"])
-    lag = GaugeMetricFamily("odradek_consumer_lag",
-                            "Log end offset minus committed offset, for local topics",
-                            labels=["group", "topic", "partition"])
-    load = GaugeMetricFamily("odradek_offsets_load_seconds",
-                             "Time to replay each __consumer_offsets partition",
-                             labels=["partition"])
-    by_state: Tally[str] = Tally({s.value: 0 for s in GroupState if s is not GroupState.DEAD})
-    for shard in coordinator.shards:
-        load.add_metric([str(shard.partition)], shard.load_time_ms / 1000.0)
-        for group_id, group in shard.groups.items():
-            if group.state is GroupState.DEAD:
-                continue
-            by_state[group.state.value] += 1
-            members.add_metric([group_id], len(group.members))
-        for group_id, offsets in shard.offsets.items():
-            committed.add_metric([group_id], len(offsets))
-            for (topic, partition), value in offsets.items():
-                log = app.logs.get(topic, partition)
-                if log is not None:
-                    lag.add_metric([group_id, topic, str(partition)],
-                                   max(0, log.log_end_offset - value.offset))
-    for state, n in sorted(by_state.items()):
-        states.add_metric([state], n)
-    return [states, members, committed, lag, load]
-
-
-def _bucket_label(bound: float) -> str:
-    return "+Inf" if bound == float("inf") else repr(bound)

@@ -190,9 +190,40 @@ _GROUP_VALUE_WRITERS = CodecCache(
     lambda v: compile_writer(GROUP_METADATA_VALUE, v, prefix=v, nested=_NESTED), (1, 2, 3))
 
 _INT16 = struct.Struct(">h")
+_new = object.__new__
 
 
 # --- keys -----------------------------------------------------------------------------
+
+def offset_key(group: str, topic: str, partition: int) -> OffsetKey:
+    """``OffsetKey(group, topic, partition)``, the same instance for the same partition.
+
+    A consumer commits the same partitions over and over: a frozen
+    dataclass costs about as much to fill as the rest of a record's encoding,
+    and the shared instance also finds its bytes in :func:`encode_key`'s
+    cache by identity.  Bounded like that cache.
+    """
+    fields = (group, topic, partition)
+    key = _OFFSET_KEYS.get(fields)
+    if key is None:
+        if len(_OFFSET_KEYS) >= _KEY_CACHE_MAX:
+            _OFFSET_KEYS.clear()
+        key = _OFFSET_KEYS[fields] = OffsetKey(group, topic, partition)
+    return key
+
+
+def offset_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int,
+                 expire_timestamp: int) -> OffsetValue:
+    """``OffsetValue(...)`` from positional fields, filled without the keyword-only ``__init__``
+    (which costs twice as much; one is made per committed partition)."""
+    value = _new(OffsetValue)
+    value.offset = offset
+    value.leader_epoch = leader_epoch
+    value.metadata = metadata
+    value.commit_timestamp = commit_timestamp
+    value.expire_timestamp = expire_timestamp
+    return value
+
 
 def encode_key(key: OffsetKey | GroupKey) -> bytes:
     """Key bytes: offset keys as type 1, group keys as type 2.
@@ -225,6 +256,7 @@ def encode_key(key: OffsetKey | GroupKey) -> bytes:
 # full: a workload with more live keys than this just pays the decode.
 _KEY_CACHE: dict[bytes, OffsetKey | GroupKey] = {}
 _KEY_BYTES: dict[OffsetKey | GroupKey, bytes] = {}  # the other way round, for encode_key
+_OFFSET_KEYS: dict[tuple[str, str, int], OffsetKey] = {}  # offset_key's instances
 _KEY_CACHE_MAX = 16384
 _KEY_CACHE_MAX_BYTES = 512
 

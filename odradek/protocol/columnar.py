@@ -39,7 +39,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import crc32c
 import numpy as np
 
 from odradek.protocol.compression import CompressionError, decompress
@@ -54,6 +53,8 @@ from odradek.protocol.records import (
     decode_varint,
 )
 from odradek.protocol.schema import Message
+
+from . import crc as crc32c
 
 _INT64_MAX = np.iinfo(np.int64).max
 _INT64_MIN = np.iinfo(np.int64).min

@@ -174,7 +174,7 @@ class _Gen:
             "_new": object.__new__, "_uvarint": _uvarint, "_skip_tags": _skip_tags,
             "_short": _short, "_null": _null, "ProtocolError": ProtocolError,
             "_struct_error": struct.error, "_uv": encode_uvarint, "_unpack_from": struct.unpack_from,
-            "_pack": struct.pack, "MAX_ARRAY": MAX_ARRAY,
+            "_pack": struct.pack, "MAX_ARRAY": MAX_ARRAY, "_Encoded": EncodedArray,
         }
         self._n = 0
 
@@ -359,9 +359,27 @@ def compile_reader(message: Declaration, version: int, cls: type | None,
 
 # --- writers --------------------------------------------------------------------
 
+class EncodedArray:
+    """An array of structs already encoded, given in place of the list in a mapping writer's input.
+
+    ``count`` elements whose bytes are ``data``, as the generated row writer
+    (:func:`compile_row_writer`) of that array's struct wrote them: a
+    response of 10,000 partitions is written row by row from the values it
+    reports, with no dict per partition.
+    """
+
+    __slots__ = ("count", "data")
+
+    def __init__(self, count: int, data: bytes) -> None:
+        self.count = count
+        self.data = data
+
+
 def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str,
-                prefix: int | None, mapping: bool = False) -> str:
-    """``mapping``: read fields with ``o.get(name, default)`` (dicts), else as attributes."""
+                prefix: int | None, mapping: bool = False, positional: bool = False) -> str:
+    """``mapping``: read fields with ``o.get(name, default)`` (dicts), else as attributes;
+    ``positional``: the fields are the function's own arguments, in declared order (a row
+    writer: ``write(ap, *fields)``)."""
     plans = [_Plan(f, g.version, g.flexible) for f in fields]
     fname = g.name("write_")
     body: list[str] = []
@@ -400,6 +418,8 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
         body.append(f"ap({b})")
 
     def get(f: F) -> str:
+        if positional:
+            return f"a_{f.name}"
         return f"o.get({f.name!r}, {f.default!r})" if mapping else f"o.{f.name}"
 
     for pl in plans:
@@ -415,8 +435,20 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
                 body.append(f"{src} = {get(f)}")
                 write_var(src, _kind(f.type), pl, what)
             continue
+        if positional:
+            raise UnsupportedDeclaration(f"{what}: a row writer's struct has no arrays")
         src, n = g.name("s"), g.name("n")
         body.append(f"{src} = {get(f)}")
+        encoded = mapping and f.fields is not None
+        if encoded:  # an EncodedArray in place of the list: its count, then its bytes as they are
+            flush()
+            saved, body = body, []
+            length(f"{src}.count", pl.compact, "i")
+            body.append(f"ap({src}.data)")
+            saved.append(f"if type({src}) is _Encoded:")
+            saved.extend("    " + line for line in body)
+            saved.append("else:")
+            body, outer = [], saved
         if pl.nullable:
             body.append(f"{n} = -1 if {src} is None else len({src})")
         else:
@@ -439,10 +471,14 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
             body.extend("    " + line for line in loop)
         else:
             body.extend(loop)
+        if encoded:
+            outer.extend("    " + line for line in body)
+            body = outer
     flush()
     if g.flexible:
         body.append("ap(b'\\x00')")  # no tagged fields
-    lines = [f"def {fname}(o, ap):"] + ["    " + line for line in (body or ["pass"])]
+    args = "ap, " + ", ".join(f"a_{pl.f.name}" for pl in plans) if positional else "o, ap"
+    lines = [f"def {fname}({args}):"] + ["    " + line for line in (body or ["pass"])]
     g.chunks.append("\n".join(lines))
     return fname
 
@@ -462,11 +498,34 @@ def compile_writer(message: Declaration, version: int, prefix: int | None = None
     if version not in message.valid:
         raise ValueError(f"{message.name} has no version {version}")
     g = _Gen(message, version)
-    inner = _gen_writer(g, message.fields, nested or {}, message.name, prefix, mapping)
+    _gen_writer(g, message.fields, nested or {}, message.name, prefix, mapping)
+    # the top-level struct's writer (generated last, after its arrays' element writers) becomes
+    # the entry's own body: one call per message instead of two
+    body = g.chunks.pop().split("\n", 1)[1]
     entry = g.name("encode_")
-    g.chunks.append(f"def {entry}(o):\n    parts = []\n    {inner}(o, parts.append)\n"
+    g.chunks.append(f"def {entry}(o):\n    parts = []\n    ap = parts.append\n{body}\n"
                     f"    return b''.join(parts)")
     return g.finish(entry)
+
+
+def compile_row_writer(message: Declaration, version: int, path: tuple[str, ...]) -> Callable[..., None]:
+    """``write(ap, *fields)``: one element of the array of structs at ``path`` (field names from
+    the message's top), appended through ``ap`` exactly as the mapping writer writes it.
+
+    ``fields`` are every field the struct declares, in declared order, those
+    absent from ``version`` included (and ignored).  What is written this
+    way goes into the message as an :class:`EncodedArray`.
+    """
+    if version not in message.valid:
+        raise ValueError(f"{message.name} has no version {version}")
+    fields, where = message.fields, message.name
+    for name in path:
+        matches = [f for f in fields if f.name == name and version in f.versions and f.fields is not None]
+        if not matches:
+            raise ValueError(f"{where} has no array of structs {name!r} in version {version}")
+        fields, where = matches[0].fields, f"{where}.{name}"
+    g = _Gen(message, version)
+    return g.finish(_gen_writer(g, fields, {}, where, None, positional=True))
 
 
 class CodecCache(dict):

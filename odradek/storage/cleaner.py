@@ -74,6 +74,7 @@ from odradek.protocol.records import (
     parse_control_key,
 )
 from odradek.storage import txn_index
+from odradek.storage.errors import CleaningAborted
 from odradek.storage.files import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -125,10 +126,6 @@ logger = structlog.get_logger("odradek.storage")
 
 _MAX_REL = 0x7FFFFFFF
 _WRITE_CHUNK = 1 << 20
-
-
-class CleaningAborted(Exception):
-    """The log was closed or deleted while a pass was running."""
 
 
 @dataclass

@@ -17,3 +17,7 @@ class RecordBatchTooLargeError(StorageError):
 
 class LogClosedError(StorageError):
     """The log was closed or deleted (Kafka: NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION)."""
+
+
+class CleaningAborted(Exception):
+    """The log was closed or deleted while a cleaner pass was running."""

@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -48,7 +49,6 @@ from odradek.protocol.records import (
     encode_pairs_batch,
 )
 from odradek.storage import producer_snapshot, txn_index
-from odradek.storage.cleaner import CleanStats, clean_log
 from odradek.storage.config import FsyncMode, LogConfig
 from odradek.storage.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
 from odradek.storage.files import (
@@ -63,6 +63,9 @@ from odradek.storage.flush import Durability
 from odradek.storage.recovery import load_segments
 from odradek.storage.segment import Segment
 from odradek.storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from odradek.storage.cleaner import CleanStats
 
 logger = structlog.get_logger("odradek.storage")
 
@@ -658,7 +661,9 @@ class Log:
     def clean(self, now_ms: int | None = None, *, ops: FileOps = DEFAULT_OPS,
               stable_offset: int | None = None) -> CleanStats | None:
         """Compact the closed segments below ``stable_offset`` now (blocking; run it in a worker
-        thread)."""
+        thread).  The cleaner's code is loaded here, when a log first needs cleaning."""
+        from odradek.storage.cleaner import clean_log  # noqa: PLC0415
+
         return clean_log(self, self.clock() if now_ms is None else now_ms, ops=ops, stable_offset=stable_offset)
 
     async def compact(self, now_ms: int | None = None, *, stable_offset: int | None = None) -> CleanStats | None:

@@ -30,8 +30,8 @@ from odradek.storage.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from odradek.storage.cleaner import CleaningAborted
 from odradek.storage.config import COMPACT, LogConfig
+from odradek.storage.errors import CleaningAborted
 from odradek.storage.files import DELETE_DIR_SUFFIX, parse_partition_dir, partition_dir_name
 from odradek.storage.log import Clock, Log, wall_clock_ms
 

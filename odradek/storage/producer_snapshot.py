@@ -21,8 +21,7 @@ import struct
 from pathlib import Path
 from typing import NamedTuple
 
-import crc32c
-
+from odradek.protocol import crc as crc32c
 from odradek.storage.files import parse_base_offset, segment_name
 
 SUFFIX = ".snapshot"

@@ -133,3 +133,51 @@ async def test_group_survives_broker_restart(fbroker, topic):
         assert [assignment(c) for c in consumers] == held
     finally:
         await asyncio.gather(*(c.stop() for c in consumers))
+
+
+async def test_consumers_started_together_are_assigned_without_a_heartbeat_round(fbroker, topic):
+    """Three consumers started at once all get their partitions without any of them having to
+    learn of a second round at a heartbeat: with a 15 s heartbeat interval, a member left in an
+    earlier generation would wait 15 s; they are all assigned well before."""
+    from aiokafka import AIOKafkaConsumer
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumers = [AIOKafkaConsumer(topic, bootstrap_servers=fbroker.bootstrap_servers, group_id=group,
+                                  session_timeout_ms=45000, heartbeat_interval_ms=15000)
+                 for _ in range(3)]
+    try:
+        await asyncio.gather(*(c.start() for c in consumers))
+        await await_for(lambda: covered(consumers, topic), timeout=10, what="three-way cover")
+        state, _generation, ids = group_state(fbroker, group)
+        assert state == "Stable" and len(ids) == 3
+    finally:
+        await asyncio.gather(*(c.stop() for c in consumers))
+
+
+async def test_first_generation_waits_for_a_consumer_whose_join_is_slow(fbroker, topic):
+    """A consumer's first JoinGroup is handled (its member id handed out) but its answer is slow
+    to arrive, so it rejoins long after the other consumer: the first generation waits for it
+    rather than forming without it, which would leave the other to learn of the second round
+    only at its next heartbeat (15 s here)."""
+    from aiokafka import AIOKafkaConsumer
+
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    fbroker.fault("JoinGroup", client_id="slow", delay_ms=500, times=1)
+
+    def consumer(client_id: str) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(topic, bootstrap_servers=fbroker.bootstrap_servers, group_id=group,
+                                client_id=client_id, session_timeout_ms=45000,
+                                heartbeat_interval_ms=15000)
+
+    slow, other = consumer("slow"), consumer("other")
+    try:
+        slow_start = asyncio.ensure_future(slow.start())
+        shard = fbroker.app.coordinator.shard_for(group)
+        await await_for(lambda: group in shard.groups and shard.groups[group].pending_members,
+                        what="the slow consumer's member id handed out")
+        await other.start()
+        await slow_start
+        await await_for(lambda: covered([slow, other], topic), timeout=10, what="two-way cover")
+        assert group_state(fbroker, group)[1] == 1  # one generation: nobody had a second round
+    finally:
+        await asyncio.gather(slow.stop(), other.stop())

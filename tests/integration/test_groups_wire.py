@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -272,3 +273,53 @@ async def test_parked_join_does_not_block_other_connections(client, abroker):
         assert got == parked and r.error_code == 0 and r.generation_id == 3 and r.members == []
     finally:
         await other.close()
+
+
+# --- consumers started together: one first generation, no round learnt of at a heartbeat ----------
+
+
+async def test_first_generation_waits_for_member_ids_handed_out(abroker):
+    """Two members' first JoinGroups (79) before either rejoins: the first rejoin is not answered
+    with a generation of one (the initial delay passes meanwhile); both get generation 1 once
+    the second id comes back."""
+    await abroker.app.wait_loaded()
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    a, b = [await AsyncClient.connect("127.0.0.1", abroker.port) for _ in range(2)]
+    try:
+        id_a = (await a.request(11, 5, join_body(group))).member_id
+        id_b = (await b.request(11, 5, join_body(group))).member_id
+        first = asyncio.ensure_future(a.request(11, 5, join_body(group, id_a)))
+        await asyncio.sleep(0.2)  # well past the initial delay
+        assert not first.done()
+        second = await b.request(11, 5, join_body(group, id_b))
+        first = await first
+        assert first.error_code == second.error_code == 0
+        assert first.generation_id == second.generation_id == 1
+        assert sorted(m.member_id for m in first.members) == sorted([id_a, id_b])
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_leader_sync_waits_for_a_member_id_handed_out(abroker):
+    """A member whose first JoinGroup (79) comes after the first generation formed: the leader's
+    SyncGroup is answered 27 when that member joins, instead of 0 at once (the leader would
+    learn of the new round only at its next heartbeat)."""
+    await abroker.app.wait_loaded()
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    a, b = [await AsyncClient.connect("127.0.0.1", abroker.port) for _ in range(2)]
+    try:
+        id_a = (await a.request(11, 5, join_body(group))).member_id
+        joined = await a.request(11, 5, join_body(group, id_a))
+        assert joined.generation_id == 1 and len(joined.members) == 1
+        id_b = (await b.request(11, 5, join_body(group))).member_id
+        sync = asyncio.ensure_future(a.request(14, 3, sync_body(group, 1, id_a, [(id_a, b"A")])))
+        await asyncio.sleep(0.2)
+        assert not sync.done()
+        late = asyncio.ensure_future(b.request(11, 5, join_body(group, id_b)))
+        assert (await sync).error_code == E.REBALANCE_IN_PROGRESS
+        rejoin = await a.request(11, 5, join_body(group, id_a))
+        assert rejoin.generation_id == (await late).generation_id == 2
+    finally:
+        await a.close()
+        await b.close()

@@ -194,6 +194,40 @@ def test_initial_delay_only_from_empty(tmp_path):
     assert ok(rejoin.result()).generation == 2
 
 
+def test_initial_join_waits_for_member_ids_it_handed_out(h):
+    """Consumers started together: their first JoinGroups (79 MEMBER_ID_REQUIRED) come before
+    the first rejoin with an id.  The first generation waits for every id handed out to come
+    back, instead of forming with the first and making the others start a second round."""
+    first_id = h.join().result().member_id
+    second_id = h.join().result().member_id  # pending: its JoinGroup with the id is on its way
+    first = h.join(first_id)
+    h.advance(0)  # the initial delay (0 here) is over, but an id is still to come back
+    assert not first.done and h.group().state is GroupState.PREPARING_REBALANCE
+    second = h.join(second_id)  # everyone known has joined and nobody is pending: complete
+    assert ok(first.result()).generation == 1 and ok(second.result()).generation == 1
+    assert sorted(m[0] for m in first.result().members) == sorted([first_id, second_id])
+
+
+def test_initial_join_waits_for_pending_ids_only_until_they_expire(h):
+    first_id = h.join().result().member_id
+    h.join(session=7000)  # never comes back
+    first = h.join(first_id)
+    h.advance(6999)
+    assert not first.done
+    h.advance(1)  # the pending id expires: the join phase completes without it
+    assert ok(first.result()).generation == 1 and len(h.group().members) == 1
+
+
+def test_initial_join_waits_for_pending_ids_at_most_the_rebalance_timeout(h):
+    first_id = h.join(rebalance=5000).result().member_id
+    h.join(session=60_000)  # pending longer than the rebalance timeout
+    first = h.join(first_id, rebalance=5000)
+    h.advance(4999)
+    assert not first.done
+    h.advance(1)
+    assert ok(first.result()).generation == 1
+
+
 # --- completing the join phase -----------------------------------------------------------------------
 
 

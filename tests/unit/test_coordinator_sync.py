@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from odradek.broker.coordinator.rebalance import SYNC_HOLD_MAX_MS
 from odradek.broker.coordinator.state import GroupState
 from odradek.broker.runtime.promise import Promise
 from tests.unit.coordinator_harness import GROUP, E, Harness, ok
@@ -188,3 +189,53 @@ def test_answers_come_after_the_fsync_when_writes_wait_for_durability(tmp_path):
     asyncio.run(scenario())
     assert h.group().state is GroupState.STABLE
     assert h.shard.group_records[GROUP].generation == generation
+
+
+# --- the leader's SyncGroup held while member ids handed out are to come back --------------------
+
+
+def _lone_generation(h: Harness) -> str:
+    leader = h.join_new()
+    h.advance(0)
+    return ok(leader.result()).member_id
+
+
+def test_leader_sync_held_while_a_member_id_is_pending_then_rebalance(h):
+    """A consumer whose first JoinGroup (79) came after the first generation formed: the leader's
+    SyncGroup waits for it, and its join turns the answer into 27, so the leader rejoins at once
+    instead of learning of the new member at its next heartbeat."""
+    leader = _lone_generation(h)
+    late = h.join().result().member_id  # MEMBER_ID_REQUIRED: pending
+    sync = h.sync(leader, 1, {leader: b"a"})
+    assert not sync.done and h.group().state is GroupState.COMPLETING_REBALANCE
+    joined = h.join(late)
+    assert sync.result().error is E.REBALANCE_IN_PROGRESS
+    assert h.group().state is GroupState.PREPARING_REBALANCE
+    rejoin = h.join(leader)
+    assert ok(rejoin.result()).generation == 2 and ok(joined.result()).generation == 2
+
+
+def test_leader_sync_held_at_most_sync_hold_max_ms(h):
+    """A client that gives up after its MEMBER_ID_REQUIRED does not stall the group for its
+    session timeout: the leader's assignment is stored after SYNC_HOLD_MAX_MS."""
+    leader = _lone_generation(h)
+    h.join(session=60_000)  # never comes back
+    sync = h.sync(leader, 1, {leader: b"a"})
+    h.advance(SYNC_HOLD_MAX_MS - 1)
+    assert not sync.done
+    h.advance(1)
+    assert ok(sync.result()).assignment == b"a"
+    assert h.group().state is GroupState.STABLE
+
+
+def test_leader_sync_held_ends_when_the_pending_id_leaves(h):
+    leader = _lone_generation(h)
+    late = h.join().result().member_id
+    sync = h.sync(leader, 1, {leader: b"a"})
+    assert h.leave(late).members[0][1] is E.NONE
+    assert ok(sync.result()).assignment == b"a"
+
+
+def test_leader_sync_not_held_without_pending_ids(h):
+    leader = _lone_generation(h)
+    assert ok(h.sync(leader, 1, {leader: b"a"}).result()).assignment == b"a"

@@ -680,7 +680,9 @@ def test_mutated_batches_raise_only_corrupt_record_error(batch, edits):
 
 @settings(max_examples=60, deadline=None)
 @given(pairs=st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=300)),
-                                st.one_of(st.none(), st.binary(max_size=300))), min_size=1, max_size=20),
+                                st.one_of(st.none(), st.binary(max_size=300), st.binary(min_size=1000,
+                                                                                       max_size=1100))),
+                     min_size=1, max_size=20),
        base=st.integers(0, 2**40), ts=st.integers(-1, 2**45), tstype=st.sampled_from([0, 1]),
        epoch=st.integers(-1, 100))
 def test_pairs_batch_is_the_general_encoders_bytes(pairs, base, ts, tstype, epoch):
@@ -692,6 +694,29 @@ def test_pairs_batch_is_the_general_encoders_bytes(pairs, base, ts, tstype, epoc
     assert lean == general
     header, records = decode_batch(lean, 0)
     assert [(r.key, r.value) for r in records] == pairs
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), base=st.integers(0, 2**40), ts=st.integers(0, 2**45))
+def test_pairs_batch_with_a_timestamp_per_record_is_the_general_encoders_bytes(data, base, ts):
+    """The coordinator runtime's form: records staged over several turns, each at its own time
+    (deltas from the first may be large or negative: the wall clock can step back)."""
+    pairs = data.draw(st.lists(st.tuples(st.binary(max_size=50), st.one_of(st.none(), st.binary(max_size=50))),
+                               min_size=1, max_size=12))
+    stamps = [ts] + data.draw(st.lists(st.one_of(st.integers(0, 1100), st.integers(-5, 0),
+                                                 st.integers(2000, 10**9)).map(lambda d: ts + d),
+                                       min_size=len(pairs) - 1, max_size=len(pairs) - 1))
+    lean = encode_pairs_batch(pairs, base_offset=base, timestamp=max(stamps), timestamps=stamps)
+    general = encode_batch([Record(base + i, t, k, v) for i, ((k, v), t) in enumerate(zip(pairs, stamps, strict=True))],
+                           base_offset=base)
+    assert lean == general
+
+
+def test_pairs_batch_of_more_records_than_its_varint_table():
+    """Offset deltas from 1024 on (a commit of 1,000+ partitions) leave the table's fast path."""
+    pairs = [(b"k%d" % i, b"v" * (i % 7)) for i in range(1100)]
+    lean = encode_pairs_batch(pairs, base_offset=5, timestamp=123)
+    assert lean == encode_batch(pairs, base_offset=5, base_timestamp=123, max_timestamp=123)
 
 
 def test_pairs_batch_refuses_an_empty_batch():

@@ -122,6 +122,10 @@ class ClassicGroup:
     join_is_initial: bool = False  # an initial delayed join never completes early (``InitialDelayedJoin``)
     join_token: int = 0  # bumped whenever the join deadline is re-armed or cancelled
     sync_timer: TimerHandle | None = None
+    # the leader's SyncGroup of this generation, held (generation, assignments, timer) while
+    # member ids handed out with MEMBER_ID_REQUIRED are still to come back
+    # (``rebalance.hold_leader_sync``)
+    held_sync: tuple[int, dict[str, bytes], TimerHandle] | None = None
     stats: Counter[str] | None = None  # the shard's event counts (metrics), set by Shard.adopt
 
     # --- state -----------------------------------------------------------------

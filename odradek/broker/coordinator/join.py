@@ -22,6 +22,7 @@ from .group import ClassicGroup, Member, validate_member
 from .rebalance import (
     add_pending_member,
     maybe_prepare_rebalance,
+    pending_gone,
     reset_session,
     schedule_expiry,
     store_group,
@@ -58,6 +59,7 @@ def join_group(coordinator: GroupShards, req: JoinRequest) -> Promise:
         if group.remove_member(req.member_id) is not None or group.drop_pending(req.member_id):
             log.info("member.removed", group=group.group_id, member=req.member_id,
                      reason="group.max.size reached")
+            pending_gone(shard, group)
         promise = _fail("", ErrorCode.GROUP_MAX_SIZE_REACHED)
     elif is_new:
         promise = _join_new(shard, group, req)

@@ -15,13 +15,12 @@ from ..runtime.promise import Promise
 from .api import LeaveMember, LeaveResult, SyncRequest, SyncResult
 from .group import ClassicGroup, Member, validate_member
 from .rebalance import (
-    complete_sync,
+    hold_leader_sync,
     mark_synced,
+    pending_gone,
     remove_member_and_update,
     reset_session,
     schedule_expiry,
-    store_group,
-    try_complete_join,
 )
 from .shard import Shard
 from .state import COMPLETING, DEAD, EMPTY, PREPARING
@@ -93,9 +92,7 @@ def _sync_completing(shard: Shard, group: ClassicGroup, member: Member, req: Syn
         missing = sum(1 for m in group.members if m not in req.assignments)
         log.info("group.assignment_received", group=group.group_id, generation=group.generation,
                  members=len(group.members), missing=missing)
-        generation = group.generation
-        store_group(shard, group, assignments).add_done_callback(
-            lambda error: complete_sync(shard, group, generation, assignments, error))
+        hold_leader_sync(shard, group, assignments)
     return promise
 
 
@@ -157,7 +154,7 @@ def _leave_one(shard: Shard, group: ClassicGroup, leaving: LeaveMember) -> Error
     if group.drop_pending(member_id):
         log.info("member.left", group=group.group_id, member=member_id, pending=True,
                  reason=leaving.reason)
-        try_complete_join(shard, group)
+        pending_gone(shard, group)
         return ErrorCode.NONE
     error = validate_member(group, member_id, leaving.group_instance_id)
     if error is not ErrorCode.NONE:

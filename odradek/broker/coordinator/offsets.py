@@ -21,12 +21,12 @@ end up Empty with no offsets, so the three paths cannot disagree.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
 from ...offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE
-from ...offsets.records import GroupKey, OffsetKey, OffsetValue
+from ...offsets.records import GroupKey, OffsetKey, offset_key, offset_value
 from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus
@@ -202,10 +202,9 @@ def _store(shard: Shard, max_metadata: int, request: CommitRequest,
         if metadata is not None and 2 * len(metadata) > max_metadata and metadata_too_large(metadata, max_metadata):
             errors[i] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             continue
-        value = OffsetValue(offset=offset, leader_epoch=epoch, metadata=metadata or "",
-                            commit_timestamp=now if timestamp == -1 else timestamp,
-                            expire_timestamp=expire)
-        records.append((OffsetKey(group_id, topic, partition), value))
+        records.append((offset_key(group_id, topic, partition),
+                        offset_value(offset, epoch, metadata or "", now if timestamp == -1 else timestamp,
+                                     expire)))
     return shard.run(CoordinatorResult(records, errors, _commit_failed), now)
 
 
@@ -226,32 +225,54 @@ def fetch_offsets(coordinator: GroupShards, group_id: str | None, topics: list[t
     With ``require_stable`` a partition whose commit is still in flight
     answers UNSTABLE_OFFSET_COMMIT instead of a value that may change.
     """
+    error, rows = fetch_offset_rows(coordinator, group_id, topics, require_stable, _as_tuple)
+    return error, [tuple.__new__(FetchedOffset, (topic, *fields)) for topic, _n, out in rows for fields in out]
+
+
+def _as_tuple(ap: Callable[[Any], None], *fields: Any) -> None:
+    ap(fields)
+
+
+Row = Callable[..., None]  # row(ap, partition, offset, leader_epoch, metadata, error)
+
+
+def fetch_offset_rows(coordinator: GroupShards, group_id: str | None,
+                      topics: list[tuple[str, list[int]]] | None, require_stable: bool,
+                      row: Row) -> tuple[ErrorCode, list[tuple[str, int, list]]]:
+    """:func:`fetch_offsets` as ``(error, [(topic, count, parts)])``: each partition handed to
+    ``row(parts.append, partition, offset, leader_epoch, metadata, error)`` under its topic, in
+    first-seen order.  With the response's generated row writer as ``row`` the parts are its
+    bytes: a fetch of 10,000 partitions makes no object per partition.
+    """
     shard, error = coordinator.check(group_id, allow_empty=True)
     if error is not ErrorCode.NONE:
         return error, []
     committed = shard.offsets.get(group_id) or {}
     pending = shard.pending_offsets(group_id) if require_stable else None
     if topics is None:
-        wanted: Iterable[TopicPartition] = sorted(committed)
-    else:
-        wanted = [(name, p) for name, indexes in topics for p in indexes]
-    out = []
+        every: dict[str, list[int]] = {}
+        for topic, partition in sorted(committed):
+            every.setdefault(topic, []).append(partition)
+        topics = list(every.items())
+    by_topic: dict[str, tuple[list[int], list]] = {}
     none, unstable = ErrorCode.NONE, ErrorCode.UNSTABLE_OFFSET_COMMIT
-    for topic, partition in wanted:  # 10,000 partitions is a real request: keep this loop lean
-        if pending and (topic, partition) in pending:
-            out.append(_fetched((topic, partition, -1, -1, "", unstable)))
-            continue
-        value = committed.get((topic, partition))
-        if value is None:
-            out.append(_fetched((topic, partition, -1, -1, "", none)))
-        else:
-            out.append(_fetched((topic, partition, value.offset, value.leader_epoch, value.metadata, none)))
-    return ErrorCode.NONE, out
-
-
-def _fetched(fields: tuple) -> FetchedOffset:
-    """``FetchedOffset(*fields)`` without the Python-level ``__new__`` of a NamedTuple."""
-    return tuple.__new__(FetchedOffset, fields)
+    get = committed.get
+    for topic, indexes in topics:  # 10,000 partitions is a real request: keep this loop lean
+        entry = by_topic.get(topic)
+        if entry is None:
+            entry = by_topic[topic] = ([0], [])
+        entry[0][0] += len(indexes)
+        ap = entry[1].append
+        for partition in indexes:
+            if pending and (topic, partition) in pending:
+                row(ap, partition, -1, -1, "", unstable)
+                continue
+            value = get((topic, partition))
+            if value is None:
+                row(ap, partition, -1, -1, "", none)
+            else:
+                row(ap, partition, value.offset, value.leader_epoch, value.metadata, none)
+    return ErrorCode.NONE, [(topic, n[0], parts) for topic, (n, parts) in by_topic.items()]
 
 
 # --- OffsetDelete -----------------------------------------------------------------------------------

@@ -125,7 +125,27 @@ def _on_pending_expired(shard: Shard, group: ClassicGroup, member_id: str) -> No
     if not is_live(shard, group) or not group.drop_pending(member_id):
         return
     log.info("member.pending_expired", group=group.group_id, member=member_id)
+    pending_gone(shard, group)
+
+
+def pending_gone(shard: Shard, group: ClassicGroup) -> None:
+    """A MEMBER_ID_REQUIRED id went away without joining (expired, left, refused): a join phase
+    may now complete, a held leader SyncGroup may now be stored."""
     try_complete_join(shard, group)
+    if group.held_sync is not None and not group.pending_members:
+        release_leader_sync(shard, group)
+
+
+def release_leader_sync(shard: Shard, group: ClassicGroup) -> None:
+    """Store a held leader SyncGroup now (its pending ids went away, or it was held long enough)."""
+    held = group.held_sync
+    if held is None:
+        return
+    group.held_sync = None
+    generation, assignments, timer = held
+    timer.cancel()
+    if is_live(shard, group) and group.state is COMPLETING and group.generation == generation:
+        store_leader_sync(shard, group, generation, assignments)
 
 
 # --- removing members ------------------------------------------------------------------
@@ -154,6 +174,7 @@ def maybe_prepare_rebalance(shard: Shard, group: ClassicGroup, reason: str) -> N
 
 def prepare_rebalance(shard: Shard, group: ClassicGroup, reason: str) -> None:
     """Enter PreparingRebalance: cancel the sync phase, arm the join deadline."""
+    _drop_held_sync(group)  # a held leader SyncGroup is answered 27 with the others below
     if group.state is COMPLETING:
         _reset_and_propagate_error(shard, group, ErrorCode.REBALANCE_IN_PROGRESS)
     _cancel_sync_deadline(group)
@@ -202,6 +223,15 @@ def _on_join_deadline(shard: Shard, group: ClassicGroup, token: int, delay_ms: i
         configured = shard.config.initial_rebalance_delay_ms
         _arm_join(shard, group, min(configured, remaining), initial=True,
                   remaining=max(remaining - delay_ms, 0))
+        return
+    if group.join_is_initial and group.pending_members and remaining != 0:
+        # the delay is over, but member ids handed out with MEMBER_ID_REQUIRED have not come
+        # back yet (their JoinGroup is one round trip away): wait for them as Kafka's regular
+        # DelayedJoin does (hasAllMembersJoined: no pending member), for the rest of the
+        # rebalance timeout at most, so the first generation does not form without them and
+        # make them start a second round the others hear of only at their next heartbeat
+        _arm_join(shard, group, remaining, initial=False)
+        try_complete_join(shard, group)
         return
     complete_join(shard, group)
 
@@ -301,6 +331,50 @@ def _on_sync_deadline(shard: Shard, group: ClassicGroup, generation: int) -> Non
         log.info("member.removed", group=group.group_id, member=member_id,
                  reason="no SyncGroup before the rebalance timeout")
     prepare_rebalance(shard, group, f"pending sync expired for {len(missing)} member(s)")
+
+
+# the longest a leader's SyncGroup waits for member ids handed out to come back: their
+# JoinGroup is one round trip away, tens of milliseconds on a loaded machine
+SYNC_HOLD_MAX_MS = 1000
+
+
+def hold_leader_sync(shard: Shard, group: ClassicGroup, assignments: dict[str, bytes]) -> None:
+    """The leader's SyncGroup: store its assignment now, or hold it while member ids handed out
+    with MEMBER_ID_REQUIRED are still to come back.
+
+    Such a member's JoinGroup is one round trip away.  Arriving while the group
+    is CompletingRebalance it starts a new rebalance whose 27 the parked
+    SyncGroups carry at once; arriving after the group went Stable, the others
+    would learn of the new rebalance only at their next heartbeat (seconds).
+    Holding the leader's answer is a slower group-record write as far as the
+    protocol can tell; the hold ends when the ids join (a rebalance, as Kafka
+    does for a member joining CompletingRebalance), leave or expire, or after
+    ``SYNC_HOLD_MAX_MS`` -- a client that gave up after its MEMBER_ID_REQUIRED
+    must not stall the group for its whole session timeout; a member joining
+    later is handled as Kafka handles it.
+    """
+    if group.pending_members:
+        _drop_held_sync(group)
+        timer = shard.clock.call_at(shard.clock.now_ms() + SYNC_HOLD_MAX_MS,
+                                    lambda: release_leader_sync(shard, group))
+        group.held_sync = (group.generation, assignments, timer)
+        log.info("group.sync_held", group=group.group_id, generation=group.generation,
+                 pending=len(group.pending_members))
+        return
+    store_leader_sync(shard, group, group.generation, assignments)
+
+
+def _drop_held_sync(group: ClassicGroup) -> None:
+    if group.held_sync is not None:
+        group.held_sync[2].cancel()
+        group.held_sync = None
+
+
+def store_leader_sync(shard: Shard, group: ClassicGroup, generation: int,
+                      assignments: dict[str, bytes]) -> None:
+    """Write the leader's assignment; when durable, answer every SyncGroup and go Stable."""
+    store_group(shard, group, assignments).add_done_callback(
+        lambda error: complete_sync(shard, group, generation, assignments, error))
 
 
 def store_group(shard: Shard, group: ClassicGroup, assignments: dict[str, bytes]) -> Promise:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
-from ...offsets.records import OffsetKey, OffsetValue
+from ...offsets.records import offset_key, offset_value
 from ...offsets.transactions import MarkerKey, TxnOffsetKey
 from ...protocol.errors import ErrorCode
 from ...storage.log_manager import OFFSETS_TOPIC
@@ -147,9 +147,8 @@ def _store(shard: Shard, max_metadata: int, request: TxnCommitRequest, partition
         if metadata_too_large(metadata, max_metadata):
             errors[i] = _E.OFFSET_METADATA_TOO_LARGE
             continue
-        value = OffsetValue(offset=offset, leader_epoch=leader_epoch, metadata=metadata or "",
-                            commit_timestamp=now)
-        records.append((TxnOffsetKey(pid, epoch, OffsetKey(request.group_id, topic, partition)), value))
+        value = offset_value(offset, leader_epoch, metadata or "", now, -1)
+        records.append((TxnOffsetKey(pid, epoch, offset_key(request.group_id, topic, partition)), value))
     return shard.run(CoordinatorResult(records, errors, _failed, txn=TxnBatch(pid, epoch)), now)
 
 

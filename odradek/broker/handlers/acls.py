@@ -14,9 +14,9 @@ import structlog
 
 from ...protocol.errors import ErrorCode
 from ..dispatch import HandlerTable, RequestContext
-from ..security.acls import AclBinding, AclFilter, AclOperation, InvalidAcl, binding, validate_binding
 
 if TYPE_CHECKING:
+    from ..security.acls import AclBinding, AclFilter
     from ..security.authorizer import Authorizer
 
 
@@ -40,6 +40,8 @@ def register(table: HandlerTable, app: AclServices) -> None:
 
 
 def _filter(f) -> AclFilter:
+    from ..security.acls import AclFilter  # noqa: PLC0415 - ACL code only with an authorizer
+
     return AclFilter.of(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
                         f.principal_filter, f.host_filter, f.operation, f.permission_type)
 
@@ -50,6 +52,8 @@ def describe_acls(app: AclServices, ctx: RequestContext, req) -> dict:
     authz = app.authorizer
     if authz is None:
         return _described(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    from ..security.acls import AclOperation  # noqa: PLC0415 - loaded with the authorizer
+
     if not authz.cluster(ctx, AclOperation.DESCRIBE):
         return _described(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED)
     flt = _filter(req)
@@ -77,6 +81,8 @@ async def create_acls(app: AclServices, ctx: RequestContext, req) -> dict:
     authz = app.authorizer
     if authz is None:
         return _created([(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)] * len(req.creations))
+    from ..security.acls import AclOperation, InvalidAcl, binding, validate_binding  # noqa: PLC0415 - loaded with the authorizer
+
     if not authz.cluster(ctx, AclOperation.ALTER):
         return _created([(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED)] * len(req.creations))
     results: list[tuple[ErrorCode, str | None]] = []
@@ -114,6 +120,8 @@ async def delete_acls(app: AclServices, ctx: RequestContext, req) -> dict:
     authz = app.authorizer
     if authz is None:
         return _deleted([_filter_error(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)] * len(req.filters))
+    from ..security.acls import AclOperation  # noqa: PLC0415 - loaded with the authorizer
+
     if not authz.cluster(ctx, AclOperation.ALTER):
         return _deleted([_filter_error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED)]
                         * len(req.filters))

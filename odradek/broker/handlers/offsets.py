@@ -29,13 +29,14 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode
+from ...protocol.fastcodec import CodecCache, EncodedArray, compile_row_writer
+from ...protocol.messages.offset_fetch import RESPONSE as OFFSET_FETCH_RESPONSE
 from ..coordinator.offsets import (
     CommitRequest,
-    FetchedOffset,
     PartitionCount,
     commit_offsets,
     delete_offsets,
-    fetch_offsets,
+    fetch_offset_rows,
 )
 from ..coordinator.txn_offsets import TxnCommitRequest, commit_txn_offsets
 from ..dispatch import HandlerTable, Later, RequestContext, answer_when
@@ -148,46 +149,54 @@ def offset_fetch(app: OffsetServices, ctx: RequestContext, req) -> dict:
     version = ctx.api_version
     if version >= 8:
         return {"throttle_time_ms": 0,
-                "groups": [_fetch_group(app, g.group_id, g.topics, req.require_stable)
+                "groups": [_fetch_group(app, g.group_id, g.topics, req.require_stable, version)
                            for g in req.groups]}
     topics = _wanted(req.topics)
-    error, parts = _fetch(app, req.group_id, topics, req.require_stable)
+    error, parts = _fetch(app, req.group_id, topics, req.require_stable, version)
     if error is not ErrorCode.NONE:
         if version >= 2:
             return {"throttle_time_ms": 0, "error_code": error, "topics": []}
         # v0/v1 have no top-level error: every requested partition carries it
-        parts = [FetchedOffset(name, p, error=error) for name, indexes in topics or () for p in indexes]
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "topics": fetched_topics(parts)}
+        parts = _error_rows(topics or (), error, version)
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "topics": parts}
 
 
-def _fetch_group(app: OffsetServices, group_id: str, topics, require_stable: bool) -> dict:
-    error, parts = _fetch(app, group_id, _wanted(topics), require_stable)
-    return {"group_id": group_id, "error_code": error, "topics": fetched_topics(parts)}
+def _fetch_group(app: OffsetServices, group_id: str, topics, require_stable: bool, version: int) -> dict:
+    error, parts = _fetch(app, group_id, _wanted(topics), require_stable, version)
+    return {"group_id": group_id, "error_code": error, "topics": parts}
 
 
 def _wanted(topics) -> list[tuple[str, list[int]]] | None:
     return None if topics is None else [(t["name"], t["partition_indexes"]) for t in topics]
 
 
-def _fetch(app: OffsetServices, group_id: str, topics, require_stable: bool
-           ) -> tuple[ErrorCode, list[FetchedOffset]]:
+# OffsetFetchResponse's partition struct, written row by row (``fastcodec.compile_row_writer``):
+# a consumer fetches all its partitions at start, 10,000 is a real request
+_FETCHED_ROWS = CodecCache(lambda v: compile_row_writer(
+    OFFSET_FETCH_RESPONSE, v, ("groups", "topics", "partitions") if v >= 8 else ("topics", "partitions")),
+    OFFSET_FETCH_RESPONSE.valid)
+
+
+def _fetch(app: OffsetServices, group_id: str, topics, require_stable: bool, version: int
+           ) -> tuple[ErrorCode, list[dict]]:
+    """(group-level error, the response's topics, their partitions already encoded for ``version``)."""
     if app.coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    return fetch_offsets(app.coordinator, group_id, topics, require_stable)
+    error, rows = fetch_offset_rows(app.coordinator, group_id, topics, require_stable, _FETCHED_ROWS[version])
+    return error, [{"name": topic, "partitions": EncodedArray(n, b"".join(parts))} for topic, n, parts in rows]
 
 
-def fetched_topics(parts: list[FetchedOffset]) -> list[dict]:
-    """Partitions grouped under their topic, in first-seen order."""
-    by_topic: dict[str, list[dict]] = {}
-    for topic, partition, offset, epoch, metadata, error in parts:
-        entry = {"partition_index": partition, "committed_offset": offset,
-                 "committed_leader_epoch": epoch, "metadata": metadata, "error_code": error}
-        group = by_topic.get(topic)
-        if group is None:
-            by_topic[topic] = [entry]
-        else:
-            group.append(entry)
-    return [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
+def _error_rows(topics, error: ErrorCode, version: int) -> list[dict]:
+    """Every requested partition carrying ``error``, grouped under its topic (first-seen order)."""
+    row = _FETCHED_ROWS[version]
+    by_topic: dict[str, list] = {}
+    for name, indexes in topics:
+        entry = by_topic.setdefault(name, [0, []])
+        entry[0] += len(indexes)
+        for p in indexes:
+            row(entry[1].append, p, -1, -1, "", error)
+    return [{"name": name, "partitions": EncodedArray(n, b"".join(parts))}
+            for name, (n, parts) in by_topic.items()]
 
 
 # --- OffsetDelete -------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802 / RFC 7677) as Kafka's ``ScramSaslServer`` runs them.
 
-The arithmetic (PBKDF2 ``Hi``, HMAC, H, XOR) is scramp's; the exchange is
+The arithmetic (PBKDF2 ``Hi``, HMAC, H) is the standard library's (importing
+scramp for three one-line functions cost a start-up ~20 ms); the exchange is
 driven here because Kafka's grammar differs from scramp's server in ways
 real deployments hit: Kafka accepts any salt a client chose through
 AlterUserScramCredentials (scramp's server refuses salts under 12 bytes),
@@ -24,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac as _hmac
 import re
 import secrets
 from collections.abc import Callable
@@ -31,12 +33,26 @@ from dataclasses import dataclass
 from hmac import compare_digest
 
 import structlog
-from scramp.utils import h, hi, hmac
 
 from .failures import InvalidCredentialsError
 from .mechanism import SaslAuthenticationError, SaslSettings, register_mechanism
 
 log = structlog.get_logger("odradek.security")
+
+
+def hmac(hf, key: bytes, msg: bytes) -> bytes:
+    """HMAC(key, msg) with the hash constructor ``hf`` (RFC 5802's HMAC)."""
+    return _hmac.new(key, msg=msg, digestmod=hf).digest()
+
+
+def h(hf, msg: bytes) -> bytes:
+    """H(msg) (RFC 5802's H)."""
+    return hf(msg).digest()
+
+
+def hi(hf, password: bytes, salt: bytes, iterations: int) -> bytes:
+    """Hi(password, salt, i): PBKDF2 with HMAC-``hf`` (RFC 5802's Hi)."""
+    return hashlib.pbkdf2_hmac(hf().name, password, salt, int(iterations))
 
 MIN_ITERATIONS = 4096  # ScramMechanism.minIterations (both mechanisms)
 MAX_ITERATIONS = 16384  # ScramControlManager.MAX_ITERATIONS
@@ -119,10 +135,12 @@ _BASE64 = rf"(?:{_B64}{{4}})*(?:{_B64}{{3}}=|{_B64}{{2}}==)?"
 _RESERVED = rf"(?:m={_VALUE},)?"
 _EXTENSIONS = rf"(?:,{_ALPHA}={_VALUE})*"
 
-CLIENT_FIRST = re.compile(
+# patterns, compiled (and cached by ``re``) at the first exchange, not at import: a broker
+# without a SCRAM listener never pays for them
+CLIENT_FIRST = (
     rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,{_RESERVED}n=(?P<saslname>{_SASLNAME}),"
     rf"r=(?P<nonce>{_PRINTABLE})(?P<extensions>{_EXTENSIONS})")
-CLIENT_FINAL = re.compile(
+CLIENT_FINAL = (
     rf"c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS},p=(?P<proof>{_BASE64})")
 
 
@@ -135,7 +153,7 @@ class ClientFirst:
 
     @classmethod
     def parse(cls, token: bytes) -> ClientFirst:
-        m = CLIENT_FIRST.fullmatch(token.decode("utf-8", errors="replace"))
+        m = re.fullmatch(CLIENT_FIRST, token.decode("utf-8", errors="replace"))
         if m is None:
             raise ValueError("Invalid SCRAM client first message format")
         ext = m.group("extensions")
@@ -156,7 +174,7 @@ class ClientFinal:
 
     @classmethod
     def parse(cls, token: bytes) -> ClientFinal:
-        m = CLIENT_FINAL.fullmatch(token.decode("utf-8", errors="replace"))
+        m = re.fullmatch(CLIENT_FINAL, token.decode("utf-8", errors="replace"))
         if m is None:
             raise ValueError("Invalid SCRAM client final message format")
         try:

@@ -7,22 +7,22 @@ message naming the setting, before a port is opened.
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from ..config import Config, ConfigError
-from . import oauthbearer, plain  # (registers PLAIN and OAUTHBEARER)
 from .authenticator import SaslListener
 from .jaas import JaasError, options_for, parse_jaas, parse_jaas_file
 from .listeners import ListenerSpec, listener_specs
 from .mechanism import MECHANISMS, SaslSettings
 from .principal import parse_mapping_rules
-from .tls import server_context
+
+if TYPE_CHECKING:
+    import ssl
 
 log = structlog.get_logger("odradek.security")
 
@@ -47,6 +47,8 @@ def build_listeners(config: Config, credentials: Any = None,
     for spec in listener_specs(config):
         served = ServedListener(spec)
         if spec.tls:
+            from .tls import server_context  # noqa: PLC0415 - TLS code only for a TLS listener
+
             served.ssl_context = server_context(config, spec.name, spec.protocol)
             try:
                 served.principal_rules = parse_mapping_rules(
@@ -61,6 +63,10 @@ def build_listeners(config: Config, credentials: Any = None,
 
 def _sasl_listener(config: Config, listener: str, credentials: Any,
                    now_ms: Callable[[], int] | None) -> SaslListener:
+    # SASL code only for a SASL listener: importing a mechanism's module registers it
+    from . import oauthbearer, plain, scram  # noqa: F401, PLC0415
+
+    known = MECHANISMS
     enabled = [m.strip().upper() for m in config.for_listener(listener, "sasl.enabled.mechanisms").split(",")
                if m.strip()]
     mechanisms = []
@@ -69,15 +75,15 @@ def _sasl_listener(config: Config, listener: str, credentials: Any,
             log.warning("sasl.mechanism_not_served", listener=listener, mechanism=mechanism,
                         reason=UNSERVED_MECHANISMS[mechanism])
             continue
-        if mechanism not in MECHANISMS:
+        if mechanism not in known:
             raise ConfigError(f"sasl.enabled.mechanisms (listener {listener}): {mechanism} is not served; "
-                              f"served: {', '.join(sorted(MECHANISMS))}")
+                              f"served: {', '.join(sorted(known))}")
         mechanisms.append(mechanism)
     if not mechanisms:
         raise ConfigError(f"listener {listener} uses SASL: sasl.enabled.mechanisms "
                           f"({config.for_listener(listener, 'sasl.enabled.mechanisms')!r}) enables no served "
                           f"mechanism; set it (or listener.name.{listener.lower()}.sasl.enabled.mechanisms) to "
-                          f"some of {', '.join(sorted(MECHANISMS))}")
+                          f"some of {', '.join(sorted(known))}")
     settings, reauth = {}, {}
     for mechanism in mechanisms:
         options = _jaas_options(config, listener, mechanism)

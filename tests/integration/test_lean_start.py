@@ -1,0 +1,88 @@
+"""``odradek serve`` loads only what its configuration uses.
+
+A default broker (one PLAINTEXT listener, no metrics port, no authorizer, no
+control endpoint, no log to clean) must not import the metrics exporter, the
+TLS/SASL/ACL code, the control endpoint, the cleaner, the pipeline or their
+third-party packages: each costs start-up time every test suite pays again and
+again.  The child runs ``odradek serve``'s own coroutine, answers a request
+over TCP, and reports its ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from odradek.testing.process import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CHILD = r"""
+import asyncio, json, os, signal, socket, struct, sys
+from odradek.broker import cli
+
+async def main():
+    config = cli._load_config(cli.build_parser().parse_args(sys.argv[1:]))
+    serving = asyncio.ensure_future(cli._serve(config))
+    while True:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", PORT)
+            break
+        except OSError:
+            await asyncio.sleep(0.01)
+    writer.write(struct.pack(">ihhih", 10, 18, 0, 1, 0))  # ApiVersions v0
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    await reader.readexactly(size)
+    writer.close()
+    loaded = sorted(sys.modules)
+    os.kill(os.getpid(), signal.SIGTERM)
+    await serving
+    print(json.dumps(loaded))
+
+asyncio.run(main())
+"""
+
+# (module, what would have loaded it): none of these may be in a default broker
+UNNEEDED = [
+    "prometheus_client",  # metrics only with metrics.port
+    "odradek.broker.metrics_families",
+    "scramp",
+    "odradek.broker.security.tls",  # TLS only for a TLS listener
+    "odradek.broker.security.oauthbearer",  # SASL only for a SASL listener
+    "odradek.broker.security.plain",
+    "odradek.broker.security.authorizer",  # ACLs only with authorizer.class.name
+    "odradek.broker.security.guards",
+    "odradek.broker.security.acls",
+    "odradek.broker.control.endpoint",  # only with odradek.control.listener
+    "odradek.storage.cleaner",  # only when a log needs cleaning
+    "crc32c",  # only on the first checksum
+    "odradek.pipeline",
+    "pyspark",
+]
+
+
+def loaded_modules(tmp_path: Path, *settings: str) -> set[str]:
+    port = free_port()
+    args = ["serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override", f"log.dirs={tmp_path / 'data'}"]
+    for setting in settings:
+        args += ["--override", setting]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", CHILD.replace("PORT", str(port)), *args], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_default_serve_does_not_import_unneeded_modules(tmp_path):
+    loaded = loaded_modules(tmp_path)
+    assert "odradek.broker.app" in loaded  # the child really ran the broker
+    assert [m for m in UNNEEDED if m in loaded] == []
+
+
+def test_metrics_port_loads_the_exporter(tmp_path):
+    loaded = loaded_modules(tmp_path, "metrics.port=0")
+    assert "prometheus_client" in loaded
