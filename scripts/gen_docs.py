@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from odradek.broker.control.reference import captured_fields_markdown, operations_markdown  # noqa: E402
-from odradek.broker.doc_tables import configuration_markdown, markdown  # noqa: E402
+from odradek.broker.doc_tables import configuration_markdown, markdown, served  # noqa: E402
 
 BEGIN, END = "<!-- compat:begin -->", "<!-- compat:end -->"
 
@@ -34,7 +34,7 @@ def outputs() -> dict[Path, str]:
     return {compatibility: render(compatibility.read_text(encoding="utf-8")),
             DOCS / "CONFIGURATION.md": configuration_markdown(),
             DOCS / "control-operations.md": operations_markdown(),
-            DOCS / "captured-fields.md": captured_fields_markdown()}
+            DOCS / "captured-fields.md": captured_fields_markdown(served())}
 
 
 def main() -> int:

@@ -9,7 +9,6 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +41,7 @@ from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
 from .metrics import Metrics
 from .runtime.runtime import CoordinatorRuntime
+from .security.listeners import Endpoint
 from .security.scram_store import ScramCredentialStore
 from .security.served import ServedListener, build_listeners
 from .server import KafkaServer
@@ -49,11 +49,10 @@ from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
 
 if TYPE_CHECKING:
-    from .control.endpoint import ControlEndpoint
+    from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
     from .security.authorizer import Authorizer
 
 log = structlog.get_logger("odradek.broker")
-
 
 
 _BIND_REASONS = {errno.EADDRINUSE: "the address is in use (another broker or program listens there)",
@@ -73,15 +72,6 @@ def _naming_the_setting(setting: str, host: str, port: int) -> Iterator[None]:
             raise
         raise ConfigError(f"cannot listen on {host or '0.0.0.0'}:{port}: {reason}; "
                           f"set {setting} to a free port (0 picks one)") from exc
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """What clients are told: this node's id, host and port."""
-
-    node_id: int
-    host: str
-    port: int
 
 
 class BrokerApp:
@@ -198,7 +188,7 @@ class BrokerApp:
             self.endpoint = self.endpoints[self.listeners[0].name]
             self.metrics.attach(self)
             if self.config["odradek.control.listener"]:
-                from .control.endpoint import ControlEndpoint  # noqa: PLC0415 - only when enabled
+                from ..web.control import ControlEndpoint  # noqa: PLC0415 - only when enabled
 
                 self.control_endpoint = ControlEndpoint(self.control)
                 address = parse_address(self.config["odradek.control.listener"], self.config["odradek.control.host"])
@@ -261,6 +251,14 @@ class BrokerApp:
             n = len(existing)
         config = self.logs.config_for(topic).with_topic_config({"segment.bytes": self.config[segment_bytes_setting]})
         return [self.logs.create(topic, p, config) for p in range(n)]
+
+    def reopen_coordinators(self) -> None:
+        """Fresh coordinators on the offsets and transaction topics' current logs (a reset's switch):
+        Loading until ``load()``; the old transaction coordinator forgets its ids first."""
+        self.coordinator = self._open_coordinator()
+        if self.txn_coordinator is not None:  # transactional ids go too (their markers stop)
+            self.txn_coordinator.unload()
+            self.txn_coordinator = self._open_txn_coordinator()
 
     def _open_coordinator(self) -> Coordinator:
         logs = self._coordinator_logs(OFFSETS_TOPIC, self.coordinator_config.num_partitions,
@@ -331,3 +329,8 @@ class BrokerApp:
     def endpoint_for(self, listener: str) -> Endpoint:
         """What a request that arrived on ``listener`` is told (Metadata, FindCoordinator)."""
         return self.endpoints.get(listener, self.endpoint)
+
+
+def served_apis(config: Config) -> dict[int, tuple[int, int]]:
+    """{api key: (min, max)} a broker of ``config`` serves (the generated docs' tables read it)."""
+    return {key: (lo, hi) for key, lo, hi in BrokerApp(config).handlers.served()}

@@ -150,17 +150,39 @@ def _control_address(text: str) -> str:
     return text.strip()
 
 
-def _authorizer(text: str) -> str:
-    from .security.authorizer import check_authorizer_class
+# Kafka's authorizer class names: KRaft's, the ZooKeeper-era one, and the pre-2.0 one
+AUTHORIZER_CLASSES = frozenset({
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+})
 
-    return check_authorizer_class(text)
+
+def _authorizer(text: str) -> str:
+    """authorizer.class.name: one of Kafka's names for the ACL authorizer (``security/authorizer.py``), or empty."""
+    value = text.strip()
+    if value and value not in AUTHORIZER_CLASSES:
+        raise ValueError(f"{value!r} is not an authorizer this broker implements; use "
+                         "org.apache.kafka.metadata.authorizer.StandardAuthorizer (or "
+                         "kafka.security.authorizer.AclAuthorizer) for Kafka's ACLs, or leave it "
+                         "empty for none")
+    return value
 
 
 def _super_users(text: str) -> str:
-    from .security.acls import parse_super_users
-
     parse_super_users(text)
     return text.strip()
+
+
+def parse_super_users(text: str) -> list[str]:
+    """``super.users``: ``;``-separated principals, each ``Type:name`` (trimmed)."""
+    out = []
+    for item in filter(None, (s.strip() for s in text.split(";"))):
+        kind, sep, name = item.partition(":")
+        if not sep or not kind or not name:
+            raise ValueError(f"{item!r} is not a principal of the form Type:name")
+        out.append(item)
+    return out
 
 
 def _paths(text: str) -> str:

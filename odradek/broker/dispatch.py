@@ -26,6 +26,10 @@ class _NoResponse:
 NO_RESPONSE = _NoResponse()  # acks=0 Produce: the client expects nothing back
 
 
+class CloseConnection(Exception):
+    """The request is one Kafka answers by closing the connection."""
+
+
 class Later:
     """An answer the coordinator completes later: a parked JoinGroup, a commit awaiting fsync.
 

@@ -18,23 +18,25 @@ CLIENTS_TESTED = [
 
 def served_table() -> list[tuple[int, str, str, str]]:
     """(key, name, versions served, versions declared) for every API in the registry."""
-    from .app import BrokerApp
-
-    app = BrokerApp(Config.load(None, environ={}))
-    served = {k: (lo, hi) for k, lo, hi in app.handlers.served()}
+    versions = served()
     rows = []
     for key, spec in sorted(APIS.items()):
-        lo_hi = served.get(key)
+        lo_hi = versions.get(key)
         rows.append((key, spec.name, f"{lo_hi[0]}–{lo_hi[1]}" if lo_hi else "not yet",
                      str(spec.declared).replace("-", "–")))
     return rows
 
 
 def _served(overrides: dict[str, str]) -> dict[int, tuple[int, int]]:
-    from .app import BrokerApp
+    """{api key: (min, max)} a broker with ``overrides`` serves."""
+    from .app import served_apis  # what the wiring registers
 
-    app = BrokerApp(Config.load(None, environ={}, overrides=overrides))
-    return {k: (lo, hi) for k, lo, hi in app.handlers.served()}
+    return served_apis(Config.load(None, environ={}, overrides=overrides))
+
+
+def served() -> dict[int, tuple[int, int]]:
+    """{api key: (min, max)} a broker with the default configuration serves."""
+    return _served({})
 
 
 def emulation_markdown() -> list[str]:

@@ -19,7 +19,8 @@ from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .app import BrokerApp
+    from .metrics_families import MetricServices
+
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -39,7 +40,7 @@ class _RequestStats:
 class Metrics:
     def __init__(self) -> None:
         self._registry = None  # prometheus_client's CollectorRegistry, built when first read
-        self.app: BrokerApp | None = None  # set by attach(); what the families read
+        self.app: MetricServices | None = None  # set by attach(); what the families read
         self._stats: dict[tuple[int, int], _RequestStats] = {}
         self._http = None
 
@@ -59,7 +60,7 @@ class Metrics:
         """(api key, version) -> counts so far."""
         return self._stats
 
-    def attach(self, app: BrokerApp) -> None:
+    def attach(self, app: MetricServices) -> None:
         self.app = app
 
     @property

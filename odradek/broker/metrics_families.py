@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter as Tally
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -17,18 +17,38 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from ..protocol.registry import APIS
 
 if TYPE_CHECKING:
-    from .app import BrokerApp
-    from .metrics import Metrics
+    from ..storage.log_manager import LogManager
+    from .coordinator.service import Coordinator
+    from .server import KafkaServer
 
 
-def build_registry(metrics: Metrics) -> CollectorRegistry:
+class MetricServices(Protocol):
+    """What a scrape reads of the broker (``BrokerApp`` wires it), on the broker's loop."""
+
+    loop: asyncio.AbstractEventLoop | None
+    loop_thread: threading.Thread | None
+    server: KafkaServer
+    listeners: list[Any]
+    logs: LogManager
+    coordinator: Coordinator | None
+
+
+class Figures(Protocol):
+    """What the families read of ``metrics.Metrics``: the request figures, and the broker once attached."""
+
+    stats: dict[tuple[int, int], Any]
+    buckets: tuple[float, ...]
+    app: MetricServices | None
+
+
+def build_registry(metrics: Figures) -> CollectorRegistry:
     """A registry holding the broker's collector (request figures only before ``attach``)."""
     registry = CollectorRegistry(auto_describe=True)
     registry.register(_StateCollector(metrics))
     return registry
 
 
-def request_families(metrics: Metrics) -> list:
+def request_families(metrics: Figures) -> list:
     requests = CounterMetricFamily("odradek_requests", "Requests handled, by API and version",
                                    labels=["api", "version"])
     latency = HistogramMetricFamily("odradek_request_latency_seconds",
@@ -55,7 +75,7 @@ _EVENT_HELP = {
 class _StateCollector:
     """Reads broker state at scrape time, on the broker's loop when called from another thread."""
 
-    def __init__(self, metrics: Metrics):
+    def __init__(self, metrics: Figures):
         self.metrics = metrics
 
     def collect(self):
@@ -63,35 +83,38 @@ class _StateCollector:
         if app is None:  # read before the broker started: its request figures only
             yield from request_families(self.metrics)
             return
-        if app.loop is not None and app.loop.is_running() and threading.current_thread() is not app.loop_thread:
-            future = asyncio.run_coroutine_threadsafe(_call(self._families), app.loop)
-            yield from future.result(timeout=10)
-        else:
-            yield from self._families()
+        yield from _on_loop(app, lambda: _families(app, self.metrics))
 
-    def _families(self) -> list:
-        app = self.metrics.app
-        out = request_families(self.metrics)
-        connections = GaugeMetricFamily("odradek_connections", "Open client connections")
-        connections.add_metric([], app.server.open_connections)
-        out.append(connections)
-        out.extend(_security_families(app))
-        events = _event_counts(app)
-        for name, help_text in _EVENT_HELP.items():
-            c = CounterMetricFamily(f"odradek_{name}", help_text)
-            c.add_metric([], events[name])
-            out.append(c)
-        out.extend(_log_families(app))
-        if app.coordinator is not None:
-            out.extend(_coordinator_families(app))
-        return out
+
+def _on_loop(app: MetricServices, families: Any) -> list:
+    """``families()`` run on the broker's loop (a scrape comes from prometheus-client's thread)."""
+    if app.loop is not None and app.loop.is_running() and threading.current_thread() is not app.loop_thread:
+        return asyncio.run_coroutine_threadsafe(_call(families), app.loop).result(timeout=10)
+    return families()
+
+
+def _families(app: MetricServices, metrics: Figures) -> list:
+    out = request_families(metrics)
+    connections = GaugeMetricFamily("odradek_connections", "Open client connections")
+    connections.add_metric([], app.server.open_connections)
+    out.append(connections)
+    out.extend(_security_families(app))
+    events = _event_counts(app)
+    for name, help_text in _EVENT_HELP.items():
+        c = CounterMetricFamily(f"odradek_{name}", help_text)
+        c.add_metric([], events[name])
+        out.append(c)
+    out.extend(_log_families(app))
+    if app.coordinator is not None:
+        out.extend(_coordinator_families(app))
+    return out
 
 
 async def _call(fn):
     return fn()
 
 
-def _event_counts(app: BrokerApp) -> Tally[str]:
+def _event_counts(app: MetricServices) -> Tally[str]:
     counts: Tally[str] = Tally()
     if app.coordinator is not None:
         for shard in app.coordinator.shards:
@@ -100,7 +123,7 @@ def _event_counts(app: BrokerApp) -> Tally[str]:
     return counts
 
 
-def _security_families(app: BrokerApp) -> list:
+def _security_families(app: MetricServices) -> list:
     """Connections per listener and authentication outcomes (Kafka's per-listener
     successful/failed-authentication-total, expired-connections-killed-count)."""
     by_listener = GaugeMetricFamily("odradek_listener_connections", "Open client connections per listener",
@@ -126,7 +149,7 @@ def _security_families(app: BrokerApp) -> list:
     return [by_listener, auth, expired, tls]
 
 
-def _log_families(app: BrokerApp) -> list:
+def _log_families(app: MetricServices) -> list:
     size = GaugeMetricFamily("odradek_log_size_bytes", "Bytes on disk per partition",
                              labels=["topic", "partition"])
     end = GaugeMetricFamily("odradek_log_end_offset", "Next offset per partition",
@@ -138,7 +161,7 @@ def _log_families(app: BrokerApp) -> list:
     return [size, end]
 
 
-def _coordinator_families(app: BrokerApp) -> list:
+def _coordinator_families(app: MetricServices) -> list:
     from .coordinator.state import GroupState
 
     coordinator = app.coordinator

@@ -28,15 +28,13 @@ from ..protocol import headers
 from ..protocol.errors import ErrorCode
 from ..protocol.primitives import ProtocolError
 from ..protocol.registry import APIS
-from . import partition_errors
 from .clock import Clock, RealClock, TimerHandle, real_ms
-from .dispatch import NO_RESPONSE, HandlerTable, Later, RequestContext
+from .dispatch import NO_RESPONSE, CloseConnection, HandlerTable, Later, RequestContext
 from .error_answers import error_answer
+from .faulted import apply_fault
 from .runtime.runtime import CoordinatorRuntime
-from .security import sasl as sasl_states
-from .security.mechanism import SaslAuthenticationError
+from .security import authenticator as authn
 from .security.principal import ANONYMOUS, PrincipalMappingError, ssl_principal, subject_dn
-from .security.sasl import SaslExchange
 
 log = structlog.get_logger("odradek.server")
 
@@ -47,12 +45,7 @@ MAX_IN_FLIGHT = 128  # stop reading a connection that has this many unanswered r
 # Every other accepted request runs to its end, as on Kafka; only its answer is dropped.
 CANCEL_WHEN_GONE = frozenset({1})
 WRITE_BUFFER_HIGH = 4 << 20
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 TLS_HANDSHAKE_TIMEOUT_S = 60.0  # asyncio's default; a client that never finishes the handshake goes
-
-
-class CloseConnection(Exception):
-    """The request is one Kafka answers by closing the connection."""
 
 
 class FailAuthentication(Exception):
@@ -383,7 +376,7 @@ class Connection(asyncio.Protocol):
         self.listener = listener
         self.listener_name = "PLAINTEXT" if listener is None else listener.name
         self.principal = ANONYMOUS
-        self.sasl: SaslExchange | None = None  # the SASL state on a SASL listener
+        self.sasl: authn.SaslAuthenticator | None = None  # the SASL state on a SASL listener
         self.frame_limit = server.max_request_bytes  # sasl.server.max.receive.size until authenticated
         self.process = self._process  # a SASL listener's frames pass its gate first
         self.transport: asyncio.Transport | None = None
@@ -436,7 +429,7 @@ class Connection(asyncio.Protocol):
                     return
                 self.log.info("tls.client_certificate", principal=self.principal)
         if listener.sasl is not None:
-            self.sasl = SaslExchange(listener.sasl, self.server.now_ms)
+            self.sasl = authn.SaslAuthenticator(listener.sasl, self.server.now_ms)
             self.frame_limit = min(listener.sasl.max_receive_size, self.server.max_request_bytes)
             self.process = self._sasl_process
 
@@ -726,7 +719,7 @@ class Connection(asyncio.Protocol):
                 return self._api_versions_fallback(correlation_id, self.server.handlers.get(api_key).versions.hi,
                                                    rule.error)
             else:
-                result = self._faulted(rule, route, ctx, body)
+                result = apply_fault(rule, route.api_key, route.fn, ctx, body, self.log, route.name)
             if type(result) is not dict:
                 if type(result) is Later:  # the coordinator answers later (a commit awaiting fsync)
                     return _Pending(result, route, version, correlation_id, started, body)
@@ -739,55 +732,45 @@ class Connection(asyncio.Protocol):
         except Exception:
             return self._refuse(route, version, correlation_id, body, started)
 
-    # --- SASL (Kafka's SaslServerAuthenticator, ``security/sasl.py``) ----------------------------------
+    # --- SASL (the sans-I/O ``security/authenticator.py`` decides; this sends) ------------------------
 
     def _sasl_process(self, frame: bytes) -> Any:
         """A SASL listener's frames: the exchange until authenticated, then ordinary requests.
 
-        Before authentication only ApiVersions and SaslHandshake are answered
-        (anything else closes the connection unanswered, as Kafka does);
-        after it, a session past ``connections.max.reauth.ms`` is closed on
-        its next request unless that request re-authenticates (KIP-368).
+        The authenticator says what each frame is for (``SaslAuthenticator.receive``);
+        the connection decodes, encodes, logs and closes.
         """
-        sasl = self.sasl
-        if sasl.state == sasl_states.RAW:
-            return self._sasl_raw_token(frame)
-        # (an authenticated session without an end no longer comes here: ``process`` is ``_process``)
-        try:
-            api_key, version, correlation_id = headers.peek_request(frame)
-        except ValueError:
-            self.log.warning("sasl.malformed_frame", state=sasl.state, size=len(frame))
-            raise CloseConnection("malformed frame during SASL authentication") from None
-        state = sasl.state
-        if state == sasl_states.COMPLETE:
-            if api_key == SASL_HANDSHAKE and sasl.may_reauthenticate():
-                sasl.start_reauthentication()
-                self.log.info("sasl.reauthenticate", principal=self.principal)
-                return self._sasl_handshake(frame, version, correlation_id)
-            if sasl.expired():
-                self.log.info("sasl.session_expired", principal=self.principal, api_key=api_key)
-                self.server.security_events["expired_connection_killed", self.listener_name, ""] += 1
-                raise CloseConnection("SASL session expired (connections.max.reauth.ms)")
+        auth = self.sasl
+        step = auth.receive(frame)
+        action = step.action
+        if action == authn.SERVE:
             return self._process(frame)
-        if state == sasl_states.INITIAL and api_key == headers.API_VERSIONS_KEY:
+        if action == authn.DO_TOKEN:
+            return self._sasl_raw_token(frame)
+        if action == authn.DO_HANDSHAKE:
+            if step.event is not None:
+                self.log.info(step.event, principal=self.principal)
+            return self._sasl_handshake(frame, step.version, step.correlation_id)
+        if action == authn.DO_AUTHENTICATE:
+            return self._sasl_authenticate(frame, step.version, step.correlation_id)
+        if action == authn.SERVE_API_VERSIONS:
             out = self._process(frame)
-            handler = self.server.handlers.get(api_key)
-            if handler is not None and version in handler.versions:
-                sasl.state = sasl_states.HANDSHAKE  # an unsupported version may be retried lower
+            handler = self.server.handlers.get(step.api_key)
+            auth.api_versions_served(handler is not None and step.version in handler.versions)
             return out
-        if api_key == SASL_HANDSHAKE and state in (sasl_states.INITIAL, sasl_states.HANDSHAKE):
-            return self._sasl_handshake(frame, version, correlation_id)
-        if state == sasl_states.AUTHENTICATE:
-            if api_key == SASL_AUTHENTICATE:
-                return self._sasl_authenticate(frame, version, correlation_id)
-            self.log.warning("sasl.illegal_state", api_key=api_key, state=state,
-                             expected="SaslAuthenticate")
-            raise FailAuthentication("unexpected request during SASL authentication",
-                                     self._illegal_state_answer(frame, api_key, version, correlation_id),
-                                     delayed=False)
-        self.log.warning("sasl.illegal_state", api_key=api_key, state=state,
-                         note="a request before authentication: closed unanswered")
-        raise CloseConnection("request before SASL authentication")
+        if action == authn.REFUSE:
+            self.log.warning(step.event, api_key=step.api_key, state=auth.state, expected="SaslAuthenticate")
+            failure = auth.refused()
+            raise FailAuthentication(failure.reason, self._illegal_state_answer(
+                frame, step.api_key, step.version, step.correlation_id), delayed=failure.delayed)
+        if step.expired:
+            self.log.info(step.event, principal=self.principal, api_key=step.api_key)
+            self.server.security_events["expired_connection_killed", self.listener_name, ""] += 1
+        elif step.api_key is None:
+            self.log.warning(step.event, state=auth.state, size=len(frame))
+        else:
+            self.log.warning(step.event, api_key=step.api_key, state=auth.state, note=step.note)
+        raise CloseConnection(step.reason)
 
     def _sasl_decode(self, frame: bytes, api_key: int, version: int) -> tuple[Route, Any]:
         route = self.server.handlers.routes.get((api_key, version)) or self._route(api_key, version)
@@ -802,61 +785,57 @@ class Connection(asyncio.Protocol):
         return route, body
 
     def _sasl_handshake(self, frame: bytes, version: int, correlation_id: int) -> Any:
-        route, body = self._sasl_decode(frame, SASL_HANDSHAKE, version)
+        route, body = self._sasl_decode(frame, authn.SASL_HANDSHAKE_KEY, version)
         started = time.perf_counter()
-        sasl = self.sasl
-        enabled = list(sasl.listener.mechanisms)
-        if sasl.handshake(body.mechanism, version):
+        reply = self.sasl.handshake(body.mechanism, version)
+        answer = self._answer(reply.answer, route, version, correlation_id, started)
+        if reply.failure is None:
             self.log.info("sasl.handshake", mechanism=body.mechanism, version=version)
-            return self._answer({"error_code": ErrorCode.NONE, "mechanisms": enabled}, route, version,
-                                correlation_id, started)
-        self.log.warning("sasl.unsupported_mechanism", mechanism=body.mechanism, enabled=enabled)
-        answer = self._answer({"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled},
-                              route, version, correlation_id, started)
-        raise FailAuthentication(f"unsupported SASL mechanism {body.mechanism!r}", answer)
+            return answer
+        self.log.warning("sasl.unsupported_mechanism", mechanism=body.mechanism,
+                         enabled=reply.answer["mechanisms"])
+        raise FailAuthentication(reply.failure.reason, answer)
 
     def _sasl_authenticate(self, frame: bytes, version: int, correlation_id: int) -> Any:
-        route, body = self._sasl_decode(frame, SASL_AUTHENTICATE, version)
+        route, body = self._sasl_decode(frame, authn.SASL_AUTHENTICATE_KEY, version)
         started = time.perf_counter()
-        try:
-            challenge, lifetime = self._sasl_evaluate(bytes(body.auth_bytes))
-        except FailAuthentication as exc:
-            exc.answer = self._answer({"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
-                                       "error_message": exc.message, "auth_bytes": b"",
-                                       "session_lifetime_ms": 0}, route, version, correlation_id, started)
-            raise
-        return self._answer({"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": challenge,
-                             "session_lifetime_ms": lifetime or 0}, route, version, correlation_id, started)
+        reply = self.sasl.authenticate(bytes(body.auth_bytes))
+        self._sasl_outcome(reply)
+        answer = self._answer(reply.answer, route, version, correlation_id, started)
+        if reply.failure is not None:
+            raise FailAuthentication(reply.failure.reason, answer, message=reply.failure.message)
+        return answer
 
     def _sasl_raw_token(self, frame: bytes) -> tuple[bytes, bytes]:
         """After a v0 SaslHandshake: tokens are bare size-prefixed frames each way; a failure just closes."""
-        challenge, _lifetime = self._sasl_evaluate(bytes(frame))
-        return _SIZE.pack(len(challenge)), challenge
+        reply = self.sasl.token(bytes(frame))
+        self._sasl_outcome(reply)
+        if reply.failure is not None:
+            raise FailAuthentication(reply.failure.reason, message=reply.failure.message)
+        return _SIZE.pack(len(reply.answer)), reply.answer
 
-    def _sasl_evaluate(self, token: bytes) -> tuple[bytes, int | None]:
+    def _sasl_outcome(self, reply: authn.Reply) -> None:
+        """Log and count a token's outcome; once authenticated, the connection serves as its principal."""
         sasl = self.sasl
-        try:
-            challenge, lifetime = sasl.evaluate(token)
-        except SaslAuthenticationError as exc:
-            self.log.warning("sasl.authentication_failed", mechanism=sasl.mechanism, error=str(exc),
-                             detail=getattr(exc, "detail", None), reauthentication=sasl.reauthenticating)
+        failure = reply.failure
+        if failure is not None:
+            if failure.bug:
+                self.log.error("sasl.mechanism_failed", mechanism=sasl.mechanism, exc_info=failure.error)
+            else:
+                self.log.warning("sasl.authentication_failed", mechanism=sasl.mechanism, error=str(failure.error),
+                                 detail=getattr(failure.error, "detail", None),
+                                 reauthentication=sasl.reauthenticating)
             self.server.security_events["failed", self.listener_name, sasl.mechanism or ""] += 1
-            raise FailAuthentication("SASL authentication failed", message=str(exc)) from None
-        except Exception:  # a mechanism's bug: the client is refused, never let in
-            self.log.exception("sasl.mechanism_failed", mechanism=sasl.mechanism)
-            self.server.security_events["failed", self.listener_name, sasl.mechanism or ""] += 1
-            raise FailAuthentication("SASL mechanism failed", message=(
-                "Authentication failed during authentication due to invalid credentials with SASL "
-                f"mechanism {sasl.mechanism}")) from None
-        if lifetime is not None:
-            self.principal = sasl.principal
-            self.frame_limit = self.server.max_request_bytes
-            if sasl.expires_at is None:  # no session end: nothing more to watch, requests go straight in
-                self.process = self._process
-            self.log.info("sasl.authenticated", principal=sasl.principal, mechanism=sasl.mechanism,
-                          session_lifetime_ms=lifetime)
-            self.server.security_events["succeeded", self.listener_name, sasl.mechanism] += 1
-        return challenge, lifetime
+            return
+        if reply.lifetime_ms is None:
+            return
+        self.principal = sasl.principal
+        self.frame_limit = self.server.max_request_bytes
+        if sasl.expires_at is None:  # no session end: nothing more to watch, requests go straight in
+            self.process = self._process
+        self.log.info("sasl.authenticated", principal=sasl.principal, mechanism=sasl.mechanism,
+                      session_lifetime_ms=reply.lifetime_ms)
+        self.server.security_events["succeeded", self.listener_name, sasl.mechanism] += 1
 
     def _illegal_state_answer(self, frame: bytes, api_key: int, version: int, correlation_id: int) -> Any:
         """That request's own error answer with ILLEGAL_SASL_STATE (None: close unanswered)."""
@@ -887,36 +866,6 @@ class Connection(asyncio.Protocol):
             asyncio.get_running_loop().call_later(delay, finish)
         else:
             finish()
-
-    def _faulted(self, rule: Any, route: Route, ctx: RequestContext, body: Any) -> Any:
-        """Apply a fault rule (``control/faults.py``) instead of, or around, the handler.
-
-        An error answer is Kafka's error response for the request
-        (``error_answers``) and the handler does not run; closing before
-        means the handler does not run either; closing after runs it (a
-        commit lands) and closes instead of answering; a delay or throttle
-        wraps the handler's answer in a coroutine the connection waits on,
-        as on any slow request, without blocking other connections.
-        """
-        self.log.info("request.fault", api=route.name, version=ctx.api_version, rule=rule.id,
-                      error=rule.error, delay_ms=rule.delay_ms, close=rule.close, throttle_ms=rule.throttle_ms)
-        if rule.close == "before":
-            raise CloseConnection(f"fault rule {rule.id}: close before handling")
-        if rule.error is not None and rule.per_partition:  # the chosen partitions fail, the rest is handled
-            lay = partition_errors.layout(route.api_key, ctx.api_version)
-            rest, chosen = partition_errors.split(lay, body, rule.topic, rule.partition)
-            result = _with_partition_errors(route.fn(ctx, rest), lay, chosen, rule.error)
-        elif rule.error is not None:
-            answer = error_answer(route.api_key, ctx.api_version, body, rule.error)
-            result = NO_RESPONSE if answer is None else answer
-        else:
-            result = route.fn(ctx, body)
-        if not rule.delay_ms and rule.close is None:
-            if rule.throttle_ms is None or result is NO_RESPONSE:
-                return result
-            if type(result) is dict:
-                return {**result, "throttle_time_ms": rule.throttle_ms}
-        return _fault_later(rule, result)
 
     def _route(self, api_key: int, version: int) -> Route | None:
         """The route for a request kind seen for the first time (None: ApiVersions fallback)."""
@@ -983,47 +932,3 @@ class Connection(asyncio.Protocol):
                           "max_version": max_version}],
         }, 0)
         return headers.encode_response_parts(correlation_id, 0, body)
-
-
-def _with_partition_errors(result: Any, lay: Any, chosen: list, code: int) -> Any:
-    """The handler's answer to the rest of a request, with the chosen partitions' errors added."""
-    if type(result) is dict:
-        return partition_errors.merge(lay, result, chosen, code)
-    if result is NO_RESPONSE:
-        return result
-
-    async def later() -> Any:
-        answer = await (_later_done(result) if type(result) is Later else result)
-        return partition_errors.merge(lay, answer, chosen, code) if type(answer) is dict else answer
-    return later()
-
-
-async def _fault_later(rule: Any, result: Any) -> Any:
-    """The handler's answer, then the rule's delay, throttle or close (see ``Connection._faulted``)."""
-    if type(result) is Later:
-        result = await _later_done(result)
-    elif inspect.isawaitable(result):
-        result = await result
-    if rule.delay_ms:
-        await asyncio.sleep(rule.delay_ms / 1000)
-    if rule.close == "after":
-        raise CloseConnection(f"fault rule {rule.id}: close after handling")
-    if rule.throttle_ms is not None and type(result) is dict:
-        result = {**result, "throttle_time_ms": rule.throttle_ms}
-    return result
-
-
-def _later_done(later: Later) -> asyncio.Future:
-    """A future completed with a ``Later``'s shaped answer."""
-    future = asyncio.get_running_loop().create_future()
-
-    def done(_later: Later) -> None:
-        if future.done():
-            return
-        try:
-            future.set_result(later.result())
-        except Exception as exc:
-            future.set_exception(exc)
-
-    later.add_done_callback(done)
-    return future

@@ -42,14 +42,12 @@ import dataclasses
 import keyword
 import struct
 from collections.abc import Callable, Container, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from construct import Container as Parsed  # what the schema layer parses structs into
 
+from odradek.protocol.declaration import Declaration, F
 from odradek.protocol.primitives import MAX_ARRAY, ProtocolError, encode_uvarint
-
-if TYPE_CHECKING:  # the schema layer calls this module; this one only reads its declarations
-    from odradek.protocol.schema import F, Message
 
 
 class UnsupportedDeclaration(ValueError):
@@ -178,7 +176,7 @@ def _check_class(cls: type, fields: list[F], where: str, extra: tuple[str, ...] 
 class _Gen:
     """Accumulates generated functions and the globals they refer to."""
 
-    def __init__(self, message: Message, version: int):
+    def __init__(self, message: Declaration, version: int):
         self.message = message
         self.version = version
         self.flexible = message.is_flexible(version)
@@ -354,7 +352,7 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type | None, nested: Mapping[str,
     return fname
 
 
-def compile_reader(message: Message, version: int, cls: type | None,
+def compile_reader(message: Declaration, version: int, cls: type | None,
                    nested: Mapping[str, type] | None = None, extra: tuple[str, ...] = ()) -> Reader:
     """``read(buf: bytes, pos) -> (obj, end)`` for ``message`` at ``version``.
 
@@ -499,7 +497,7 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
     return fname
 
 
-def compile_writer(message: Message, version: int, prefix: int | None = None,
+def compile_writer(message: Declaration, version: int, prefix: int | None = None,
                    nested: Mapping[str, type] | None = None, mapping: bool = False) -> Writer:
     """``write(obj) -> bytes`` for ``message`` at ``version``, from attributes of ``obj``.
 
@@ -524,7 +522,7 @@ def compile_writer(message: Message, version: int, prefix: int | None = None,
     return g.finish(entry)
 
 
-def compile_row_writer(message: Message, version: int, path: tuple[str, ...]) -> Callable[..., None]:
+def compile_row_writer(message: Declaration, version: int, path: tuple[str, ...]) -> Callable[..., None]:
     """``write(ap, *fields)``: one element of the array of structs at ``path`` (field names from
     the message's top), appended through ``ap`` exactly as the mapping writer writes it.
 

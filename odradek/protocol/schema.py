@@ -17,53 +17,16 @@ from __future__ import annotations
 
 import struct
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from construct import Construct, Container
 
 from . import fastcodec
 from . import primitives as p
+from .declaration import Declaration, F, Versions
 
+__all__ = ["F", "Message", "Versions"]  # declarations are written against this module
 
-@dataclass(frozen=True)
-class Versions:
-    """An inclusive version range; ``hi`` None means open-ended, lo > hi empty."""
-
-    lo: int
-    hi: int | None
-
-    @classmethod
-    def parse(cls, text: str | Versions | None) -> Versions:
-        if isinstance(text, Versions):
-            return text
-        if text is None or text == "none":
-            return cls(1, 0)
-        text = str(text).strip()
-        if text.endswith("+"):
-            return cls(int(text[:-1]), None)
-        if "-" in text:
-            lo, hi = text.split("-")
-            return cls(int(lo), int(hi))
-        return cls(int(text), int(text))
-
-    def __contains__(self, v: int) -> bool:
-        return self.lo <= v and (self.hi is None or v <= self.hi)
-
-    def __iter__(self):
-        if self.hi is None:
-            raise ValueError("open-ended range")
-        return iter(range(self.lo, self.hi + 1))
-
-    def __str__(self) -> str:
-        if self.hi is None:
-            return f"{self.lo}+"
-        if self.lo > self.hi:
-            return "none"
-        return f"{self.lo}-{self.hi}"
-
-
-_MISSING = object()
 
 # type name -> (classic construct, compact construct, nullable classic, nullable compact)
 _PRIMS: dict[str, tuple[Construct, Construct, Construct | None, Construct | None]] = {
@@ -81,54 +44,6 @@ _PRIMS: dict[str, tuple[Construct, Construct, Construct | None, Construct | None
     # records travel as opaque bytes: Produce/Fetch never decode them here
     "records": (p.NULLABLE_BYTES, p.COMPACT_NULLABLE_BYTES, p.NULLABLE_BYTES, p.COMPACT_NULLABLE_BYTES),
 }
-
-_PRIM_DEFAULTS = {
-    "int8": 0, "int16": 0, "uint16": 0, "int32": 0, "uint32": 0, "int64": 0,
-    "float64": 0.0, "bool": False, "uuid": p.ZERO_UUID, "string": "",
-    "bytes": b"", "records": None,
-}
-
-
-class F:
-    """One field of a message declaration (see module docstring)."""
-
-    __slots__ = ("name", "type", "versions", "nullable", "tag", "tagged", "default",
-                 "fields", "flexible")
-
-    def __init__(self, name: str, type: str, versions: str = "0+", *,
-                 nullable: str = "none", tag: int | None = None, tagged: str | None = None,
-                 default: Any = _MISSING, fields: list[F] | None = None,
-                 flexible: str | None = None):
-        self.name = name
-        self.type = type
-        self.versions = Versions.parse(versions)
-        self.nullable = Versions.parse(nullable)
-        self.tag = tag
-        self.tagged = Versions.parse(tagged if tagged is not None else
-                                     (versions if tag is not None else "none"))
-        self.fields = fields
-        # flexible=None follows the message; "none" keeps classic encoding
-        # (RequestHeader.client_id is the one field that needs it)
-        self.flexible = None if flexible is None else Versions.parse(flexible)
-        if fields is None and self.elem_type not in _PRIMS:
-            raise ValueError(f"{name}: unknown type {type!r}")
-        self.default = self._initial_default() if default is _MISSING else default
-
-    @property
-    def is_array(self) -> bool:
-        return self.type.startswith("[]")
-
-    @property
-    def elem_type(self) -> str:
-        return self.type[2:] if self.is_array else self.type
-
-    def _initial_default(self) -> Any:
-        if self.is_array:
-            return []
-        if self.fields is not None:
-            return Container({f.name: f.default for f in self.fields})
-        return _PRIM_DEFAULTS[self.type]
-
 
 def _build_struct(fields: list[F], version: int, flexible: bool) -> p.KStruct:
     regular, tagged, absent = [], [], []
@@ -166,23 +81,14 @@ def _field_construct(f: F, version: int, flexible: bool) -> Construct:
     return item
 
 
-class Message:
-    """A request, response, header or record declared once for all versions."""
+class Message(Declaration):
+    """A declaration with its codecs: a construct struct and a generated reader and writer per version."""
 
     def __init__(self, name: str, fields: list[F], valid: str, flexible: str = "none"):
-        self.name = name
-        self.fields = fields
-        self.valid = Versions.parse(valid)
-        self.flexible = Versions.parse(flexible)
+        super().__init__(name, fields, valid, flexible)
         self._compiled: dict[int, Construct] = {}
         self._fast: dict[int, tuple[Any, Any]] = {}
         self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"Message({self.name}, {self.valid})"
-
-    def is_flexible(self, version: int) -> bool:
-        return version in self.flexible
 
     def struct(self, version: int, compiled: bool = True) -> Construct:
         """The construct for ``version`` (compiled and cached unless asked not to)."""

@@ -56,7 +56,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -94,7 +94,33 @@ from odradek.storage.segment import Segment
 from odradek.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
-    from odradek.storage.log import Log
+    import threading
+    from contextlib import AbstractContextManager
+
+    from odradek.storage.config import LogConfig
+
+
+class CleanableLog(Protocol):
+    """What the cleaner uses of a ``log.Log``: the log hands itself in (``Log.clean``), so this
+    module never imports the log it cleans."""
+
+    directory: Path
+    config: LogConfig
+    closed: bool
+    cleaner_checkpoint: int
+    stop_cleaning: threading.Event
+    _maint: threading.Lock  # the log's maintenance lock: one pass, roll or truncation at a time
+
+    @property
+    def segments(self) -> tuple[Segment, ...]: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def reading(self) -> AbstractContextManager[tuple[Segment, ...]]: ...
+
+    def replace_segments(self, old: list[Segment], new: Segment | None) -> None: ...
+
 
 logger = structlog.get_logger("odradek.storage")
 
@@ -116,7 +142,7 @@ class CleanStats:
     seconds: float = 0.0
 
 
-def clean_log(log: Log, now_ms: int, *, ops: FileOps, stable_offset: int | None = None) -> CleanStats | None:
+def clean_log(log: CleanableLog, now_ms: int, *, ops: FileOps, stable_offset: int | None = None) -> CleanStats | None:
     """One compaction pass over ``log``; None when there is nothing to clean.
 
     ``stable_offset``: the partition's last stable offset; no segment reaching it is cleaned
@@ -202,7 +228,7 @@ class _TxnTracker:
         return True
 
 
-def first_unstable_offset(log: Log) -> int:
+def first_unstable_offset(log: CleanableLog) -> int:
     """The last stable offset read from the log alone: the first offset of the oldest
     transaction without its marker, else the log end (a header scan of the whole log, plus the
     one record of each marker; for cleaning without a running broker's producer state)."""
@@ -219,7 +245,7 @@ def first_unstable_offset(log: Log) -> int:
     return min(opened.values(), default=log.log_end_offset)
 
 
-def _aborted_txns(log: Log, cleanable: list[Segment], later: list[Segment]) -> list[AbortedTxn]:
+def _aborted_txns(log: CleanableLog, cleanable: list[Segment], later: list[Segment]) -> list[AbortedTxn]:
     """The aborted transactions of the range: the ``.txnindex`` entries, plus any ABORT marker of
     the range closing data of the range that no entry names (a log whose writer kept no index,
     or one lost): without them that data would count as committed and could hide, in the key
@@ -264,7 +290,7 @@ def _marker_type(buf: bytes, off: int) -> bool | None:
     return None
 
 
-def _build_key_map(log: Log, dirty: list[Segment], txns: _TxnTracker) -> dict[bytes, int]:
+def _build_key_map(log: CleanableLog, dirty: list[Segment], txns: _TxnTracker) -> dict[bytes, int]:
     key_map: dict[bytes, int] = {}
     stop = log.stop_cleaning
     for seg in dirty:
@@ -284,7 +310,7 @@ def _build_key_map(log: Log, dirty: list[Segment], txns: _TxnTracker) -> dict[by
     return key_map
 
 
-def _rewrite(log: Log, cleanable: list[Segment], following: int, key_map: dict[bytes, int], now_ms: int,
+def _rewrite(log: CleanableLog, cleanable: list[Segment], following: int, key_map: dict[bytes, int], now_ms: int,
              ops: FileOps, stats: CleanStats, txns: _TxnTracker) -> None:
     """Filter segment after segment, starting a new output segment when the next input might
     not fit (output so far + next input > segment.bytes) or offsets would overflow the index."""
@@ -368,7 +394,7 @@ def _filter_batch(buf: bytes, off: int, h: BatchHeader, key_map: dict[bytes, int
 class _GroupWriter:
     """Filters consecutive segments into one ``B.log.cleaned`` and swaps it in (module docstring)."""
 
-    def __init__(self, log: Log, base: int, key_map: dict[bytes, int], now_ms: int, ops: FileOps,
+    def __init__(self, log: CleanableLog, base: int, key_map: dict[bytes, int], now_ms: int, ops: FileOps,
                  stats: CleanStats, txns: _TxnTracker) -> None:
         self.log = log
         self.txns = txns

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from odradek.broker.config import Config, ConfigError
+from odradek.broker.config import Config, ConfigError, parse_super_users
 from odradek.broker.security.acl_store import AclStore, AclStoreError
 from odradek.broker.security.acls import (
     AclAuthorizer,
@@ -24,7 +24,6 @@ from odradek.broker.security.acls import (
     PatternType,
     ResourceType,
     bit_field,
-    parse_super_users,
     validate_binding,
 )
 

@@ -1,7 +1,7 @@
 """Test control: fault rules, broker-level faults and request capture, behind one facade.
 
 :class:`BrokerControl`'s public methods *are* the operations: the in-process
-test API (``odradek.testing``), the control endpoint (``endpoint.py``) and
+test API (``odradek.testing``), the control endpoint (``web/control.py``) and
 ``odradek control`` call them by name, so a method added here is reachable
 from all three.  Every method runs on the broker's event loop (the threaded
 broker and the endpoint make sure of it) and returns plain values.
@@ -12,17 +12,20 @@ set, and never meant for a production broker.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..dispatch import RequestContext
 from . import clock_ops
 from .capture import CapturedRequest, CaptureOff, RequestCapture
+from .clock_ops import ClockServices
 from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule
-from .reset import reset_broker
+from .reset import ResetServices, reset_broker
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ..dispatch import HandlerTable
+    from ..server import KafkaServer
 
 # the requests a group coordinator answers (what a coordinator move makes fail)
 GROUP_APIS = ("OffsetCommit", "OffsetFetch", "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup",
@@ -32,11 +35,20 @@ COORDINATOR_ERRORS = ("NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDI
 __all__ = ["BrokerControl", "CaptureOff", "CapturedRequest", "FaultRule"]
 
 
+class ControlServices(ResetServices, ClockServices, Protocol):
+    """What test control uses of the broker (``BrokerApp`` wires it): the server (faults, capture,
+    broker down), the handler table (which versions a rule may name), and what reset and the clock use."""
+
+    server: KafkaServer
+    handlers: HandlerTable
+
+
 class BrokerControl:
     """The operations a test (or ``odradek control``) can perform on a running broker."""
 
-    def __init__(self, app: BrokerApp, capture_requests: int = 0) -> None:
+    def __init__(self, app: ControlServices, capture_requests: int = 0) -> None:
         self._app = app
+        self._reset_lock = asyncio.Lock()  # one reset at a time
         self._rules = FaultRules()
         self._capture = RequestCapture(capture_requests)
         self._next_id = 1
@@ -179,7 +191,7 @@ class BrokerControl:
         state, fault rules and captured requests; crash-safe, connections stay open.  Returns
         what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
         faults = self.clear_faults()  # first: no rule may fail the clients' first requests after
-        gone = await reset_broker(self._app)
+        gone = await reset_broker(self._app, self._reset_lock)
         self.clear_capture()  # last: what was captured during the reset goes too
         return {**gone, "faults": faults}
 

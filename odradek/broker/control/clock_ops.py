@@ -14,14 +14,26 @@ timeout, a fault's ``delay_ms``) and a client's own timers are real time.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from ..clock import Sparing, real_ms
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ...storage.log_manager import LogManager
+    from ..clock import Clock
+    from ..coordinator.service import Coordinator
+    from ..server import KafkaServer
+
+
+class ClockServices(Protocol):
+    """What moving the clock uses of the broker (``BrokerApp`` wires it)."""
+
+    clock: Clock
+    logs: LogManager  # due log maintenance runs after an advance
+    coordinator: Coordinator | None  # a sparing advance spares its active members
+    server: KafkaServer  # ... and the active connections
 
 
 log = structlog.get_logger("odradek.clock")
@@ -35,20 +47,20 @@ class ClockNotControllable(RuntimeError):
     """The broker was built with a clock a test cannot move (not ``BrokerClock``/``ManualClock``)."""
 
 
-def _clock(app: BrokerApp) -> Any:
+def _clock(app: ClockServices) -> Any:
     clock = app.clock
     if not hasattr(clock, "advance"):
         raise ClockNotControllable(f"{type(clock).__name__} cannot be advanced")
     return clock
 
 
-def clock_state(app: BrokerApp) -> dict[str, Any]:
+def clock_state(app: ClockServices) -> dict[str, Any]:
     clock = app.clock
     return {"now_ms": clock.now_ms(), "frozen": bool(getattr(clock, "frozen", True)),
             "offset_ms": getattr(clock, "offset_ms", None)}
 
 
-async def advance(app: BrokerApp, ms: int, spare_active: bool | float = False) -> dict[str, Any]:
+async def advance(app: ClockServices, ms: int, spare_active: bool | float = False) -> dict[str, Any]:
     """Advance by ``ms``; timers due on the way fire in deadline order, then due log maintenance runs.
 
     ``spare_active`` (True: the last ``SPARE_WINDOW_S`` seconds; a number: that many seconds of
@@ -74,7 +86,7 @@ def spare_window_ms(spare_active: bool | float) -> int | None:
     return round(spare_active * 1000)
 
 
-def sparing(app: BrokerApp, clock: Any, ms: int, spare_active: bool | float) -> Sparing | None:
+def sparing(app: ClockServices, clock: Any, ms: int, spare_active: bool | float) -> Sparing | None:
     """The rule of a sparing advance, applied before any timer fires.
 
     Active = the broker heard from it within the window of real time before the advance: a
@@ -96,14 +108,14 @@ def sparing(app: BrokerApp, clock: Any, ms: int, spare_active: bool | float) -> 
     return plan
 
 
-def freeze(app: BrokerApp) -> dict[str, Any]:
+def freeze(app: ClockServices) -> dict[str, Any]:
     clock = _clock(app)
     if hasattr(clock, "freeze"):
         clock.freeze()
     return clock_state(app)
 
 
-def unfreeze(app: BrokerApp) -> dict[str, Any]:
+def unfreeze(app: ClockServices) -> dict[str, Any]:
     clock = _clock(app)
     if not hasattr(clock, "unfreeze"):
         raise ClockNotControllable(f"{type(clock).__name__} only moves when advanced")

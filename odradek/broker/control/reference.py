@@ -63,12 +63,9 @@ def _arguments(fn, plain: bool = False) -> str:
     return joined if plain else (f"`{joined}`" if joined else "(none)")
 
 
-def captured_fields_markdown() -> str:
-    """docs/captured-fields.md: the attribute path of every request field, per served API."""
-    from ..app import BrokerApp
-    from ..config import Config
-
-    served = {k: (lo, hi) for k, lo, hi in BrokerApp(Config.load(None, environ={})).handlers.served()}
+def captured_fields_markdown(served: dict[int, tuple[int, int]]) -> str:
+    """docs/captured-fields.md: the attribute path of every request field, per API ``served``
+    ({api key: (min, max)}, ``doc_tables.served``)."""
     lines = [
         "# Captured request bodies: field names",
         "",

@@ -30,7 +30,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -49,17 +49,47 @@ from ..dataplane.topics import REGISTRY_FILE
 from ..dynamic_config import FILE as DYNAMIC_CONFIG_FILE
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ...storage.config import LogConfig
+    from ...storage.log_manager import LogManager
+    from ..clock import Clock
+    from ..config import Config
+    from ..coordinator.service import Coordinator
+    from ..dataplane import DataPlane, TopicRegistry
+    from ..dynamic_config import DynamicBrokerConfig
+    from ..runtime.runtime import CoordinatorRuntime
+    from ..txn import TransactionCoordinator
 
 log = structlog.get_logger("odradek.control")
 
 RESET_MARKER = "reset.pending"
+
+
+class ResetServices(Protocol):
+    """What a reset uses of the broker (``BrokerApp`` wires it)."""
+
+    config: Config
+    data_dir: Path
+    clock: Clock
+    runtime: CoordinatorRuntime
+    logs: LogManager
+    topics: TopicRegistry
+    dataplane: DataPlane
+    dynamic_config: DynamicBrokerConfig
+    coordinator: Coordinator | None
+    txn_coordinator: TransactionCoordinator | None
+
+    async def wait_loaded(self) -> None: ...
+
+    def set_log_defaults(self, config: LogConfig) -> None: ...
+
+    def reopen_coordinators(self) -> None: ...
+
 _CHECKPOINTS = (RECOVERY_POINT_FILE, CLEANER_FILE, LOG_START_FILE)
 
 
-async def reset_broker(app: BrokerApp) -> dict[str, Any]:
-    """Empty the broker; returns what went (topics, groups) and how long it took (ms)."""
-    lock = _reset_lock(app)
+async def reset_broker(app: ResetServices, lock: asyncio.Lock) -> dict[str, Any]:
+    """Empty the broker, one reset at a time (``lock``); returns what went (topics, groups) and how long
+    it took (ms)."""
     async with lock:
         started = time.perf_counter()
         await asyncio.to_thread(_write_marker, app.data_dir)  # from here on a crash ends empty
@@ -86,14 +116,7 @@ async def reset_broker(app: BrokerApp) -> dict[str, Any]:
         return {"topics": len(topics), "groups": groups, "ms": ms}
 
 
-def _reset_lock(app: BrokerApp) -> asyncio.Lock:
-    lock = getattr(app, "_reset_lock", None)
-    if lock is None:
-        lock = app._reset_lock = asyncio.Lock()
-    return lock
-
-
-async def _forget_dynamic_config(app: BrokerApp) -> None:
+async def _forget_dynamic_config(app: ResetServices) -> None:
     """Broker-level settings a test changed at runtime (AlterConfigs) go back to the static ones."""
     dynamic = app.dynamic_config
     if dynamic.node or dynamic.default:
@@ -101,7 +124,7 @@ async def _forget_dynamic_config(app: BrokerApp) -> None:
         app.set_log_defaults(await dynamic.change(False, lambda _old: {}))
 
 
-def _switch(app: BrokerApp) -> tuple[list[Log], list[str], int, Any]:
+def _switch(app: ResetServices) -> tuple[list[Log], list[str], int, Any]:
     """Old state to empty without yielding: every request sees one or the other."""
     runtime = app.runtime
     if runtime.turn_open:
@@ -118,14 +141,11 @@ def _switch(app: BrokerApp) -> tuple[list[Log], list[str], int, Any]:
         os.replace(lg.directory, target)
         lg.directory = target
     app.dataplane.forget_all(topics)
-    app.coordinator = app._open_coordinator()  # fresh offsets partitions, Loading until load()
-    if app.txn_coordinator is not None:  # transactional ids go too (their markers stop)
-        app.txn_coordinator.unload()
-        app.txn_coordinator = app._open_txn_coordinator()
+    app.reopen_coordinators()  # fresh offsets partitions, Loading until load(); transactional ids go too
     return old_logs, topics, groups, old_coordinator
 
 
-def _make_durable(app: BrokerApp, checkpoints: CheckpointSnapshot) -> None:
+def _make_durable(app: ResetServices, checkpoints: CheckpointSnapshot) -> None:
     """The renames, the empty registry and checkpoints on disk, then the marker goes (a worker
     thread: the checkpoints were read on the loop)."""
     app.logs.write_snapshot(checkpoints)

@@ -6,8 +6,10 @@ here touches a socket.  The topic is split into shards (``shard.py``), one
 per partition, each writing through the coordinator runtime
 (``broker/runtime/``).  Where things are:
 
-- ``service.py``: the coordinator -- shards, group -> shard routing, the
-  common checks every request passes, loading.
+- ``shards.py``: ``GroupShards`` -- the shards, group -> shard routing and
+  the common checks every request passes: what the operations take.
+- ``service.py``: the ``Coordinator`` the broker runs -- ``GroupShards`` plus
+  loading, the expiry sweep, deleted topics and transaction markers.
 - ``join.py`` (JoinGroup), ``membership.py`` (SyncGroup, Heartbeat,
   LeaveGroup), ``rebalance.py`` (join and sync phases, sessions, the group
   record), ``state.py`` (the group state table), ``group.py`` (the live

@@ -22,7 +22,7 @@ from .shard import Record, Shard
 from .state import GroupState, parse_state_filter
 
 if TYPE_CHECKING:
-    from .service import Coordinator
+    from .shards import GroupShards
 
 log = structlog.get_logger("odradek.coordinator")
 
@@ -32,11 +32,11 @@ CLASSIC_GROUP_TYPE = "classic"
 # --- DescribeGroups ---------------------------------------------------------------------
 
 
-def describe_groups(coordinator: Coordinator, group_ids: list[str]) -> list[GroupDescription]:
+def describe_groups(coordinator: GroupShards, group_ids: list[str]) -> list[GroupDescription]:
     return [describe_group(coordinator, group_id) for group_id in group_ids]
 
 
-def describe_group(coordinator: Coordinator, group_id: str) -> GroupDescription:
+def describe_group(coordinator: GroupShards, group_id: str) -> GroupDescription:
     """Kafka's ``GroupMetadata.summary``: metadata and assignments only when Stable."""
     shard, error = coordinator.check(group_id, allow_empty=True)
     if error is not ErrorCode.NONE:
@@ -56,7 +56,7 @@ def describe_group(coordinator: Coordinator, group_id: str) -> GroupDescription:
 # --- ListGroups -------------------------------------------------------------------------
 
 
-def list_groups(coordinator: Coordinator, states: list[str] | None = None,
+def list_groups(coordinator: GroupShards, states: list[str] | None = None,
                 types: list[str] | None = None) -> tuple[ErrorCode, list[GroupOverview]]:
     """Every live group (simple ones too), filtered; error 14 while any shard still loads.
 
@@ -79,7 +79,7 @@ def list_groups(coordinator: Coordinator, states: list[str] | None = None,
     return _loading_error(coordinator), out
 
 
-def _loading_error(coordinator: Coordinator) -> ErrorCode:
+def _loading_error(coordinator: GroupShards) -> ErrorCode:
     if any(s.status is ShardStatus.LOADING for s in coordinator.shards):
         return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     return ErrorCode.NONE
@@ -88,7 +88,7 @@ def _loading_error(coordinator: Coordinator) -> ErrorCode:
 # --- DeleteGroups -----------------------------------------------------------------------
 
 
-def delete_groups(coordinator: Coordinator, group_ids: list[str]) -> Promise:
+def delete_groups(coordinator: GroupShards, group_ids: list[str]) -> Promise:
     """A Promise of {group id: error}, duplicates collapsed, once every batch is durable."""
     results: dict[str, ErrorCode] = {}
     writes: list[tuple[str, Promise]] = []
@@ -124,7 +124,7 @@ _DELETE_ERRORS = {
 }
 
 
-def _delete_one(coordinator: Coordinator, group_id: str) -> tuple[ErrorCode, Promise | None]:
+def _delete_one(coordinator: GroupShards, group_id: str) -> tuple[ErrorCode, Promise | None]:
     """Tombstones for an Empty group's offsets and record; their replay removes it.
 
     A group with nothing on the log is live state only, removed at once.

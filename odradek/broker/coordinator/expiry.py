@@ -28,7 +28,7 @@ from .offsets import remove_offsets, run_removal
 from .shard import Shard, TopicPartition
 
 if TYPE_CHECKING:
-    from .service import Coordinator  # service imports this module
+    from .shards import GroupShards
 
 log = structlog.get_logger("odradek.coordinator")
 
@@ -87,7 +87,7 @@ class OffsetExpiry:
     skips partitions still loading, which then wait a whole interval.
     """
 
-    def __init__(self, coordinator: Coordinator) -> None:
+    def __init__(self, coordinator: GroupShards) -> None:
         self.coordinator = coordinator
         self.clock = coordinator.clock
         self._timer = None

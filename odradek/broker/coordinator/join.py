@@ -32,7 +32,7 @@ from .shard import Shard
 from .state import COMPLETING, DEAD, EMPTY, PREPARING, STABLE
 
 if TYPE_CHECKING:
-    from .service import Coordinator
+    from .shards import GroupShards
 
 log = structlog.get_logger("odradek.coordinator")
 
@@ -42,7 +42,7 @@ def _fail(member_id: str, error: ErrorCode) -> Promise:
     return Promise.resolved(JoinResult.failed(member_id, error))
 
 
-def join_group(coordinator: Coordinator, req: JoinRequest) -> Promise:
+def join_group(coordinator: GroupShards, req: JoinRequest) -> Promise:
     shard, error = coordinator.check(req.group_id, allow_empty=False)
     if error is not ErrorCode.NONE:
         return _fail(req.member_id, error)

@@ -26,7 +26,7 @@ from .shard import Shard
 from .state import COMPLETING, DEAD, EMPTY, PREPARING
 
 if TYPE_CHECKING:
-    from .service import Coordinator
+    from .shards import GroupShards
 
 log = structlog.get_logger("odradek.coordinator")
 
@@ -35,7 +35,7 @@ log = structlog.get_logger("odradek.coordinator")
 # --- SyncGroup ----------------------------------------------------------------------------
 
 
-def sync_group(coordinator: Coordinator, req: SyncRequest) -> Promise:
+def sync_group(coordinator: GroupShards, req: SyncRequest) -> Promise:
     """A Promise of a :class:`SyncResult`; parked in CompletingRebalance until the leader's record is durable."""
     if req.require_protocol and (req.protocol_type is None or req.protocol_name is None):
         return _fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
@@ -99,7 +99,7 @@ def _sync_completing(shard: Shard, group: ClassicGroup, member: Member, req: Syn
 # --- Heartbeat ------------------------------------------------------------------------------
 
 
-def heartbeat(coordinator: Coordinator, group_id: str, generation: int, member_id: str,
+def heartbeat(coordinator: GroupShards, group_id: str, generation: int, member_id: str,
               group_instance_id: str | None) -> ErrorCode:
     """``handleHeartbeat``, in Kafka's order: member, then generation, then state."""
     shard, error = coordinator.check(group_id, allow_empty=False)
@@ -128,7 +128,7 @@ def heartbeat(coordinator: Coordinator, group_id: str, generation: int, member_i
 # --- LeaveGroup -----------------------------------------------------------------------------
 
 
-def leave_group(coordinator: Coordinator, group_id: str, members: list[LeaveMember]) -> LeaveResult:
+def leave_group(coordinator: GroupShards, group_id: str, members: list[LeaveMember]) -> LeaveResult:
     """``handleLeaveGroup``: a top-level error, or one error per leaving member."""
     shard, error = coordinator.check(group_id, allow_empty=False)
     if error is not ErrorCode.NONE:

@@ -36,7 +36,7 @@ from .shard import Record, Shard, TopicPartition
 from .state import GroupState
 
 if TYPE_CHECKING:
-    from .service import Coordinator  # service imports this module
+    from .shards import GroupShards
 
 log = structlog.get_logger("odradek.coordinator")
 
@@ -124,7 +124,7 @@ def metadata_too_large(metadata: str | None, limit: int) -> bool:
 
 # --- OffsetCommit --------------------------------------------------------------------------------
 
-def commit_offsets(coordinator: Coordinator, request: CommitRequest, partitions: list[PartitionCommit],
+def commit_offsets(coordinator: GroupShards, request: CommitRequest, partitions: list[PartitionCommit],
                    partition_count: PartitionCount) -> Promise:
     """Validate, write one batch, answer once durable (``handleCommitOffsets``).
 
@@ -217,7 +217,7 @@ def _commit_failed(errors: list[ErrorCode], error: ErrorCode) -> list[ErrorCode]
 
 # --- OffsetFetch ----------------------------------------------------------------------------------
 
-def fetch_offsets(coordinator: Coordinator, group_id: str | None, topics: list[tuple[str, list[int]]] | None,
+def fetch_offsets(coordinator: GroupShards, group_id: str | None, topics: list[tuple[str, list[int]]] | None,
                   require_stable: bool = False) -> tuple[ErrorCode, list[FetchedOffset]]:
     """OffsetFetch (``GroupMetadataManager.getOffsets``): (group-level error, partitions).  ``topics`` None: every committed partition.
 
@@ -236,7 +236,7 @@ def _as_tuple(ap: Callable[[Any], None], *fields: Any) -> None:
 Row = Callable[..., None]  # row(ap, partition, offset, leader_epoch, metadata, error)
 
 
-def fetch_offset_rows(coordinator: Coordinator, group_id: str | None,
+def fetch_offset_rows(coordinator: GroupShards, group_id: str | None,
                       topics: list[tuple[str, list[int]]] | None, require_stable: bool,
                       row: Row) -> tuple[ErrorCode, list[tuple[str, int, list]]]:
     """:func:`fetch_offsets` as ``(error, [(topic, count, parts)])``: each partition handed to
@@ -277,7 +277,7 @@ def fetch_offset_rows(coordinator: Coordinator, group_id: str | None,
 
 # --- OffsetDelete -----------------------------------------------------------------------------------
 
-def delete_offsets(coordinator: Coordinator, group_id: str | None, topics: list[tuple[str, list[int]]],
+def delete_offsets(coordinator: GroupShards, group_id: str | None, topics: list[tuple[str, list[int]]],
                    partition_count: PartitionCount) -> Promise:
     """OffsetDelete (KIP-496, ``handleDeleteOffsets``): yields (group error, [(topic, partition, error)]) once tombstones are durable.
 
@@ -385,7 +385,7 @@ def _dies(shard: Shard, group: ClassicGroup, remaining: int, removed: set[TopicP
     return not shard.in_flight_offsets(group_id)
 
 
-def delete_topic_offsets(coordinator: Coordinator, topics: Iterable[str]) -> list[Promise]:
+def delete_topic_offsets(coordinator: GroupShards, topics: Iterable[str]) -> list[Promise]:
     """DeleteTopics: every group's offsets of those topics get tombstones (one batch per shard).
 
     Returns one promise per shard that wrote something.  Shards still loading

@@ -1,10 +1,8 @@
-"""The group coordinator: shards by offsets-topic partition, routing and common checks.
+"""The group coordinator: its shards (``shards.GroupShards``) wired to loading, the expiry sweep,
+session timers, deleted topics and transaction markers.
 
-``__consumer_offsets`` has ``offsets.topic.num.partitions`` partitions; a
-group belongs to partition ``partition_for(group_id, n)`` (Kafka's exact
-hash), so an imported Kafka data dir maps groups the same way.  Each
-partition is a ``Shard`` that loads independently; requests for a group
-whose shard is still loading get COORDINATOR_LOAD_IN_PROGRESS (Kafka's ``GroupCoordinator.validateGroupStatus``).
+The operations below it take a ``GroupShards``, not this class, so nothing
+they import leads back here.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from typing import Any
 
 import structlog
 
-from ...offsets.records import partition_for
 from ...protocol.errors import ErrorCode
 from ..clock import Clock
 from ..runtime.promise import Promise
@@ -26,28 +23,19 @@ from .config import CoordinatorConfig
 from .expiry import OffsetExpiry
 from .offsets import delete_topic_offsets
 from .shard import Shard
+from .shards import GroupShards
 from .txn_offsets import write_marker
 
 log = structlog.get_logger("odradek.coordinator")
 
 
+class Coordinator(GroupShards):
+    """The group coordinator as the broker runs it: its shards (``GroupShards``), their loading,
+    the KIP-211 expiry sweep, session timers, deleted topics and transaction markers."""
 
-class Coordinator:
     def __init__(self, clock: Clock, config: CoordinatorConfig, logs: list[Any], *,
                  runtime: CoordinatorRuntime | None = None, await_fsync: bool = False):
-        """``logs[p]`` is the storage Log of ``__consumer_offsets-p``.
-
-        ``await_fsync``: ``log.fsync.mode=always`` (answers wait for fsync).
-        ``runtime``: the broker's coordinator runtime (the server opens its
-        turns); a coordinator of its own when not given.
-        """
-        if len(logs) != config.num_partitions:
-            raise ValueError("one log per offsets-topic partition")
-        self.clock = clock
-        self.config = config
-        self.runtime = runtime if runtime is not None else CoordinatorRuntime()
-        self.shards = [Shard(p, lg, clock, runtime=self.runtime, await_fsync=await_fsync, config=config)
-                       for p, lg in enumerate(logs)]
+        super().__init__(clock, config, logs, runtime=runtime, await_fsync=await_fsync)
         self._tasks: list[asyncio.Task] = []
         self.expiry = OffsetExpiry(self)  # KIP-211 sweep; started by load()
         # run in order when a shard has replayed its log: expiry sweep, session timers
@@ -57,28 +45,6 @@ class Coordinator:
     def spare_active(self, heard_since_real_ms: int, shift_ms: int) -> int:
         """Before a sparing advance: members heard from since then keep their session time left."""
         return sum(rebalance.spare_members(shard, heard_since_real_ms, shift_ms) for shard in self.shards)
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.num_partitions)
-
-    def shard_for(self, group_id: str) -> Shard:
-        return self.shards[self.partition_for(group_id)]
-
-    def check(self, group_id: str | None, *, allow_empty: bool) -> tuple[Shard | None, ErrorCode]:
-        """The checks every group request passes first (``validateGroupStatus``): group id, then its shard's load state."""
-        if group_id is None or (not allow_empty and group_id == ""):
-            return None, ErrorCode.INVALID_GROUP_ID
-        shards = self.shards  # every group request passes here: one partition needs no hash
-        shard = shards[0] if len(shards) == 1 else self.shard_for(group_id)
-        status = shard.status
-        if status is ShardStatus.ACTIVE:
-            return shard, ErrorCode.NONE
-        if status is ShardStatus.LOADING:
-            return shard, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return shard, ErrorCode.NOT_COORDINATOR
-
-    def loading(self) -> bool:
-        return any(s.status is ShardStatus.LOADING for s in self.shards)
 
     async def load(self) -> None:
         """Replay every shard (each yields to the loop while it loads).

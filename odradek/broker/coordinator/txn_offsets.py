@@ -32,7 +32,7 @@ from .shard import Shard
 from .state import GroupState
 
 if TYPE_CHECKING:
-    from .service import Coordinator
+    from .shards import GroupShards
 
 log = structlog.get_logger("odradek.coordinator")
 
@@ -57,7 +57,7 @@ class TxnCommitRequest(NamedTuple):
 TxnPartition = tuple[str, int, int, int, "str | None"]
 
 
-def commit_txn_offsets(coordinator: Coordinator, request: TxnCommitRequest, partitions: list[TxnPartition],
+def commit_txn_offsets(coordinator: GroupShards, request: TxnCommitRequest, partitions: list[TxnPartition],
                        partition_count: PartitionCount, verifier: Any = None) -> Promise:
     """Validate, write one transactional batch, answer once durable; yields one ErrorCode per partition.
 
@@ -168,7 +168,7 @@ _MARKER_WRITE_ERRORS = {
 }
 
 
-def write_marker(coordinator: Coordinator, topic: str, partition: int, marker: TxnMarker) -> Promise:
+def write_marker(coordinator: GroupShards, topic: str, partition: int, marker: TxnMarker) -> Promise:
     """Write the marker's control batch to ``__consumer_offsets-partition``; a promise of the ErrorCode.
 
     Resolves once it is durable and replayed (the producer's pending offsets

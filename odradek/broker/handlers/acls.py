@@ -8,7 +8,7 @@ written to the ACL file before it is applied and answered.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -16,8 +16,16 @@ from ...protocol.errors import ErrorCode
 from ..dispatch import HandlerTable, RequestContext
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
     from ..security.acls import AclBinding, AclFilter
+    from ..security.authorizer import Authorizer
+
+
+class AclServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): the ACL store and its
+    decisions."""
+
+    authorizer: Authorizer | None
+
 
 log = structlog.get_logger("odradek.authorizer")
 
@@ -25,7 +33,7 @@ NO_AUTHORIZER = "No Authorizer is configured."
 CLUSTER_DENIED = "Cluster authorization failed."
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: AclServices) -> None:
     table.register(29, partial(describe_acls, app))
     table.register(30, partial(create_acls, app))
     table.register(31, partial(delete_acls, app))
@@ -40,7 +48,7 @@ def _filter(f) -> AclFilter:
 
 # --- DescribeAcls -------------------------------------------------------------------------
 
-def describe_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def describe_acls(app: AclServices, ctx: RequestContext, req) -> dict:
     authz = app.authorizer
     if authz is None:
         return _described(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
@@ -69,7 +77,7 @@ def _described(code: ErrorCode, message: str | None, resources: list | None = No
 
 # --- CreateAcls ---------------------------------------------------------------------------
 
-async def create_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def create_acls(app: AclServices, ctx: RequestContext, req) -> dict:
     authz = app.authorizer
     if authz is None:
         return _created([(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)] * len(req.creations))
@@ -108,7 +116,7 @@ def _created(results: list[tuple[ErrorCode, str | None]]) -> dict:
 
 # --- DeleteAcls ---------------------------------------------------------------------------
 
-async def delete_acls(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def delete_acls(app: AclServices, ctx: RequestContext, req) -> dict:
     authz = app.authorizer
     if authz is None:
         return _deleted([_filter_error(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)] * len(req.filters))

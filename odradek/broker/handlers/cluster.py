@@ -10,16 +10,24 @@ that bootstrapped on the TLS port only learns TLS addresses.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ...protocol.errors import ErrorCode
 from ...protocol.primitives import ZERO_UUID
 from ..dispatch import HandlerTable, RequestContext
 from ..error_answers import error_answer
-from .topics import topic_metadata
+from .topics import MetadataServices, topic_metadata
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ..security.listeners import Endpoint
+
+
+class ClusterServices(MetadataServices, Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): who this node is and what
+    each listener advertises, and what topic metadata reads."""
+
+    def endpoint_for(self, listener: str) -> Endpoint: ...
+
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 GROUP_KEY_TYPE = 0
@@ -29,7 +37,7 @@ CLUSTER_OPERATIONS = sum(1 << op for op in (5, 9, 10, 11, 12, 7, 8))
 TRANSACTION_KEY_TYPE = 1
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: ClusterServices) -> None:
     table.register(18, partial(api_versions, table))
     table.register(3, partial(metadata, app))
     table.register(10, partial(find_coordinator, app))
@@ -45,13 +53,13 @@ def api_versions(table: HandlerTable, ctx: RequestContext, req) -> dict:
     }
 
 
-def _brokers(app: BrokerApp, ctx: RequestContext) -> list[dict]:
+def _brokers(app: ClusterServices, ctx: RequestContext) -> list[dict]:
     ep = app.endpoint_for(ctx.listener)
     return [{"node_id": ep.node_id, "broker_id": ep.node_id, "host": ep.host, "port": ep.port,
              "rack": None}]
 
 
-async def metadata(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def metadata(app: ClusterServices, ctx: RequestContext, req) -> dict:
     if ctx.api_version < 12 and any(t.name is None or t.topic_id != ZERO_UUID for t in req.topics or ()):
         # v10/v11 declare topic ids but Kafka refuses them (KafkaApis.handleTopicMetadataRequest):
         # INVALID_REQUEST on every requested topic, a null name answered as ""
@@ -66,7 +74,7 @@ async def metadata(app: BrokerApp, ctx: RequestContext, req) -> dict:
     }
 
 
-def _coordinator_for(app: BrokerApp, ctx: RequestContext, key: str, key_type: int) -> dict:
+def _coordinator_for(app: ClusterServices, ctx: RequestContext, key: str, key_type: int) -> dict:
     """This node coordinates every group and transactional id (key_type 0 and 1): it leads every
     partition of ``__consumer_offsets`` and ``__transaction_state``."""
     if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
@@ -78,7 +86,7 @@ def _coordinator_for(app: BrokerApp, ctx: RequestContext, key: str, key_type: in
             "error_code": ErrorCode.NONE, "error_message": None}
 
 
-def find_coordinator(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def find_coordinator(app: ClusterServices, ctx: RequestContext, req) -> dict:
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0,
                 "coordinators": [_coordinator_for(app, ctx, k, req.key_type) for k in req.coordinator_keys]}
@@ -87,7 +95,7 @@ def find_coordinator(app: BrokerApp, ctx: RequestContext, req) -> dict:
     return one
 
 
-def describe_cluster(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def describe_cluster(app: ClusterServices, ctx: RequestContext, req) -> dict:
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,

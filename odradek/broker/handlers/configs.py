@@ -13,7 +13,7 @@ side) and ``ControllerConfigurationValidator``/``ConfigurationControlManager``
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -36,7 +36,24 @@ from ..dispatch import HandlerTable, RequestContext
 from ..dynamic_config import DYNAMIC_SETTINGS, LIST_SETTINGS, DynamicConfigError, setting_string
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ...storage.config import LogConfig
+    from ...storage.log_manager import LogManager
+    from ..dataplane import TopicRegistry
+    from ..dynamic_config import DynamicBrokerConfig
+
+
+class ConfigServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): topic configs, the broker's
+    static and dynamic settings."""
+
+    node_id: int
+    topics: TopicRegistry
+    logs: LogManager
+    log_config: LogConfig
+    dynamic_config: DynamicBrokerConfig
+
+    def set_log_defaults(self, config: LogConfig) -> None: ...
+
 
 log = structlog.get_logger("odradek.configs")
 
@@ -44,7 +61,7 @@ _SETTING_TYPES = {"int": ConfigType.INT, "boolean": ConfigType.BOOLEAN, "double"
                   "optional int": ConfigType.LONG}
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: ConfigServices) -> None:
     table.register(32, partial(describe_configs, app))
     table.register(33, partial(alter_configs, app, incremental=False))
     table.register(44, partial(alter_configs, app, incremental=True))
@@ -52,7 +69,7 @@ def register(table: HandlerTable, app: BrokerApp) -> None:
 
 # --- DescribeConfigs -------------------------------------------------------------------
 
-def describe_configs(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def describe_configs(app: ConfigServices, ctx: RequestContext, req) -> dict:
     results = []
     for r in req.resources:
         try:
@@ -68,7 +85,7 @@ def describe_configs(app: BrokerApp, ctx: RequestContext, req) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _entries(app: BrokerApp, resource_type: int, name: str) -> list[tuple[ConfigEntry, bool]]:
+def _entries(app: ConfigServices, resource_type: int, name: str) -> list[tuple[ConfigEntry, bool]]:
     if resource_type == TOPIC:
         return [(e, False) for e in _topic_entries(app, name)]
     if resource_type == BROKER:
@@ -81,7 +98,7 @@ def _entries(app: BrokerApp, resource_type: int, name: str) -> list[tuple[Config
     raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported")
 
 
-def _topic_entries(app: BrokerApp, name: str) -> list[ConfigEntry]:
+def _topic_entries(app: ConfigServices, name: str) -> list[ConfigEntry]:
     app.topics.check_name(name)
     topic = app.topics.get(name)
     if topic is not None:
@@ -98,7 +115,7 @@ def _setting_type(name: str, type_name: str) -> ConfigType:
     return ConfigType.LIST if name in LIST_SETTINGS else _SETTING_TYPES.get(type_name, ConfigType.STRING)
 
 
-def _broker_entries(app: BrokerApp) -> list[tuple[ConfigEntry, bool]]:
+def _broker_entries(app: ConfigServices) -> list[tuple[ConfigEntry, bool]]:
     """Every setting of this node, read-only unless it can change at runtime (Kafka's rule)."""
     dyn = app.dynamic_config
     out = []
@@ -112,7 +129,7 @@ def _broker_entries(app: BrokerApp) -> list[tuple[ConfigEntry, bool]]:
     return out
 
 
-def _default_broker_entries(app: BrokerApp) -> list[tuple[ConfigEntry, bool]]:
+def _default_broker_entries(app: ConfigServices) -> list[tuple[ConfigEntry, bool]]:
     """Resource name "": only the cluster-wide dynamic defaults, as Kafka lists them."""
     by_name = {s.name: s for s in SETTINGS}
     out = []
@@ -140,7 +157,7 @@ def _config(version: int, e: ConfigEntry, req, *, read_only: bool) -> dict:
 
 # --- AlterConfigs / IncrementalAlterConfigs --------------------------------------------
 
-async def alter_configs(app: BrokerApp, ctx: RequestContext, req, *, incremental: bool) -> dict:
+async def alter_configs(app: ConfigServices, ctx: RequestContext, req, *, incremental: bool) -> dict:
     """Each resource is checked and changed on its own; one failing leaves the others' changes."""
     duplicates = duplicate_resources(req.resources)
     responses = []
@@ -168,7 +185,7 @@ async def alter_configs(app: BrokerApp, ctx: RequestContext, req, *, incremental
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-async def _alter_topic(app: BrokerApp, name: str, ops: list[Op], *, legacy: bool, validate_only: bool) -> None:
+async def _alter_topic(app: ConfigServices, name: str, ops: list[Op], *, legacy: bool, validate_only: bool) -> None:
     if name == "":
         raise ConfigOpError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
     app.topics.check_name(name)
@@ -192,7 +209,7 @@ async def _alter_topic(app: BrokerApp, name: str, ops: list[Op], *, legacy: bool
     await app.topics.alter_configs(name, overrides)
 
 
-async def _alter_broker(app: BrokerApp, name: str, ops: list[Op], *, legacy: bool, validate_only: bool) -> None:
+async def _alter_broker(app: ConfigServices, name: str, ops: list[Op], *, legacy: bool, validate_only: bool) -> None:
     if name != "":
         try:
             node = int(name)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ...protocol.errors import ErrorCode
 from ...protocol.record_conversion import ConversionError, down_convert
@@ -43,7 +43,18 @@ from ..dataplane.service import BIG_READ_BYTES
 from ..dispatch import HandlerTable, RequestContext
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ..config import Config
+    from ..dataplane import DataPlane, TopicRegistry
+
+
+class FetchServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): the topics and the data
+    plane's reads."""
+
+    config: Config
+    topics: TopicRegistry
+    dataplane: DataPlane
+
 
 READ_COMMITTED = 1
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
@@ -51,7 +62,7 @@ LEADER_EPOCH = 0
 ZSTD_FETCH_VERSION = 10  # older fetchers of a topic whose compression.type is zstd are refused
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: FetchServices) -> None:
     table.register(1, partial(fetch, app))
     table.register(2, partial(list_offsets, app))
 
@@ -105,7 +116,7 @@ def fetch_partitions(req) -> list[tuple[str, list]]:
     return out
 
 
-async def fetch(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def fetch(app: FetchServices, ctx: RequestContext, req) -> dict:
     """Answer once min_bytes are there, on an error, or at max_wait_ms; appends wake us early."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
@@ -144,7 +155,7 @@ def _down_convert(responses: list[dict], wanted: list[tuple[str, list]], magic: 
                 answer.update(_partition_error(p.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None))
 
 
-async def _read(app: BrokerApp, req, topic: str, p, state: _Pass, version: int) -> dict:
+async def _read(app: FetchServices, req, topic: str, p, state: _Pass, version: int) -> dict:
     committed = version >= 4 and req.isolation_level == READ_COMMITTED
     aborted: list | None = [] if committed else None
     log = app.topics.log(topic, p.partition)
@@ -200,7 +211,7 @@ async def _read(app: BrokerApp, req, topic: str, p, state: _Pass, version: int) 
 
 # --- ListOffsets ----------------------------------------------------------------------
 
-async def list_offsets(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def list_offsets(app: FetchServices, ctx: RequestContext, req) -> dict:
     await app.dataplane.barrier(ctx.connection_id)
     dupes = _duplicates(req)
     topics = []
@@ -216,7 +227,7 @@ async def list_offsets(app: BrokerApp, ctx: RequestContext, req) -> dict:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-async def _list_v0(app: BrokerApp, topic: str, p) -> dict:
+async def _list_v0(app: FetchServices, topic: str, p) -> dict:
     """ListOffsets v0 (sarama, Burrow): up to max_num_offsets segment-boundary offsets.
 
     As Kafka 3.9's ``handleListOffsetRequestV0`` and ``UnifiedLog.legacyFetchOffsetsBefore``:
@@ -282,7 +293,7 @@ def _offset(index: int, code: ErrorCode, offset: int = -1, timestamp: int = -1, 
             "timestamp": timestamp, "offset": offset, "leader_epoch": epoch}
 
 
-async def _list_one(app: BrokerApp, version: int, topic: str, p, committed: bool) -> dict:
+async def _list_one(app: FetchServices, version: int, topic: str, p, committed: bool) -> dict:
     """One partition's offset; under read_committed the last stable offset bounds LATEST and the
     timestamp lookups (Kafka's ``Partition.fetchOffsetForTimestamp``: a record found at or past
     the bound is answered offset -1, timestamp -1)."""

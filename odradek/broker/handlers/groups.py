@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ...protocol.errors import ErrorCode
 from ..coordinator.admin import delete_groups, describe_groups, list_groups
@@ -30,14 +30,22 @@ from ..coordinator.membership import heartbeat, leave_group, sync_group
 from ..dispatch import HandlerTable, RequestContext, answer_when
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ..coordinator.service import Coordinator
+
+
+class GroupServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): the group coordinator (None
+    until the broker starts)."""
+
+    coordinator: Coordinator | None
+
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # no authorizer: every operation a group supports (READ=3, DELETE=6, DESCRIBE=8) as a bit field
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: GroupServices) -> None:
     table.register(11, partial(handle_join_group, app))
     table.register(12, partial(handle_heartbeat, app))
     table.register(13, partial(handle_leave_group, app))
@@ -47,7 +55,7 @@ def register(table: HandlerTable, app: BrokerApp) -> None:
     table.register(42, partial(handle_delete_groups, app))
 
 
-def _unavailable(app: BrokerApp) -> bool:
+def _unavailable(app: GroupServices) -> bool:
     return app.coordinator is None
 
 
@@ -57,7 +65,7 @@ def _unavailable(app: BrokerApp) -> bool:
 # --- JoinGroup ------------------------------------------------------------------------------
 
 
-def handle_join_group(app: BrokerApp, ctx: RequestContext, req) -> dict | asyncio.Future:
+def handle_join_group(app: GroupServices, ctx: RequestContext, req) -> dict | asyncio.Future:
     version = ctx.api_version
     if _unavailable(app):
         return join_response(JoinResult.failed(req.member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE),
@@ -96,7 +104,7 @@ def join_response(result: JoinResult, version: int) -> dict:
 # --- SyncGroup -------------------------------------------------------------------------------
 
 
-def handle_sync_group(app: BrokerApp, ctx: RequestContext, req) -> dict | asyncio.Future:
+def handle_sync_group(app: GroupServices, ctx: RequestContext, req) -> dict | asyncio.Future:
     version = ctx.api_version
     if _unavailable(app):
         return sync_response(SyncResult.failed(ErrorCode.COORDINATOR_NOT_AVAILABLE))
@@ -118,7 +126,7 @@ def sync_response(result: SyncResult) -> dict:
 # --- Heartbeat (hot) --------------------------------------------------------------------------
 
 
-def handle_heartbeat(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def handle_heartbeat(app: GroupServices, ctx: RequestContext, req) -> dict:
     coordinator = app.coordinator
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
@@ -130,7 +138,7 @@ def handle_heartbeat(app: BrokerApp, ctx: RequestContext, req) -> dict:
 # --- LeaveGroup -------------------------------------------------------------------------------
 
 
-def handle_leave_group(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def handle_leave_group(app: GroupServices, ctx: RequestContext, req) -> dict:
     version = ctx.api_version
     if version >= 3:
         leaving = [LeaveMember(m.member_id, m.group_instance_id, m.reason) for m in req.members]
@@ -158,7 +166,7 @@ def leave_response(result: LeaveResult, version: int) -> dict:
 # --- DescribeGroups / ListGroups / DeleteGroups -------------------------------------------------
 
 
-def handle_describe_groups(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def handle_describe_groups(app: GroupServices, ctx: RequestContext, req) -> dict:
     with_ops = ctx.api_version >= 3 and bool(req.include_authorized_operations)
     if _unavailable(app):
         described = [GroupDescription(ErrorCode.COORDINATOR_NOT_AVAILABLE, g, "", "", "")
@@ -182,7 +190,7 @@ def _described(d: GroupDescription, with_ops: bool) -> dict:
     }
 
 
-def handle_list_groups(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def handle_list_groups(app: GroupServices, ctx: RequestContext, req) -> dict:
     version = ctx.api_version
     states = list(req.states_filter) if version >= 4 else None
     types = list(req.types_filter) if version >= 5 else None
@@ -195,7 +203,7 @@ def handle_list_groups(app: BrokerApp, ctx: RequestContext, req) -> dict:
                         "group_state": g.state, "group_type": g.group_type} for g in groups]}
 
 
-def handle_delete_groups(app: BrokerApp, ctx: RequestContext, req) -> dict | asyncio.Future:
+def handle_delete_groups(app: GroupServices, ctx: RequestContext, req) -> dict | asyncio.Future:
     names = list(req.groups_names)
     if _unavailable(app):
         return _deleted({g: ErrorCode.COORDINATOR_NOT_AVAILABLE for g in names})

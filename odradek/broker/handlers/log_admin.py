@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -30,7 +30,17 @@ from ..dispatch import HandlerTable, RequestContext
 from .fetch import LEADER_EPOCH
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ...storage.log_manager import LogManager
+    from ..dataplane import DataPlane, TopicRegistry
+
+
+class LogAdminServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): the topics' logs."""
+
+    topics: TopicRegistry
+    logs: LogManager
+    dataplane: DataPlane
+
 
 log = structlog.get_logger("odradek.topics")
 
@@ -39,7 +49,7 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: LogAdminServices) -> None:
     table.register(21, partial(delete_records, app))
     table.register(23, partial(offset_for_leader_epoch, app))
     table.register(35, partial(describe_log_dirs, app))
@@ -53,7 +63,7 @@ class _Refused(Exception):
         self.code = code
 
 
-async def delete_records(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def delete_records(app: LogAdminServices, ctx: RequestContext, req) -> dict:
     await app.dataplane.barrier(ctx.connection_id)  # a Produce sent before on this connection counts
     answers: list[tuple[str, list[dict]]] = []
     moved: list[Log] = []
@@ -81,7 +91,7 @@ async def delete_records(app: BrokerApp, ctx: RequestContext, req) -> dict:
             "topics": [{"name": name, "partitions": parts} for name, parts in answers]}
 
 
-def _advance(app: BrokerApp, topic: str, partition: int, offset: int) -> Log:
+def _advance(app: LogAdminServices, topic: str, partition: int, offset: int) -> Log:
     """Move one partition's start (Kafka's checks in Kafka's order); the log, to persist."""
     if topic in INTERNAL_TOPICS:
         raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION,
@@ -105,7 +115,7 @@ def _advance(app: BrokerApp, topic: str, partition: int, offset: int) -> Log:
     return lg
 
 
-async def _persist(app: BrokerApp, moved: list[Log]) -> bool:
+async def _persist(app: LogAdminServices, moved: list[Log]) -> bool:
     """Checkpoint the new starts durably, then free the segments below them; True if the
     checkpoint could not be written (the starts hold in memory, the next write retries)."""
     if not moved:
@@ -125,7 +135,7 @@ async def _persist(app: BrokerApp, moved: list[Log]) -> bool:
 
 # --- OffsetForLeaderEpoch -----------------------------------------------------------------
 
-async def offset_for_leader_epoch(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def offset_for_leader_epoch(app: LogAdminServices, ctx: RequestContext, req) -> dict:
     await app.dataplane.barrier(ctx.connection_id)
     topics = []
     for t in req.topics:
@@ -133,7 +143,7 @@ async def offset_for_leader_epoch(app: BrokerApp, ctx: RequestContext, req) -> d
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def _epoch_end(app: BrokerApp, topic: str, p) -> dict:
+def _epoch_end(app: LogAdminServices, topic: str, p) -> dict:
     out = {"error_code": ErrorCode.NONE, "partition": p.partition, "leader_epoch": UNDEFINED_EPOCH,
            "end_offset": UNDEFINED_EPOCH_OFFSET}
     lg = app.topics.log(topic, p.partition)
@@ -166,7 +176,7 @@ def end_offset_for(requested: int, start_offset: int, log_end: int) -> tuple[int
 
 # --- DescribeLogDirs ----------------------------------------------------------------------
 
-async def describe_log_dirs(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def describe_log_dirs(app: LogAdminServices, ctx: RequestContext, req) -> dict:
     """One result per configured log dir, with the requested partitions (null = all) it holds."""
     wanted: set[tuple[str, int]] | None = None
     if req.topics is not None:

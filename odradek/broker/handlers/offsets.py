@@ -26,7 +26,7 @@ fsync); otherwise the answer is built synchronously, without a task.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode
 from ...protocol.fastcodec import CodecCache, EncodedArray, compile_row_writer
@@ -43,12 +43,24 @@ from ..dispatch import HandlerTable, Later, RequestContext, answer_when
 from ..runtime.promise import Promise
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ..coordinator.service import Coordinator
+    from ..dataplane import TopicRegistry
+    from ..txn import TransactionCoordinator
+
+
+class OffsetServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): the group coordinator, which
+    topics exist, the transaction coordinator's verification."""
+
+    coordinator: Coordinator | None
+    topics: TopicRegistry
+    txn_coordinator: TransactionCoordinator | None
+
 
 OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT, OFFSET_DELETE = 8, 9, 28, 47
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: OffsetServices) -> None:
     table.register(OFFSET_COMMIT, partial(offset_commit, app))
     table.register(OFFSET_FETCH, partial(offset_fetch, app))
     table.register(TXN_OFFSET_COMMIT, partial(txn_offset_commit, app), "0-3")
@@ -59,7 +71,7 @@ def _no_topics(topic: str) -> int | None:
     return None
 
 
-def partition_counter(app: Any) -> PartitionCount:
+def partition_counter(app: OffsetServices) -> PartitionCount:
     """The one accessor for "does this topic exist": the data plane's, if it is there.
 
     Without a data plane every topic is unknown (UNKNOWN_TOPIC_OR_PARTITION).
@@ -74,7 +86,7 @@ def partition_counter(app: Any) -> PartitionCount:
 # by attribute (construct's ``Container.__getattr__`` is Python code), and partitions
 # travel as plain ``PartitionCommit``-shaped tuples.
 
-def offset_commit(app: BrokerApp, ctx: RequestContext, req) -> Any:
+def offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
     partitions = [(t["name"], p["partition_index"], p["committed_offset"],
                    p["committed_leader_epoch"], p["committed_metadata"], p["commit_timestamp"])
                   for t in req["topics"] for p in t["partitions"]]
@@ -101,7 +113,7 @@ def commit_response(req, errors: list[ErrorCode]) -> dict:
 
 # --- TxnOffsetCommit ---------------------------------------------------------------------------------
 
-def txn_offset_commit(app: BrokerApp, ctx: RequestContext, req) -> Any:
+def txn_offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
     partitions = [(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
                   for t in req.topics for p in t.partitions]
     coordinator = app.coordinator
@@ -133,7 +145,7 @@ def txn_commit_response(req, version: int, errors: list[ErrorCode]) -> dict:
 
 # --- OffsetFetch ------------------------------------------------------------------------------------
 
-def offset_fetch(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def offset_fetch(app: OffsetServices, ctx: RequestContext, req) -> dict:
     version = ctx.api_version
     if version >= 8:
         return {"throttle_time_ms": 0,
@@ -149,7 +161,7 @@ def offset_fetch(app: BrokerApp, ctx: RequestContext, req) -> dict:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "topics": parts}
 
 
-def _fetch_group(app: BrokerApp, group_id: str, topics, require_stable: bool, version: int) -> dict:
+def _fetch_group(app: OffsetServices, group_id: str, topics, require_stable: bool, version: int) -> dict:
     error, parts = _fetch(app, group_id, _wanted(topics), require_stable, version)
     return {"group_id": group_id, "error_code": error, "topics": parts}
 
@@ -165,7 +177,7 @@ _FETCHED_ROWS = CodecCache(lambda v: compile_row_writer(
     OFFSET_FETCH_RESPONSE.valid)
 
 
-def _fetch(app: BrokerApp, group_id: str, topics, require_stable: bool, version: int
+def _fetch(app: OffsetServices, group_id: str, topics, require_stable: bool, version: int
            ) -> tuple[ErrorCode, list[dict]]:
     """(group-level error, the response's topics, their partitions already encoded for ``version``)."""
     if app.coordinator is None:
@@ -189,7 +201,7 @@ def _error_rows(topics, error: ErrorCode, version: int) -> list[dict]:
 
 # --- OffsetDelete -------------------------------------------------------------------------------------
 
-def offset_delete(app: BrokerApp, ctx: RequestContext, req) -> Any:
+def offset_delete(app: OffsetServices, ctx: RequestContext, req) -> Any:
     topics = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
     if app.coordinator is None:
         promise = Promise.resolved((ErrorCode.COORDINATOR_NOT_AVAILABLE, []))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -24,7 +24,17 @@ from .fetch import LEADER_EPOCH
 from .topics import TOPIC_OPERATIONS
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ..dataplane import TopicRegistry
+
+
+class PartitionServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): the topics and this node's
+    identity."""
+
+    node_id: int
+    cluster_id: str
+    topics: TopicRegistry
+
 
 log = structlog.get_logger("odradek.topics")
 
@@ -33,7 +43,7 @@ MAX_PARTITIONS_PER_ANSWER = 2000
 OMITTED = -2147483648  # Kafka's max.request.partition.size.limit
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: PartitionServices) -> None:
     table.register(37, partial(create_partitions, app))
     table.register(43, partial(elect_leaders, app))
     table.register(75, partial(describe_topic_partitions, app))
@@ -41,7 +51,7 @@ def register(table: HandlerTable, app: BrokerApp) -> None:
 
 # --- CreatePartitions -------------------------------------------------------------------
 
-async def create_partitions(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def create_partitions(app: PartitionServices, ctx: RequestContext, req) -> dict:
     counts = Counter(t.name for t in req.topics)
     results = []
     for t in req.topics:
@@ -57,7 +67,7 @@ async def create_partitions(app: BrokerApp, ctx: RequestContext, req) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-async def _grow_one(app: BrokerApp, t, validate_only: bool) -> None:
+async def _grow_one(app: PartitionServices, t, validate_only: bool) -> None:
     if t.name in INTERNAL_TOPICS:
         # committed offsets and transactions are placed by a hash of the partition count
         raise TopicError(ErrorCode.INVALID_REQUEST, f"{t.name} is an internal topic; its partition count is fixed")
@@ -87,7 +97,7 @@ def _check_assignment(node_id: int, brokers: list[int]) -> None:
 
 # --- ElectLeaders ------------------------------------------------------------------------
 
-async def elect_leaders(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def elect_leaders(app: PartitionServices, ctx: RequestContext, req) -> dict:
     """Every existing partition already has its only possible leader: ELECTION_NOT_NEEDED,
     left out when all partitions were asked for (``topic_partitions`` null), as Kafka does."""
     if ctx.api_version >= 1 and req.election_type not in (PREFERRED, UNCLEAN):
@@ -109,7 +119,7 @@ async def elect_leaders(app: BrokerApp, ctx: RequestContext, req) -> dict:
 
 # --- DescribeTopicPartitions ---------------------------------------------------------------
 
-async def describe_topic_partitions(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def describe_topic_partitions(app: PartitionServices, ctx: RequestContext, req) -> dict:
     """Topics in name order from the cursor, at most ``response_partition_limit`` partitions
     (``DescribeTopicPartitionsRequestHandler``): a topic cut short is continued by ``next_cursor``."""
     named = [t.name for t in req.topics]
@@ -145,23 +155,23 @@ async def describe_topic_partitions(app: BrokerApp, ctx: RequestContext, req) ->
     return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
 
 
-def _all_topics(app: BrokerApp) -> list[str]:
+def _all_topics(app: PartitionServices) -> list[str]:
     names = app.topics.names()
     if app.topics.partition_count(OFFSETS_TOPIC):
         names.append(OFFSETS_TOPIC)
     return sorted(names)
 
 
-def _count(app: BrokerApp, name: str) -> int | None:
+def _count(app: PartitionServices, name: str) -> int | None:
     return app.topics.partition_count(name)
 
 
-def _topic_id(app: BrokerApp, name: str):
+def _topic_id(app: PartitionServices, name: str):
     topic = app.topics.get(name)
     return topic.topic_id if topic is not None else app.topics.internal_topic_id(name, app.cluster_id)
 
 
-def _described(app: BrokerApp, name: str, indexes: range) -> dict:
+def _described(app: PartitionServices, name: str, indexes: range) -> dict:
     node = app.node_id
     return {"error_code": ErrorCode.NONE, "name": name, "topic_id": _topic_id(app, name),
             "is_internal": name in INTERNAL_TOPICS,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -40,7 +40,22 @@ from ..dataplane.topics import INTERNAL_TOPICS, TopicError
 from ..dispatch import NO_RESPONSE, HandlerTable, RequestContext
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ...storage.log_manager import LogManager
+    from ..config import Config
+    from ..dataplane import DataPlane, TopicRegistry
+    from ..txn import TransactionCoordinator
+
+
+class ProduceServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): the topics and the data
+    plane's appends."""
+
+    config: Config
+    topics: TopicRegistry
+    dataplane: DataPlane
+    logs: LogManager  # a new partition's config before its log exists
+    txn_coordinator: TransactionCoordinator | None  # verifies a transactional batch's partition (KIP-890)
+
 
 log = structlog.get_logger("odradek.produce")
 
@@ -49,7 +64,7 @@ PRODUCER_ID_OFFSET = 43
 _PID = struct.Struct(">q")
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: ProduceServices) -> None:
     table.register(0, partial(produce, app))
 
 
@@ -64,7 +79,7 @@ def _partition(index: int, code: ErrorCode = ErrorCode.NONE, message: str | None
             "record_errors": record_errors or [], "error_message": message}
 
 
-def produce(app: BrokerApp, ctx: RequestContext, req):
+def produce(app: ProduceServices, ctx: RequestContext, req):
     """Answer synchronously on the common path (no await needed), else through a task."""
     refused = _refused(req)
     if refused is not None:
@@ -83,7 +98,7 @@ def produce(app: BrokerApp, ctx: RequestContext, req):
     return _produce_ordered(app, ctx, req)
 
 
-async def _produce_checked(app: BrokerApp, ctx: RequestContext, req, heavy: list) -> dict:
+async def _produce_checked(app: ProduceServices, ctx: RequestContext, req, heavy: list) -> dict:
     """A request with big batches to check (in worker threads, ``DataPlane.precheck``), or one
     behind such a request on its connection: appended in the connection's order once checked."""
     dp = app.dataplane
@@ -100,7 +115,7 @@ async def _produce_checked(app: BrokerApp, ctx: RequestContext, req, heavy: list
     return await out if asyncio.iscoroutine(out) else out
 
 
-async def _precheck(app: BrokerApp, version: int, topic: str, pd) -> Prechecked:
+async def _precheck(app: ProduceServices, version: int, topic: str, pd) -> Prechecked:
     lg = app.topics.log(topic, pd.index)
     config = lg.config if lg is not None else app.logs.config_for(topic)
     return await app.dataplane.precheck(pd.records, api_version=version, max_bytes=config.max_message_bytes,
@@ -152,7 +167,7 @@ def _transactional_producers(req) -> set[int]:
 Plan = list[tuple[str, list[tuple[int, "Log | tuple[ErrorCode, str]", bytes | None]]]]
 
 
-def _plan(app: BrokerApp, req, *, may_create: bool = True, checked: dict | None = None) -> Plan | None:
+def _plan(app: ProduceServices, req, *, may_create: bool = True, checked: dict | None = None) -> Plan | None:
     """Each partition's log or error; None when a topic is to be auto-created first (an await).
     ``checked``: the partitions' batches already checked off the loop, by ``id`` of their
     partition data (the request itself is left as it came: the capture shows it)."""
@@ -182,7 +197,7 @@ def _logs(plan: Plan) -> list[Log]:
     return [target for _t, parts in plan for _i, target, _d in parts if isinstance(target, Log)]
 
 
-def _topic_refusal(app: BrokerApp, name: str) -> tuple[ErrorCode, str] | None:
+def _topic_refusal(app: ProduceServices, name: str) -> tuple[ErrorCode, str] | None:
     """Why an unknown topic cannot be produced to, or None when it may be auto-created."""
     if name in INTERNAL_TOPICS:
         return ErrorCode.INVALID_TOPIC_EXCEPTION, f"clients may not produce to internal topic {name}"
@@ -195,14 +210,14 @@ def _topic_refusal(app: BrokerApp, name: str) -> tuple[ErrorCode, str] | None:
     return None
 
 
-async def _produce_ordered(app: BrokerApp, ctx: RequestContext, req):
+async def _produce_ordered(app: ProduceServices, ctx: RequestContext, req):
     """Requests that must await (auto-create, producer-state rebuild) run in arrival order."""
     results = await _append_ordered(app, ctx, req)
     out = _finish(app, req, results)
     return await out if asyncio.iscoroutine(out) else out
 
 
-async def _append_ordered(app: BrokerApp, ctx: RequestContext, req,
+async def _append_ordered(app: ProduceServices, ctx: RequestContext, req,
                           checked: dict | None = None) -> list[tuple[str, list[dict]]]:
     dp = app.dataplane
     async with dp.ordered():
@@ -219,7 +234,7 @@ async def _append_ordered(app: BrokerApp, ctx: RequestContext, req,
         return _append_all(app, plan, ctx.api_version, req)
 
 
-def _append_all(app: BrokerApp, plan: Plan, version: int, req) -> list[tuple[str, list[dict]]]:
+def _append_all(app: ProduceServices, plan: Plan, version: int, req) -> list[tuple[str, list[dict]]]:
     dp = app.dataplane
     acks, txn_id = req.acks, req.transactional_id
     verifier = getattr(app, "txn_coordinator", None)  # the transaction coordinator (TxnVerifier)
@@ -243,7 +258,7 @@ def _append_all(app: BrokerApp, plan: Plan, version: int, req) -> list[tuple[str
     return out
 
 
-def _finish(app: BrokerApp, req, results):
+def _finish(app: ProduceServices, req, results):
     """The response, or an awaitable of it when fsync mode ``always`` must be waited for."""
     if req.acks == 0:
         _log_unacknowledged(results)
@@ -253,7 +268,7 @@ def _finish(app: BrokerApp, req, results):
     return {"responses": [{"name": n, "partition_responses": p} for n, p in results], "throttle_time_ms": 0}
 
 
-async def _await_durable(app: BrokerApp, req, results):
+async def _await_durable(app: ProduceServices, req, results):
     logs = [lg for lg in _ok_logs(app, results) if app.dataplane.needs_sync(lg, req.acks)]
     outcomes = await asyncio.gather(*(app.dataplane.durable(lg) for lg in logs), return_exceptions=True)
     failed = {(lg.topic, lg.partition): o for lg, o in zip(logs, outcomes, strict=True)
@@ -268,7 +283,7 @@ async def _await_durable(app: BrokerApp, req, results):
     return {"responses": [{"name": n, "partition_responses": p} for n, p in results], "throttle_time_ms": 0}
 
 
-def _ok_logs(app: BrokerApp, results) -> list[Log]:
+def _ok_logs(app: ProduceServices, results) -> list[Log]:
     out = []
     for name, parts in results:
         for p in parts:

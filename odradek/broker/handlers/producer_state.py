@@ -5,21 +5,29 @@ and admin clients looking for a hanging transaction."""
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ...protocol.errors import ErrorCode
 from ...storage.errors import LogClosedError
 from ..dispatch import HandlerTable, RequestContext
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ..dataplane import DataPlane, TopicRegistry
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+class ProducerStateServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): the topics and their producer
+    state."""
+
+    topics: TopicRegistry
+    dataplane: DataPlane
+
+
+def register(table: HandlerTable, app: ProducerStateServices) -> None:
     table.register(61, partial(describe_producers, app))
 
 
-async def describe_producers(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def describe_producers(app: ProducerStateServices, ctx: RequestContext, req) -> dict:
     await app.dataplane.barrier(ctx.connection_id)
     topics = []
     for t in req.topics:
@@ -28,7 +36,7 @@ async def describe_producers(app: BrokerApp, ctx: RequestContext, req) -> dict:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-async def _partition(app: BrokerApp, topic: str, index: int) -> dict:
+async def _partition(app: ProducerStateServices, topic: str, index: int) -> dict:
     answer = {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None,
               "active_producers": []}
     log = app.topics.log(topic, index)

@@ -1,7 +1,7 @@
 """SaslHandshake and SaslAuthenticate where no exchange is under way.
 
 On a SASL listener the connection's SASL gate (``server.py``,
-``security/sasl.py``) handles them while authenticating or re-authenticating;
+``security/authenticator.py``) handles them while authenticating or re-authenticating;
 what reaches these handlers -- on a PLAINTEXT or SSL listener, or an
 authenticated connection that is not re-authenticating -- is answered with
 ILLEGAL_SASL_STATE and the connection stays open (``KafkaApis.handleSaslHandshakeRequest``,

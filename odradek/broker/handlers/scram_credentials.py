@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -27,7 +27,16 @@ from ..dispatch import HandlerTable, RequestContext
 from ..security.scram import BY_TYPE, MAX_ITERATIONS, credential_from_salted_password
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ..security.scram_store import ScramCredentialStore
+
+
+class ScramServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): the SCRAM credential store."""
+
+    scram_credentials: ScramCredentialStore
+
+    def authorize_cluster(self, ctx: RequestContext, operation: str) -> bool: ...
+
 
 log = structlog.get_logger("odradek.security")
 
@@ -38,12 +47,12 @@ NOT_FOUND_DELETE = "Attempt to delete a user credential that does not exist"
 AUTHZ_DENIED = "Cluster authorization failed."  # Errors.CLUSTER_AUTHORIZATION_FAILED
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: ScramServices) -> None:
     table.register(50, partial(describe_user_scram_credentials, app))
     table.register(51, partial(alter_user_scram_credentials, app))
 
 
-def _cluster_allowed(app: BrokerApp, ctx: RequestContext, operation: str) -> bool:
+def _cluster_allowed(app: ScramServices, ctx: RequestContext, operation: str) -> bool:
     """``operation`` (DESCRIBE / ALTER) on the CLUSTER resource for ``ctx.principal``.
 
     The authorizer (issue 23 item 4) plugs in here; until it does every principal may.
@@ -54,7 +63,7 @@ def _cluster_allowed(app: BrokerApp, ctx: RequestContext, operation: str) -> boo
 
 # --- Describe -----------------------------------------------------------------------------
 
-def describe_user_scram_credentials(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def describe_user_scram_credentials(app: ScramServices, ctx: RequestContext, req) -> dict:
     names = [u.name for u in req.users] if req.users else None
     if not _cluster_allowed(app, ctx, "DESCRIBE"):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -145,7 +154,7 @@ def _plan(store, req) -> tuple[dict, dict, dict]:
     return deletions, upserts, errors
 
 
-async def alter_user_scram_credentials(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def alter_user_scram_credentials(app: ScramServices, ctx: RequestContext, req) -> dict:
     if not _cluster_allowed(app, ctx, "ALTER"):
         users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
         return {"throttle_time_ms": 0, "results": [

@@ -16,7 +16,7 @@ import asyncio
 import inspect
 from collections import Counter
 from functools import lru_cache, partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -27,7 +27,32 @@ from ..dataplane.topics import INTERNAL_TOPICS, TopicError
 from ..dispatch import HandlerTable, RequestContext
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ...storage.config import LogConfig
+    from ..config import Config
+    from ..coordinator.service import Coordinator
+    from ..dataplane import DataPlane, TopicRegistry
+    from ..dynamic_config import DynamicBrokerConfig
+
+
+class MetadataServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): what topic metadata reads."""
+
+    config: Config
+    node_id: int
+    cluster_id: str
+    topics: TopicRegistry
+
+
+class TopicServices(MetadataServices, Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): what creating and deleting
+    topics also uses."""
+
+    log_config: LogConfig
+    dynamic_config: DynamicBrokerConfig
+    dataplane: DataPlane
+    coordinator: Coordinator | None
+    coordinator_loaded: asyncio.Event
+
 
 log = structlog.get_logger("odradek.topics")
 
@@ -37,7 +62,7 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: TopicServices) -> None:
     table.register(19, partial(create_topics, app))
     table.register(20, partial(delete_topics, app))
 
@@ -52,7 +77,7 @@ def _partitions(count: int, node_id: int) -> tuple[dict, ...]:
                   "offline_replicas": []} for p in range(count))
 
 
-def _topic_entry(app: BrokerApp, name: str, topic_id, count: int, ops: int) -> dict:
+def _topic_entry(app: MetadataServices, name: str, topic_id, count: int, ops: int) -> dict:
     return {"error_code": ErrorCode.NONE, "name": name, "topic_id": topic_id,
             "is_internal": name in INTERNAL_TOPICS, "partitions": list(_partitions(count, app.node_id)),
             "topic_authorized_operations": ops}
@@ -63,7 +88,7 @@ def _error_entry(code: ErrorCode, name: str | None, topic_id=ZERO_UUID) -> dict:
             "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-def _describe(app: BrokerApp, name: str, ops: int) -> dict | None:
+def _describe(app: MetadataServices, name: str, ops: int) -> dict | None:
     topic = app.topics.get(name)
     if topic is not None:
         return _topic_entry(app, name, topic.topic_id, topic.partitions, ops)
@@ -74,7 +99,7 @@ def _describe(app: BrokerApp, name: str, ops: int) -> dict | None:
     return None
 
 
-async def topic_metadata(app: BrokerApp, ctx: RequestContext, req) -> list[dict]:
+async def topic_metadata(app: MetadataServices, ctx: RequestContext, req) -> list[dict]:
     """The ``topics`` of a Metadata response: null = all, [] = none; auto-creates if allowed.
 
     v0 has no null: an empty list asks for every topic (``MetadataRequest.isAllTopics``).
@@ -94,7 +119,7 @@ async def topic_metadata(app: BrokerApp, ctx: RequestContext, req) -> list[dict]
     return out
 
 
-async def _requested_topic(app: BrokerApp, t, allow_auto: bool, ops: int) -> dict:
+async def _requested_topic(app: MetadataServices, t, allow_auto: bool, ops: int) -> dict:
     name = t.name
     if name is None:  # v10+: by topic id
         name = app.topics.name_by_id(t.topic_id, app.cluster_id)
@@ -115,13 +140,13 @@ async def _requested_topic(app: BrokerApp, t, allow_auto: bool, ops: int) -> dic
 
 # --- CreateTopics -----------------------------------------------------------------------
 
-def _config_entries(app: BrokerApp, overrides: dict[str, str]) -> list[dict]:
+def _config_entries(app: TopicServices, overrides: dict[str, str]) -> list[dict]:
     entries = topic_configs.describe(overrides, app.log_config, app.dynamic_config)
     return [{"name": e.name, "value": e.value, "read_only": False, "config_source": e.source,
              "is_sensitive": False} for e in entries]
 
 
-async def create_topics(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def create_topics(app: TopicServices, ctx: RequestContext, req) -> dict:
     """Every topic checked first, then the valid ones created together: one registry write and
     one metadata round for the whole request (``TopicRegistry.create_many``)."""
     counts = Counter(t.name for t in req.topics)
@@ -166,7 +191,7 @@ def _created(topic, configs: list[dict], validate_only: bool) -> dict:
             "num_partitions": topic.partitions, "replication_factor": 1, "configs": configs}
 
 
-def _partition_count(app: BrokerApp, t) -> int:
+def _partition_count(app: TopicServices, t) -> int:
     """Partitions asked for, by count or by assignment; one replica on this node is all there is."""
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
@@ -195,7 +220,7 @@ def _partition_count(app: BrokerApp, t) -> int:
 
 # --- DeleteTopics -----------------------------------------------------------------------
 
-async def delete_topics(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def delete_topics(app: TopicServices, ctx: RequestContext, req) -> dict:
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -215,7 +240,7 @@ async def delete_topics(app: BrokerApp, ctx: RequestContext, req) -> dict:
     return {"throttle_time_ms": 0, "responses": results}
 
 
-async def _delete_one(app: BrokerApp, name: str | None, topic_id) -> str:
+async def _delete_one(app: TopicServices, name: str | None, topic_id) -> str:
     if not app.config["delete.topic.enable"]:
         raise TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
     if name is not None and topic_id != ZERO_UUID:
@@ -232,7 +257,7 @@ async def _delete_one(app: BrokerApp, name: str | None, topic_id) -> str:
 OFFSETS_CLEANUP_WAIT_S = 10.0
 
 
-async def forget_offsets(app: BrokerApp, names: list[str]) -> None:
+async def forget_offsets(app: TopicServices, names: list[str]) -> None:
     """Committed offsets of deleted topics go too (the coordinator implements the hook);
     the registry calls this between removing a topic's logs and its deletion marker.
 

@@ -12,7 +12,7 @@ transactional id is the idempotent producer's: a fresh producer id, epoch 0.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
@@ -22,14 +22,25 @@ from ..dispatch import HandlerTable, RequestContext, answer_when
 from ..txn.coordinator import NEED_PRODUCER_ID, wait_promise
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ..dataplane import DataPlane, TopicRegistry
+    from ..txn import TransactionCoordinator
+
+
+class TxnServices(Protocol):
+    """What these handlers use of the broker (``BrokerApp`` wires it): the transaction coordinator,
+    the topics, the data plane's producer ids."""
+
+    txn_coordinator: TransactionCoordinator | None
+    topics: TopicRegistry
+    dataplane: DataPlane
+
 
 log = structlog.get_logger("odradek.txn")
 
 E = ErrorCode
 
 
-def register(table: HandlerTable, app: BrokerApp) -> None:
+def register(table: HandlerTable, app: TxnServices) -> None:
     table.register(22, partial(init_producer_id, app))
     table.register(24, partial(add_partitions_to_txn, app))
     table.register(25, partial(add_offsets_to_txn, app))
@@ -51,7 +62,7 @@ def _init_response(error: ErrorCode, pid: int = -1, epoch: int = -1) -> dict:
     return {"throttle_time_ms": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
 
 
-async def _allocate(app: BrokerApp) -> int | None:
+async def _allocate(app: TxnServices) -> int | None:
     try:
         return await app.dataplane.producer_ids.allocate()
     except OSError as exc:
@@ -59,7 +70,7 @@ async def _allocate(app: BrokerApp) -> int | None:
         return None
 
 
-async def init_producer_id(app: BrokerApp, ctx: RequestContext, req) -> dict:
+async def init_producer_id(app: TxnServices, ctx: RequestContext, req) -> dict:
     """Kafka's ``handleInitProducerIdRequest``: the pid/epoch pair check, then the idempotent
     or the transactional path."""
     pid, epoch = req.producer_id, req.producer_epoch
@@ -96,7 +107,7 @@ def _partitions_response(topics: dict[str, dict[int, ErrorCode]]) -> dict:
         for name, parts in topics.items()]}
 
 
-def add_partitions_to_txn(app: BrokerApp, ctx: RequestContext, req):
+def add_partitions_to_txn(app: TxnServices, ctx: RequestContext, req):
     """Pre-checks per partition (internal topics 29, unknown 3, the others then 55), then one
     coordinator answer for every partition (``KafkaApis.handleAddPartitionsToTxnRequest``)."""
     requested: dict[str, dict[int, ErrorCode]] = {}
@@ -142,7 +153,7 @@ def _error_response(error: ErrorCode) -> dict:
     return {"throttle_time_ms": 0, "error_code": error}
 
 
-def add_offsets_to_txn(app: BrokerApp, ctx: RequestContext, req):
+def add_offsets_to_txn(app: TxnServices, ctx: RequestContext, req):
     coordinator = app.txn_coordinator
     if coordinator is None:
         return _error_response(E.COORDINATOR_NOT_AVAILABLE)
@@ -152,7 +163,7 @@ def add_offsets_to_txn(app: BrokerApp, ctx: RequestContext, req):
                        lambda error: _error_response(_fenced(error, version, 2)))
 
 
-def end_txn(app: BrokerApp, ctx: RequestContext, req):
+def end_txn(app: TxnServices, ctx: RequestContext, req):
     coordinator = app.txn_coordinator
     if coordinator is None:
         return _error_response(E.COORDINATOR_NOT_AVAILABLE)
@@ -164,7 +175,7 @@ def end_txn(app: BrokerApp, ctx: RequestContext, req):
 
 # --- DescribeTransactions / ListTransactions -----------------------------------------------
 
-def describe_transactions(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def describe_transactions(app: TxnServices, ctx: RequestContext, req) -> dict:
     coordinator = app.txn_coordinator
     states = []
     for tid in req.transactional_ids:
@@ -178,7 +189,7 @@ def describe_transactions(app: BrokerApp, ctx: RequestContext, req) -> dict:
     return {"throttle_time_ms": 0, "transaction_states": states}
 
 
-def list_transactions(app: BrokerApp, ctx: RequestContext, req) -> dict:
+def list_transactions(app: TxnServices, ctx: RequestContext, req) -> dict:
     coordinator = app.txn_coordinator
     if coordinator is None:
         body = {"error_code": E.COORDINATOR_NOT_AVAILABLE, "unknown_state_filters": [],

@@ -393,14 +393,3 @@ def _covers(deny: AclBinding, allow: AclBinding) -> bool:
 def _sort_key(a: AclBinding) -> tuple:
     return (a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host, a.operation,
             a.permission)
-
-
-def parse_super_users(text: str) -> list[str]:
-    """``super.users``: ``;``-separated principals, each ``Type:name`` (trimmed)."""
-    out = []
-    for item in filter(None, (s.strip() for s in text.split(";"))):
-        kind, sep, name = item.partition(":")
-        if not sep or not kind or not name:
-            raise ValueError(f"{item!r} is not a principal of the form Type:name")
-        out.append(item)
-    return out

@@ -17,29 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...protocol.registry import APIS
+from ..config import Config, parse_super_users
 from .acl_store import AclStore
-from .acls import AclAuthorizer, AclBinding, AclOperation, ResourceType, parse_super_users
+from .acls import AclAuthorizer, AclBinding, AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from ..config import Config
     from ..dispatch import RequestContext
-
-# Kafka's authorizer class names: KRaft's, the ZooKeeper-era one, and the pre-2.0 one
-AUTHORIZER_CLASSES = frozenset({
-    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-    "kafka.security.authorizer.AclAuthorizer",
-    "kafka.security.auth.SimpleAclAuthorizer",
-})
-
-
-def check_authorizer_class(text: str) -> str:
-    value = text.strip()
-    if value and value not in AUTHORIZER_CLASSES:
-        raise ValueError(f"{value!r} is not an authorizer this broker implements; use "
-                         "org.apache.kafka.metadata.authorizer.StandardAuthorizer (or "
-                         "kafka.security.authorizer.AclAuthorizer) for Kafka's ACLs, or leave it "
-                         "empty for none")
-    return value
 
 
 class Authorizer:

@@ -20,7 +20,7 @@ import inspect
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode
 from ...protocol.primitives import ZERO_UUID
@@ -31,7 +31,19 @@ from .acls import ResourceType as R
 from .authorizer import Authorizer
 
 if TYPE_CHECKING:
-    from ..app import BrokerApp
+    from ..config import Config
+    from ..dataplane import TopicRegistry
+    from ..security.authorizer import Authorizer
+
+
+class GuardServices(Protocol):
+    """What the guards use of the broker (``BrokerApp`` wires it): the authorizer, and the topics
+    and settings a guard consults (auto-creation)."""
+
+    authorizer: Authorizer | None
+    config: Config
+    topics: TopicRegistry
+
 
 OMITTED = -2147483648
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -53,7 +65,7 @@ def guard(*api_keys: int) -> Callable[[Guard], Guard]:
     return add
 
 
-def install(table: HandlerTable, app: BrokerApp) -> None:
+def install(table: HandlerTable, app: GuardServices) -> None:
     """Wrap every served API that has a guard (after all handlers are registered)."""
     authz = app.authorizer
     if authz is None:
@@ -70,7 +82,7 @@ class Guarded:
 
     __slots__ = ("authz", "app", "inner")
 
-    def __init__(self, authz: Authorizer, app: BrokerApp, inner: Inner) -> None:
+    def __init__(self, authz: Authorizer, app: GuardServices, inner: Inner) -> None:
         self.authz = authz
         self.app = app
         self.inner = inner
@@ -263,7 +275,7 @@ def metadata(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     return after(g.inner(ctx, req), shape)
 
 
-def _would_create(app: BrokerApp, req: Any, name: str) -> bool:
+def _would_create(app: GuardServices, req: Any, name: str) -> bool:
     return (bool(req.allow_auto_topic_creation) and app.config["auto.create.topics.enable"]
             and app.topics.get(name) is None)
 

@@ -101,3 +101,12 @@ def _check_inter_broker(config: Config, specs: list[ListenerSpec]) -> None:
                           f"({', '.join(s.name for s in specs)})")
     if protocol and protocol.upper() not in PROTOCOLS:
         raise ConfigError(f"security.inter.broker.protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What clients are told: this node's id, host and port (one per listener)."""
+
+    node_id: int
+    host: str
+    port: int

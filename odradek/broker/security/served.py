@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ..config import Config, ConfigError
+from .authenticator import SaslListener
 from .jaas import JaasError, options_for, parse_jaas, parse_jaas_file
 from .listeners import ListenerSpec, listener_specs
 from .mechanism import MECHANISMS, SaslSettings
 from .principal import parse_mapping_rules
-from .sasl import SaslListener
 
 if TYPE_CHECKING:
     import ssl

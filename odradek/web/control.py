@@ -23,8 +23,7 @@ from typing import Any
 
 import structlog
 
-from ..config import parse_address  # noqa: F401 - re-exported for the CLI
-from .capture import CaptureOff, to_plain
+from ..broker.control.capture import CaptureOff, to_plain
 
 log = structlog.get_logger("odradek.control")
 
@@ -34,6 +33,8 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Al
 
 
 class ControlEndpoint:
+    """Serves ``control``'s public methods (a ``BrokerControl``) over HTTP on the running loop."""
+
     def __init__(self, control: Any) -> None:
         self.control = control
         self._server: asyncio.base_events.Server | None = None
