@@ -388,6 +388,16 @@ def elect_leaders(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     return g.inner(ctx, req)
 
 
+@guard(48, 49)
+def client_quotas(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the cluster, as
+    ``KafkaApis.handleDescribeClientQuotasRequest`` / ``ControllerApis.handleAlterClientQuotas``."""
+    op = Op.DESCRIBE_CONFIGS if ctx.api_key == 48 else Op.ALTER_CONFIGS
+    if not g.authz.cluster(ctx, op):
+        return _denied(ctx, req, CLUSTER_DENIED)
+    return g.inner(ctx, req)
+
+
 @guard(35)
 def describe_log_dirs(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     """Without DESCRIBE on the cluster: no results (v3+ also a top-level error)."""
