@@ -42,6 +42,7 @@ from .handlers import sasl as sasl_handlers
 from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
 from .metrics import Metrics
+from .quota_enforcer import QuotaEnforcer
 from .runtime.runtime import CoordinatorRuntime
 from .security.listeners import Endpoint
 from .security.scram_store import ScramCredentialStore
@@ -120,6 +121,8 @@ class BrokerApp:
         # client quotas (KIP-546): read at start, changed by AlterClientQuotas
         self.client_quotas = QuotaStore(self.data_dir)
         self.client_quotas_lock = asyncio.Lock()
+        self.quota_enforcer = QuotaEnforcer(self.client_quotas, self.clock.now_ms, config["quota.window.num"],
+                                            config["quota.window.size.seconds"])
         # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all (and
         # no ACL code loaded)
         self.authorizer: Authorizer | None = None
@@ -169,6 +172,7 @@ class BrokerApp:
             finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
             self.scram_credentials.load()
             self.client_quotas.load()
+            self.quotas_changed()
             if self.authorizer is not None:
                 self.authorizer.load()  # before any listener: no request is checked against no ACLs
             self.dynamic_config.load()  # broker-level defaults set at runtime, then topics' own
@@ -227,6 +231,10 @@ class BrokerApp:
         from .security.acls import AclOperation  # noqa: PLC0415 - loaded with the authorizer
 
         return self.authorizer.cluster(ctx, AclOperation[operation])
+
+    def quotas_changed(self) -> None:
+        """The client quotas changed: the connections enforce them only while one is set."""
+        self.server.quotas = self.quota_enforcer if self.quota_enforcer.refresh() else None
 
     def set_log_defaults(self, config: LogConfig) -> None:
         """Broker-level log defaults (static plus dynamic): topics without an override follow at once."""

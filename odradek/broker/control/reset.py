@@ -87,6 +87,8 @@ class ResetServices(Protocol):
 
     def reopen_coordinators(self) -> None: ...
 
+    def quotas_changed(self) -> None: ...
+
 _CHECKPOINTS = (RECOVERY_POINT_FILE, CLEANER_FILE, LOG_START_FILE)
 
 
@@ -135,6 +137,7 @@ async def _forget_client_quotas(app: ResetServices) -> None:
         if store.quotas:
             await asyncio.to_thread(store.save, {})
             store.apply({})
+            app.quotas_changed()
 
 
 def _switch(app: ResetServices) -> tuple[list[Log], list[str], int, Any]:

@@ -31,6 +31,8 @@ class QuotaServices(Protocol):
     client_quotas: QuotaStore
     client_quotas_lock: asyncio.Lock
 
+    def quotas_changed(self) -> None: ...
+
 
 log = structlog.get_logger("odradek.quotas")
 
@@ -89,6 +91,7 @@ async def alter_client_quotas(app: QuotaServices, ctx: RequestContext, req) -> d
                            for w, c, m in results]
             else:
                 store.apply(quotas)
+                app.quotas_changed()
                 log.info("quotas.altered", principal=ctx.principal,
                          entities=[dict(e) for e in changes])
     return {"throttle_time_ms": 0, "entries": [
