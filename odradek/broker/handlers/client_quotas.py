@@ -87,7 +87,7 @@ async def alter_client_quotas(app: QuotaServices, ctx: RequestContext, req) -> d
                 await asyncio.to_thread(store.save, quotas)
             except OSError as exc:
                 log.error("quotas.write_failed", error=str(exc))
-                results = [(w, ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) if c is ErrorCode.NONE else (w, c, m)
+                results = [(w, ErrorCode.UNKNOWN_SERVER_ERROR, f"could not store the quotas: {exc}") if c is ErrorCode.NONE else (w, c, m)
                            for w, c, m in results]
             else:
                 store.apply(quotas)
