@@ -207,6 +207,20 @@ class ClientMetricsManager:
         return {str(i.instance_id): dict(i.metrics) for i in self._instances.values()
                 if i.pushed_at_ms is not None and (client_id is None or i.client_id == client_id)}
 
+    def numbers(self) -> list[tuple[str, str, str, str, float]]:
+        """(instance id, client id, metric name, attributes as ``k=v,...``, value) of every number
+        the instances last pushed (gauges and sums; what the Prometheus endpoint exports)."""
+        self._expire(self._now_ms())
+        rows = []
+        for inst in self._instances.values():
+            for name, value in inst.metrics.items():
+                points = value if isinstance(value, list) else [{"attributes": {}, "value": value}]
+                for p in points:
+                    if isinstance(p["value"], int | float):
+                        attrs = ",".join(f"{k}={v}" for k, v in sorted(p["attributes"].items()))
+                        rows.append((str(inst.instance_id), inst.client_id or "", name, attrs, p["value"]))
+        return rows
+
     def instances(self) -> list[dict[str, Any]]:
         """Every known instance: id, client id, subscription id, pushes, terminating, resource."""
         self._expire(self._now_ms())

@@ -172,3 +172,16 @@ def test_confluent_kafka_pushes_metrics_a_test_reads_back():
         while time.monotonic() < deadline and not any(i["terminating"] for i in b.client_instances()):
             time.sleep(0.05)
         assert [i["terminating"] for i in b.client_instances()] == [True]
+
+
+def test_pushed_numbers_are_prometheus_samples():
+    from tests.integration.test_metrics import _scrape
+
+    with ThreadedBroker(overrides={**ON, "metrics.port": 0}) as b:
+        c = client(b)
+        sub = get(c)
+        assert push(c, sub, metrics=otlp(**{"org.apache.kafka.y": 7.0})) == 0
+        samples = _scrape(b.app.metrics_port)
+    name = (f'odradek_client_telemetry{{attributes="",client_id="odradek-wire",'
+            f'client_instance_id="{sub.client_instance_id}",metric="org.apache.kafka.y"}}')
+    assert samples[name] == 7.0
