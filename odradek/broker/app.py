@@ -19,7 +19,8 @@ from ..offsets.records import partition_for
 from ..storage.config import FsyncMode, LogConfig
 from ..storage.log import Log
 from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
-from .client_metrics import ClientMetricsManager, Subscription
+from .client_metrics import ClientMetricsManager
+from .client_metrics_config import Subscription
 from .clock import BrokerClock, Clock
 from .config import WILDCARD_HOSTS, Config, ConfigError, parse_address
 from .control import BrokerControl
@@ -141,11 +142,12 @@ class BrokerApp:
         acl_handlers.register(self.handlers, self)
         # client telemetry (KIP-714): the client instances always exist (test control reads
         # them); the two APIs are served, and advertised, only when telemetry is on
-        subscription = Subscription.parse(config["client.metrics.default.metrics"],
-                                          config["client.metrics.default.interval.ms"])
-        self.client_metrics = ClientMetricsManager(subscription, config["telemetry.max.bytes"],
-                                                   self.clock.now_ms)
-        if config["client.telemetry.enable"] or subscription.metrics:
+        default_metrics = config["client.metrics.default.metrics"]
+        default = Subscription.from_configs({"metrics": default_metrics, "interval.ms": str(
+            config["client.metrics.default.interval.ms"])}) if default_metrics else None
+        self.client_metrics = ClientMetricsManager(default, config["telemetry.max.bytes"], self.clock.now_ms,
+                                                   self.data_dir)
+        if config["client.telemetry.enable"] or default is not None:
             telemetry_handlers.register(self.handlers, self)
         # every handler above is registered: wrap them with Kafka's authorization checks
         if self.authorizer is not None:

@@ -9,8 +9,10 @@ to an exporter plugin, the broker decodes it (``otlp.py``) and keeps the last pu
 instance for tests (``client_metrics``); an undecodable payload is what an exporter's
 exception is in Kafka: INVALID_RECORD.
 
-The subscription is one for every client (``client.metrics.default.*``), standing in for
-Kafka's client-metrics config resources.
+Subscriptions are Kafka's client-metrics config resources (``client_metrics_config.py``,
+changed with IncrementalAlterConfigs, stored in ``client-metrics.json`` in the data
+directory) plus, from the broker's settings, a default one for every client
+(``client.metrics.default.*``).  A change re-evaluates every instance on its next request.
 """
 
 from __future__ import annotations
@@ -19,12 +21,16 @@ import asyncio
 import struct
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..protocol import compression
 from ..protocol.crc import crc32c
 from ..protocol.errors import ErrorCode
+from .client_metrics_config import ClientInfo, Subscription, SubscriptionStore
+from .dispatch import RequestContext
 
 # ClientMetricsManager: the compression types offered, in Kafka's order (the client takes
 # the first it supports), the instance cache size and expiry
@@ -33,24 +39,11 @@ SUPPORTED_COMPRESSION_TYPES = frozenset((compression.NONE, *ACCEPTED_COMPRESSION
 CACHE_MAX_SIZE = 16384
 DEFAULT_CACHE_EXPIRY_MS = 60_000
 CACHE_EXPIRY_PUSH_INTERVALS = 3
-DEFAULT_INTERVAL_MS = 300_000
+FILE = "client-metrics.json"
 # Uuid.RESERVED: the metadata topic id and zero; never given to a client
 _RESERVED = frozenset((uuid.UUID(int=0), uuid.UUID(int=1)))
 # decompress in a thread above this many bytes (never block the event loop)
 _INLINE_BYTES = 64 * 1024
-
-
-@dataclass(frozen=True)
-class Subscription:
-    """What the broker asks every client to push: metric-name prefixes (``*``: all) and how often."""
-
-    metrics: tuple[str, ...] = ()
-    interval_ms: int = DEFAULT_INTERVAL_MS
-
-    @classmethod
-    def parse(cls, metrics: str, interval_ms: int) -> Subscription:
-        names = tuple(m.strip() for m in metrics.split(",") if m.strip())
-        return cls(("*",) if "*" in names else names, interval_ms)
 
 
 @dataclass
@@ -58,7 +51,9 @@ class ClientInstance:
     """``ClientMetricsInstance``: one client's subscription id, timestamps and last push."""
 
     instance_id: uuid.UUID
+    subscription: Subscription
     subscription_id: int
+    version: int  # of the subscriptions it was evaluated against
     client_id: str | None
     last_get_ms: int = 0
     last_push_ms: int = 0
@@ -97,27 +92,24 @@ def new_instance_id() -> uuid.UUID:
 
 
 class ClientMetricsManager:
-    """The broker's client instances (bounded LRU, expiring) and the subscription they get."""
+    """The broker's client instances (bounded LRU, expiring) and the subscriptions they get."""
 
-    def __init__(self, subscription: Subscription, max_bytes: int, now_ms) -> None:
-        self.subscription = subscription
+    def __init__(self, default: Subscription | None, max_bytes: int, now_ms: Callable[[], int],
+                 data_dir: Path | None = None) -> None:
+        self.subscriptions = SubscriptionStore(default, None if data_dir is None else data_dir / FILE)
         self.max_bytes = max_bytes
         self._now_ms = now_ms
         self._instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
 
-    @property
-    def expiry_ms(self) -> int:
-        return max(DEFAULT_CACHE_EXPIRY_MS, CACHE_EXPIRY_PUSH_INTERVALS * self.subscription.interval_ms)
-
     # --- GetTelemetrySubscriptions -------------------------------------------------------
 
-    def get_subscriptions(self, instance_id: uuid.UUID, client_id: str | None) -> dict:
+    def get_subscriptions(self, instance_id: uuid.UUID, ctx: RequestContext) -> dict:
         """The answer to GetTelemetrySubscriptions (``processGetTelemetrySubscriptionRequest``)."""
         now = self._now_ms()
         if instance_id == _ZERO:
             instance_id = new_instance_id()
-        inst = self._instance(instance_id, client_id, now)
-        sub = self.subscription
+        inst = self._instance(instance_id, ctx, now)
+        sub = inst.subscription
         answer = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "client_instance_id": instance_id,
                   "subscription_id": inst.subscription_id,
                   "accepted_compression_types": list(ACCEPTED_COMPRESSION_TYPES),
@@ -134,13 +126,13 @@ class ClientMetricsManager:
 
     # --- PushTelemetry -------------------------------------------------------------------
 
-    async def push(self, req, client_id: str | None) -> ErrorCode:
+    async def push(self, req, ctx: RequestContext) -> ErrorCode:
         """Check a PushTelemetry in Kafka's order, then decode and keep its metrics."""
         instance_id = req.client_instance_id
         if instance_id is None or instance_id in _RESERVED:
             return ErrorCode.INVALID_REQUEST
         now = self._now_ms()
-        inst = self._instance(instance_id, client_id, now)
+        inst = self._instance(instance_id, ctx, now)
         try:
             self._validate_push(inst, req, now)
         except TelemetryError as exc:
@@ -162,7 +154,7 @@ class ClientMetricsManager:
         if inst.terminating:
             raise TelemetryError(ErrorCode.INVALID_REQUEST, "a push after a terminating push")
         # a push right after a Get is always on time (the client jitters its first push)
-        if inst.last_get_ms > inst.last_push_ms or now - inst.last_push_ms >= self.subscription.interval_ms:
+        if inst.last_get_ms > inst.last_push_ms or now - inst.last_push_ms >= inst.subscription.interval_ms:
             inst.last_push_ms = now
         elif not req.terminating:
             raise TelemetryError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, "pushed before the push interval")
@@ -175,12 +167,20 @@ class ClientMetricsManager:
 
     # --- the instance cache ----------------------------------------------------------------
 
-    def _instance(self, instance_id: uuid.UUID, client_id: str | None, now: int) -> ClientInstance:
+    def _instance(self, instance_id: uuid.UUID, ctx: RequestContext, now: int) -> ClientInstance:
+        """The instance, new (or re-evaluated, as Kafka makes a new one) if the subscriptions
+        changed since it was last seen; what it pushed is kept for the tests."""
         self._expire(now)
         inst = self._instances.get(instance_id)
-        if inst is None:
-            inst = ClientInstance(instance_id, subscription_id(self.subscription, instance_id), client_id)
-            self._instances[instance_id] = inst
+        if inst is None or inst.version != self.subscriptions.version:
+            info = ClientInfo(str(instance_id), ctx.client_id or "", ctx.client_host)
+            sub = self.subscriptions.for_client(info)
+            fresh = ClientInstance(instance_id, sub, subscription_id(sub, instance_id),
+                                   self.subscriptions.version, ctx.client_id)
+            if inst is not None:
+                fresh.metrics, fresh.resource = inst.metrics, inst.resource
+                fresh.pushed_at_ms, fresh.pushes = inst.pushed_at_ms, inst.pushes
+            inst = self._instances[instance_id] = fresh
             while len(self._instances) > CACHE_MAX_SIZE:
                 self._instances.popitem(last=False)
         self._instances.move_to_end(instance_id)
@@ -188,17 +188,21 @@ class ClientMetricsManager:
         return inst
 
     def _expire(self, now: int) -> None:
-        """Forget instances not heard from for ``expiry_ms`` (the least recently seen come first)."""
+        """Forget instances not heard from for ``max(60 s, 3 push intervals)`` (the least recently
+        seen first)."""
         while self._instances:
             oldest = next(iter(self._instances.values()))
-            if now - oldest.last_seen_ms < self.expiry_ms:
+            expiry = max(DEFAULT_CACHE_EXPIRY_MS, CACHE_EXPIRY_PUSH_INTERVALS * oldest.subscription.interval_ms)
+            if now - oldest.last_seen_ms < expiry:
                 return
             self._instances.popitem(last=False)
 
-    def clear(self) -> int:
-        n = len(self._instances)
+    async def reset(self) -> None:
+        """Forget every instance and every client-metrics resource (test control's reset)."""
         self._instances.clear()
-        return n
+        await self.subscriptions.clear()
+
+    # --- what tests and the metrics endpoint read ----------------------------------------
 
     def reported(self, client_id: str | None = None) -> dict[str, dict[str, Any]]:
         """``{client instance id: {metric name: value or points}}`` of the instances that pushed
@@ -222,13 +226,13 @@ class ClientMetricsManager:
         return rows
 
     def instances(self) -> list[dict[str, Any]]:
-        """Every known instance: id, client id, subscription id, pushes, terminating, resource."""
+        """Every known instance: id, client id, subscription, pushes, terminating, resource."""
         self._expire(self._now_ms())
         return [{"client_instance_id": str(i.instance_id), "client_id": i.client_id,
-                 "subscription_id": i.subscription_id, "pushes": i.pushes, "terminating": i.terminating,
-                 "pushed_at_ms": i.pushed_at_ms, "resource": dict(i.resource)}
+                 "subscription_id": i.subscription_id, "requested_metrics": list(i.subscription.metrics),
+                 "push_interval_ms": i.subscription.interval_ms, "pushes": i.pushes,
+                 "terminating": i.terminating, "pushed_at_ms": i.pushed_at_ms, "resource": dict(i.resource)}
                 for i in self._instances.values()]
-
 
 _ZERO = uuid.UUID(int=0)
 

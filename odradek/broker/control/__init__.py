@@ -195,7 +195,7 @@ class BrokerControl:
         what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
         faults = self.clear_faults()  # first: no rule may fail the clients' first requests after
         gone = await reset_broker(self._app, self._reset_lock)
-        self._app.client_metrics.clear()  # clients re-register on their next telemetry request
+        await self._app.client_metrics.reset()  # instances and client-metrics resources
         self.clear_capture()  # last: what was captured during the reset goes too
         return {**gone, "faults": faults}
 

@@ -30,8 +30,8 @@ def register(table: HandlerTable, app: TelemetryServices) -> None:
 
 
 def get_telemetry_subscriptions(app: TelemetryServices, ctx: RequestContext, req) -> dict:
-    return app.client_metrics.get_subscriptions(req.client_instance_id, ctx.client_id)
+    return app.client_metrics.get_subscriptions(req.client_instance_id, ctx)
 
 
 async def push_telemetry(app: TelemetryServices, ctx: RequestContext, req) -> dict:
-    return {"throttle_time_ms": 0, "error_code": await app.client_metrics.push(req, ctx.client_id)}
+    return {"throttle_time_ms": 0, "error_code": await app.client_metrics.push(req, ctx)}
