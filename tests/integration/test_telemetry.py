@@ -185,3 +185,75 @@ def test_pushed_numbers_are_prometheus_samples():
     name = (f'odradek_client_telemetry{{attributes="",client_id="odradek-wire",'
             f'client_instance_id="{sub.client_instance_id}",metric="org.apache.kafka.y"}}')
     assert samples[name] == 7.0
+
+
+# --- CLIENT_METRICS config resources (type 16) ------------------------------------------------
+
+CLIENT_METRICS = 16
+SET, DELETE, APPEND = 0, 1, 2
+
+
+def alter(c: SyncClient, name: str, *ops: tuple[str, int, str | None]) -> int:
+    r = c.request(44, 1, {"resources": [{
+        "resource_type": CLIENT_METRICS, "resource_name": name,
+        "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]}],
+        "validate_only": False})
+    return r.responses[0].error_code
+
+
+def describe(c: SyncClient, name: str) -> dict[str, tuple[str, int]]:
+    r = c.request(32, 4, {"resources": [{"resource_type": CLIENT_METRICS, "resource_name": name,
+                                         "configuration_keys": None}],
+                          "include_synonyms": False, "include_documentation": False})
+    (result,) = r.results
+    assert result.error_code == 0
+    return {e.name: (e.value, e.config_source) for e in result.configs}
+
+
+def test_client_metrics_resources_subscribe_matching_clients(tmp_path):
+    with ThreadedBroker(data_dir=tmp_path, overrides={"client.telemetry.enable": "true"}) as b:
+        c = client(b)
+        assert get(c).requested_metrics == []  # on, but nothing subscribed: push nothing
+        assert alter(c, "wire", ("metrics", SET, "org.apache.kafka.a,org.apache.kafka.b"),
+                     ("interval.ms", SET, "1000"), ("match", SET, "client_id=odradek-w.*")) == 0
+        r = get(c)
+        assert (r.requested_metrics, r.push_interval_ms) == (["org.apache.kafka.a", "org.apache.kafka.b"], 1000)
+        assert describe(c, "wire")["interval.ms"] == ("1000", 7)  # CLIENT_METRICS_CONFIG
+        assert alter(c, "other", ("metrics", SET, "x"), ("match", SET, "client_id=someone-else")) == 0
+        assert get(c).requested_metrics == ["org.apache.kafka.a", "org.apache.kafka.b"]
+        assert alter(c, "all", ("metrics", SET, "*"), ("interval.ms", SET, "500")) == 0
+        r = get(c)
+        assert (r.requested_metrics, r.push_interval_ms) == (["*"], 500)
+        assert alter(c, "all", ("metrics", DELETE, None), ("interval.ms", DELETE, None)) == 0
+        assert describe(c, "all")["metrics"] == ("", 5)  # gone: the defaults
+    with ThreadedBroker(data_dir=tmp_path, overrides={"client.telemetry.enable": "true"}) as b:
+        assert get(client(b)).push_interval_ms == 1000  # kept across a restart
+
+
+def test_a_changed_subscription_makes_the_old_id_unknown(tbroker):
+    c = client(tbroker)
+    sub = get(c)
+    assert alter(c, "changing", ("metrics", SET, "org.apache.kafka.z"),
+                 ("match", SET, f"client_instance_id={sub.client_instance_id}")) == 0
+    try:
+        assert push(c, sub) == E.UNKNOWN_SUBSCRIPTION_ID
+        again = get(c, sub.client_instance_id)
+        assert again.error_code == 0 and again.subscription_id != sub.subscription_id
+        assert sorted(again.requested_metrics) == ["org.apache.kafka.", "org.apache.kafka.z"]
+    finally:
+        alter(c, "changing", ("metrics", DELETE, None), ("match", DELETE, None))
+
+
+@pytest.mark.parametrize("ops, code", [
+    ([("interval.ms", SET, "50")], E.INVALID_CONFIG),
+    ([("interval.ms", SET, "soon")], E.INVALID_CONFIG),
+    ([("match", SET, "client_id=[")], E.INVALID_CONFIG),
+    ([("match", SET, "no_such_selector=x")], E.INVALID_CONFIG),
+    ([("match", SET, "client_software_name=x")], E.INVALID_CONFIG),  # Kafka's, not kept here
+    ([("colour", SET, "blue")], E.INVALID_REQUEST),
+    ([("interval.ms", APPEND, "5")], E.INVALID_CONFIG),
+], ids=["interval-low", "interval-text", "regex", "selector", "software-name", "unknown-key", "append-int"])
+def test_bad_client_metrics_configs(tbroker, ops, code):
+    c = client(tbroker)
+    assert alter(c, "bad", *ops) == code
+    assert describe(c, "bad")["interval.ms"] == ("300000", 5)
