@@ -26,11 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from ..protocol import compression
 from ..protocol.crc import crc32c
 from ..protocol.errors import ErrorCode
 from .client_metrics_config import ClientInfo, Subscription, SubscriptionStore
 from .dispatch import RequestContext
+
+log = structlog.get_logger("odradek.telemetry")
 
 # ClientMetricsManager: the compression types offered, in Kafka's order (the client takes
 # the first it supports), the instance cache size and expiry
@@ -143,7 +147,9 @@ class ClientMetricsManager:
         if req.metrics:
             try:
                 inst.metrics, inst.resource = await _decoded(req.compression_type, req.metrics)
-            except (compression.CompressionError, ValueError):
+            except Exception as exc:  # noqa: BLE001  (Kafka: an exporter's exception is INVALID_RECORD)
+                log.info("telemetry.push_refused", client_instance_id=str(instance_id), client=ctx.client_id,
+                         codec=req.compression_type, bytes=len(req.metrics), reason=str(exc)[:200])
                 inst.last_error = ErrorCode.INVALID_RECORD
                 return ErrorCode.INVALID_RECORD
             inst.pushed_at_ms, inst.pushes = now, inst.pushes + 1
