@@ -3,6 +3,9 @@
 Runs ``odradek serve`` as a child process (one per source tree given, side by
 side in one run) and, against each, in order:
 
+0. stall: a small client's acks=1 Produce p99, idle and then while four
+   connections send legal zstd/lz4/gzip batches decompressing to ~250 MiB
+   (the cap is 256 MiB); the ratio is the loop's stall under legal input;
 1. amplification: Fetches naming one 1 MB partition 300 times with max_bytes
    2**31-1, from two connections at once, while a probe connection times
    ApiVersions round trips (the loop's stall for other clients);
@@ -19,54 +22,28 @@ hostile clients are gone and the broker idled 3 s.  Usage:
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from odradek.broker.wire_client import SyncClient  # noqa: E402
 from odradek.protocol.records import encode_batch  # noqa: E402
-from odradek.testing.process import free_port, serve_args, stop, wait_until_serving  # noqa: E402
+from odradek.testing.process import memory_mb, reset_peak, serving  # noqa: E402
+from tests.hostile_requests import ServedTable as Served  # noqa: E402
 from tests.hostile_requests import fuzz  # noqa: E402
-
-
-def proc_status(pid: int) -> dict[str, float]:
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(("VmRSS:", "VmHWM:")):
-            key, value = line.split(":")
-            out[key] = int(value.split()[0]) / 1024
-    return out
 
 
 def phase_peak(pid: int) -> float:
     """The peak RSS since the last call (VmHWM, then reset through clear_refs)."""
-    peak = proc_status(pid)["VmHWM"]
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    peak = memory_mb(pid)["VmHWM"]
+    reset_peak(pid)
     return peak
-
-
-class Served:
-    """The served (API, version) table as the broker's ApiVersions answer gives it."""
-
-    def __init__(self, api_keys) -> None:
-        self.ranges = {k.api_key: (k.min_version, k.max_version) for k in api_keys}
-
-    def served(self):
-        return [(k, lo, hi) for k, (lo, hi) in sorted(self.ranges.items())]
-
-    def get(self, api_key: int):
-        r = self.ranges.get(api_key)
-        return None if r is None else SimpleNamespace(versions=range(r[0], r[1] + 1))
 
 
 def fetch_body(topic: str, copies: int) -> dict:
@@ -115,6 +92,64 @@ def amplification(port: int) -> tuple[int, float]:
     return biggest[0], slowest[0]
 
 
+STALL_CODECS = (4, 3, 1, 4)  # zstd, lz4, gzip, zstd: one per loading connection
+
+
+def near_cap_batch(codec: int, record_bytes: int) -> bytes:
+    """A legal batch whose records area decompresses to ~250 MiB (the cap is 256 MiB)."""
+    value = (b"odradek-" * (record_bytes // 8 + 1))[:record_bytes]
+    return encode_batch([(b"k", value)] * ((250 << 20) // (record_bytes + 12)), compression=codec)
+
+
+def probe_p99(port: int, samples: int, running=lambda: True) -> float:
+    """p99 in ms of a small client's acks=1 Produce round trips (``samples`` of them, or fewer
+    once ``running`` says the load is over)."""
+    batch = encode_batch([(b"k", b"v" * 100)])
+    times = []
+    with SyncClient("127.0.0.1", port, timeout=120) as c:
+        while len(times) < samples and (running() or not times):
+            t = time.perf_counter()
+            c.request(0, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+                {"name": "probe", "partition_data": [{"index": 0, "records": batch}]}]})
+            times.append((time.perf_counter() - t) * 1000)
+            time.sleep(0.002)
+    times.sort()
+    return times[min(len(times) - 1, int(len(times) * 0.99))]
+
+
+def stall(port: int, batches: dict[int, bytes], rounds: int) -> tuple[float, float, int]:
+    """(idle p99, p99 while four connections send near-cap compressed batches, batches sent)."""
+    with SyncClient("127.0.0.1", port, timeout=120) as c:
+        c.request(19, 5, {"topics": [
+            {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+             "configs": [{"name": "max.message.bytes", "value": str(16 << 20)}]} for name in ("probe", "stall")],
+            "timeout_ms": 5000})
+    idle = probe_p99(port, 300)
+    sent = [0]
+    active = [len(STALL_CODECS)]
+    lock = threading.Lock()
+
+    def load(codec: int) -> None:
+        with SyncClient("127.0.0.1", port, timeout=300) as c:
+            for _ in range(rounds):
+                r = c.request(0, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [
+                    {"name": "stall", "partition_data": [{"index": 0, "records": batches[codec]}]}]})
+                assert r.responses[0].partition_responses[0].error_code == 0, r
+                with lock:
+                    sent[0] += 1
+        with lock:
+            active[0] -= 1
+
+    loaders = [threading.Thread(target=load, args=(codec,)) for codec in STALL_CODECS]
+    for t in loaders:
+        t.start()
+    time.sleep(0.2)
+    loaded = probe_p99(port, 100_000, running=lambda: active[0] > 0)
+    for t in loaders:
+        t.join()
+    return idle, loaded, sent[0]
+
+
 def garbage(port: int) -> None:
     import crc32c
 
@@ -147,51 +182,55 @@ def idle_and_partial(port: int) -> None:
             s.close()
 
 
-def run(src: Path, rounds: int) -> dict:
-    port = free_port()
-    with tempfile.TemporaryDirectory() as data:
-        env = dict(os.environ, PYTHONPATH=str(src))
-        cmd = [sys.executable, "-m", "odradek.broker.cli", "serve",
-               *serve_args([f"listeners=PLAINTEXT://127.0.0.1:{port}", f"log.dirs={data}", "log.level=warning"])]
-        proc = subprocess.Popen(cmd, cwd=data, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_until_serving(proc, port)
-            with SyncClient("127.0.0.1", port) as c:
-                served = Served(c.request(18, 0, {}).api_keys)
-            start = proc_status(proc.pid)["VmRSS"]
-            overall = proc_status(proc.pid)["VmHWM"]
-            phase_peak(proc.pid)
-            biggest, stall = amplification(port)
-            peaks = [phase_peak(proc.pid)]
-            garbage(port)
-            peaks.append(phase_peak(proc.pid))
-            stats = fuzz(port, served, rounds, seed=7, wait=10.0, deadline=time.monotonic() + 600)
-            peaks.append(phase_peak(proc.pid))
-            idle_and_partial(port)
-            peaks.append(phase_peak(proc.pid))
-            time.sleep(3)
-            end = proc_status(proc.pid)["VmRSS"]
-            alive = proc.poll() is None
-        finally:
-            stop(proc)
+def run(src: Path, rounds: int, batches: dict[int, bytes], stall_rounds: int) -> dict:
+    with serving(src=src) as (proc, port):
+        with SyncClient("127.0.0.1", port) as c:
+            served = Served(c.request(18, 0, {}).api_keys)
+        start = memory_mb(proc.pid)["VmRSS"]
+        overall = memory_mb(proc.pid)["VmHWM"]
+        idle_p99, loaded_p99, stall_sent = stall(port, batches, stall_rounds)
+        if rounds == 0:  # --rounds 0: the stall phase only
+            return {"idle_p99": idle_p99, "loaded_p99": loaded_p99, "stall_sent": stall_sent}
+        phase_peak(proc.pid)
+        biggest, slowest = amplification(port)
+        peaks = [phase_peak(proc.pid)]
+        garbage(port)
+        peaks.append(phase_peak(proc.pid))
+        stats = fuzz(port, served, rounds, seed=7, wait=10.0, deadline=time.monotonic() + 600)
+        peaks.append(phase_peak(proc.pid))
+        idle_and_partial(port)
+        peaks.append(phase_peak(proc.pid))
+        time.sleep(3)
+        end = memory_mb(proc.pid)["VmRSS"]
+        alive = proc.poll() is None
     return {"start": start, "peaks": peaks, "peak": max(overall, *peaks), "end": end,
-            "biggest": biggest, "stall_ms": stall, "frames": stats.sent, "failures": len(stats.failures),
-            "alive": alive}
+            "biggest": biggest, "stall_ms": slowest, "frames": stats.sent, "failures": len(stats.failures),
+            "alive": alive, "idle_p99": idle_p99, "loaded_p99": loaded_p99, "stall_sent": stall_sent}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", type=Path, help="another checkout's root, run side by side")
-    ap.add_argument("--rounds", type=int, default=10, help="fuzz rounds per served API version")
+    ap.add_argument("--rounds", type=int, default=10, help="fuzz rounds per served API version (0: only the stall phase)")
+    ap.add_argument("--record-bytes", type=int, default=1000, help="value size of the near-cap batches' records")
+    ap.add_argument("--stall-rounds", type=int, default=3, help="near-cap batches per loading connection")
     args = ap.parse_args()
     trees = [("this tree", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
-    print("| tree | RSS start | peak: amplification / garbage / fuzz / idle | end | largest Fetch answer | "
+    batches = {codec: near_cap_batch(codec, args.record_bytes) for codec in set(STALL_CODECS)}
+    print("| tree | small Produce p99: idle / 4 near-cap loaders (ratio) | RSS start "
+          "| peak: amplification / garbage / fuzz / idle | end | largest Fetch answer | "
           "slowest probe | fuzz frames | alive |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for name, src in trees:
-        r = run(src, args.rounds)
+        r = run(src, args.rounds, batches, args.stall_rounds)
+        if args.rounds == 0:
+            print(f"| {name} | {r['idle_p99']:.1f} / {r['loaded_p99']:.1f} ms "
+                  f"({r['loaded_p99'] / r['idle_p99']:.1f}x, {r['stall_sent']} batches) |", flush=True)
+            continue
         peaks = " / ".join(f"{p:.0f}" for p in r["peaks"])
-        print(f"| {name} | {r['start']:.0f} MB | {peaks} MB | {r['end']:.0f} MB "
+        print(f"| {name} | {r['idle_p99']:.1f} / {r['loaded_p99']:.1f} ms "
+              f"({r['loaded_p99'] / r['idle_p99']:.1f}x, {r['stall_sent']} batches) | {r['start']:.0f} MB "
+              f"| {peaks} MB | {r['end']:.0f} MB "
               f"| {r['biggest'] / 1e6:.1f} MB | {r['stall_ms']:.0f} ms | {r['frames']} "
               f"({r['failures']} failed) | {r['alive']} |", flush=True)
 

@@ -1,8 +1,11 @@
 """Requests for every served API and version, built from the declarations, for hostile tests.
 
 ``sample`` fills every field a version carries (arrays with one element,
-nullable fields sometimes null), so a mutation of its bytes exercises each
-field's decoder; ``seed`` varies the choices.
+nullable fields sometimes null, records fields real batches of every codec),
+so a mutation of its bytes exercises each field's decoder; ``seed`` varies
+the choices.  Nothing here names an API: the templates come from the
+protocol declarations (``protocol.registry``) and the versions from the
+broker's handler table, so an API is fuzzed the day it is served.
 """
 
 from __future__ import annotations
@@ -14,16 +17,20 @@ import struct
 import time
 import uuid
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from odradek.protocol import headers
+from odradek.protocol.compression import CODEC_NAMES
 from odradek.protocol.primitives import ProtocolError, Reader
+from odradek.protocol.records import encode_batch
 from odradek.protocol.registry import APIS
 from odradek.protocol.schema import F
 
 _INTS = {"int8": (-128, 127), "int16": (-(2**15), 2**15 - 1), "uint16": (0, 2**16 - 1),
          "int32": (-(2**31), 2**31 - 1), "uint32": (0, 2**32 - 1), "int64": (-(2**63), 2**63 - 1)}
 _NICE_INTS = (-1, 0, 1, 2, 100, 5000)
+CODECS = tuple(CODEC_NAMES)
 
 
 def _prim(kind: str, rng: random.Random, name: str) -> Any:
@@ -41,8 +48,22 @@ def _prim(kind: str, rng: random.Random, name: str) -> Any:
     if kind == "bytes":
         return rng.randbytes(rng.randint(0, 24))
     if kind == "records":
-        return None if rng.random() < 0.3 else rng.randbytes(rng.randint(0, 80))
+        return _records(rng)
     raise ValueError(kind)
+
+
+def _records(rng: random.Random) -> bytes | None:
+    """A records field: null, stray bytes, or a real batch (each codec, sometimes keyless or
+    idempotent), so mutations reach the batch checks and the decompressors behind them."""
+    roll = rng.random()
+    if roll < 0.15:
+        return None
+    if roll < 0.35:
+        return rng.randbytes(rng.randint(0, 80))
+    records = [(None if rng.random() < 0.2 else b"k", rng.randbytes(rng.randint(0, 40)))
+               for _ in range(rng.randint(1, 3))]
+    ids = {"producer_id": 1, "producer_epoch": 0, "base_sequence": 0} if rng.random() < 0.2 else {}
+    return encode_batch(records, compression=rng.choice(CODECS), **ids)
 
 
 def _value(f: F, version: int, rng: random.Random) -> Any:
@@ -96,6 +117,21 @@ def error_lines(text: str) -> list[str]:
 # Requests a broker may rightly keep unanswered for a while (a long poll, a rebalance), and
 # acks=0 Produce, which is never answered: for these, an open connection is enough.
 MAY_PARK = {1, 11, 14}
+
+
+class ServedTable:
+    """A broker's served (API, version) table read from its ApiVersions answer: what ``fuzz``
+    needs of a handler table, for a broker in another process."""
+
+    def __init__(self, api_keys) -> None:
+        self.ranges = {k.api_key: (k.min_version, k.max_version) for k in api_keys}
+
+    def served(self):
+        return [(k, lo, hi) for k, (lo, hi) in sorted(self.ranges.items())]
+
+    def get(self, api_key: int):
+        r = self.ranges.get(api_key)
+        return None if r is None else SimpleNamespace(versions=range(r[0], r[1] + 1))
 
 
 def served(handlers) -> list[tuple[int, int]]:
@@ -208,6 +244,7 @@ class FuzzStats:
     refused: int = 0  # not decodable: closed, as Kafka does
     parked: int = 0
     failures: list[str] = field(default_factory=list)
+    decodable: set[tuple[int, int]] = field(default_factory=set)  # (API, version) sent decodable at least once
 
 
 def fuzz(port: int, handlers, rounds: int, seed: int = 0, wait: float = 5.0,
@@ -236,6 +273,7 @@ def fuzz(port: int, handlers, rounds: int, seed: int = 0, wait: float = 5.0,
                     except Exception as exc:  # noqa: BLE001 - collected and reported by the test
                         stats.failures.append(f"undecodable frame answered badly: {exc!r}: {frame.hex()}")
                 continue
+            stats.decodable.add((api_key, version))
             if isinstance(outcome, bytes):
                 stats.answered += 1
                 try:

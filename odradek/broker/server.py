@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import itertools
 import logging
+import mmap
 import socket
 import struct
 import time
@@ -38,6 +39,7 @@ from .security.principal import ANONYMOUS, PrincipalMappingError, ssl_principal,
 log = structlog.get_logger("odradek.server")
 
 _SIZE = struct.Struct(">i")
+BIG_FRAME = 1 << 20  # frames from this size up are received into a buffer of their own
 MAX_IN_FLIGHT = 128  # stop reading a connection that has this many unanswered requests
 # Requests whose work is only waiting: cancelled when their connection goes (a Fetch long poll).
 # Every other accepted request runs to its end, as on Kafka; only its answer is dropped.
@@ -282,7 +284,7 @@ class KafkaServer:
         for conn in self._connections:
             if conn.heard_real >= heard_since_real_ms:
                 conn.last_seen += shift_ms
-                if conn.buf:
+                if conn.pending_bytes():
                     conn.frame_started += shift_ms
                 spared += 1
         return spared
@@ -300,10 +302,10 @@ class KafkaServer:
         for conn in list(self._connections):
             if conn.queue or conn.close_reason is not None:
                 continue
-            if conn.last_seen < limit or (conn.buf and conn.frame_started < limit):
-                conn.log.info("connection.idle_closed", idle_ms=self.idle_ms,
-                              partial_frame=len(conn.buf))
-                conn.close("idle" if not conn.buf else "incomplete frame past connections.max.idle.ms")
+            partial = conn.pending_bytes()
+            if conn.last_seen < limit or (partial and conn.frame_started < limit):
+                conn.log.info("connection.idle_closed", idle_ms=self.idle_ms, partial_frame=partial)
+                conn.close("idle" if not partial else "incomplete frame past connections.max.idle.ms")
 
     async def stop_accepting(self) -> None:
         if self._sweep is not None:
@@ -380,6 +382,8 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()  # an incomplete frame carried over to the next read
         self.need = 0  # bytes ``buf`` must hold before it is worth looking at again
+        self.big: mmap.mmap | None = None  # a big frame (BIG_FRAME and up) being received, exactly its size
+        self.filled = 0  # bytes of ``big`` received so far
         self.queue: deque[Any] = deque()
         self.write_paused = False
         self.read_paused = False
@@ -430,6 +434,30 @@ class Connection(asyncio.Protocol):
             self.process = self._sasl_process
 
     def data_received(self, data: bytes) -> None:
+        """Collect a big frame into its own buffer, else answer what arrived (``_received``)."""
+        if self.close_reason is not None:
+            return
+        big = self.big
+        if big is None:
+            self._received(data)
+            return
+        self.last_seen = self.server.now_ms()
+        self.heard_real = real_ms()
+        n = min(len(big) - self.filled, len(data))
+        big[self.filled:self.filled + n] = memoryview(data)[:n]
+        self.filled += n
+        if self.filled < len(big):
+            return
+        self.big = None
+        self._received(big, whole=True)
+        if n < len(data) and self.close_reason is None:
+            self.data_received(data[n:])
+
+    def pending_bytes(self) -> int:
+        """Bytes of an incomplete frame held for the next read."""
+        return len(self.buf) + (self.filled + 4 if self.big is not None else 0)
+
+    def _received(self, data: bytes | mmap.mmap, whole: bool = False) -> None:
         """Answer every whole frame that arrived; the answers go out together.
 
         Clients pipeline: one read often holds many requests, and answering a
@@ -438,9 +466,13 @@ class Connection(asyncio.Protocol):
         With a coordinator, the answers are held until the loop turn ends:
         the coordinator writes of every read of this turn are appended to the
         log together (``CoordinatorRuntime.open_turn``), before any answer is sent.
+
+        ``whole``: ``data`` is exactly one frame without its size prefix (a big
+        one, collected by ``data_received``), decoded where it lies.  A big
+        frame still arriving is collected into a mapping of exactly its size,
+        so the broker holds one copy of it, not the chunks, their join and a
+        slice (three, for a 50 MiB Produce refused as too large).
         """
-        if self.close_reason is not None:
-            return
         self.last_seen = now = self.server.now_ms()
         self.heard_real = real_ms()
         buf = self.buf
@@ -454,11 +486,20 @@ class Connection(asyncio.Protocol):
         runtime = server.runtime
         if runtime is not None:
             runtime.open_turn()
-        pos, answers, reason = self._answer_frames(data, self.frame_limit)
+        pos, answers, reason = self._answer_frames(data, self.frame_limit, whole)
         if pos < len(data) and reason is None:
             self.frame_started = now
-            buf += memoryview(data)[pos:]
-            self.need = 4 + _SIZE.unpack_from(buf, 0)[0] if len(buf) >= 4 else 4
+            rest = memoryview(data)[pos:]
+            size = _SIZE.unpack_from(rest, 0)[0] if len(rest) >= 4 else 0
+            if size >= BIG_FRAME:  # (its size against the limit was checked by _answer_frames)
+                # an anonymous mapping: its pages cost memory as bytes arrive, not when a client
+                # announces a frame it may never send (``bytearray(size)`` would zero it all now)
+                self.big = mmap.mmap(-1, size)
+                self.filled = len(rest) - 4
+                self.big[:self.filled] = rest[4:]
+            else:
+                buf += rest
+                self.need = 4 + size if len(buf) >= 4 else 4
         if answers:
             if runtime is None:
                 self.transport.writelines(answers)
@@ -600,23 +641,28 @@ class Connection(asyncio.Protocol):
                 out.extend(item)
         return None
 
-    def _answer_frames(self, buf: bytes, limit: int) -> tuple[int, list[bytes], str | None]:
-        """Process the whole frames in ``buf``: (bytes consumed, chunks to write now, close reason)."""
+    def _answer_frames(self, buf: bytes | mmap.mmap, limit: int,
+                       whole: bool = False) -> tuple[int, list[bytes], str | None]:
+        """Process the whole frames in ``buf`` (``whole``: ``buf`` is one frame without its size
+        prefix): (bytes consumed, chunks to write now, close reason)."""
         pos = 0
         answers: list[bytes] = []
         end = len(buf)
         while end - pos >= 4:
-            size = _SIZE.unpack_from(buf, pos)[0]
-            if size < 0 or size > limit:
-                if 0 <= size <= self.frame_limit:  # authenticated by a frame of this same read
-                    limit = self.frame_limit
-                else:
-                    self.log.warning("request.refused", reason="frame size", size=size, limit=limit)
-                    return pos, answers, "frame too large"
-            if end - pos - 4 < size:
-                break
-            frame = buf[pos + 4:pos + 4 + size]
-            pos += 4 + size
+            if whole:  # its size was checked when its prefix arrived; no copy of it is made
+                frame, size, pos = buf, end, end
+            else:
+                size = _SIZE.unpack_from(buf, pos)[0]
+                if size < 0 or size > limit:
+                    if 0 <= size <= self.frame_limit:  # authenticated by a frame of this same read
+                        limit = self.frame_limit
+                    else:
+                        self.log.warning("request.refused", reason="frame size", size=size, limit=limit)
+                        return pos, answers, "frame too large"
+                if end - pos - 4 < size:
+                    break
+                frame = buf[pos + 4:pos + 4 + size]
+                pos += 4 + size
             try:
                 out = self.process(frame)
             except CloseConnection as exc:

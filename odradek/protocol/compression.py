@@ -22,6 +22,7 @@ codec turns them into ``CorruptRecordError``.
 
 from __future__ import annotations
 
+import mmap
 import struct
 
 import cramjam
@@ -62,6 +63,7 @@ _SNAPPY_MAX_RATIO = 22
 # ``max.message.bytes`` compressed and rarely 10x that uncompressed.
 MAX_DECOMPRESSED_BYTES = 256 << 20
 _FIRST_GUESS_RATIO = 8  # the first output buffer, times the compressed size (at least 4 KiB)
+_MAPPED_OUTPUT = 4 << 20  # output buffers from this size up are anonymous mappings
 _LZ4_MAX_RATIO = 255  # lz4 cannot expand more: a length byte buys at most 255 bytes of output
 
 
@@ -158,32 +160,37 @@ def _lz4_fix_descriptor_checksum(data: bytes | memoryview) -> bytes:
     return bytes(fixed)
 
 
-def lz4_decompress(data: bytes | memoryview, *, broken_checksum: bool = False) -> bytes:
+def lz4_decompress(data: bytes | memoryview, *, broken_checksum: bool = False, hint: int | None = None) -> bytes:
     """LZ4 frame; ``broken_checksum`` accepts magic-0's miscomputed descriptor checksum."""
     if broken_checksum:
         data = _lz4_fix_descriptor_checksum(data)
     if _LZ4_MAX_RATIO * len(data) > MAX_DECOMPRESSED_BYTES:
-        return _bounded(cramjam.lz4, "lz4", data)
+        return _bounded(cramjam.lz4, "lz4", data, hint=hint)
     try:  # cannot pass the cap: cramjam's own path is faster (by 2x on a 1 MiB batch)
         return bytes(cramjam.lz4.decompress(data))
     except Exception as exc:
         raise CompressionError(f"lz4: {exc}") from None
 
 
-def _bounded(codec, name: str, data: bytes | memoryview, copy: bool = True) -> bytes | bytearray:
+def _bounded(codec, name: str, data: bytes | memoryview, copy: bool = True,
+             hint: int | None = None) -> bytes | bytearray:
     """``codec.decompress(data)`` into at most ``MAX_DECOMPRESSED_BYTES``.
 
-    Into a buffer that grows fourfold while the output does not fit, so a
-    normal batch costs one pass and a bomb stops at the cap.  One buffer
-    lives at a time, and ``copy`` False returns it cut to size instead of a
-    ``bytes`` copy: a big area then costs its size once, not twice.
+    Into a buffer of the size the framing announces (``hint``, from
+    :func:`size_hint`), so a well-formed area costs one pass whatever its
+    size; without a hint, or when it was short (a multi-member gzip, a
+    lying trailer), the buffer grows fourfold while the output does not fit
+    and a bomb stops at the cap.  One buffer lives at a time, and ``copy``
+    False returns it cut to size instead of a ``bytes`` copy: a big area
+    then costs its size once, not twice.
     """
     limit = MAX_DECOMPRESSED_BYTES
-    size = min(limit, max(1 << 12, _FIRST_GUESS_RATIO * len(data)))
+    guess = _FIRST_GUESS_RATIO * len(data) if hint is None else hint + 1  # +1: a short hint fails fast
+    size = min(limit, max(1 << 12, guess))
     out = None
     while True:
         out = None  # the last attempt's buffer goes before the next one is made
-        out = bytearray(size)
+        out = _output_buffer(size)
         try:
             n = codec.decompress_into(data, out)
         except Exception as exc:  # cramjam raises its own, undocumented types
@@ -194,9 +201,18 @@ def _bounded(codec, name: str, data: bytes | memoryview, copy: bool = True) -> b
             size = min(limit, 4 * size)
             continue
         if not copy:
-            del out[n:]
-            return out
+            if type(out) is bytearray:
+                del out[n:]
+                return out
+            return memoryview(out)[:n]
         return bytes(memoryview(out)[:n])
+
+
+def _output_buffer(size: int) -> bytearray | mmap.mmap:
+    """A writable buffer of ``size`` bytes.  A big one is an anonymous mapping: its pages are
+    zeroed by the kernel as the decompressor first writes them (with the GIL released), where
+    ``bytearray(size)`` would zero them all first while holding the GIL (0.3 s for 256 MiB)."""
+    return bytearray(size) if size < _MAPPED_OUTPUT else mmap.mmap(-1, size)
 
 
 def lz4_compress(data: bytes) -> bytes:
@@ -238,15 +254,131 @@ def decompress(codec: int, data: bytes | memoryview, *, magic: int = 2, copy: bo
 
     ``copy`` False may return a ``bytearray`` (gzip, zstd): for a reader of
     ints, such as Produce's record walk, it saves a copy of the whole area.
+    The output buffer is sized from the framing's :func:`size_hint`.
     """
+    hint = size_hint(codec, data, stop_above=MAX_DECOMPRESSED_BYTES) if codec in (GZIP, ZSTD, LZ4) else None
     if codec == GZIP:
-        return _bounded(cramjam.gzip, "gzip", data, copy)
+        return _bounded(cramjam.gzip, "gzip", data, copy, hint)
     if codec == ZSTD and magic >= 2:
-        return _bounded(cramjam.zstd, "zstd", data, copy)
+        return _bounded(cramjam.zstd, "zstd", data, copy, hint)
     if codec == SNAPPY:
         return snappy_decompress(data)
     if codec == LZ4:
-        return lz4_decompress(data, broken_checksum=magic == 0)
+        return lz4_decompress(data, broken_checksum=magic == 0, hint=hint)
     if codec == NONE:
         return bytes(data)
     raise CompressionError(f"unknown compression codec {codec} for magic {magic}")
+
+
+# --- sizes announced by the framing -------------------------------------------
+
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_SKIPPABLE = 0x184D2A50  # ...0x184D2A5F
+_ZSTD_BLOCK_MAX = 128 << 10
+_LZ4_BLOCK_MAX = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+_U64LE = struct.Struct("<Q")
+
+
+def size_hint(codec: int, data: bytes | memoryview, *, stop_above: int | None = None) -> int | None:
+    """The output size ``data``'s framing announces, read without decompressing; None if it does not say.
+
+    Exact for zstd frames that carry their content size, a gzip member's
+    ISIZE trailer and snappy's length prefixes; an upper bound for lz4 and
+    for zstd frames without a content size (each compressed block yields at
+    most its maximum block size).  Hostile data may lie, so the decompressor
+    still enforces its cap; the hint only sizes the output buffer and tells
+    the broker whether a batch is big enough to be checked off the event
+    loop.  Walking block headers stops once the total passes ``stop_above``.
+    """
+    try:
+        if codec == GZIP:
+            return _U32LE.unpack_from(data, len(data) - 4)[0] if len(data) >= 18 and data[:2] == b"\x1f\x8b" else None
+        if codec == ZSTD:
+            return _zstd_size(memoryview(data), stop_above)
+        if codec == LZ4:
+            return _lz4_size(memoryview(data), stop_above)
+        if codec == SNAPPY:
+            return _snappy_size(memoryview(data), stop_above)
+    except (struct.error, IndexError, ValueError):
+        return None
+    return len(data) if codec == NONE else None
+
+
+def _zstd_size(data: memoryview, stop_above: int | None) -> int | None:
+    total, pos, end = 0, 0, len(data)
+    while pos < end:
+        (magic,) = _U32LE.unpack_from(data, pos)
+        if magic & 0xFFFFFFF0 == _ZSTD_SKIPPABLE:
+            pos += 8 + _U32LE.unpack_from(data, pos + 4)[0]
+            continue
+        if magic != _ZSTD_MAGIC:
+            return None
+        fhd = data[pos + 4]
+        single, fcs_flag = fhd >> 5 & 1, fhd >> 6
+        pos += 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+        fcs_len = (1 if single else 0, 2, 4, 8)[fcs_flag]
+        if fcs_len:
+            fcs = int.from_bytes(data[pos:pos + fcs_len], "little") + (256 if fcs_len == 2 else 0)
+            pos += fcs_len
+        else:
+            fcs = None
+        if fcs is not None and stop_above is not None and total + fcs > stop_above:
+            return total + fcs
+        pos, blocks = _zstd_blocks(data, pos, stop_above and stop_above - total)
+        total += blocks if fcs is None else fcs
+        if pos < 0 or stop_above is not None and total > stop_above:
+            return total
+        pos += 4 if fhd & 4 else 0  # content checksum
+    return total
+
+
+def _zstd_blocks(data: memoryview, pos: int, stop_above: int | None) -> tuple[int, int]:
+    """(position after the frame's last block, most output its blocks yield); -1 once past ``stop_above``."""
+    out = 0
+    while True:
+        head = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
+        last, kind, size = head & 1, head >> 1 & 3, head >> 3
+        if kind == 3:
+            raise ValueError("reserved zstd block type")
+        out += size if kind < 2 else _ZSTD_BLOCK_MAX
+        pos += 3 + (1 if kind == 1 else size)
+        if last:
+            return pos, out
+        if stop_above is not None and out > stop_above:
+            return -1, out
+
+
+def _lz4_size(data: memoryview, stop_above: int | None) -> int | None:
+    if bytes(data[:4]) != LZ4_MAGIC:
+        return None
+    flg, bd = data[4], data[5]
+    block_max = _LZ4_BLOCK_MAX.get(bd >> 4 & 7)
+    if block_max is None:
+        return None
+    if flg & 0x08:
+        return _U64LE.unpack_from(data, 6)[0]
+    pos = 7 + (4 if flg & 0x01 else 0)
+    out = 0
+    while True:
+        (size,) = _U32LE.unpack_from(data, pos)
+        if size == 0:
+            return out
+        raw = size & ~_LZ4_UNCOMPRESSED_BLOCK
+        out += raw if size & _LZ4_UNCOMPRESSED_BLOCK else block_max
+        if stop_above is not None and out > stop_above:
+            return out
+        pos += 4 + raw + (4 if flg & 0x10 else 0)
+
+
+def _snappy_size(data: memoryview, stop_above: int | None) -> int | None:
+    if bytes(data[:8]) != XERIAL_MAGIC:
+        return int(cramjam.snappy.decompress_raw_len(data))
+    pos, out = 16, 0
+    while pos < len(data):
+        (n,) = _U32BE.unpack_from(data, pos)
+        out += int(cramjam.snappy.decompress_raw_len(data[pos + 4:pos + 4 + n]))
+        if stop_above is not None and out > stop_above:
+            return out
+        pos += 4 + n
+    return out
+

@@ -98,6 +98,17 @@ def _kind(type_: str) -> str:
     return "bytes" if type_ == "records" else type_
 
 
+def _records(buf: Any, start: int, end: int) -> bytes | memoryview:
+    """A records field: a view, not a copy, of a frame received into a buffer of its own (a big
+    Produce), so the broker holds one copy of it; a slice of an ordinary ``bytes`` frame."""
+    return buf[start:end] if type(buf) is bytes else memoryview(buf)[start:end]
+
+
+def _bytes(buf: Any, start: int, end: int) -> bytes:
+    """A bytes field, ``bytes`` whichever buffer the frame is in (a big one is a mapping)."""
+    return buf[start:end] if type(buf) is bytes else bytes(memoryview(buf)[start:end])
+
+
 def _short(what: str) -> ProtocolError:
     return ProtocolError(f"truncated {what}")
 
@@ -172,7 +183,7 @@ class _Gen:
         self.chunks: list[str] = []
         self.ns: dict[str, Any] = {
             "_new": object.__new__, "_uvarint": _uvarint, "_skip_tags": _skip_tags,
-            "_short": _short, "_null": _null, "ProtocolError": ProtocolError,
+            "_short": _short, "_null": _null, "_records": _records, "_bytes": _bytes, "ProtocolError": ProtocolError,
             "_struct_error": struct.error, "_uv": encode_uvarint, "_unpack_from": struct.unpack_from,
             "_pack": struct.pack, "MAX_ARRAY": MAX_ARRAY, "_Encoded": EncodedArray,
         }
@@ -251,7 +262,10 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type | None, nested: Mapping[str,
         n = g.name("n")
         length(n, pl.compact, "h" if kind == "string" else "i")
         # empty strings are common (offset metadata): skip the slice and decode
-        slice_ = f"buf[pos:{n}]" if kind == "bytes" else f"buf[pos:{n}].decode() if {n} != pos else ''"
+        if kind == "bytes":
+            slice_ = f"{'_records' if pl.f.elem_type == 'records' else '_bytes'}(buf, pos, {n})"
+        else:
+            slice_ = f"buf[pos:{n}].decode() if {n} != pos else ''"
         if pl.nullable:
             body.extend([f"if {n} < 0:", f"    {var} = None", "else:",
                          f"    {n} += pos",

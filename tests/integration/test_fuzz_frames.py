@@ -1,5 +1,10 @@
 """Mutated frames for every served API and version, against a live broker over TCP.
 
+Every (API, version) the broker's handler table serves gets frames built
+from its protocol declaration (``tests/hostile_requests.py``), and the run
+fails unless each got at least one decodable frame: an API added to the
+registry and served is fuzzed the day it is added, with no list to update.
+
 What a user relies on: whatever arrives, the broker stays up, answers every
 request that decodes (or refuses it as Kafka would: a closed connection for
 one that does not decode), logs no unhandled exception, and keeps committed
@@ -18,7 +23,7 @@ import pytest
 from odradek.broker.wire_client import SyncClient
 from odradek.protocol.errors import ErrorCode
 from odradek.testing import ThreadedBroker
-from tests.hostile_requests import error_lines, fuzz
+from tests.hostile_requests import error_lines, fuzz, served
 
 pytestmark = pytest.mark.integration
 
@@ -51,6 +56,8 @@ def run(tmp_path, capsys, rounds: int, budget_s: float) -> None:
         stats = fuzz(b.app.endpoint.port, b.app.handlers, rounds, seed=SEED,
                      deadline=time.monotonic() + budget_s)
         assert stats.failures == [], "\n".join(stats.failures[:20])
+        missing = set(served(b.app.handlers)) - stats.decodable
+        assert not missing, f"served but never fuzzed with a decodable frame: {sorted(missing)}"
         assert stats.answered > stats.sent // 10  # the mutations leave many requests decodable
         with SyncClient("127.0.0.1", b.app.endpoint.port) as c:
             assert c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0

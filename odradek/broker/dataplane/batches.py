@@ -21,9 +21,11 @@ client the fault is in its data.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from ...protocol.compression import CompressionError, decompress
+from ...protocol.compression import CompressionError, decompress, size_hint
 from ...protocol.errors import ErrorCode
 from ...protocol.records import (
     COMPRESSION_MASK,
@@ -39,6 +41,8 @@ from ...protocol.records import (
 )
 
 ZSTD = 4
+HEAVY_RECORDS = 10_000  # a walk of more records than this costs milliseconds of the event loop
+HEAVY_AREA_BYTES = 1 << 20  # ... and so does decompressing more than this
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _LENGTH = struct.Struct(">i")
 
@@ -59,8 +63,31 @@ class BatchRejected(Exception):
         self.record_errors = record_errors or []
 
 
-def validate_batch(data: bytes | None, *, api_version: int, max_bytes: int, compacted: bool) -> BatchHeader:
-    """The header of the single valid batch in ``data``; raises BatchRejected."""
+def validate_batch(data: bytes | None, *, api_version: int, max_bytes: int, compacted: bool,
+                   records: list[int] | BatchRejected | None = None) -> BatchHeader:
+    """The header of the single valid batch in ``data``; raises BatchRejected.
+
+    ``records``: the outcome of :func:`check_records` already run off the
+    event loop (``precheck``, after the header's checks, CRC included), so a
+    big batch is decompressed and walked once, in a worker thread; its
+    verdict still comes after the header's, in Kafka's order.
+    """
+    h = check_header(data, api_version=api_version, max_bytes=max_bytes, crc_checked=records is not None)
+    if records is None:
+        records = check_records(data, h)
+    elif isinstance(records, BatchRejected):
+        raise records
+    if compacted and records:
+        raise BatchRejected(ErrorCode.INVALID_RECORD,
+                            "Compacted topic cannot accept message without key in topic partition.",
+                            [RecordError(i, "Compacted topic cannot accept message without key.")
+                             for i in records])
+    return h
+
+
+def check_header(data: bytes | None, *, api_version: int, max_bytes: int, crc_checked: bool = False) -> BatchHeader:
+    """Everything but the records: framing, size (from the header alone), CRC (unless a worker
+    thread already checked it, ``crc_checked``), header fields."""
     if not data:
         raise BatchRejected(ErrorCode.INVALID_RECORD, "Produce v3+ needs exactly one record batch per partition")
     n = len(data)
@@ -84,12 +111,11 @@ def validate_batch(data: bytes | None, *, api_version: int, max_bytes: int, comp
     if size > max_bytes:
         raise BatchRejected(ErrorCode.MESSAGE_TOO_LARGE,
                             f"batch of {size} bytes is larger than max.message.bytes={max_bytes}")
-    if compute_crc(data, 0, size) != h.crc:
+    if not crc_checked and compute_crc(data, 0, size) != h.crc:
         raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, "record batch CRC does not match its contents")
     if codec > ZSTD:
         raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec {codec}")
     _check_fields(h)
-    _check_records(data, h, compacted)
     return h
 
 
@@ -114,8 +140,56 @@ def _check_fields(h: BatchHeader) -> None:
                             f"idempotent batch of producer {h.producer_id} without a sequence or epoch")
 
 
-def _check_records(data: bytes, h: BatchHeader, compacted: bool) -> None:
-    """The records area holds exactly ``records_count`` well-formed records (keyed, if compacted)."""
+@dataclass(slots=True)
+class Prechecked:
+    """A Produce partition's batch whose records were checked off the event loop (``precheck``)."""
+
+    data: bytes
+    records: list[int] | BatchRejected | None  # ``validate_batch``'s ``records``; None: check on append
+    stored: Any = None  # (batch, header) in the topic's ``compression.type``, recompressed here too
+
+
+def precheck(data: bytes, *, api_version: int, max_bytes: int,
+             recompress: Callable[[bytes, Any], Any] | None = None) -> Prechecked:
+    """Run in a worker thread: decompress and walk the records once, keeping the verdict for
+    ``validate_batch`` on append.  A batch its header refuses (too large for
+    ``max_bytes``, bad CRC) is neither decompressed nor walked.  ``recompress`` (a topic whose
+    ``compression.type`` differs from the producer's codec): the stored form is made here as
+    well, so a big batch is not recompressed on the event loop either."""
+    try:
+        h = check_header(data, api_version=api_version, max_bytes=max_bytes)
+    except BatchRejected:
+        return Prechecked(data, None)  # refused again, from the header, on append
+    try:
+        checked = Prechecked(data, check_records(data, h))
+        if recompress is not None:
+            checked.stored = recompress(data, h)
+        return checked
+    except BatchRejected as exc:
+        return Prechecked(data, exc)
+
+
+def is_heavy(data: bytes | bytearray | memoryview) -> bool:
+    """True when checking this batch's records is big work, to be done off the event loop.
+
+    Read from the header and the compression framing, never by
+    decompressing: many records (the walk is Python), or a compressed area
+    announcing more than ``HEAVY_AREA_BYTES`` (or not saying how much).
+    """
+    if len(data) < HEADER_SIZE or data[MAGIC_OFFSET] != 2:
+        return False
+    h = BatchHeader(*_HEADER.unpack_from(data, 0))
+    if h.records_count > HEAVY_RECORDS:
+        return True
+    codec = h.attributes & COMPRESSION_MASK
+    if not codec or codec > ZSTD or h.size > len(data):
+        return False
+    hint = size_hint(codec, memoryview(data)[HEADER_SIZE:h.size], stop_above=HEAVY_AREA_BYTES)
+    return hint is None or hint > HEAVY_AREA_BYTES
+
+
+def check_records(data: bytes, h: BatchHeader) -> list[int]:
+    """The records area holds exactly ``records_count`` well-formed records: the indexes of keyless ones."""
     codec = h.attributes & COMPRESSION_MASK
     if codec:
         try:
@@ -126,11 +200,6 @@ def _check_records(data: bytes, h: BatchHeader, compacted: bool) -> None:
     else:
         area, start, end = data, HEADER_SIZE, h.size
     try:
-        keyless = scan_records(area, start, end, h.records_count)
+        return scan_records(area, start, end, h.records_count)
     except CorruptRecordError as exc:
         raise BatchRejected(ErrorCode.INVALID_RECORD, f"invalid records in the batch: {exc}") from None
-    if compacted and keyless:
-        raise BatchRejected(ErrorCode.INVALID_RECORD,
-                            "Compacted topic cannot accept message without key in topic partition.",
-                            [RecordError(i, "Compacted topic cannot accept message without key.")
-                             for i in keyless])

@@ -12,16 +12,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
-from collections.abc import AsyncIterator, Callable
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
 from ...protocol.errors import ErrorCode
-from ...protocol.records import HEADER_SIZE, encode_end_txn_batch
+from ...protocol.records import HEADER_SIZE, BatchHeader, encode_end_txn_batch
 from ...storage import producer_snapshot, txn_index
-from ...storage.config import FsyncMode
+from ...storage.config import PRODUCER, FsyncMode
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
 from ...storage.log import Log
 from ...storage.log_manager import LogManager
@@ -29,7 +30,7 @@ from ...storage.producer_snapshot import SnapshotEntry
 from ...storage.txn_index import AbortedTxn
 from ..txn_contracts import TxnMarker, TxnVerifier
 from . import topic_configs
-from .batches import BatchRejected, validate_batch
+from .batches import BatchRejected, Prechecked, precheck, validate_batch
 from .producers import PartitionProducers, ProducerIdAllocator, ProducerStates, SequenceError
 from .recompress import recompress, target_codec
 from .topics import INTERNAL_TOPICS, TopicRegistry
@@ -41,6 +42,8 @@ _MAX_TS = struct.Struct(">q")
 MAX_TIMESTAMP_OFFSET = 35
 BIG_READ_BYTES = 64 << 10  # reads that may return more than this go to a worker thread
 BIG_READ_LAG = 64  # ... when the reader is at least this many offsets behind the end
+HEAVY_CHECKS = 1  # heavy batches checked at once (a core's worth), each holding at most one decompressed area
+GIL_SWITCH_S = 0.001  # the longest a worker thread's Python keeps the loop waiting for the GIL
 
 # What a transactional Produce answers when the coordinator says the partition is not in the
 # producer's transaction (Kafka's ``AddPartitionsToTxnManager`` / ``ReplicaManager``): retriable
@@ -68,6 +71,8 @@ class DataPlane:
         self.producers = ProducerStates()
         self.waiters = AppendWaiters()
         self._gate = asyncio.Lock()
+        self._heavy_slots = asyncio.Semaphore(HEAVY_CHECKS)
+        self._turns: dict[int, asyncio.Future[None]] = {}  # connection id -> its last Produce's turn
         self._ordered = 0
         logs.stable_offset = self._stable_offset_for_cleaner
         logs.after_clean = self._after_clean
@@ -76,6 +81,10 @@ class DataPlane:
         logs.before_close = self._snapshot_all
 
     async def start(self) -> None:
+        # A heavy check's record walk is Python in a worker thread: each time the loop wants the
+        # GIL back it waits up to the switch interval, and CPython's 5 ms would be added to every
+        # other client's request while a heavy batch is being checked.
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
         await self.topics.reconcile(self.logs)
 
     # --- produce --------------------------------------------------------------------------
@@ -104,9 +113,54 @@ class DataPlane:
         finally:
             self._ordered -= 1
 
-    async def barrier(self) -> None:
+    # A batch that is big work to check (``batches.is_heavy``: a compressed area of hundreds of
+    # MiB, a walk of many records) is checked in a worker thread before its request appends,
+    # at most HEAVY_CHECKS at a time so the decompressed areas alive stay bounded; Kafka checks
+    # on its handler threads, so one client's batch does not stall the others.  The request's
+    # connection keeps its order meanwhile: its later Produce requests append after it, as
+    # Kafka, which handles a connection's requests one at a time, appends them.
+
+    async def precheck(self, data: bytes, *, api_version: int, max_bytes: int,
+                       compression_type: str = PRODUCER) -> Prechecked:
+        """``batches.precheck`` in a worker thread, within the bound on concurrent checks; the
+        batch is recompressed there too when the topic's ``compression.type`` asks."""
+        def stored(batch: bytes, h: BatchHeader):
+            target = target_codec(compression_type, h.compression)
+            return None if target == h.compression else recompress(batch, target)
+
+        async with self._heavy_slots:
+            return await asyncio.to_thread(precheck, data, api_version=api_version, max_bytes=max_bytes,
+                                           recompress=stored)
+
+    def turn_pending(self, connection_id: int) -> bool:
+        """True while an earlier Produce of this connection is still being checked."""
+        return connection_id in self._turns
+
+    @contextlib.asynccontextmanager
+    async def connection_turn(self, connection_id: int) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+        """A Produce's turn on its connection: yields a wait for the earlier ones to have appended."""
+        earlier = self._turns.get(connection_id)
+        mine = asyncio.get_running_loop().create_future()
+        self._turns[connection_id] = mine
+
+        async def wait_earlier() -> None:
+            if earlier is not None:
+                await asyncio.shield(earlier)
+
+        try:
+            yield wait_earlier
+        finally:
+            mine.set_result(None)
+            if self._turns.get(connection_id) is mine:
+                del self._turns[connection_id]
+
+    async def barrier(self, connection_id: int | None = None) -> None:
         """Readers call this first: appends that arrived earlier but are queued in the ordered
-        section land before the read, as on Kafka, which handles a connection's requests in turn."""
+        section, or (on ``connection_id``) are still being checked off the loop, land before the
+        read, as on Kafka, which handles a connection's requests in turn."""
+        turn = self._turns.get(connection_id) if connection_id is not None else None
+        if turn is not None:
+            await asyncio.shield(turn)
         if self._ordered:
             async with self.ordered():
                 pass
@@ -134,8 +188,11 @@ class DataPlane:
         unless its producer already has a transaction open in this partition.
         """
         config = log.config
+        records = stored = None
+        if type(data) is Prechecked:
+            data, records, stored = data.data, data.records, data.stored
         h = validate_batch(data, api_version=api_version, max_bytes=config.max_message_bytes,
-                           compacted=config.compact)
+                           compacted=config.compact, records=records)
         if acks == -1 and topic_configs.min_insync_replicas(self._overrides(log.topic)) > 1:
             raise BatchRejected(ErrorCode.NOT_ENOUGH_REPLICAS,
                                 "min.insync.replicas is above the one replica a single broker has")
@@ -150,7 +207,9 @@ class DataPlane:
             if dup is not None:
                 return AppendResult(dup.first_offset, dup.append_time, log.log_start_offset)
         target = target_codec(config.compression_type, h.compression)
-        if target != h.compression:  # the topic's codec differs from the batch's (LogValidator)
+        if stored is not None:  # recompressed with the off-loop check
+            data, h = stored
+        elif target != h.compression:  # the topic's codec differs from the batch's (LogValidator)
             data, h = recompress(data, target)  # type: ignore[arg-type]
         first = self._append(log, state, data)  # type: ignore[arg-type]
         append_time = _stamped_time(log, h.size) if config.log_append_time else -1

@@ -122,7 +122,7 @@ async def fetch(app: FetchServices, ctx: RequestContext, req) -> dict:
     deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
     limit = min(req.max_bytes, app.config["fetch.max.bytes"])
     wanted = fetch_partitions(req)
-    await app.dataplane.barrier()
+    await app.dataplane.barrier(ctx.connection_id)
     while True:
         state = _Pass(limit)
         responses = [{"topic": topic, "partitions": [await _read(app, req, topic, p, state, ctx.api_version)
@@ -212,7 +212,7 @@ async def _read(app: FetchServices, req, topic: str, p, state: _Pass, version: i
 # --- ListOffsets ----------------------------------------------------------------------
 
 async def list_offsets(app: FetchServices, ctx: RequestContext, req) -> dict:
-    await app.dataplane.barrier()
+    await app.dataplane.barrier(ctx.connection_id)
     dupes = _duplicates(req)
     topics = []
     for t in req.topics:

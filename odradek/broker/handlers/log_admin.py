@@ -64,7 +64,7 @@ class _Refused(Exception):
 
 
 async def delete_records(app: LogAdminServices, ctx: RequestContext, req) -> dict:
-    await app.dataplane.barrier()  # a Produce sent before on this connection counts
+    await app.dataplane.barrier(ctx.connection_id)  # a Produce sent before on this connection counts
     answers: list[tuple[str, list[dict]]] = []
     moved: list[Log] = []
     for t in req.topics:
@@ -136,7 +136,7 @@ async def _persist(app: LogAdminServices, moved: list[Log]) -> bool:
 # --- OffsetForLeaderEpoch -----------------------------------------------------------------
 
 async def offset_for_leader_epoch(app: LogAdminServices, ctx: RequestContext, req) -> dict:
-    await app.dataplane.barrier()
+    await app.dataplane.barrier(ctx.connection_id)
     topics = []
     for t in req.topics:
         topics.append({"topic": t.topic, "partitions": [_epoch_end(app, t.topic, p) for p in t.partitions]})

@@ -35,11 +35,12 @@ from ...protocol.records import (
 )
 from ...storage.log import Log
 from ..dataplane import AppendResult
-from ..dataplane.batches import BatchRejected
+from ..dataplane.batches import BatchRejected, Prechecked, is_heavy
 from ..dataplane.topics import INTERNAL_TOPICS, TopicError
 from ..dispatch import NO_RESPONSE, HandlerTable, RequestContext
 
 if TYPE_CHECKING:
+    from ...storage.log_manager import LogManager
     from ..config import Config
     from ..dataplane import DataPlane, TopicRegistry
     from ..txn import TransactionCoordinator
@@ -52,6 +53,7 @@ class ProduceServices(Protocol):
     config: Config
     topics: TopicRegistry
     dataplane: DataPlane
+    logs: LogManager  # a new partition's config before its log exists
     txn_coordinator: TransactionCoordinator | None  # verifies a transactional batch's partition (KIP-890)
 
 
@@ -86,10 +88,38 @@ def produce(app: ProduceServices, ctx: RequestContext, req):
                                   for td in req.topic_data])
     if ctx.api_version < 3:
         _up_convert(req)
+    heavy = [(td.name, pd) for td in req.topic_data for pd in td.partition_data
+             if isinstance(pd.records, (bytes, bytearray, memoryview)) and is_heavy(pd.records)]
+    if heavy or app.dataplane.turn_pending(ctx.connection_id):
+        return _produce_checked(app, ctx, req, heavy)
     plan = _plan(app, req)
     if plan is not None and app.dataplane.fast_path_ok(_logs(plan)):
         return _finish(app, req, _append_all(app, plan, ctx.api_version, req))
     return _produce_ordered(app, ctx, req)
+
+
+async def _produce_checked(app: ProduceServices, ctx: RequestContext, req, heavy: list) -> dict:
+    """A request with big batches to check (in worker threads, ``DataPlane.precheck``), or one
+    behind such a request on its connection: appended in the connection's order once checked."""
+    dp = app.dataplane
+    async with dp.connection_turn(ctx.connection_id) as wait_earlier:
+        results = await asyncio.gather(*(_precheck(app, ctx.api_version, name, pd) for name, pd in heavy))
+        checked = {id(pd): result for (_name, pd), result in zip(heavy, results, strict=True)}
+        await wait_earlier()
+        plan = _plan(app, req, checked=checked)
+        if plan is not None and dp.fast_path_ok(_logs(plan)):
+            answers = _append_all(app, plan, ctx.api_version, req)
+        else:
+            answers = await _append_ordered(app, ctx, req, checked)
+    out = _finish(app, req, answers)
+    return await out if asyncio.iscoroutine(out) else out
+
+
+async def _precheck(app: ProduceServices, version: int, topic: str, pd) -> Prechecked:
+    lg = app.topics.log(topic, pd.index)
+    config = lg.config if lg is not None else app.logs.config_for(topic)
+    return await app.dataplane.precheck(pd.records, api_version=version, max_bytes=config.max_message_bytes,
+                                        compression_type=config.compression_type)
 
 
 class _Refusal(tuple):
@@ -137,8 +167,10 @@ def _transactional_producers(req) -> set[int]:
 Plan = list[tuple[str, list[tuple[int, "Log | tuple[ErrorCode, str]", bytes | None]]]]
 
 
-def _plan(app: ProduceServices, req, *, may_create: bool = True) -> Plan | None:
-    """Each partition's log or error; None when a topic is to be auto-created first (an await)."""
+def _plan(app: ProduceServices, req, *, may_create: bool = True, checked: dict | None = None) -> Plan | None:
+    """Each partition's log or error; None when a topic is to be auto-created first (an await).
+    ``checked``: the partitions' batches already checked off the loop, by ``id`` of their
+    partition data (the request itself is left as it came: the capture shows it)."""
     plan: Plan = []
     for td in req.topic_data:
         topic = app.topics.get(td.name)
@@ -156,7 +188,7 @@ def _plan(app: ProduceServices, req, *, may_create: bool = True) -> Plan | None:
                                                 f"{td.name} has no partition {pd.index}")
             if lg is not None and isinstance(pd.records, _Refusal):
                 target = pd.records
-            parts.append((pd.index, target, pd.records))
+            parts.append((pd.index, target, checked.get(id(pd), pd.records) if checked else pd.records))
         plan.append((td.name, parts))
     return plan
 
@@ -180,6 +212,13 @@ def _topic_refusal(app: ProduceServices, name: str) -> tuple[ErrorCode, str] | N
 
 async def _produce_ordered(app: ProduceServices, ctx: RequestContext, req):
     """Requests that must await (auto-create, producer-state rebuild) run in arrival order."""
+    results = await _append_ordered(app, ctx, req)
+    out = _finish(app, req, results)
+    return await out if asyncio.iscoroutine(out) else out
+
+
+async def _append_ordered(app: ProduceServices, ctx: RequestContext, req,
+                          checked: dict | None = None) -> list[tuple[str, list[dict]]]:
     dp = app.dataplane
     async with dp.ordered():
         for td in req.topic_data:
@@ -188,13 +227,11 @@ async def _produce_ordered(app: ProduceServices, ctx: RequestContext, req):
                     await app.topics.ensure(td.name)
                 except TopicError as exc:
                     log.warning("topic.auto_create_failed", topic=td.name, error=exc.message)
-        plan = _plan(app, req, may_create=False)
+        plan = _plan(app, req, may_create=False, checked=checked)
         assert plan is not None
         for target in _logs(plan):
             await dp.load_producers(target)
-        results = _append_all(app, plan, ctx.api_version, req)
-    out = _finish(app, req, results)
-    return await out if asyncio.iscoroutine(out) else out
+        return _append_all(app, plan, ctx.api_version, req)
 
 
 def _append_all(app: ProduceServices, plan: Plan, version: int, req) -> list[tuple[str, list[dict]]]:

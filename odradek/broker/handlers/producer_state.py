@@ -28,7 +28,7 @@ def register(table: HandlerTable, app: ProducerStateServices) -> None:
 
 
 async def describe_producers(app: ProducerStateServices, ctx: RequestContext, req) -> dict:
-    await app.dataplane.barrier()
+    await app.dataplane.barrier(ctx.connection_id)
     topics = []
     for t in req.topics:
         parts = [await _partition(app, t.name, index) for index in t.partition_indexes]
