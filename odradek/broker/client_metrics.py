@@ -179,7 +179,8 @@ class ClientMetricsManager:
         self._expire(now)
         inst = self._instances.get(instance_id)
         if inst is None or inst.version != self.subscriptions.version:
-            info = ClientInfo(str(instance_id), ctx.client_id or "", ctx.client_host)
+            # the address as Kafka's getHostAddress() gives it (ctx has Java's "/host" form)
+            info = ClientInfo(str(instance_id), ctx.client_id or "", ctx.client_host.lstrip("/"))
             sub = self.subscriptions.for_client(info)
             fresh = ClientInstance(instance_id, sub, subscription_id(sub, instance_id),
                                    self.subscriptions.version, ctx.client_id)

@@ -221,6 +221,8 @@ def test_client_metrics_resources_subscribe_matching_clients(tmp_path):
         assert describe(c, "wire")["interval.ms"] == ("1000", 7)  # CLIENT_METRICS_CONFIG
         assert alter(c, "other", ("metrics", SET, "x"), ("match", SET, "client_id=someone-else")) == 0
         assert get(c).requested_metrics == ["org.apache.kafka.a", "org.apache.kafka.b"]
+        assert alter(c, "local", ("metrics", SET, "y"), ("match", SET, r"client_source_address=127\.0\.0\.1")) == 0
+        assert get(c).requested_metrics == ["org.apache.kafka.a", "org.apache.kafka.b", "y"]
         assert alter(c, "all", ("metrics", SET, "*"), ("interval.ms", SET, "500")) == 0
         r = get(c)
         assert (r.requested_metrics, r.push_interval_ms) == (["*"], 500)
