@@ -117,6 +117,9 @@ def error_lines(text: str) -> list[str]:
 # Requests a broker may rightly keep unanswered for a while (a long poll, a rebalance), and
 # acks=0 Produce, which is never answered: for these, an open connection is enough.
 MAY_PARK = {1, 11, 14}
+# CreateTopics, CreatePartitions: a fuzzed count of thousands of partitions creates that many
+# directories and files before the answer, which takes seconds on a loaded machine (not silence)
+MAY_TAKE_SECONDS = {19, 37}
 
 
 class ServedTable:
@@ -264,7 +267,7 @@ def fuzz(port: int, handlers, rounds: int, seed: int = 0, wait: float = 5.0,
             stats.sent += 1
             got = decodes(frame, handlers)
             parks = got is not None and (got[0] in MAY_PARK or got[0] == 0 and got[2].acks == 0)
-            outcome = exchange(port, frame, park_wait if parks else wait)
+            outcome = exchange(port, frame, park_wait if parks else 6 * wait if api_key in MAY_TAKE_SECONDS else wait)
             if got is None:
                 stats.refused += 1
                 if isinstance(outcome, bytes):  # the ApiVersions fallback for an unserved version

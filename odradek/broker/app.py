@@ -19,6 +19,8 @@ from ..offsets.records import partition_for
 from ..storage.config import FsyncMode, LogConfig
 from ..storage.log import Log
 from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
+from .client_metrics import ClientMetricsManager
+from .client_metrics_config import Subscription
 from .client_quotas import QuotaStore
 from .clock import BrokerClock, Clock
 from .config import WILDCARD_HOSTS, Config, ConfigError, parse_address
@@ -39,6 +41,7 @@ from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
 from .handlers import produce as produce_handlers
 from .handlers import sasl as sasl_handlers
+from .handlers import telemetry as telemetry_handlers
 from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
 from .metrics import Metrics
@@ -146,6 +149,15 @@ class BrokerApp:
         scram_credentials.register(self.handlers, self)
         acl_handlers.register(self.handlers, self)
         quota_handlers.register(self.handlers, self)
+        # client telemetry (KIP-714): the client instances always exist (test control reads
+        # them); the two APIs are served, and advertised, only when telemetry is on
+        default_metrics = config["client.metrics.default.metrics"]
+        default = Subscription.from_configs({"metrics": default_metrics, "interval.ms": str(
+            config["client.metrics.default.interval.ms"])}) if default_metrics else None
+        self.client_metrics = ClientMetricsManager(default, config["telemetry.max.bytes"], self.clock.now_ms,
+                                                   self.data_dir)
+        if config["client.telemetry.enable"] or default is not None:
+            telemetry_handlers.register(self.handlers, self)
         # every handler above is registered: wrap them with Kafka's authorization checks
         if self.authorizer is not None:
             from .security import guards  # noqa: PLC0415

@@ -426,6 +426,18 @@ SETTINGS: list[Setting] = [
             "Period of the sweep that aborts (and fences) transactions past their timeout.", low=1),
     Setting("transaction.remove.expired.transaction.cleanup.interval.ms", _int, 3600000,
             "Period of the sweep that removes expired transactional ids.", low=1),
+    # client telemetry (KIP-714, docs/telemetry.md)
+    Setting("client.telemetry.enable", _bool, False,
+            "Serve GetTelemetrySubscriptions and PushTelemetry (advertised in ApiVersions), as a Kafka "
+            "broker does with a client-telemetry metrics reporter. Implied by client.metrics.default.metrics."),
+    Setting("client.metrics.default.metrics", _str, "",
+            "Metric-name prefixes every client is asked to push (comma-separated; * for all), like a "
+            "client-metrics resource's metrics with an empty match. Empty: none (clients push nothing)."),
+    Setting("client.metrics.default.interval.ms", _int, 300000,
+            "How often clients push (the client-metrics resource's interval.ms).", low=100, high=3600000),
+    Setting("telemetry.max.bytes", _int, 1048576,
+            "Largest PushTelemetry metrics payload accepted (TELEMETRY_TOO_LARGE above).", low=1,
+            high=INT32_MAX),
     # logging and metrics
     Setting("log.format", _choice("auto", "json", "text"), "auto",
             "Log line format: text (key=value) on a terminal and JSON otherwise when auto."),

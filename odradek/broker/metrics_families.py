@@ -18,6 +18,7 @@ from ..protocol.registry import APIS
 
 if TYPE_CHECKING:
     from ..storage.log_manager import LogManager
+    from .client_metrics import ClientMetricsManager
     from .coordinator.service import Coordinator
     from .server import KafkaServer
 
@@ -31,6 +32,7 @@ class MetricServices(Protocol):
     listeners: list[Any]
     logs: LogManager
     coordinator: Coordinator | None
+    client_metrics: ClientMetricsManager
 
 
 class Figures(Protocol):
@@ -105,6 +107,7 @@ def _families(app: MetricServices, metrics: Figures) -> list:
         c.add_metric([], events[name])
         out.append(c)
     out.extend(_log_families(app))
+    out.extend(_telemetry_families(app))
     if app.coordinator is not None:
         out.extend(_coordinator_families(app))
     return out
@@ -159,6 +162,20 @@ def _log_families(app: MetricServices) -> list:
         size.add_metric(labels, log.size_bytes)
         end.add_metric(labels, log.log_end_offset)
     return [size, end]
+
+
+def _telemetry_families(app: MetricServices) -> list:
+    """The numbers clients last pushed with PushTelemetry (KIP-714), one sample per metric and
+    attribute set; nothing unless telemetry is on and clients pushed."""
+    rows = app.client_metrics.numbers()
+    if not rows:
+        return []
+    family = GaugeMetricFamily("odradek_client_telemetry", "The last value a client pushed of each of "
+                               "its metrics (KIP-714)",
+                               labels=["client_instance_id", "client_id", "metric", "attributes"])
+    for instance_id, client_id, name, attrs, value in rows:
+        family.add_metric([instance_id, client_id, name, attrs], value)
+    return [family]
 
 
 def _coordinator_families(app: MetricServices) -> list:

@@ -88,5 +88,7 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(61, "DescribeProducers", "describe_producers", "0"),
     _spec(65, "DescribeTransactions", "describe_transactions", "0"),
     _spec(66, "ListTransactions", "list_transactions", "0-1"),
+    _spec(71, "GetTelemetrySubscriptions", "get_telemetry_subscriptions", "0"),
+    _spec(72, "PushTelemetry", "push_telemetry", "0"),
     _spec(75, "DescribeTopicPartitions", "describe_topic_partitions", "0"),
 ]}

@@ -108,6 +108,18 @@ class ControlApi(ABC):
         """``{"enabled": ..., "max_requests": ..., "held": ...}``: is anything being captured?"""
         return self.control("capture")
 
+    # --- client telemetry (KIP-714; the broker needs client.metrics.default.metrics) ----------
+
+    def client_metrics(self, client_id: str | None = None) -> dict[str, dict[str, Any]]:
+        """The metrics clients pushed (the last push of each client instance):
+        ``{client instance id: {metric name: value or [{"attributes": ..., "value": ...}]}}``,
+        only the instances of ``client_id`` if given (docs/telemetry.md)."""
+        return self.control("client_metrics", client_id=client_id)
+
+    def client_instances(self) -> list[dict]:
+        """The client instances telemetry knows (id, client id, subscription id, pushes, ...)."""
+        return self.control("client_instances")
+
     # --- the broker's clock: on ``Broker`` (asyncio) ``advance`` is a coroutine to await ---
 
     def advance(self, *, seconds: float = 0, ms: int = 0, spare_active: bool | float = False) -> Any:

@@ -626,12 +626,17 @@ def test_every_api_answers_kafkas_denial_to_a_principal_with_no_rights(tmp_path)
         configs = request(b, 32, 4, {"resources": [{"resource_type": 2, "resource_name": topic,
                                                     "configuration_keys": None},
                                                    {"resource_type": 4, "resource_name": "1",
+                                                    "configuration_keys": None},
+                                                   {"resource_type": 16, "resource_name": "cm",  # client metrics
                                                     "configuration_keys": None}],
                                      "include_synonyms": False, "include_documentation": False}).results
-        assert {r.resource_type: r.error_code for r in configs} == {2: TOPIC_DENIED, 4: CLUSTER_DENIED}
+        assert {r.resource_type: r.error_code for r in configs} == {2: TOPIC_DENIED, 4: CLUSTER_DENIED,
+                                                                      16: CLUSTER_DENIED}
         altered = request(b, 44, 1, {"resources": [{"resource_type": 2, "resource_name": topic, "configs": [
-            {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}], "validate_only": False})
-        assert altered.responses[0].error_code == TOPIC_DENIED
+            {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}, {
+            "resource_type": 16, "resource_name": "cm", "configs": [
+                {"name": "metrics", "config_operation": 0, "value": "*"}]}], "validate_only": False})
+        assert [r.error_code for r in altered.responses] == [TOPIC_DENIED, CLUSTER_DENIED]
         grown = request(b, 37, 3, {"topics": [{"name": topic, "count": 3, "assignments": None}],
                                    "timeout_ms": 5000, "validate_only": False})
         assert grown.results[0].error_code == TOPIC_DENIED

@@ -50,7 +50,8 @@ def canary_offsets(c: SyncClient) -> dict:
 
 def run(tmp_path, capsys, rounds: int, budget_s: float) -> None:
     capsys.readouterr()
-    with ThreadedBroker(tmp_path, overrides={"log.fsync.mode": "always"}) as b:
+    # telemetry on: its two APIs are served (and fuzzed) only then
+    with ThreadedBroker(tmp_path, overrides={"log.fsync.mode": "always", "client.telemetry.enable": "true"}) as b:
         with SyncClient("127.0.0.1", b.app.endpoint.port) as c:
             commit_canary(c)
         stats = fuzz(b.app.endpoint.port, b.app.handlers, rounds, seed=SEED,

@@ -58,6 +58,9 @@ UNNEEDED = [
     "odradek.broker.security.acls",
     "odradek.broker.control.endpoint",  # only with odradek.control.listener
     "odradek.storage.cleaner",  # only when a log needs cleaning
+    "odradek.broker.otlp",  # client telemetry: protobuf only on the first PushTelemetry
+    "google.protobuf",
+    "opentelemetry",
     "crc32c",  # only on the first checksum
     "odradek.pipeline",
     "pyspark",

@@ -190,7 +190,7 @@ def test_store_round_trip_and_refuses_a_damaged_file(tmp_path):
         store.load()
 
 
-NO_CHECK = {17, 18, 36}  # SaslHandshake, ApiVersions, SaslAuthenticate: Kafka checks nothing
+NO_CHECK = {17, 18, 36, 71, 72}  # SaslHandshake, ApiVersions, SaslAuthenticate, telemetry: Kafka checks nothing
 # the ACL APIs check the cluster themselves (they also answer without ACLs), the SCRAM
 # credential APIs through BrokerApp.authorize_cluster
 SELF_CHECKING = {29, 30, 31, 50, 51}

@@ -24,6 +24,7 @@ from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule
 from .reset import ResetServices, reset_broker
 
 if TYPE_CHECKING:
+    from ..client_metrics import ClientMetricsManager
     from ..dispatch import HandlerTable
     from ..server import KafkaServer
 
@@ -37,10 +38,12 @@ __all__ = ["BrokerControl", "CaptureOff", "CapturedRequest", "FaultRule"]
 
 class ControlServices(ResetServices, ClockServices, Protocol):
     """What test control uses of the broker (``BrokerApp`` wires it): the server (faults, capture,
-    broker down), the handler table (which versions a rule may name), and what reset and the clock use."""
+    broker down), the handler table (which versions a rule may name), the client instances that
+    pushed telemetry, and what reset and the clock use."""
 
     server: KafkaServer
     handlers: HandlerTable
+    client_metrics: ClientMetricsManager
 
 
 class BrokerControl:
@@ -192,8 +195,22 @@ class BrokerControl:
         what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
         faults = self.clear_faults()  # first: no rule may fail the clients' first requests after
         gone = await reset_broker(self._app, self._reset_lock)
+        await self._app.client_metrics.reset()  # instances and client-metrics resources
         self.clear_capture()  # last: what was captured during the reset goes too
         return {**gone, "faults": faults}
+
+    # --- client telemetry (KIP-714, client_metrics.py) ------------------------------------
+
+    def client_metrics(self, client_id: str | None = None) -> dict[str, dict[str, Any]]:
+        """What clients pushed with PushTelemetry, the last push of each client instance:
+        ``{client instance id: {metric name: value or [{"attributes", "value"}]}}``, only the
+        instances of ``client_id`` if given."""
+        return self._app.client_metrics.reported(client_id)
+
+    def client_instances(self) -> list[dict]:
+        """The client instances telemetry knows: id, client id, subscription id, pushes,
+        terminating, when they last pushed and the resource attributes they sent."""
+        return self._app.client_metrics.instances()
 
     # --- the broker's clock (clock_ops.py) ---------------------------------------------------
 

@@ -111,6 +111,10 @@ ALLOWED: dict[int, set[E]] = {
     65: _TXN | {E.TRANSACTIONAL_ID_NOT_FOUND},  # DescribeTransactions
     66: {E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR},  # ListTransactions
     61: _TOPIC | {E.NOT_LEADER_OR_FOLLOWER, E.TOPIC_AUTHORIZATION_FAILED},  # DescribeProducers
+    # client telemetry (ClientMetricsManager): too early, a stale subscription, bad payloads
+    71: {E.THROTTLING_QUOTA_EXCEEDED, E.UNKNOWN_SUBSCRIPTION_ID},  # GetTelemetrySubscriptions
+    72: {E.THROTTLING_QUOTA_EXCEEDED, E.UNKNOWN_SUBSCRIPTION_ID, E.UNSUPPORTED_COMPRESSION_TYPE,  # Push
+         E.TELEMETRY_TOO_LARGE, E.INVALID_RECORD},
     # the ACL APIs (AclControlManager, KafkaApis): no authorizer, a bad filter, not allowed
     29: {E.SECURITY_DISABLED, E.CLUSTER_AUTHORIZATION_FAILED, E.INVALID_REQUEST},  # DescribeAcls
     30: {E.SECURITY_DISABLED, E.CLUSTER_AUTHORIZATION_FAILED, E.INVALID_REQUEST},  # CreateAcls

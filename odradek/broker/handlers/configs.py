@@ -18,9 +18,13 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from ...protocol.errors import ErrorCode
+from ..client_metrics_config import KEYS as CLIENT_METRICS_KEYS
+from ..client_metrics_config import LIST_KEYS as CLIENT_METRICS_LISTS
+from ..client_metrics_config import ClientMetricsConfigError
 from ..config import SETTINGS
 from ..config_ops import (
     BROKER,
+    CLIENT_METRICS,
     TOPIC,
     ConfigOpError,
     Op,
@@ -38,6 +42,7 @@ from ..dynamic_config import DYNAMIC_SETTINGS, LIST_SETTINGS, DynamicConfigError
 if TYPE_CHECKING:
     from ...storage.config import LogConfig
     from ...storage.log_manager import LogManager
+    from ..client_metrics import ClientMetricsManager
     from ..dataplane import TopicRegistry
     from ..dynamic_config import DynamicBrokerConfig
 
@@ -51,6 +56,7 @@ class ConfigServices(Protocol):
     logs: LogManager
     log_config: LogConfig
     dynamic_config: DynamicBrokerConfig
+    client_metrics: ClientMetricsManager
 
     def set_log_defaults(self, config: LogConfig) -> None: ...
 
@@ -95,7 +101,33 @@ def _entries(app: ConfigServices, resource_type: int, name: str) -> list[tuple[C
             raise TopicError(ErrorCode.INVALID_REQUEST,
                              f"unexpected broker id {name!r}: this is broker {app.node_id}")
         return _broker_entries(app)
+    if resource_type == CLIENT_METRICS:
+        return [(e, False) for e in _client_metrics_entries(app, name)]
     raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported")
+
+
+_CLIENT_METRICS_DOCS = {
+    "metrics": "Metric-name prefixes the matching clients push (* for all).",
+    "interval.ms": "How often the matching clients push, 100 to 3600000.",
+    "match": "selector=regex entries a client must all match (client_instance_id, client_id, "
+             "client_source_address); empty: every client.",
+}
+
+
+def _client_metrics_entries(app: ConfigServices, name: str) -> list[ConfigEntry]:
+    """A client-metrics resource's configs (a resource never set has none set: its defaults)."""
+    if name == "":
+        raise TopicError(ErrorCode.INVALID_REQUEST, "Client metrics resource name must not be empty")
+    configs = app.client_metrics.subscriptions.resources.get(name, {})
+    defaults = {"metrics": "", "interval.ms": "300000", "match": ""}
+    out = []
+    for key in CLIENT_METRICS_KEYS:
+        value = configs.get(key)
+        source = ConfigSource.DEFAULT_CONFIG if value is None else ConfigSource.CLIENT_METRICS_CONFIG
+        value = defaults[key] if value is None else value
+        kind = ConfigType.LIST if key in CLIENT_METRICS_LISTS else ConfigType.INT
+        out.append(ConfigEntry(key, value, source, kind, _CLIENT_METRICS_DOCS[key], ((key, value, source),)))
+    return out
 
 
 def _topic_entries(app: ConfigServices, name: str) -> list[ConfigEntry]:
@@ -173,6 +205,9 @@ async def alter_configs(app: ConfigServices, ctx: RequestContext, req, *, increm
             elif r.resource_type == BROKER:
                 await _alter_broker(app, r.resource_name, ops, legacy=not incremental,
                                     validate_only=req.validate_only)
+            elif r.resource_type == CLIENT_METRICS:
+                await _alter_client_metrics(app, r.resource_name, ops, legacy=not incremental,
+                                            validate_only=req.validate_only)
             else:
                 raise ConfigOpError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {r.resource_type}")
             code, message = ErrorCode.NONE, None
@@ -236,3 +271,27 @@ async def _alter_broker(app: ConfigServices, name: str, ops: list[Op], *, legacy
         app.set_log_defaults(config)
         log.info("configs.broker_changed", resource=name or "<cluster default>",
                  node=app.dynamic_config.node, default=app.dynamic_config.default)
+
+
+async def _alter_client_metrics(app: ConfigServices, name: str, ops: list[Op], *, legacy: bool,
+                                validate_only: bool) -> None:
+    """A ``CLIENT_METRICS`` resource (KIP-714): clients matching it get its subscription on
+    their next telemetry request."""
+    if name == "":
+        raise ConfigOpError(ErrorCode.INVALID_REQUEST, "Client metrics resource name must not be empty")
+
+    def compute(current: dict[str, str]) -> dict[str, str]:
+        return apply_ops(current, ops, legacy=legacy, is_list=CLIENT_METRICS_LISTS.__contains__,
+                         start=lambda _n: None, not_list=ErrorCode.INVALID_CONFIG, dedupe=True)
+
+    try:
+        await app.client_metrics.subscriptions.change(name, compute, validate_only=validate_only)
+    except ClientMetricsConfigError as exc:
+        raise ConfigOpError(ErrorCode.INVALID_REQUEST if exc.invalid_request else ErrorCode.INVALID_CONFIG,
+                            str(exc)) from None
+    except OSError as exc:
+        log.error("configs.store_failed", resource=name, error=str(exc))
+        raise ConfigOpError(ErrorCode.KAFKA_STORAGE_ERROR, f"storing client metrics failed: {exc}") from None
+    if not validate_only:
+        log.info("configs.client_metrics_changed", resource=name,
+                 configs=app.client_metrics.subscriptions.resources.get(name, {}))

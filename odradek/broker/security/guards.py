@@ -390,12 +390,12 @@ def describe_log_dirs(g: Guarded, ctx: RequestContext, req: Any) -> Any:
 
 # --- configs -------------------------------------------------------------------------------
 
-TOPIC_CONFIG, BROKER_CONFIG, BROKER_LOGGER_CONFIG, GROUP_CONFIG = 2, 4, 8, 32
+TOPIC_CONFIG, BROKER_CONFIG, BROKER_LOGGER_CONFIG, CLIENT_METRICS_CONFIG, GROUP_CONFIG = 2, 4, 8, 16, 32
 
 
 def _config_resource_allowed(g: Guarded, ctx: RequestContext, op: Op, r: Any) -> ErrorCode | None:
     """The error for a config resource the principal may not ``op``, else None."""
-    if r.resource_type in (BROKER_CONFIG, BROKER_LOGGER_CONFIG):
+    if r.resource_type in (BROKER_CONFIG, BROKER_LOGGER_CONFIG, CLIENT_METRICS_CONFIG):  # AuthHelper
         return None if g.authz.cluster(ctx, op) else CLUSTER_DENIED
     if r.resource_type == TOPIC_CONFIG:
         return None if g.authz.allowed(ctx, op, R.TOPIC, r.resource_name) else TOPIC_DENIED
