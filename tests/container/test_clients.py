@@ -9,6 +9,8 @@ import uuid
 
 import pytest
 
+from tests.integration.group_helpers import kafka_python_subscriber
+
 pytestmark = [pytest.mark.container, pytest.mark.integration, pytest.mark.timeout(600)]
 
 N = 20
@@ -34,11 +36,11 @@ def produce(bs: str, topic: str, n: int, start: int = 0) -> None:
 # --- one life cycle per client: join, consume, commit; restart; resume at the commit ----------------
 
 def kafka_python_round(bs: str, topic: str, group: str, count: int, commit_at: int | None) -> list[int]:
-    from kafka import KafkaConsumer, TopicPartition
+    from kafka import TopicPartition
     from kafka.structs import OffsetAndMetadata
 
-    c = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
-                      enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=300)
+    c = kafka_python_subscriber(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
+                                enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=300)
     try:
         got: list[int] = []
         deadline = time.monotonic() + 30

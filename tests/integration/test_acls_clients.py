@@ -13,6 +13,7 @@ import pytest
 from odradek.broker.wire_client import SyncClient
 from odradek.protocol.records import encode_batch
 from odradek.testing import ThreadedBroker
+from tests.integration.group_helpers import kafka_python_subscriber
 
 pytestmark = pytest.mark.integration
 
@@ -333,7 +334,7 @@ def test_group_acls_deny_commit_join_and_describe(tmp_path):
 
 
 def test_super_users_are_never_denied(tmp_path):
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
 
     b = acl_broker(tmp_path, super_users=f"User:admin;{ANON}", allow_everyone_if_no_acl_found="false")
     try:
@@ -343,8 +344,8 @@ def test_super_users_are_never_denied(tmp_path):
         producer = KafkaProducer(bootstrap_servers=b.bootstrap_servers)
         producer.send(topic, b"hello").get(10)
         producer.close(5)
-        consumer = KafkaConsumer(topic, group_id=unique("g"), bootstrap_servers=b.bootstrap_servers,
-                                 auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        consumer = kafka_python_subscriber(topic, group_id=unique("g"), bootstrap_servers=b.bootstrap_servers,
+                                           auto_offset_reset="earliest", consumer_timeout_ms=10000)
         try:
             assert [m.value for m in consumer][:1] == [b"hello"]
             consumer.commit()

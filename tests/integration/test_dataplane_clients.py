@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from odradek.broker.wire_client import SyncClient
+from tests.integration.group_helpers import kafka_python_subscriber
 
 pytestmark = pytest.mark.integration
 
@@ -388,10 +389,8 @@ def test_confluent_parked_consumer_gets_later_message_before_deadline(broker):
 # --- consumer groups: exactly once, commit, restart, resume -------------------------------
 
 def kp_group(bs: str, topic: str, group: str, count: int) -> list[bytes]:
-    from kafka import KafkaConsumer
-
-    c = KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
-                      enable_auto_commit=False)
+    c = kafka_python_subscriber(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
+                                enable_auto_commit=False)
     try:
         got: list[bytes] = []
         deadline = time.monotonic() + 60

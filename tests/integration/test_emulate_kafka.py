@@ -19,6 +19,7 @@ from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.kafka_releases import RELEASES
 from odradek.protocol.records import iter_records
 from odradek.testing import ThreadedBroker
+from tests.integration.group_helpers import kafka_python_subscriber
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -113,7 +114,7 @@ def _offsets_values(b) -> list[bytes]:
 
 
 def test_kafka_python_runs_a_consumer_group(emulated):
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
 
     release, b = emulated
     topic, group = f"kp-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
@@ -121,15 +122,15 @@ def test_kafka_python_runs_a_consumer_group(emulated):
     for i in range(5):
         producer.send(topic, key=b"k", value=b"v%d" % i).get(timeout=10)
     producer.close()
-    consumer = KafkaConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=group,
-                             auto_offset_reset="earliest", enable_auto_commit=False,
-                             consumer_timeout_ms=5000)
+    consumer = kafka_python_subscriber(topic, bootstrap_servers=b.bootstrap_servers, group_id=group,
+                                       auto_offset_reset="earliest", enable_auto_commit=False,
+                                       consumer_timeout_ms=5000)
     got = [m.value for m in consumer]
     consumer.commit()
     consumer.close()
     assert got == [b"v%d" % i for i in range(5)]
-    again = KafkaConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=group,
-                          auto_offset_reset="earliest", consumer_timeout_ms=2000)
+    again = kafka_python_subscriber(topic, bootstrap_servers=b.bootstrap_servers, group_id=group,
+                                    auto_offset_reset="earliest", consumer_timeout_ms=2000)
     assert [m.value for m in again] == []  # resumed from the committed offset
     again.close()
     versions = {struct.unpack_from(">h", v)[0] for v in _offsets_values(b)}

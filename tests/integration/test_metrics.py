@@ -9,6 +9,7 @@ import urllib.request
 import pytest
 
 from odradek.testing import ThreadedBroker
+from tests.integration.group_helpers import kafka_python_subscriber
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +37,7 @@ def metered():
 
 
 def test_main_series_move(metered):
-    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
     from kafka.admin import NewTopic
     from kafka.structs import OffsetAndMetadata
 
@@ -51,8 +52,8 @@ def test_main_series_move(metered):
     producer.flush()
     producer.close()
 
-    consumer = KafkaConsumer("metered", bootstrap_servers=bs, group_id="metered-group",
-                             auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer = kafka_python_subscriber("metered", bootstrap_servers=bs, group_id="metered-group",
+                                       auto_offset_reset="earliest", enable_auto_commit=False)
     deadline = time.monotonic() + 30
     seen = 0
     while seen < 4 and time.monotonic() < deadline:

@@ -17,6 +17,7 @@ import pytest
 
 from odradek.broker.wire_client import SyncClient
 
+from .group_helpers import kafka_python_subscriber
 from .wire_helpers import create_topic, produce
 
 pytestmark = pytest.mark.integration
@@ -56,7 +57,7 @@ def test_offset_for_leader_epoch_answers_as_kafka(broker):
 def test_committed_leader_epoch_validates_after_restart(broker):
     """A consumer resuming from a commit that carries leader epoch 0 (what Metadata says) finds
     its position valid: end offset for epoch 0 >= the position, before and after a restart."""
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka import KafkaProducer, TopicPartition
 
     topic = unique("ofle-commit")
     create_topic(broker, topic)
@@ -66,8 +67,8 @@ def test_committed_leader_epoch_validates_after_restart(broker):
     p.flush(10)
     p.close(10)
     group = unique("g")
-    c = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
-                      auto_offset_reset="earliest", enable_auto_commit=False)
+    c = kafka_python_subscriber(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                auto_offset_reset="earliest", enable_auto_commit=False)
     got = []
     while len(got) < 5:
         for records in c.poll(timeout_ms=500).values():
@@ -76,8 +77,8 @@ def test_committed_leader_epoch_validates_after_restart(broker):
     c.close()
     broker.restart()
     assert epochs(broker, 4, topic, [(0, 0, 0)]) == [(0, 0, 5)]
-    c = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
-                      auto_offset_reset="earliest", enable_auto_commit=False)
+    c = kafka_python_subscriber(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                auto_offset_reset="earliest", enable_auto_commit=False)
     try:
         c.poll(timeout_ms=2000)
         assert c.position(TopicPartition(topic, 0)) == 5  # not reset to the beginning

@@ -21,6 +21,7 @@ import uuid
 import pytest
 
 from odradek.testing.handle import BrokerHandle
+from tests.integration.group_helpers import kafka_python_subscriber
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -34,15 +35,15 @@ def _topic(b) -> str:
 
 
 def _kafka_python_round_trip(bootstrap: str, settings: dict, topic: str) -> list[bytes]:
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, **settings)
     for i in range(MESSAGES):
         producer.send(topic, f"k{i}".encode())
     producer.flush(timeout=30)
     producer.close(timeout=5)
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"g-{uuid.uuid4().hex[:6]}",
-                             auto_offset_reset="earliest", enable_auto_commit=False, **settings)
+    consumer = kafka_python_subscriber(topic, bootstrap_servers=bootstrap, group_id=f"g-{uuid.uuid4().hex[:6]}",
+                                       auto_offset_reset="earliest", enable_auto_commit=False, **settings)
     seen: list[bytes] = []
     deadline = time.monotonic() + 60
     while len(seen) < MESSAGES and time.monotonic() < deadline:

@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from odradek.testing.handle import BrokerHandle
+from tests.integration.group_helpers import kafka_python_subscriber
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -46,7 +47,7 @@ def _topic(b) -> str:
 
 
 def test_kafka_python_produces_consumes_and_commits(secured):
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka import KafkaProducer, TopicPartition
 
     topic, group = _topic(secured), f"g-{uuid.uuid4().hex[:6]}"
     settings = secured.client.kafka_python()
@@ -55,8 +56,8 @@ def test_kafka_python_produces_consumes_and_commits(secured):
         producer.send(topic, f"m{i}".encode(), partition=i % 2)
     producer.flush(timeout=30)
     producer.close(timeout=5)
-    consumer = KafkaConsumer(topic, bootstrap_servers=secured.bootstrap_servers, group_id=group,
-                             auto_offset_reset="earliest", enable_auto_commit=False, **settings)
+    consumer = kafka_python_subscriber(topic, bootstrap_servers=secured.bootstrap_servers, group_id=group,
+                                       auto_offset_reset="earliest", enable_auto_commit=False, **settings)
     seen: list[bytes] = []
     deadline = time.monotonic() + 60
     while len(seen) < MESSAGES and time.monotonic() < deadline:

@@ -14,6 +14,8 @@ import uuid
 
 import pytest
 
+from tests.integration.group_helpers import kafka_python_subscriber
+
 pytestmark = pytest.mark.integration
 
 
@@ -97,16 +99,16 @@ def test_confluent_kafka_consume_transform_produce(broker):
 
 
 def test_kafka_python_send_offsets_with_group_metadata(broker):
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import KafkaProducer
     from kafka.structs import OffsetAndMetadata, TopicPartition
 
     bs = broker.bootstrap_servers
     src, dst, group = _id("in"), _id("out"), _id("g")
     create_topics(bs, src, dst)
     fill(bs, src, 6)
-    consumer = KafkaConsumer(src, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
-                             enable_auto_commit=False, isolation_level="read_committed",
-                             session_timeout_ms=6000, heartbeat_interval_ms=500)
+    consumer = kafka_python_subscriber(src, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
+                                       enable_auto_commit=False, isolation_level="read_committed",
+                                       session_timeout_ms=6000, heartbeat_interval_ms=500)
     producer = KafkaProducer(bootstrap_servers=bs, transactional_id=_id("kp"))
     tp = TopicPartition(src, 0)
     try:
