@@ -55,7 +55,7 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(12, "Heartbeat", "heartbeat", "0-4"),
     _spec(13, "LeaveGroup", "leave_group", "0-5"),
     _spec(14, "SyncGroup", "sync_group", "0-5"),
-    _spec(15, "DescribeGroups", "describe_groups", "0-5"),
+    _spec(15, "DescribeGroups", "describe_groups", "0-6"),
     _spec(16, "ListGroups", "list_groups", "0-5"),
     _spec(17, "SaslHandshake", "sasl_handshake", "0-1"),
     _spec(18, "ApiVersions", "api_versions", "0-4"),

@@ -48,3 +48,38 @@ def test_metadata_v13_answers_with_a_top_level_error_code(broker):
     assert r.error_code == E.NONE
     assert [(t.name, t.error_code) for t in r.topics] == [(name, E.NONE), (None, E.UNKNOWN_TOPIC_ID)]
     assert [b.node_id for b in r.brokers] == [broker.app.node_id]
+
+
+# --- DescribeGroups v6 (KIP-1043): an error message; an unknown group is GROUP_ID_NOT_FOUND ------
+
+DESCRIBE_GROUPS = 15
+
+
+def _describe_groups(b, version: int, groups: list[str]):
+    with _client(b) as c:
+        return c.request(DESCRIBE_GROUPS, version, {"groups": groups, "include_authorized_operations": False})
+
+
+def test_describe_groups_v6_unknown_group_is_group_id_not_found(broker):
+    r = _describe_groups(broker, 6, ["no-such-group"])
+    g = r.groups[0]
+    assert (g.error_code, g.error_message, g.group_state, list(g.members)) == (
+        E.GROUP_ID_NOT_FOUND, "Group no-such-group not found.", "Dead", [])
+
+
+def test_describe_groups_v5_unknown_group_stays_an_empty_dead_one(broker):
+    g = _describe_groups(broker, 5, ["no-such-group"]).groups[0]
+    assert (g.error_code, g.group_state) == (E.NONE, "Dead")
+
+
+def test_describe_groups_v6_describes_a_group_with_committed_offsets(broker):
+    name = _topic(broker)
+    with _client(broker) as c:
+        r = c.request(8, 9, {"group_id": "g6", "generation_id_or_member_epoch": -1, "member_id": "",
+                             "group_instance_id": None, "topics": [
+                                 {"name": name, "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                                                "committed_leader_epoch": -1,
+                                                                "committed_metadata": None}]}]})
+        assert r.topics[0].partitions[0].error_code == E.NONE
+    g = _describe_groups(broker, 6, ["g6"]).groups[0]
+    assert (g.error_code, g.error_message, g.group_state) == (E.NONE, None, "Empty")
