@@ -82,7 +82,7 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(47, "OffsetDelete", "offset_delete", "0"),
     _spec(50, "DescribeUserScramCredentials", "describe_user_scram_credentials", "0"),
     _spec(51, "AlterUserScramCredentials", "alter_user_scram_credentials", "0"),
-    _spec(60, "DescribeCluster", "describe_cluster", "0-1"),
+    _spec(60, "DescribeCluster", "describe_cluster", "0-2"),
     _spec(61, "DescribeProducers", "describe_producers", "0"),
     _spec(65, "DescribeTransactions", "describe_transactions", "0"),
     _spec(66, "ListTransactions", "list_transactions", "0-1"),

@@ -83,3 +83,27 @@ def test_describe_groups_v6_describes_a_group_with_committed_offsets(broker):
         assert r.topics[0].partitions[0].error_code == E.NONE
     g = _describe_groups(broker, 6, ["g6"]).groups[0]
     assert (g.error_code, g.error_message, g.group_state) == (E.NONE, None, "Empty")
+
+
+# --- DescribeCluster v2 (KIP-1073): fenced brokers on request, IsFenced per broker ---------------
+
+DESCRIBE_CLUSTER = 60
+
+
+@pytest.mark.parametrize("include_fenced", [False, True])
+def test_describe_cluster_v2_lists_this_node_unfenced(broker, include_fenced):
+    with _client(broker) as c:
+        r = c.request(DESCRIBE_CLUSTER, 2, {"include_cluster_authorized_operations": False,
+                                            "endpoint_type": 1, "include_fenced_brokers": include_fenced})
+    assert (r.error_code, r.endpoint_type, r.controller_id) == (E.NONE, 1, broker.app.node_id)
+    assert [(b.broker_id, b.port, b.is_fenced) for b in r.brokers] == [
+        (broker.app.node_id, broker.app.endpoint.port, False)]
+
+
+@pytest.mark.parametrize("endpoint_type, code", [(2, E.MISMATCHED_ENDPOINT_TYPE), (7, E.UNSUPPORTED_ENDPOINT_TYPE)])
+def test_describe_cluster_other_endpoint_types_are_refused(broker, endpoint_type, code):
+    with _client(broker) as c:
+        for version in (1, 2):
+            r = c.request(DESCRIBE_CLUSTER, version, {"include_cluster_authorized_operations": False,
+                                                      "endpoint_type": endpoint_type})
+            assert (r.error_code, list(r.brokers)) == (code, [])
