@@ -85,6 +85,6 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(60, "DescribeCluster", "describe_cluster", "0-2"),
     _spec(61, "DescribeProducers", "describe_producers", "0"),
     _spec(65, "DescribeTransactions", "describe_transactions", "0"),
-    _spec(66, "ListTransactions", "list_transactions", "0-1"),
+    _spec(66, "ListTransactions", "list_transactions", "0-2"),
     _spec(75, "DescribeTopicPartitions", "describe_topic_partitions", "0"),
 ]}

@@ -107,3 +107,40 @@ def test_describe_cluster_other_endpoint_types_are_refused(broker, endpoint_type
             r = c.request(DESCRIBE_CLUSTER, version, {"include_cluster_authorized_operations": False,
                                                       "endpoint_type": endpoint_type})
             assert (r.error_code, list(r.brokers)) == (code, [])
+
+
+# --- ListTransactions v2 (KIP-1152): a transactional id pattern -----------------------------------
+
+INIT_PRODUCER_ID, LIST_TRANSACTIONS = 22, 66
+
+
+def _list_transactions(c: SyncClient, pattern: str | None, version: int = 2):
+    return c.request(LIST_TRANSACTIONS, version, {"state_filters": [], "producer_id_filters": [],
+                                                  "duration_filter": -1, "transactional_id_pattern": pattern})
+
+
+def test_list_transactions_v2_filters_on_the_whole_transactional_id(broker):
+    tag = uuid.uuid4().hex[:8]
+    ids = [f"{tag}-orders-1", f"{tag}-orders-2", f"{tag}-payments-1"]
+    with _client(broker) as c:
+        for tid in ids:
+            assert c.request(INIT_PRODUCER_ID, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                                   "producer_id": -1, "producer_epoch": -1}).error_code == E.NONE
+
+        def listed(pattern, version=2):
+            r = _list_transactions(c, pattern, version)
+            assert r.error_code == E.NONE
+            return sorted(t.transactional_id for t in r.transaction_states if t.transactional_id.startswith(tag))
+
+        assert listed(f"{tag}-orders-.*") == ids[:2]
+        assert listed("orders") == []  # a whole-id match, not a search
+        assert listed(".*-1") == [ids[0], ids[2]]
+        assert listed(None) == listed("") == listed(f"{tag}-orders-.*", version=1) == ids
+
+
+@pytest.mark.parametrize("pattern", ["(ab(cd", "(a)\\1", "a(?=b)", "(?<!x)y"])
+def test_list_transactions_v2_refuses_what_re2_does_not_compile(broker, pattern):
+    with _client(broker) as c:
+        r = _list_transactions(c, pattern)
+        assert (r.error_code, list(r.transaction_states)) == (E.INVALID_REGULAR_EXPRESSION, [])
+        assert _list_transactions(c, None).error_code == E.NONE  # the connection is still served
