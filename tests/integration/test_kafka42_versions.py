@@ -144,3 +144,47 @@ def test_list_transactions_v2_refuses_what_re2_does_not_compile(broker, pattern)
         r = _list_transactions(c, pattern)
         assert (r.error_code, list(r.transaction_states)) == (E.INVALID_REGULAR_EXPRESSION, [])
         assert _list_transactions(c, None).error_code == E.NONE  # the connection is still served
+
+
+# --- ListOffsets v8-v11: the tiered-storage timestamps, answered without tiered storage -----------
+
+LIST_OFFSETS = 2
+
+
+def _list_offsets(c: SyncClient, version: int, topic: str, timestamp: int, partition: int = 0):
+    r = c.request(LIST_OFFSETS, version, {"replica_id": -1, "isolation_level": 0, "timeout_ms": 5000, "topics": [
+        {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                        "timestamp": timestamp}]}]})
+    p = r.topics[0].partitions[0]
+    return p.error_code, p.offset, p.timestamp, p.leader_epoch
+
+
+def test_list_offsets_v8_to_v11_special_timestamps(broker):
+    name = _topic(broker, 3)
+    with _client(broker) as c:
+        for version in (8, 9, 10, 11):
+            assert _list_offsets(c, version, name, -4) == (E.NONE, 0, -1, 0)  # earliest local = earliest
+            assert _list_offsets(c, version, name, -2) == (E.NONE, 0, -1, 0)
+            assert _list_offsets(c, version, name, -1) == (E.NONE, 3, -1, 0)
+            code, offset, _, _ = _list_offsets(c, version, name, -3)  # records may share a millisecond
+            assert code == E.NONE and 0 <= offset <= 2
+        for version in (9, 10, 11):
+            assert _list_offsets(c, version, name, -5) == (E.NONE, -1, -1, -1)  # nothing tiered
+        assert _list_offsets(c, 11, name, -6) == (E.NONE, -1, -1, -1)  # nothing pending upload
+
+
+@pytest.mark.parametrize("version, timestamp", [(7, -4), (8, -5), (10, -6), (11, -7), (3, -3)])
+def test_list_offsets_a_timestamp_older_than_the_version_is_unsupported(broker, version, timestamp):
+    """Kafka's ReplicaManager.isListOffsetsTimestampUnsupported, checked before the partition exists."""
+    name = _topic(broker, 1)
+    with _client(broker) as c:
+        assert _list_offsets(c, version, name, timestamp)[0] == E.UNSUPPORTED_VERSION
+        assert _list_offsets(c, version, "no-such-topic", timestamp)[0] == E.UNSUPPORTED_VERSION
+        assert _list_offsets(c, version, name, -2)[0] == E.NONE
+
+
+def test_list_offsets_v11_unknown_partition(broker):
+    name = _topic(broker)
+    with _client(broker) as c:
+        assert _list_offsets(c, 11, name, -4, partition=7)[0] == E.UNKNOWN_TOPIC_OR_PARTITION
+        assert _list_offsets(c, 11, "no-such-topic", -1)[0] == E.UNKNOWN_TOPIC_OR_PARTITION
