@@ -188,3 +188,41 @@ def test_list_offsets_v11_unknown_partition(broker):
     with _client(broker) as c:
         assert _list_offsets(c, 11, name, -4, partition=7)[0] == E.UNKNOWN_TOPIC_OR_PARTITION
         assert _list_offsets(c, 11, "no-such-topic", -1)[0] == E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# --- OffsetCommit v10 (KIP-848): topics by id; an unknown id is UNKNOWN_TOPIC_ID -----------------
+
+OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+
+
+def _commit_by_id(c: SyncClient, group: str, topic_ids: list[uuid.UUID], offset: int):
+    return c.request(OFFSET_COMMIT, 10, {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"topic_id": tid, "partitions": [
+            {"partition_index": p, "committed_offset": offset, "committed_leader_epoch": -1,
+             "committed_metadata": "m"} for p in (0, 5)]} for tid in topic_ids]})
+
+
+def _fetched(c: SyncClient, group: str, topic: str) -> dict[int, tuple[int, int]]:
+    r = c.request(OFFSET_FETCH, 9, {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
+                                                "topics": [{"name": topic, "partition_indexes": [0]}]}],
+                                    "require_stable": False})
+    return {p.partition_index: (p.error_code, p.committed_offset) for t in r.groups[0].topics for p in t.partitions}
+
+
+def test_offset_commit_v10_commits_by_topic_id(broker):
+    name = _topic(broker, 2)
+    tid, unknown = _topic_id(broker, name), uuid.uuid4()
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    with _client(broker) as c:
+        r = _commit_by_id(c, group, [tid, unknown], 2)
+        assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in r.topics] == [
+            (tid, [(0, E.NONE), (5, E.UNKNOWN_TOPIC_OR_PARTITION)]),
+            (unknown, [(0, E.UNKNOWN_TOPIC_ID), (5, E.UNKNOWN_TOPIC_ID)])]
+        assert _fetched(c, group, name) == {0: (E.NONE, 2)}
+
+
+def test_offset_commit_v10_unknown_ids_only(broker):
+    with _client(broker) as c:
+        r = _commit_by_id(c, "g-none", [uuid.uuid4()], 1)
+        assert [p.error_code for p in r.topics[0].partitions] == [E.UNKNOWN_TOPIC_ID] * 2

@@ -1,4 +1,4 @@
-"""Offset APIs on the wire: OffsetCommit (8) v0-v9, OffsetFetch (9) v0-v9, OffsetDelete (47) v0,
+"""Offset APIs on the wire: OffsetCommit (8) v0-v10 (v10 by topic id), OffsetFetch (9) v0-v9, OffsetDelete (47) v0,
 TxnOffsetCommit (28) v0-v3.
 
 This module only translates between each version's fields and the sans-I/O
@@ -55,6 +55,7 @@ class OffsetServices(Protocol):
     coordinator: Coordinator | None
     topics: TopicRegistry
     txn_coordinator: TransactionCoordinator | None
+    cluster_id: str
 
 
 OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT, OFFSET_DELETE = 8, 9, 28, 47
@@ -87,9 +88,11 @@ def partition_counter(app: OffsetServices) -> PartitionCount:
 # travel as plain ``PartitionCommit``-shaped tuples.
 
 def offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
+    if ctx.api_version >= 10:  # KIP-848: topics by id; an id no topic has is UNKNOWN_TOPIC_ID
+        app.topics.name_items_by_id(req["topics"], app.cluster_id)
     partitions = [(t["name"], p["partition_index"], p["committed_offset"],
                    p["committed_leader_epoch"], p["committed_metadata"], p["commit_timestamp"])
-                  for t in req["topics"] for p in t["partitions"]]
+                  for t in req["topics"] if t["name"] is not None for p in t["partitions"]]
     coordinator = app.coordinator
     if coordinator is None:
         promise = Promise.resolved([ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(partitions))
@@ -103,11 +106,14 @@ def offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
 
 
 def commit_response(req, errors: list[ErrorCode]) -> dict:
-    """Per-partition errors in the request's own shape and order."""
+    """Per-partition errors in the request's own shape and order (v10: by topic id; a topic no id
+    resolved to was not committed: UNKNOWN_TOPIC_ID)."""
     it = iter(errors)
     return {"throttle_time_ms": 0, "topics": [
-        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": next(it)}
-                                           for p in t["partitions"]]}
+        {"name": t["name"], "topic_id": t["topic_id"], "partitions": [
+            {"partition_index": p["partition_index"],
+             "error_code": next(it) if t["name"] is not None else ErrorCode.UNKNOWN_TOPIC_ID}
+            for p in t["partitions"]]}
         for t in req["topics"]]}
 
 
