@@ -49,7 +49,7 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(2, "ListOffsets", "list_offsets", "0-11"),
     _spec(3, "Metadata", "metadata", "0-13"),
     _spec(8, "OffsetCommit", "offset_commit", "0-10"),
-    _spec(9, "OffsetFetch", "offset_fetch", "0-9"),
+    _spec(9, "OffsetFetch", "offset_fetch", "0-10"),
     _spec(10, "FindCoordinator", "find_coordinator", "0-6"),
     _spec(11, "JoinGroup", "join_group", "0-9"),
     _spec(12, "Heartbeat", "heartbeat", "0-4"),

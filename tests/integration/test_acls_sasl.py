@@ -370,8 +370,8 @@ def test_authorized_operations_as_confluents_describe_operations_test(tmp_path, 
         b.close()
 
 
-def test_offset_commit_v10_resolves_topic_ids_before_the_acls(tmp_path, admin_of):
-    """Kafka's handleOffsetCommitRequest: an id no topic has is UNKNOWN_TOPIC_ID (never an ACL
+def test_offset_commit_and_fetch_v10_resolve_topic_ids_before_the_acls(tmp_path, admin_of):
+    """Kafka's handleOffsetCommitRequest / fetchOffsetsForGroup: an id no topic has is UNKNOWN_TOPIC_ID (never an ACL
     error), a topic without READ is TOPIC_AUTHORIZATION_FAILED, answered under its id."""
     from kafka.admin import ACLOperation, ACLPermissionType, ResourceType
 
@@ -398,7 +398,13 @@ def test_offset_commit_v10_resolves_topic_ids_before_the_acls(tmp_path, admin_of
                                                                         "committed_leader_epoch": -1,
                                                                         "committed_metadata": None}]}
                                       for tid in (ids[readable], unknown, ids[hidden])]})
+            fetched = c.request(9, 10, {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
+                                                    "topics": [{"topic_id": tid, "partition_indexes": [0]}
+                                                               for tid in (ids[readable], unknown, ids[hidden])]}],
+                                        "require_stable": False}).groups[0]
         assert {t.topic_id: t.partitions[0].error_code for t in r.topics} == {
             ids[readable]: 0, unknown: 100, ids[hidden]: 29}
+        assert {t.topic_id: (t.partitions[0].error_code, t.partitions[0].committed_offset)
+                for t in fetched.topics} == {ids[readable]: (0, 0), unknown: (100, -1), ids[hidden]: (29, -1)}
     finally:
         b.close()

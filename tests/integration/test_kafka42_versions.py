@@ -226,3 +226,41 @@ def test_offset_commit_v10_unknown_ids_only(broker):
     with _client(broker) as c:
         r = _commit_by_id(c, "g-none", [uuid.uuid4()], 1)
         assert [p.error_code for p in r.topics[0].partitions] == [E.UNKNOWN_TOPIC_ID] * 2
+
+
+# --- OffsetFetch v10 (KIP-848): topics by id; an unknown id is UNKNOWN_TOPIC_ID -------------------
+
+def _fetch_by_id(c: SyncClient, group: str, topics: list[tuple[uuid.UUID, list[int]]] | None):
+    r = c.request(OFFSET_FETCH, 10, {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1, "topics":
+                                                 None if topics is None else [{"topic_id": t, "partition_indexes": ps}
+                                                                              for t, ps in topics]}],
+                                     "require_stable": True})
+    g = r.groups[0]
+    return g.error_code, {(t.topic_id, p.partition_index): (p.error_code, p.committed_offset, p.metadata)
+                          for t in g.topics for p in t.partitions}
+
+
+def test_offset_fetch_v10_by_topic_id(broker):
+    name = _topic(broker, 3)
+    tid, unknown = _topic_id(broker, name), uuid.uuid4()
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    with _client(broker) as c:
+        assert _commit_by_id(c, group, [tid], 3).topics[0].partitions[0].error_code == E.NONE
+        assert _fetch_by_id(c, group, [(tid, [0, 1]), (unknown, [0, 2])]) == (E.NONE, {
+            (tid, 0): (E.NONE, 3, "m"), (tid, 1): (E.NONE, -1, ""),
+            (unknown, 0): (E.UNKNOWN_TOPIC_ID, -1, ""), (unknown, 2): (E.UNKNOWN_TOPIC_ID, -1, "")})
+        assert _fetch_by_id(c, group, None) == (E.NONE, {(tid, 0): (E.NONE, 3, "m")})
+        assert _fetch_by_id(c, group, [(unknown, [0])]) == (E.NONE, {(unknown, 0): (E.UNKNOWN_TOPIC_ID, -1, "")})
+
+
+def test_offset_fetch_v10_leaves_out_a_deleted_topic_when_fetching_all(broker):
+    kept, gone = _topic(broker, 1), _topic(broker, 1)
+    ids = {n: _topic_id(broker, n) for n in (kept, gone)}
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    with _client(broker) as c:
+        r = _commit_by_id(c, group, [ids[kept], ids[gone]], 1)
+        assert [t.partitions[0].error_code for t in r.topics] == [E.NONE, E.NONE]
+        assert c.request(20, 6, {"topics": [{"name": gone, "topic_id": uuid.UUID(int=0)}],
+                                 "timeout_ms": 5000}).responses[0].error_code == E.NONE
+        code, rows = _fetch_by_id(c, group, None)
+    assert code == E.NONE and {t for t, _ in rows} <= {ids[kept]} and (ids[kept], 0) in rows

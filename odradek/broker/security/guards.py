@@ -552,7 +552,7 @@ def offset_delete(g: Guarded, ctx: RequestContext, req: Any) -> Any:
 
 
 def _offset_fetch_denied_topic(t: Any) -> dict:
-    return {"name": t.name, "partitions": [
+    return {"name": t.name, "topic_id": t.get("topic_id"), "partitions": [
         {"partition_index": i, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
          "error_code": TOPIC_DENIED} for i in t.partition_indexes]}
 
@@ -587,7 +587,10 @@ def offset_fetch(g: Guarded, ctx: RequestContext, req: Any) -> Any:
             continue
         fetch_all[x.group_id] = x.topics is None
         if x.topics is not None:
-            allowed = authz.allowed_names(ctx, Op.DESCRIBE, R.TOPIC, (t.name for t in x.topics))
+            if ctx.api_version >= 10:  # by id: an id no topic has is the handler's UNKNOWN_TOPIC_ID
+                g.app.topics.name_items_by_id(x.topics, g.app.cluster_id)
+            allowed = authz.allowed_names(ctx, Op.DESCRIBE, R.TOPIC, (t.name for t in x.topics if t.name is not None))
+            allowed.add(None)
             refused_topics[x.group_id] = [_offset_fetch_denied_topic(t) for t in x.topics if t.name not in allowed]
             x = _with(x, topics=[t for t in x.topics if t.name in allowed])
         kept.append(x)
