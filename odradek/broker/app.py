@@ -19,6 +19,7 @@ from ..offsets.records import partition_for
 from ..storage.config import FsyncMode, LogConfig
 from ..storage.log import Log
 from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
+from .client_quotas import QuotaStore
 from .clock import BrokerClock, Clock
 from .config import WILDCARD_HOSTS, Config, ConfigError, parse_address
 from .control import BrokerControl
@@ -31,6 +32,7 @@ from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
 from .handlers import acls as acl_handlers
+from .handlers import client_quotas as quota_handlers
 from .handlers import cluster, groups, log_admin, partitions, producer_state, scram_credentials
 from .handlers import configs as config_handlers
 from .handlers import fetch as fetch_handlers
@@ -40,6 +42,7 @@ from .handlers import sasl as sasl_handlers
 from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
 from .metrics import Metrics
+from .quota_enforcer import QuotaEnforcer
 from .runtime.runtime import CoordinatorRuntime
 from .security.listeners import Endpoint
 from .security.scram_store import ScramCredentialStore
@@ -115,6 +118,11 @@ class BrokerApp:
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
         # SCRAM users (SaslSettings.credentials): read at start, changed by AlterUserScramCredentials
         self.scram_credentials = ScramCredentialStore(self.data_dir)
+        # client quotas (KIP-546): read at start, changed by AlterClientQuotas
+        self.client_quotas = QuotaStore(self.data_dir)
+        self.client_quotas_lock = asyncio.Lock()
+        self.quota_enforcer = QuotaEnforcer(self.client_quotas, self.clock.now_ms, config["quota.window.num"],
+                                            config["quota.window.size.seconds"])
         # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all (and
         # no ACL code loaded)
         self.authorizer: Authorizer | None = None
@@ -137,6 +145,7 @@ class BrokerApp:
         producer_state.register(self.handlers, self)
         scram_credentials.register(self.handlers, self)
         acl_handlers.register(self.handlers, self)
+        quota_handlers.register(self.handlers, self)
         # every handler above is registered: wrap them with Kafka's authorization checks
         if self.authorizer is not None:
             from .security import guards  # noqa: PLC0415
@@ -162,6 +171,8 @@ class BrokerApp:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
             finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
             self.scram_credentials.load()
+            self.client_quotas.load()
+            self.quotas_changed()
             if self.authorizer is not None:
                 self.authorizer.load()  # before any listener: no request is checked against no ACLs
             self.dynamic_config.load()  # broker-level defaults set at runtime, then topics' own
@@ -220,6 +231,10 @@ class BrokerApp:
         from .security.acls import AclOperation  # noqa: PLC0415 - loaded with the authorizer
 
         return self.authorizer.cluster(ctx, AclOperation[operation])
+
+    def quotas_changed(self) -> None:
+        """The client quotas changed: the connections enforce them only while one is set."""
+        self.server.quotas = self.quota_enforcer if self.quota_enforcer.refresh() else None
 
     def set_log_defaults(self, config: LogConfig) -> None:
         """Broker-level log defaults (static plus dynamic): topics without an override follow at once."""

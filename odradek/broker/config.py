@@ -326,6 +326,10 @@ SETTINGS: list[Setting] = [
     Setting("fetch.max.bytes", _int, 57671680,
             "Most record bytes one Fetch answer carries (besides one whole first batch, KIP-74).",
             low=1024, high=INT32_MAX),
+    Setting("quota.window.num", _int, 11,
+            "Samples a client quota's rate is measured over (Kafka's quota.window.num).", low=1),
+    Setting("quota.window.size.seconds", _int, 1,
+            "Length of each quota sample on the broker clock (Kafka's quota.window.size.seconds).", low=1),
     *SECURITY_SETTINGS,
     # storage
     Setting("log.dirs", _paths, _default_data_dir(),

@@ -7,6 +7,7 @@ tests read it too.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,25 @@ def answer_when(promise: Any, shape: Callable[[Any], Any]) -> Any:
     if promise.done:
         return shape(promise.result())
     return Later(promise, shape)
+
+
+def after(result: Any, fn: Callable[[dict], dict]) -> Any:
+    """Apply ``fn`` to the handler's answer, whatever form it comes in (the guards' and quotas' one
+    way to amend an answer: dict, coroutine or ``Later``)."""
+    if result is NO_RESPONSE:
+        return result
+    if type(result) is Later:
+        shape = result._shape
+        return Later(result._promise, lambda r: _apply(fn, shape(r)))
+    if inspect.isawaitable(result):
+        async def chained() -> Any:
+            return _apply(fn, await result)
+        return chained()
+    return _apply(fn, result)
+
+
+def _apply(fn: Callable[[dict], dict], body: Any) -> Any:
+    return body if body is NO_RESPONSE or body is None else fn(body)
 
 
 @dataclass(slots=True)

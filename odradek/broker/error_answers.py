@@ -170,6 +170,13 @@ def _alter_configs(v: int, req, code: int) -> dict:
                            "resource_name": r.resource_name} for r in req.resources]}
 
 
+def _alter_client_quotas(v: int, req, code: int) -> dict:
+    """AlterClientQuotasRequest.getErrorResponse: the error on every entity named."""
+    return {"entries": [{"error_code": code, "error_message": None, "entity": [
+        {"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]}
+        for entry in req.entries]}
+
+
 def _create_acls(v: int, req, code: int) -> dict:
     return {"results": [{"error_code": code, "error_message": None} for _ in req.creations]}
 
@@ -194,6 +201,7 @@ SHAPES: dict[int, Shape] = {
     28: _offset_commit,  # TxnOffsetCommit: the same shape (TxnOffsetCommitRequest.getErrorResponse)
     66: _top_level(unknown_state_filters=[], transaction_states=[]), 61: _describe_producers,
     50: _describe_scram, 51: _alter_scram,
+    48: _top_level(error_message=None, entries=None), 49: _alter_client_quotas,
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
     17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),
 }

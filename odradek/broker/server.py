@@ -183,6 +183,9 @@ class KafkaServer:
         # test control (``control/``): consulted per request only while a fault rule or the
         # request capture is on; None otherwise, so a broker without them pays one attribute test
         self.control: Any = None
+        # client quotas (``quota_enforcer.QuotaEnforcer``): set only while a quota is configured, so a
+        # broker without quotas pays one attribute test per request
+        self.quotas: Any = None
         self._handshakes: set[asyncio.Task] = set()  # TLS handshakes under way (``TlsListener``)
         # authentication outcomes for the metrics, by (event, listener, mechanism): Kafka's
         # successful/failed-authentication-total and expired-connections-killed-count
@@ -397,6 +400,7 @@ class Connection(asyncio.Protocol):
         self.last_seen = server.now_ms()  # when bytes last arrived (connections.max.idle.ms)
         self.heard_real = real_ms()  # the same in real time (a sparing advance spares it)
         self.frame_started = 0  # when the incomplete frame in ``buf`` began
+        self.muted: Any = None  # a quota throttle (KIP-219): the broker-clock timer that ends it
 
     # --- transport callbacks ---------------------------------------------------------------
 
@@ -578,7 +582,7 @@ class Connection(asyncio.Protocol):
 
     def _update_reading(self) -> None:
         """Read only while there is room for more requests and the client takes our answers."""
-        pause = self.write_paused or len(self.queue) >= MAX_IN_FLIGHT
+        pause = self.write_paused or len(self.queue) >= MAX_IN_FLIGHT or self.muted is not None
         if pause is self.read_paused or self.transport.is_closing():
             return
         self.read_paused = pause
@@ -586,6 +590,29 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()
         else:
             self.transport.resume_reading()
+
+    def mute(self, ms: int) -> None:
+        """Read nothing more for ``ms`` of broker clock (a quota's throttle, KIP-219's channel muting);
+        the answer that carries the throttle time still goes out at once."""
+        if self.close_reason is not None:
+            return
+        clock = self.server.clock
+        if self.muted is not None:
+            self.muted.cancel()
+        self.muted = clock.call_at(clock.now_ms() + ms, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self.muted = None
+        if self.transport is None or self.transport.is_closing():
+            return
+        self._update_reading()
+        big = self.big
+        if big is not None and self.filled == len(big):  # a big request that arrived while muted
+            self.big = None
+            self._received(big, whole=True)
+        elif len(self.buf) >= max(self.need, 4):  # whole requests that arrived while muted
+            self._received(b"")
 
     def _enqueue(self, item: Any) -> None:
         self.queue.append(item)
@@ -649,6 +676,8 @@ class Connection(asyncio.Protocol):
         answers: list[bytes] = []
         end = len(buf)
         while end - pos >= 4:
+            if self.muted is not None and not whole:  # throttled: the rest waits until ``_unmute``
+                break
             if whole:  # its size was checked when its prefix arrived; no copy of it is made
                 frame, size, pos = buf, end, end
             else:
@@ -720,6 +749,9 @@ class Connection(asyncio.Protocol):
                                                    rule.error)
             else:
                 result = apply_fault(rule, route.api_key, route.fn, ctx, body, self.log, route.name)
+            quotas = self.server.quotas
+            if quotas is not None:
+                result = quotas.throttle(self.mute, ctx, len(frame) + 4, result, started)
             if type(result) is not dict:
                 if type(result) is Later:  # the coordinator answers later (a commit awaiting fsync)
                     return _Pending(result, route, version, correlation_id, started, body)

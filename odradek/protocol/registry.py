@@ -80,6 +80,8 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(43, "ElectLeaders", "elect_leaders", "0-2"),
     _spec(44, "IncrementalAlterConfigs", "incremental_alter_configs", "0-1"),
     _spec(47, "OffsetDelete", "offset_delete", "0"),
+    _spec(48, "DescribeClientQuotas", "describe_client_quotas", "0-1"),
+    _spec(49, "AlterClientQuotas", "alter_client_quotas", "0-1"),
     _spec(50, "DescribeUserScramCredentials", "describe_user_scram_credentials", "0"),
     _spec(51, "AlterUserScramCredentials", "alter_user_scram_credentials", "0"),
     _spec(60, "DescribeCluster", "describe_cluster", "0-2"),

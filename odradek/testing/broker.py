@@ -220,6 +220,12 @@ class ThreadedBroker(ControlApi):
     def restart(self) -> None:
         self._call(self.broker.restart())
 
+    def wait_loaded(self) -> None:
+        """Until the group and transaction state is rebuilt from the log.  A (re)started broker
+        serves while it loads, as Kafka does (group requests get COORDINATOR_LOAD_IN_PROGRESS
+        meanwhile), so a test that inspects a group right after ``restart`` waits for this first."""
+        self._call(self.broker.app.wait_loaded())
+
     def add_scram_user(self, name: str, password: str, mechanism: str = "SCRAM-SHA-256",
                        iterations: int = 4096) -> None:
         """See ``Broker.add_scram_user``."""

@@ -77,6 +77,10 @@ class BrokerHandle(ControlApi):
         """Stop and start again on the same port with the same data (a broker 'crash-free' restart)."""
         self._broker.restart()
 
+    def wait_loaded(self) -> None:
+        """Until the group and transaction state is rebuilt from the log (see ``ThreadedBroker.wait_loaded``)."""
+        self._broker.wait_loaded()
+
     def start(self) -> BrokerHandle:
         self._broker.start()
         return self

@@ -50,6 +50,27 @@ def create_topic_kafka_python(bootstrap: str, topic: str, partitions: int) -> No
         admin.close()
 
 
+def kafka_python_subscriber(topic: str, **config):
+    """A kafka-python ``KafkaConsumer`` subscribed to ``topic`` that knows the topic's partitions
+    before its first ``poll``.
+
+    kafka-python 3.0.12 can lose a join: a group leader whose first assignment was
+    made without the topic's metadata (its metadata request goes out ~100 ms after
+    the subscription, a group forms in ~10 ms here) rejoins when the metadata
+    arrives; if the ``poll`` that started that rejoin times out after the JoinGroup
+    answer but before the SyncGroup one is handled, the next ``poll`` sees nothing
+    left to do (the assignment snapshot already matches), so the assignment is never
+    applied and heartbeats stay disabled: the member expires and ``poll`` returns
+    nothing, for good.  Asking for the partitions first lets the first assignment
+    cover them, so there is no second round (``test_kafka_python_rejoin.py``).
+    """
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(topic, **config)
+    consumer.partitions_for_topic(topic)
+    return consumer
+
+
 def group_state(broker, group_id: str) -> tuple[str, int, frozenset[str]] | None:
     """(state, generation, member ids) as the broker sees it, read on the broker's loop."""
     def read():

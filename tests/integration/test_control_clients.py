@@ -21,7 +21,13 @@ import uuid
 import pytest
 
 from odradek.testing import Broker, ThreadedBroker
-from tests.integration.group_helpers import FAST_GROUPS, await_for, create_topic_kafka_python, wait_for
+from tests.integration.group_helpers import (
+    FAST_GROUPS,
+    await_for,
+    create_topic_kafka_python,
+    kafka_python_subscriber,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -59,11 +65,9 @@ def new_topic(bs: str, n: int = 0) -> str:
 
 
 def kp_consumer(bs: str, topic: str, group: str, **kw):
-    from kafka import KafkaConsumer
-
-    return KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
-                         enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=100,
-                         retry_backoff_ms=50, **kw)
+    return kafka_python_subscriber(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
+                                   enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=100,
+                                   retry_backoff_ms=50, **kw)
 
 
 def kp_poll_until(c, count: int) -> list:

@@ -163,6 +163,7 @@ def test_group_survives_broker_restart(kbroker, topic):
                                                    PARTITIONS), what="three-way cover")
         before = group_state(kbroker, group)
         kbroker.restart()
+        kbroker.wait_loaded()  # it serves while it replays the log: the group is not there yet
         assert group_state(kbroker, group) == before  # Stable, same generation, same members
         end = time.monotonic() + 4  # twice the session timeout: sessions restarted at load
         while time.monotonic() < end:

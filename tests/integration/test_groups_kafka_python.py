@@ -14,6 +14,7 @@ from tests.integration.group_helpers import (
     create_topic_kafka_python,
     disjoint_cover,
     group_state,
+    kafka_python_subscriber,
     wait_for,
 )
 
@@ -47,13 +48,11 @@ class Member(threading.Thread):
         self.start()
 
     def run(self) -> None:
-        from kafka import KafkaConsumer
-
         bootstrap, topic, group = self.args
-        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                                 session_timeout_ms=3000, heartbeat_interval_ms=200,
-                                 max_poll_interval_ms=10000, auto_offset_reset="earliest",
-                                 request_timeout_ms=15000)
+        consumer = kafka_python_subscriber(topic, bootstrap_servers=bootstrap, group_id=group,
+                                           session_timeout_ms=3000, heartbeat_interval_ms=200,
+                                           max_poll_interval_ms=10000, auto_offset_reset="earliest",
+                                           request_timeout_ms=15000)
         try:
             while not self.stopping.is_set():
                 consumer.poll(timeout_ms=1000)
@@ -98,6 +97,7 @@ def test_group_survives_broker_restart_without_rebalancing(kbroker, topic):
         before = group_state(kbroker, group)
         assignments = [m.assignment for m in members]
         kbroker.restart()
+        kbroker.wait_loaded()  # it serves while it replays the log: the group is not there yet
         loaded = group_state(kbroker, group)
         assert loaded == before  # rebuilt from the log: Stable, same generation and members
         # members reconnect and heartbeat; their sessions restarted at load, none expires

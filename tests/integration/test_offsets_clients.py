@@ -17,7 +17,12 @@ import uuid
 import pytest
 
 from odradek.testing import Broker, ThreadedBroker
-from tests.integration.group_helpers import FAST_GROUPS, create_topic_kafka_python, wait_for
+from tests.integration.group_helpers import (
+    FAST_GROUPS,
+    create_topic_kafka_python,
+    kafka_python_subscriber,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -55,10 +60,8 @@ def new_topic(bs: str, partitions: int = 1) -> str:
 # --- kafka-python -----------------------------------------------------------------------------------
 
 def kp_consumer(bs: str, topic: str, group: str, **kw):
-    from kafka import KafkaConsumer
-
-    return KafkaConsumer(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
-                         session_timeout_ms=3000, heartbeat_interval_ms=300, **kw)
+    return kafka_python_subscriber(topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest",
+                                   session_timeout_ms=3000, heartbeat_interval_ms=300, **kw)
 
 
 def kp_poll_until(c, count: int) -> list:

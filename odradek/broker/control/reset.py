@@ -2,7 +2,7 @@
 
 Gone: every topic and its logs, every group and committed offset, producer
 state, broker settings changed at runtime (AlterConfigs on the broker: back to
-the static configuration); ``BrokerControl.reset`` also clears the fault rules
+the static configuration), client quotas (AlterClientQuotas); ``BrokerControl.reset`` also clears the fault rules
 and the captured requests.  Kept: the listeners and their connections, the
 cluster id, the producer-id block (ids never repeat), the clock (time only
 moves forward; a frozen clock runs again) and the static configuration.
@@ -51,6 +51,7 @@ from ..dynamic_config import FILE as DYNAMIC_CONFIG_FILE
 if TYPE_CHECKING:
     from ...storage.config import LogConfig
     from ...storage.log_manager import LogManager
+    from ..client_quotas import QuotaStore
     from ..clock import Clock
     from ..config import Config
     from ..coordinator.service import Coordinator
@@ -75,6 +76,8 @@ class ResetServices(Protocol):
     topics: TopicRegistry
     dataplane: DataPlane
     dynamic_config: DynamicBrokerConfig
+    client_quotas: QuotaStore
+    client_quotas_lock: asyncio.Lock
     coordinator: Coordinator | None
     txn_coordinator: TransactionCoordinator | None
 
@@ -83,6 +86,8 @@ class ResetServices(Protocol):
     def set_log_defaults(self, config: LogConfig) -> None: ...
 
     def reopen_coordinators(self) -> None: ...
+
+    def quotas_changed(self) -> None: ...
 
 _CHECKPOINTS = (RECOVERY_POINT_FILE, CLEANER_FILE, LOG_START_FILE)
 
@@ -95,6 +100,7 @@ async def reset_broker(app: ResetServices, lock: asyncio.Lock) -> dict[str, Any]
         await asyncio.to_thread(_write_marker, app.data_dir)  # from here on a crash ends empty
         await app.wait_loaded()
         await _forget_dynamic_config(app)
+        await _forget_client_quotas(app)
         async with app.logs.maintenance:  # no retention or cleaning round on the old logs
             await app.topics.drain()  # no create or delete half-way
             old_txn = app.txn_coordinator
@@ -122,6 +128,16 @@ async def _forget_dynamic_config(app: ResetServices) -> None:
     if dynamic.node or dynamic.default:
         await dynamic.change(True, lambda _old: {})
         app.set_log_defaults(await dynamic.change(False, lambda _old: {}))
+
+
+async def _forget_client_quotas(app: ResetServices) -> None:
+    """Quotas a test set (AlterClientQuotas) go: durable first, then no longer enforced."""
+    store = app.client_quotas
+    async with app.client_quotas_lock:
+        if store.quotas:
+            await asyncio.to_thread(store.save, {})
+            store.apply({})
+            app.quotas_changed()
 
 
 def _switch(app: ResetServices) -> tuple[list[Log], list[str], int, Any]:

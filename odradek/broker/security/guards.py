@@ -16,7 +16,6 @@ do the guards: they run before the handler.
 from __future__ import annotations
 
 import copy
-import inspect
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode
 from ...protocol.primitives import ZERO_UUID
-from ..dispatch import NO_RESPONSE, HandlerTable, Later, RequestContext
+from ..dispatch import NO_RESPONSE, HandlerTable, RequestContext, after
 from ..error_answers import error_answer
 from .acls import AclOperation as Op
 from .acls import ResourceType as R
@@ -89,24 +88,6 @@ class Guarded:
 
 
 # --- plumbing ------------------------------------------------------------------------------
-
-def after(result: Any, fn: Callable[[dict], dict]) -> Any:
-    """Apply ``fn`` to the handler's answer, whatever form it comes in."""
-    if result is NO_RESPONSE:
-        return result
-    if type(result) is Later:
-        shape = result._shape
-        return Later(result._promise, lambda r: _apply(fn, shape(r)))
-    if inspect.isawaitable(result):
-        async def chained() -> Any:
-            return _apply(fn, await result)
-        return chained()
-    return _apply(fn, result)
-
-
-def _apply(fn: Callable[[dict], dict], body: Any) -> Any:
-    return body if body is NO_RESPONSE or body is None else fn(body)
-
 
 def _with(req: Any, **fields: Any) -> Any:
     """A shallow copy of the decoded request with some fields replaced."""
@@ -386,6 +367,16 @@ def create_partitions(g: Guarded, ctx: RequestContext, req: Any) -> Any:
 @guard(43)
 def elect_leaders(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     if not g.authz.cluster(ctx, Op.ALTER):
+        return _denied(ctx, req, CLUSTER_DENIED)
+    return g.inner(ctx, req)
+
+
+@guard(48, 49)
+def client_quotas(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the cluster, as
+    ``KafkaApis.handleDescribeClientQuotasRequest`` / ``ControllerApis.handleAlterClientQuotas``."""
+    op = Op.DESCRIBE_CONFIGS if ctx.api_key == 48 else Op.ALTER_CONFIGS
+    if not g.authz.cluster(ctx, op):
         return _denied(ctx, req, CLUSTER_DENIED)
     return g.inner(ctx, req)
 
