@@ -49,8 +49,9 @@ def _metadata(v: int, req, code: int) -> dict:
 
 
 def _offset_commit(v: int, req, code: int) -> dict:
-    return {"topics": [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
-                                                       for p in t.partitions]} for t in req.topics]}
+    return {"topics": [{"name": t.name, "topic_id": t.get("topic_id"),
+                        "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                       for p in t.partitions]} for t in req.topics]}
 
 
 def _offset_fetch(v: int, req, code: int) -> dict:

@@ -368,3 +368,43 @@ def test_authorized_operations_as_confluents_describe_operations_test(tmp_path, 
         assert topic_ops() == {AclOperation.READ, AclOperation.DESCRIBE}
     finally:
         b.close()
+
+
+def test_offset_commit_and_fetch_v10_resolve_topic_ids_before_the_acls(tmp_path, admin_of):
+    """Kafka's handleOffsetCommitRequest / fetchOffsetsForGroup: an id no topic has is UNKNOWN_TOPIC_ID (never an ACL
+    error), a topic without READ is TOPIC_AUTHORIZATION_FAILED, answered under its id."""
+    from kafka.admin import ACLOperation, ACLPermissionType, ResourceType
+
+    b = sasl_broker(tmp_path)
+    try:
+        readable, hidden, group = unique("t"), unique("t"), unique("g")
+        grant(admin_of(b), ("User:alice", ACLOperation.READ, ACLPermissionType.ALLOW, ResourceType.TOPIC, readable),
+              ("User:alice", ACLOperation.READ, ACLPermissionType.ALLOW, ResourceType.GROUP, group))
+        with SyncClient("127.0.0.1", b.app.endpoint.port) as c:
+            c.authenticate_plain("admin", USERS["admin"])
+            for name in (readable, hidden):
+                assert c.request(19, 5, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": -1,
+                                                     "assignments": [], "configs": []}],
+                                         "timeout_ms": 5000, "validate_only": False}).topics[0].error_code == 0
+            md = c.request(3, 12, {"topics": [{"name": readable}, {"name": hidden}],
+                                   "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+            ids = {t.name: t.topic_id for t in md.topics}
+        unknown = uuid.uuid4()
+        with SyncClient("127.0.0.1", b.app.endpoint.port) as c:
+            c.authenticate_plain("alice", USERS["alice"])
+            r = c.request(8, 10, {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                                  "group_instance_id": None, "topics": [
+                                      {"topic_id": tid, "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                                                        "committed_leader_epoch": -1,
+                                                                        "committed_metadata": None}]}
+                                      for tid in (ids[readable], unknown, ids[hidden])]})
+            fetched = c.request(9, 10, {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1,
+                                                    "topics": [{"topic_id": tid, "partition_indexes": [0]}
+                                                               for tid in (ids[readable], unknown, ids[hidden])]}],
+                                        "require_stable": False}).groups[0]
+        assert {t.topic_id: t.partitions[0].error_code for t in r.topics} == {
+            ids[readable]: 0, unknown: 100, ids[hidden]: 29}
+        assert {t.topic_id: (t.partitions[0].error_code, t.partitions[0].committed_offset)
+                for t in fetched.topics} == {ids[readable]: (0, 0), unknown: (100, -1), ids[hidden]: (29, -1)}
+    finally:
+        b.close()

@@ -35,8 +35,8 @@ def test_api_versions_every_version_lists_served_apis(broker):
             assert r.error_code == 0
             served = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
             assert served[18] == (0, 4)
-            assert served[3] == (0, 12)  # Metadata v0 as Kafka 3.9 (empty list = all)
-            assert (served[0], served[1], served[2]) == ((0, 9), (0, 12), (0, 7))
+            assert served[3] == (0, 13)  # Metadata v0 as Kafka 3.9 (empty list = all), v13 as 4.2
+            assert (served[0], served[1], served[2]) == ((0, 9), (0, 12), (0, 11))
             assert served[10] == (0, 6)
 
 

@@ -33,7 +33,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -210,6 +210,21 @@ class TopicRegistry:
             return topic.name
         return next((n for n in sorted(INTERNAL_TOPICS)
                      if self.partition_count(n) and self.internal_topic_id(n, cluster_id) == topic_id), None)
+
+    def id_by_name(self, name: str, cluster_id: str) -> uuid.UUID | None:
+        """The id of topic ``name`` (an internal topic's derived one), None if it does not exist."""
+        topic = self._topics.get(name)
+        if topic is not None:
+            return topic.topic_id
+        return self.internal_topic_id(name, cluster_id) if name in INTERNAL_TOPICS and self.partition_count(name) \
+            else None
+
+    def name_items_by_id(self, items: Iterable[MutableMapping], cluster_id: str) -> None:
+        """Set each decoded request item's ``name`` from its ``topic_id`` (None: no topic has it),
+        so a request naming topics by id (OffsetCommit v10) is served by name, as Kafka's
+        ``metadataCache.getTopicName``; unknown ids are then UNKNOWN_TOPIC_ID, before any ACL."""
+        for item in items:
+            item["name"] = self.name_by_id(item["topic_id"], cluster_id)
 
     def log(self, topic: str, partition: int) -> Log | None:
         return None if self.logs is None else self.logs.get(topic, partition)

@@ -95,7 +95,15 @@ def find_coordinator(app: ClusterServices, ctx: RequestContext, req) -> dict:
     return one
 
 
+BROKER_ENDPOINT_TYPE = 1
+CONTROLLER_ENDPOINT_TYPE = 2
+
+
 def describe_cluster(app: ClusterServices, ctx: RequestContext, req) -> dict:
+    wrong = _endpoint_type_error(req.endpoint_type)
+    if wrong is not None:
+        return {"throttle_time_ms": 0, "error_code": wrong[0], "error_message": wrong[1], "cluster_id": "",
+                "brokers": []}
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -103,9 +111,21 @@ def describe_cluster(app: ClusterServices, ctx: RequestContext, req) -> dict:
         "endpoint_type": req.endpoint_type,
         "cluster_id": app.cluster_id,
         "controller_id": app.node_id,
-        "brokers": _brokers(app, ctx),
+        "brokers": [dict(b, is_fenced=False) for b in _brokers(app, ctx)],  # v2: this live node
         "cluster_authorized_operations": _cluster_operations(req.include_cluster_authorized_operations),
     }
+
+
+def _endpoint_type_error(endpoint_type: int) -> tuple[ErrorCode, str] | None:
+    """Kafka's ``AuthHelper.computeDescribeClusterResponse`` on a broker listener: an unknown type
+    is UNSUPPORTED_ENDPOINT_TYPE, the controllers' type MISMATCHED_ENDPOINT_TYPE (only v1+ can
+    send either: v0 has no endpoint type)."""
+    if endpoint_type == BROKER_ENDPOINT_TYPE:
+        return None
+    if endpoint_type != CONTROLLER_ENDPOINT_TYPE:
+        return ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {endpoint_type}"
+    return (ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER")
 
 
 def _cluster_operations(requested: bool) -> int:

@@ -58,6 +58,11 @@ class FetchServices(Protocol):
 
 READ_COMMITTED = 1
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
+# the first ListOffsets version that may ask each special timestamp (Kafka's
+# ReplicaManager.timestampMinSupportedVersion); any other negative one is UNSUPPORTED_VERSION
+SPECIAL_TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                                 EARLIEST_PENDING_UPLOAD: 11}
 LEADER_EPOCH = 0
 ZSTD_FETCH_VERSION = 10  # older fetchers of a topic whose compression.type is zstd are refused
 
@@ -297,23 +302,25 @@ async def _list_one(app: FetchServices, version: int, topic: str, p, committed: 
     """One partition's offset; under read_committed the last stable offset bounds LATEST and the
     timestamp lookups (Kafka's ``Partition.fetchOffsetForTimestamp``: a record found at or past
     the bound is answered offset -1, timestamp -1)."""
+    ts = p.timestamp
+    if ts < 0 and version < SPECIAL_TIMESTAMP_MIN_VERSION.get(ts, version + 1):
+        return _offset(p.partition_index, ErrorCode.UNSUPPORTED_VERSION)
     log = app.topics.log(topic, p.partition_index)
     if log is None:
         return _offset(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     code = _epoch_error(p.current_leader_epoch)
     if code is not None:
         return _offset(p.partition_index, code)
-    ts = p.timestamp
-    if ts == EARLIEST:
+    if ts in (EARLIEST, EARLIEST_LOCAL):  # no tiered storage: the local log starts at the log start
         return _offset(p.partition_index, ErrorCode.NONE, log.log_start_offset, -1, LEADER_EPOCH)
+    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # nothing tiered, nothing pending upload
+        return _offset(p.partition_index, ErrorCode.NONE, -1, -1, -1)
     bound = log.log_end_offset
     if committed:
         await app.dataplane.ensure_loaded(log)
         bound = app.dataplane.last_stable_offset(log)
     if ts == LATEST:
         return _offset(p.partition_index, ErrorCode.NONE, bound, -1, LEADER_EPOCH)
-    if ts == MAX_TIMESTAMP and version < 7:
-        return _offset(p.partition_index, ErrorCode.UNSUPPORTED_VERSION)
     try:
         found = await asyncio.to_thread(_search, log, ts)
     except LogClosedError:

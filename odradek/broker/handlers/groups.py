@@ -27,6 +27,7 @@ from ..coordinator.api import (
 )
 from ..coordinator.join import join_group
 from ..coordinator.membership import heartbeat, leave_group, sync_group
+from ..coordinator.state import GroupState
 from ..dispatch import HandlerTable, RequestContext, answer_when
 
 if TYPE_CHECKING:
@@ -173,7 +174,19 @@ def handle_describe_groups(app: GroupServices, ctx: RequestContext, req) -> dict
                      for g in req.groups]
     else:
         described = describe_groups(app.coordinator, list(req.groups))
-    return {"throttle_time_ms": 0, "groups": [_described(d, with_ops) for d in described]}
+    groups = [_described(d, with_ops) for d in described]
+    if ctx.api_version >= 6:
+        for g in groups:
+            _not_found_when_dead(g)
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def _not_found_when_dead(group: dict) -> None:
+    """v6+ (KIP-1043): a group that does not exist is GROUP_ID_NOT_FOUND with the exception's
+    message, still "Dead" (Kafka's ``GroupMetadataManager.describeGroups``); v0-5 keep error 0."""
+    if group["error_code"] == ErrorCode.NONE and group["group_state"] == GroupState.DEAD.value:
+        group["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
+        group["error_message"] = f"Group {group['group_id']} not found."
 
 
 def _described(d: GroupDescription, with_ops: bool) -> dict:

@@ -1,4 +1,5 @@
-"""Offset APIs on the wire: OffsetCommit (8) v0-v9, OffsetFetch (9) v0-v9, OffsetDelete (47) v0,
+"""Offset APIs on the wire: OffsetCommit (8) v0-v10, OffsetFetch (9) v0-v10 (v10 of both name
+topics by id), OffsetDelete (47) v0,
 TxnOffsetCommit (28) v0-v3.
 
 This module only translates between each version's fields and the sans-I/O
@@ -55,6 +56,7 @@ class OffsetServices(Protocol):
     coordinator: Coordinator | None
     topics: TopicRegistry
     txn_coordinator: TransactionCoordinator | None
+    cluster_id: str
 
 
 OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT, OFFSET_DELETE = 8, 9, 28, 47
@@ -87,9 +89,11 @@ def partition_counter(app: OffsetServices) -> PartitionCount:
 # travel as plain ``PartitionCommit``-shaped tuples.
 
 def offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
+    if ctx.api_version >= 10:  # KIP-848: topics by id; an id no topic has is UNKNOWN_TOPIC_ID
+        app.topics.name_items_by_id(req["topics"], app.cluster_id)
     partitions = [(t["name"], p["partition_index"], p["committed_offset"],
                    p["committed_leader_epoch"], p["committed_metadata"], p["commit_timestamp"])
-                  for t in req["topics"] for p in t["partitions"]]
+                  for t in req["topics"] if t["name"] is not None for p in t["partitions"]]
     coordinator = app.coordinator
     if coordinator is None:
         promise = Promise.resolved([ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(partitions))
@@ -103,11 +107,14 @@ def offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
 
 
 def commit_response(req, errors: list[ErrorCode]) -> dict:
-    """Per-partition errors in the request's own shape and order."""
+    """Per-partition errors in the request's own shape and order (v10: by topic id; a topic no id
+    resolved to was not committed: UNKNOWN_TOPIC_ID)."""
     it = iter(errors)
     return {"throttle_time_ms": 0, "topics": [
-        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": next(it)}
-                                           for p in t["partitions"]]}
+        {"name": t["name"], "topic_id": t["topic_id"], "partitions": [
+            {"partition_index": p["partition_index"],
+             "error_code": next(it) if t["name"] is not None else ErrorCode.UNKNOWN_TOPIC_ID}
+            for p in t["partitions"]]}
         for t in req["topics"]]}
 
 
@@ -162,7 +169,29 @@ def offset_fetch(app: OffsetServices, ctx: RequestContext, req) -> dict:
 
 
 def _fetch_group(app: OffsetServices, group_id: str, topics, require_stable: bool, version: int) -> dict:
+    if version < 10:
+        error, parts = _fetch(app, group_id, _wanted(topics), require_stable, version)
+        return {"group_id": group_id, "error_code": error, "topics": parts}
+    return _fetch_group_by_id(app, group_id, topics, require_stable, version)
+
+
+def _fetch_group_by_id(app: OffsetServices, group_id: str, topics, require_stable: bool, version: int) -> dict:
+    """v10 (KIP-848): topics by id, as Kafka's ``fetchOffsetsForGroup``: a listed id no topic has
+    is UNKNOWN_TOPIC_ID on each of its partitions; fetching all topics leaves out those whose id
+    is unknown (``fetchAllOffsetsForGroup``: a topic deleted since its commit)."""
+    unknown = []
+    if topics is not None:
+        app.topics.name_items_by_id(topics, app.cluster_id)
+        unknown = [t for t in topics if t["name"] is None]
+        topics = [t for t in topics if t["name"] is not None]
     error, parts = _fetch(app, group_id, _wanted(topics), require_stable, version)
+    for part in parts:
+        part["topic_id"] = app.topics.id_by_name(part["name"], app.cluster_id)
+    if topics is None:
+        parts = [part for part in parts if part["topic_id"] is not None]
+    elif error is ErrorCode.NONE:
+        parts += [dict(entry, topic_id=t["topic_id"]) for t in unknown
+                  for entry in _error_rows([("", t["partition_indexes"])], ErrorCode.UNKNOWN_TOPIC_ID, version)]
     return {"group_id": group_id, "error_code": error, "topics": parts}
 
 
@@ -182,21 +211,35 @@ def _fetch(app: OffsetServices, group_id: str, topics, require_stable: bool, ver
     """(group-level error, the response's topics, their partitions already encoded for ``version``)."""
     if app.coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    error, rows = fetch_offset_rows(app.coordinator, group_id, topics, require_stable, _FETCHED_ROWS[version])
-    return error, [{"name": topic, "partitions": EncodedArray(n, b"".join(parts))} for topic, n, parts in rows]
+    error, rows = fetch_offset_rows(app.coordinator, group_id, topics, require_stable, _row_writer(version))
+    return error, [{"name": topic, "partitions": _partitions(n, parts, version)} for topic, n, parts in rows]
+
+
+def _row_writer(version: int):
+    return _mapping_row if version >= 10 else _FETCHED_ROWS[version]
+
+
+def _mapping_row(ap, partition: int, offset: int, epoch: int, metadata: str | None, error: ErrorCode) -> None:
+    """v10's topics carry a uuid, which the generated codec does not write: its partitions travel
+    as mappings, encoded with the response (a KIP-848 consumer's fetch, not the classic hot path)."""
+    ap({"partition_index": partition, "committed_offset": offset, "committed_leader_epoch": epoch,
+        "metadata": metadata, "error_code": error})
+
+
+def _partitions(n: int, parts: list, version: int):
+    return parts if version >= 10 else EncodedArray(n, b"".join(parts))
 
 
 def _error_rows(topics, error: ErrorCode, version: int) -> list[dict]:
     """Every requested partition carrying ``error``, grouped under its topic (first-seen order)."""
-    row = _FETCHED_ROWS[version]
+    row = _row_writer(version)
     by_topic: dict[str, list] = {}
     for name, indexes in topics:
         entry = by_topic.setdefault(name, [0, []])
         entry[0] += len(indexes)
         for p in indexes:
             row(entry[1].append, p, -1, -1, "", error)
-    return [{"name": name, "partitions": EncodedArray(n, b"".join(parts))}
-            for name, (n, parts) in by_topic.items()]
+    return [{"name": name, "partitions": _partitions(n, parts, version)} for name, (n, parts) in by_topic.items()]
 
 
 # --- OffsetDelete -------------------------------------------------------------------------------------

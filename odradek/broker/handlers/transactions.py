@@ -196,6 +196,8 @@ def list_transactions(app: TxnServices, ctx: RequestContext, req) -> dict:
                 "transaction_states": []}
     else:
         duration = req.duration_filter if ctx.api_version >= 1 else -1
-        body = coordinator.list_transactions(list(req.state_filters), list(req.producer_id_filters), duration)
+        pattern = req.transactional_id_pattern if ctx.api_version >= 2 else None
+        body = coordinator.list_transactions(list(req.state_filters), list(req.producer_id_filters), duration,
+                                             pattern)
     body["throttle_time_ms"] = 0
     return body

@@ -106,13 +106,15 @@ def _denied(ctx: RequestContext, req: Any, code: ErrorCode) -> Any:
 def _split(g: Guarded, ctx: RequestContext, req: Any, list_field: str, name: Callable[[Any], str],
            op: Op, rtype: R, code: ErrorCode, answer_field: str,
            serve: Callable[[Any], Any] | None = None) -> Any:
-    """The common case: a list of named items, each allowed or answered with ``code``.
+    """The common case: a list of named items, each allowed or answered with ``code``; an item
+    ``name`` gives None (a topic id no topic has) is served, as Kafka resolves ids before ACLs.
 
     The handler serves the allowed items (not called at all when none is);
     the denied ones get Kafka's error entries, appended to its answer.
     """
     items = req[list_field] or []
-    allowed = g.authz.allowed_names(ctx, op, rtype, (name(i) for i in items))
+    allowed = g.authz.allowed_names(ctx, op, rtype, (n for i in items if (n := name(i)) is not None))
+    allowed.add(None)  # an item without a name (an unknown topic id) is the handler's to answer
     kept = [i for i in items if name(i) in allowed]
     if len(kept) == len(items):
         return (serve or partial(g.inner, ctx))(req)
@@ -514,6 +516,8 @@ def offset_commit(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     """READ on the group (else every partition 30), then READ on each topic."""
     if not g.authz.allowed(ctx, Op.READ, R.GROUP, req.group_id):
         return _denied(ctx, req, GROUP_DENIED)
+    if ctx.api_version >= 10:
+        g.app.topics.name_items_by_id(req.topics, g.app.cluster_id)
     return _split(g, ctx, req, "topics", lambda t: t.name, Op.READ, R.TOPIC, TOPIC_DENIED, "topics")
 
 
@@ -539,7 +543,7 @@ def offset_delete(g: Guarded, ctx: RequestContext, req: Any) -> Any:
 
 
 def _offset_fetch_denied_topic(t: Any) -> dict:
-    return {"name": t.name, "partitions": [
+    return {"name": t.name, "topic_id": t.get("topic_id"), "partitions": [
         {"partition_index": i, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
          "error_code": TOPIC_DENIED} for i in t.partition_indexes]}
 
@@ -574,7 +578,10 @@ def offset_fetch(g: Guarded, ctx: RequestContext, req: Any) -> Any:
             continue
         fetch_all[x.group_id] = x.topics is None
         if x.topics is not None:
-            allowed = authz.allowed_names(ctx, Op.DESCRIBE, R.TOPIC, (t.name for t in x.topics))
+            if ctx.api_version >= 10:  # by id: an id no topic has is the handler's UNKNOWN_TOPIC_ID
+                g.app.topics.name_items_by_id(x.topics, g.app.cluster_id)
+            allowed = authz.allowed_names(ctx, Op.DESCRIBE, R.TOPIC, (t.name for t in x.topics if t.name is not None))
+            allowed.add(None)
             refused_topics[x.group_id] = [_offset_fetch_denied_topic(t) for t in x.topics if t.name not in allowed]
             x = _with(x, topics=[t for t in x.topics if t.name in allowed])
         kept.append(x)
@@ -671,6 +678,8 @@ def txn_offset_commit(g: Guarded, ctx: RequestContext, req: Any) -> Any:
         return _denied(ctx, req, TXN_DENIED)
     if not g.authz.allowed(ctx, Op.READ, R.GROUP, req.group_id):
         return _denied(ctx, req, GROUP_DENIED)
+    if ctx.api_version >= 10:
+        g.app.topics.name_items_by_id(req.topics, g.app.cluster_id)
     return _split(g, ctx, req, "topics", lambda t: t.name, Op.READ, R.TOPIC, TOPIC_DENIED, "topics")
 
 

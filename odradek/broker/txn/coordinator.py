@@ -25,6 +25,7 @@ move time instead of sleeping.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -430,10 +431,19 @@ class TransactionCoordinator:
         return entry
 
     def list_transactions(self, state_filters: list[str], producer_id_filters: list[int],
-                          duration_filter_ms: int = -1) -> dict:
-        """ListTransactions (``listTransactionStates``): error, unknown filters, matching ids."""
+                          duration_filter_ms: int = -1, id_pattern: str | None = None) -> dict:
+        """ListTransactions (``listTransactionStates``): error, unknown filters, matching ids.
+
+        ``id_pattern`` (v2, KIP-1152) must match the whole transactional id (Kafka's RE2J
+        ``matcher(id).matches()``); null or empty filters nothing, one that does not compile is
+        INVALID_REGULAR_EXPRESSION for the whole answer."""
         if self.loading():
             return {"error_code": E.COORDINATOR_LOAD_IN_PROGRESS, "unknown_state_filters": [],
+                    "transaction_states": []}
+        try:
+            pattern = _re2_pattern(id_pattern) if id_pattern else None
+        except re.error:
+            return {"error_code": E.INVALID_REGULAR_EXPRESSION, "unknown_state_filters": [],
                     "transaction_states": []}
         states: set[TxnState] = set()
         unknown = []
@@ -457,6 +467,8 @@ class TransactionCoordinator:
                 if state_filters and meta.state not in states:
                     continue
                 if duration_filter_ms >= 0 and now - meta.start_ms <= duration_filter_ms:
+                    continue
+                if pattern is not None and pattern.fullmatch(tid) is None:
                     continue
                 out.append({"transactional_id": tid, "producer_id": meta.producer_id,
                             "transaction_state": meta.state.kafka_name})
@@ -567,3 +579,15 @@ def wait_promise(promise: Promise) -> asyncio.Future:
     fut = asyncio.get_running_loop().create_future()
     promise.add_done_callback(lambda result: fut.done() or fut.set_result(result))
     return fut
+
+
+# what RE2 (Kafka's RE2J) refuses and Python's re accepts: backreferences and lookaround
+_NOT_RE2 = re.compile(r"\\[1-9]|\(\?P=|\(\?[=!]|\(\?<[=!]")
+
+
+def _re2_pattern(text: str) -> re.Pattern:
+    """``text`` compiled as RE2J would accept it: a backreference or a lookaround does not compile
+    there (and is what makes a match slower than linear here)."""
+    if _NOT_RE2.search(text):
+        raise re.error(f"not an RE2 pattern: {text}")
+    return re.compile(text)

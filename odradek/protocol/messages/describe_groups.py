@@ -1,6 +1,7 @@
 """DescribeGroups (key 15): state, protocol and members of groups (admin tools, lag checks).
 
-v3 asks for authorized operations, v4 adds static members, v5 is flexible.
+v3 asks for authorized operations, v4 adds static members, v5 is flexible, v6 (KIP-1043) adds
+an error message and answers an unknown group GROUP_ID_NOT_FOUND instead of an empty "Dead" one.
 """
 
 from ..schema import F, Message
@@ -8,12 +9,13 @@ from ..schema import F, Message
 REQUEST = Message("DescribeGroupsRequest", [
     F("groups", "[]string"),
     F("include_authorized_operations", "bool", "3+"),
-], valid="0-5", flexible="5+")
+], valid="0-6", flexible="5+")
 
 RESPONSE = Message("DescribeGroupsResponse", [
     F("throttle_time_ms", "int32", "1+"),
     F("groups", "[]", fields=[
         F("error_code", "int16"),
+        F("error_message", "string", "6+", nullable="6+", default=None),
         F("group_id", "string"),
         F("group_state", "string"),
         F("protocol_type", "string"),
@@ -29,4 +31,4 @@ RESPONSE = Message("DescribeGroupsResponse", [
         # INT32_MIN means "not requested" (Kafka's default for the bit field)
         F("authorized_operations", "int32", "3+", default=-2147483648),
     ]),
-], valid="0-5", flexible="5+")
+], valid="0-6", flexible="5+")

@@ -1,7 +1,9 @@
 """ListOffsets (key 2): earliest (-2), latest (-1), max-timestamp (-3) or by-time offsets.
 
 v0's multi-offset form is still sent by sarama-based tools (Burrow); v7
-(max timestamp) is what kafka-python's version probe looks for.
+(max timestamp) is what kafka-python's version probe looks for.  v8-v11 add no fields but
+timestamps for tiered storage: -4 earliest local (v8), -5 latest tiered (v9), -6 earliest pending
+upload (v11); v10 adds ``timeout_ms`` for lookups in remote storage.
 """
 
 from ..schema import F, Message
@@ -19,7 +21,7 @@ REQUEST = Message("ListOffsetsRequest", [
         ]),
     ]),
     F("timeout_ms", "int32", "10+"),
-], valid="0-7", flexible="6+")
+], valid="0-11", flexible="6+")
 
 RESPONSE = Message("ListOffsetsResponse", [
     F("throttle_time_ms", "int32", "2+"),
@@ -34,4 +36,4 @@ RESPONSE = Message("ListOffsetsResponse", [
             F("leader_epoch", "int32", "4+", default=-1),
         ]),
     ]),
-], valid="0-7", flexible="6+")
+], valid="0-11", flexible="6+")

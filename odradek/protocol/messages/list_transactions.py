@@ -1,5 +1,6 @@
 """ListTransactions (key 66, KIP-664): transactional ids, filtered by state, producer id and
-(v1, KIP-994) how long their transaction has been open.  v2's id pattern is not served."""
+(v1, KIP-994) how long their transaction has been open, and (v2, KIP-1152) a regular expression
+the whole transactional id must match."""
 
 from ..schema import F, Message
 
@@ -7,7 +8,8 @@ REQUEST = Message("ListTransactionsRequest", [
     F("state_filters", "[]string", "0+"),
     F("producer_id_filters", "[]int64", "0+"),
     F("duration_filter", "int64", "1+", default=-1),
-], valid="0-1", flexible="0+")
+    F("transactional_id_pattern", "string", "2+", nullable="2+", default=None),
+], valid="0-2", flexible="0+")
 
 RESPONSE = Message("ListTransactionsResponse", [
     F("throttle_time_ms", "int32", "0+"),
@@ -18,4 +20,4 @@ RESPONSE = Message("ListTransactionsResponse", [
         F("producer_id", "int64", "0+"),
         F("transaction_state", "string", "0+"),
     ]),
-], valid="0-1", flexible="0+")
+], valid="0-2", flexible="0+")

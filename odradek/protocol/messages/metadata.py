@@ -15,7 +15,7 @@ REQUEST = Message("MetadataRequest", [
     F("allow_auto_topic_creation", "bool", "4+", default=True),
     F("include_cluster_authorized_operations", "bool", "8-10"),
     F("include_topic_authorized_operations", "bool", "8+"),
-], valid="0-12", flexible="9+")
+], valid="0-13", flexible="9+")
 
 RESPONSE = Message("MetadataResponse", [
     F("throttle_time_ms", "int32", "3+"),
@@ -44,4 +44,5 @@ RESPONSE = Message("MetadataResponse", [
         F("topic_authorized_operations", "int32", "8+", default=-2147483648),
     ]),
     F("cluster_authorized_operations", "int32", "8-10", default=-2147483648),
-], valid="0-12", flexible="9+")
+    F("error_code", "int16", "13+"),
+], valid="0-13", flexible="9+")

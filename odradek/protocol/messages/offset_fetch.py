@@ -2,7 +2,7 @@
 
 v0-v7 name one group and its topics (null topics = all, v2+); v8 batches
 groups, each with its own topic list, and moves errors per group.  v9 adds
-the KIP-848 member id/epoch.  Flexible from v6.
+the KIP-848 member id/epoch, v10 names topics by id instead of name.  Flexible from v6.
 """
 
 from ..schema import F, Message
@@ -18,12 +18,13 @@ REQUEST = Message("OffsetFetchRequest", [
         F("member_id", "string", "9+", nullable="9+", default=None),
         F("member_epoch", "int32", "9+", default=-1),
         F("topics", "[]", "8+", nullable="8+", fields=[
-            F("name", "string", "8+"),
+            F("name", "string", "8-9"),
+            F("topic_id", "uuid", "10+"),
             F("partition_indexes", "[]int32", "8+"),
         ]),
     ]),
     F("require_stable", "bool", "7+", default=False),
-], valid="0-9", flexible="6+")
+], valid="0-10", flexible="6+")
 
 RESPONSE = Message("OffsetFetchResponse", [
     F("throttle_time_ms", "int32", "3+"),
@@ -41,7 +42,8 @@ RESPONSE = Message("OffsetFetchResponse", [
     F("groups", "[]", "8+", fields=[
         F("group_id", "string", "8+"),
         F("topics", "[]", "8+", fields=[
-            F("name", "string", "8+"),
+            F("name", "string", "8-9"),
+            F("topic_id", "uuid", "10+"),
             F("partitions", "[]", "8+", fields=[
                 F("partition_index", "int32", "8+"),
                 F("committed_offset", "int64", "8+"),
@@ -52,4 +54,4 @@ RESPONSE = Message("OffsetFetchResponse", [
         ]),
         F("error_code", "int16", "8+", default=0),
     ]),
-], valid="0-9", flexible="6+")
+], valid="0-10", flexible="6+")
