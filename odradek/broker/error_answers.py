@@ -45,7 +45,8 @@ def _list_offsets(v: int, req, code: int) -> dict:
 def _metadata(v: int, req, code: int) -> dict:
     topics = [{"name": t.name if t.name is not None else "", "topic_id": t.topic_id,  # null name: "" (Kafka)
                "error_code": code, "is_internal": False, "partitions": []} for t in req.topics or []]
-    return {"brokers": [], "cluster_id": None, "controller_id": -1, "topics": topics}
+    # v13's top-level error code (KIP-1102) carries it too, so an all-topics request sees it
+    return {"brokers": [], "cluster_id": None, "controller_id": -1, "topics": topics, "error_code": code}
 
 
 def _offset_commit(v: int, req, code: int) -> dict:
