@@ -20,6 +20,7 @@ import asyncio
 import heapq
 import itertools
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -107,7 +108,7 @@ class Sparing:
     target_ms: int  # where the advance ends
 
 
-class _TimerHeap:
+class _TimerHeap(ABC):
     """The timers of a controllable clock: one heap, periodic checks coalesced on an advance."""
 
     def __init__(self) -> None:
@@ -116,8 +117,9 @@ class _TimerHeap:
         self._cancelled = 0
         self.sparing: Sparing | None = None  # set while a sparing advance runs
 
+    @abstractmethod
     def now_ms(self) -> int:
-        raise NotImplementedError
+        """The clock's time (manual, or the wall clock plus the advances)."""
 
     def call_at(self, deadline_ms: int, callback: Callable[[], None]) -> _Timer:
         return self._push(_Timer(self, deadline_ms, callback))
@@ -142,8 +144,9 @@ class _TimerHeap:
         heapq.heappush(self._timers, (timer.deadline, next(self._seq), timer))
         return timer
 
+    @abstractmethod
     def _move_to(self, when: int) -> None:
-        raise NotImplementedError
+        """Set the clock's time to ``when`` (ms) before the timers due by then fire."""
 
     def _run_due(self, until: int) -> None:
         """Fire every live timer due by ``until`` in deadline order, each seeing its deadline
