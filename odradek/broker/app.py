@@ -184,6 +184,7 @@ class BrokerApp:
             finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
             self.scram_credentials.load()
             self.client_quotas.load()
+            self.client_metrics.subscriptions.load()
             self.quotas_changed()
             if self.authorizer is not None:
                 self.authorizer.load()  # before any listener: no request is checked against no ACLs

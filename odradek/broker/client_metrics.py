@@ -31,6 +31,7 @@ import structlog
 from ..protocol import compression
 from ..protocol.crc import crc32c
 from ..protocol.errors import ErrorCode
+from ..protocol.primitives import ZERO_UUID
 from .client_metrics_config import ClientInfo, Subscription, SubscriptionStore
 from .dispatch import RequestContext
 
@@ -110,7 +111,7 @@ class ClientMetricsManager:
     def get_subscriptions(self, instance_id: uuid.UUID, ctx: RequestContext) -> dict:
         """The answer to GetTelemetrySubscriptions (``processGetTelemetrySubscriptionRequest``)."""
         now = self._now_ms()
-        if instance_id == _ZERO:
+        if instance_id == ZERO_UUID:
             instance_id = new_instance_id()
         inst = self._instance(instance_id, ctx, now)
         sub = inst.subscription
@@ -241,7 +242,6 @@ class ClientMetricsManager:
                  "terminating": i.terminating, "pushed_at_ms": i.pushed_at_ms, "resource": dict(i.resource)}
                 for i in self._instances.values()]
 
-_ZERO = uuid.UUID(int=0)
 
 
 async def _decoded(codec: int, payload: bytes) -> tuple[dict[str, Any], dict[str, Any]]:

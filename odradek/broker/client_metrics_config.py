@@ -121,10 +121,12 @@ class SubscriptionStore:
         self._subs: dict[str, Subscription] = {}
         self.version = 0
         self._lock = asyncio.Lock()
-        if path is not None and path.exists():
-            self._load(path)
 
-    def _load(self, path: Path) -> None:
+    def load(self) -> None:
+        """Read the stored resources (at start, with the other stores: not when wired)."""
+        path = self.path
+        if path is None or not path.exists():
+            return
         try:
             data = json.loads(path.read_text())
             subs = {name: Subscription.from_configs(configs) for name, configs in data.items()}
@@ -160,7 +162,13 @@ class SubscriptionStore:
             self.version += 1
 
     async def clear(self) -> int:
-        n = len(self.resources)
-        for name in list(self.resources):
-            await self.change(name, lambda _old: {})
-        return n
+        """Forget every resource in one durable write; returns how many there were."""
+        async with self._lock:
+            n = len(self.resources)
+            if not n:
+                return 0
+            if self.path is not None:
+                await asyncio.to_thread(atomic_write_text, self.path, "{}\n")
+            self.resources, self._subs = {}, {}
+            self.version += 1
+            return n

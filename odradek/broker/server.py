@@ -495,7 +495,7 @@ class Connection(asyncio.Protocol):
             self.frame_started = now
             rest = memoryview(data)[pos:]
             size = _SIZE.unpack_from(rest, 0)[0] if len(rest) >= 4 else 0
-            if size >= BIG_FRAME:  # (its size against the limit was checked by _answer_frames)
+            if BIG_FRAME <= size and len(rest) - 4 < size:  # incomplete (size checked by _answer_frames)
                 # an anonymous mapping: its pages cost memory as bytes arrive, not when a client
                 # announces a frame it may never send (``bytearray(size)`` would zero it all now)
                 self.big = mmap.mmap(-1, size)
@@ -676,8 +676,6 @@ class Connection(asyncio.Protocol):
         answers: list[bytes] = []
         end = len(buf)
         while end - pos >= 4:
-            if self.muted is not None and not whole:  # throttled: the rest waits until ``_unmute``
-                break
             if whole:  # its size was checked when its prefix arrived; no copy of it is made
                 frame, size, pos = buf, end, end
             else:
@@ -689,6 +687,8 @@ class Connection(asyncio.Protocol):
                         self.log.warning("request.refused", reason="frame size", size=size, limit=limit)
                         return pos, answers, "frame too large"
                 if end - pos - 4 < size:
+                    break
+                if self.muted is not None:  # throttled: the rest (size checked) waits for ``_unmute``
                     break
                 frame = buf[pos + 4:pos + 4 + size]
                 pos += 4 + size

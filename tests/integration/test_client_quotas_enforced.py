@@ -185,3 +185,21 @@ def test_confluent_kafka_reports_the_throttles(broker):
     c.close()
     assert seen["producer"] and max(seen["producer"]) > 0
     assert seen["consumer"] and max(seen["consumer"]) > 0
+
+
+def test_a_muted_connection_still_refuses_a_frame_over_the_request_limit(broker):
+    """The request that gets a connection throttled may arrive in one read with the start of
+    the next frame: that frame waits, but its size is checked first, so one announcing more
+    than ``socket.request.max.bytes`` closes the connection instead of being buffered."""
+    import struct
+
+    _quota(broker, "muted", request_percentage=0.001)  # any request throttles
+    broker.control("freeze_clock")
+    limit = broker.app.config["socket.request.max.bytes"]
+    with _client(broker, "muted") as c:
+        metadata = encode(METADATA, 12, 1, {"topics": None, "allow_auto_topic_creation": False,
+                                             "include_topic_authorized_operations": False}, client_id="muted")
+        c.sock.sendall(metadata + struct.pack(">i", limit + 1) + b"x" * 64)
+        c.sock.settimeout(15)
+        while c.sock.recv(65536):  # (whatever was answered first) then the close, not a wait
+            pass

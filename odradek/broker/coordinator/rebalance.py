@@ -355,7 +355,7 @@ def hold_leader_sync(shard: Shard, group: ClassicGroup, assignments: dict[str, b
     """
     if group.pending_members:
         _drop_held_sync(group)
-        timer = shard.clock.call_at(shard.clock.now_ms() + SYNC_HOLD_MAX_MS,
+        timer = shard.clock.call_at(shard.clock.client_deadline(SYNC_HOLD_MAX_MS),
                                     lambda: release_leader_sync(shard, group))
         group.held_sync = (group.generation, assignments, timer)
         log.info("group.sync_held", group=group.group_id, generation=group.generation,

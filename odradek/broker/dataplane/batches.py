@@ -146,7 +146,7 @@ class Prechecked:
 
     data: bytes
     records: list[int] | BatchRejected | None  # ``validate_batch``'s ``records``; None: check on append
-    stored: Any = None  # (batch, header) in the topic's ``compression.type``, recompressed here too
+    stored: Any = None  # (batch, header, codec) in the topic's ``compression.type``, recompressed here too
 
 
 def precheck(data: bytes, *, api_version: int, max_bytes: int,

@@ -126,7 +126,7 @@ class DataPlane:
         batch is recompressed there too when the topic's ``compression.type`` asks."""
         def stored(batch: bytes, h: BatchHeader):
             target = target_codec(compression_type, h.compression)
-            return None if target == h.compression else recompress(batch, target)
+            return None if target == h.compression else (*recompress(batch, target), target)
 
         async with self._heavy_slots:
             return await asyncio.to_thread(precheck, data, api_version=api_version, max_bytes=max_bytes,
@@ -207,8 +207,8 @@ class DataPlane:
             if dup is not None:
                 return AppendResult(dup.first_offset, dup.append_time, log.log_start_offset)
         target = target_codec(config.compression_type, h.compression)
-        if stored is not None:  # recompressed with the off-loop check
-            data, h = stored
+        if stored is not None and stored[2] == target:  # recompressed with the off-loop check (the
+            data, h, _ = stored                          # topic's codec unchanged meanwhile)
         elif target != h.compression:  # the topic's codec differs from the batch's (LogValidator)
             data, h = recompress(data, target)  # type: ignore[arg-type]
         first = self._append(log, state, data)  # type: ignore[arg-type]

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from ...protocol.errors import ErrorCode
+from ..client_metrics_config import DEFAULT_INTERVAL_MS, ClientMetricsConfigError
 from ..client_metrics_config import KEYS as CLIENT_METRICS_KEYS
 from ..client_metrics_config import LIST_KEYS as CLIENT_METRICS_LISTS
-from ..client_metrics_config import ClientMetricsConfigError
 from ..config import SETTINGS
 from ..config_ops import (
     BROKER,
@@ -119,7 +119,7 @@ def _client_metrics_entries(app: ConfigServices, name: str) -> list[ConfigEntry]
     if name == "":
         raise TopicError(ErrorCode.INVALID_REQUEST, "Client metrics resource name must not be empty")
     configs = app.client_metrics.subscriptions.resources.get(name, {})
-    defaults = {"metrics": "", "interval.ms": "300000", "match": ""}
+    defaults = {"metrics": "", "interval.ms": str(DEFAULT_INTERVAL_MS), "match": ""}
     out = []
     for key in CLIENT_METRICS_KEYS:
         value = configs.get(key)
