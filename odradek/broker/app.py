@@ -37,6 +37,7 @@ from .handlers import acls as acl_handlers
 from .handlers import client_quotas as quota_handlers
 from .handlers import cluster, groups, log_admin, partitions, producer_state, scram_credentials
 from .handlers import configs as config_handlers
+from .handlers import consumer_groups as consumer_group_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
 from .handlers import produce as produce_handlers
@@ -138,6 +139,7 @@ class BrokerApp:
         sasl_handlers.register(self.handlers)
         offset_handlers.register(self.handlers, self)
         groups.register(self.handlers, self)
+        consumer_group_handlers.register(self.handlers, self)
         topic_handlers.register(self.handlers, self)
         produce_handlers.register(self.handlers, self)
         txn_handlers.register(self.handlers, self)
@@ -292,8 +294,18 @@ class BrokerApp:
         logs = self._coordinator_logs(OFFSETS_TOPIC, self.coordinator_config.num_partitions,
                                       "offsets.topic.segment.bytes")
         self.coordinator_config = dataclasses.replace(self.coordinator_config, num_partitions=len(logs))
-        return Coordinator(self.clock, self.coordinator_config, logs, runtime=self.runtime,
-                           await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS)
+        coordinator = Coordinator(self.clock, self.coordinator_config, logs, runtime=self.runtime,
+                                  await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS)
+        topics = coordinator.topics  # what consumer groups know of topics: the data plane's registry
+        topics.lookup = self._topic_shape
+        topics.names = self.topics.names
+        topics.version = lambda: self.topics.version
+        return coordinator
+
+    def _topic_shape(self, name: str) -> tuple | None:
+        """(topic id, partition count) of a topic consumer groups may subscribe to, else None."""
+        topic = self.topics.get(name)
+        return None if topic is None else (topic.topic_id, topic.partitions)
 
     def _open_txn_coordinator(self) -> TransactionCoordinator:
         logs = self._coordinator_logs(TRANSACTION_STATE_TOPIC, self.txn_config.num_partitions,

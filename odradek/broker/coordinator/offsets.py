@@ -30,6 +30,7 @@ from ...offsets.records import GroupKey, OffsetKey, offset_key, offset_value
 from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus
+from .consumer_group import validate_consumer_commit
 from .group import ClassicGroup, validate_member
 from .rebalance import reset_session
 from .shard import Record, Shard, TopicPartition
@@ -157,6 +158,9 @@ def validate_commit(shard: Shard, request: CommitRequest) -> ErrorCode:
     An absent group with generation < 0 passes: the caller creates a simple
     group once it has something to write.
     """
+    if shard.consumer_groups and request.group_id in shard.consumer_groups:
+        return validate_consumer_commit(shard.consumer_groups[request.group_id], request.member_id,
+                                        request.generation, request.version)
     group = shard.groups.get(request.group_id)
     generation = request.generation
     if group is None:

@@ -21,6 +21,7 @@ from ...protocol.errors import ErrorCode
 from ..clock import Clock
 from ..runtime.runtime import CoordinatorRuntime, ShardStatus
 from .config import CoordinatorConfig
+from .consumer_group import TopicsView
 from .shard import Shard
 
 
@@ -42,6 +43,10 @@ class GroupShards:
         self.runtime = runtime if runtime is not None else CoordinatorRuntime()
         self.shards = [Shard(p, lg, clock, runtime=self.runtime, await_fsync=await_fsync, config=config)
                        for p, lg in enumerate(logs)]
+        # topics as consumer groups see them (the broker wires the data plane's in)
+        self.topics = TopicsView()
+        for shard in self.shards:
+            shard.topics = self.topics
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)
