@@ -187,6 +187,12 @@ def _delete_acls(v: int, req, code: int) -> dict:
                                for _ in req.filters]}
 
 
+def _consumer_group_describe(v: int, req, code: int) -> dict:
+    return {"groups": [{"error_code": code, "error_message": None, "group_id": g, "group_state": "",
+                        "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []}
+                       for g in req.group_ids]}
+
+
 SHAPES: dict[int, Shape] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
     10: _find_coordinator,
@@ -204,6 +210,8 @@ SHAPES: dict[int, Shape] = {
     50: _describe_scram, 51: _alter_scram,
     48: _top_level(error_message=None, entries=None), 49: _alter_client_quotas,
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
+    68: _top_level(error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None),
+    69: _consumer_group_describe,
     17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),
 }
 
