@@ -277,11 +277,15 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView,
     if bump:
         records.append((CGMetadataKey(group.group_id), CGMetadataValue(group_epoch)))
     targets = group.targets
+    if replaced is not None:  # the static member's new id inherits the departed one's target
+        targets = {mid: t for mid, t in targets.items() if mid != replaced.member_id}
+        targets[member_id] = group.targets.get(replaced.member_id, {})
     assignment_epoch = group.assignment_epoch
     if group_epoch > assignment_epoch:
-        targets = _compute_targets(group, members, regexes, metadata, config.consumer_assignors, replaced)
+        previous = targets
+        targets = _compute_targets(group, members, regexes, metadata, config.consumer_assignors, previous)
         for mid, target in targets.items():
-            if group.targets.get(mid) != target or (replaced is not None and mid == member_id):
+            if previous.get(mid) != target:
                 records.append((CGTargetMemberKey(group.group_id, mid), CGTargetMemberValue(target)))
         assignment_epoch = group_epoch
         records.append((CGTargetMetadataKey(group.group_id), CGTargetMetadataValue(assignment_epoch)))
@@ -439,7 +443,7 @@ def _subscription_metadata(members: dict[str, ConsumerMember], regexes: dict[str
 
 def _compute_targets(group: ConsumerGroup, members: dict[str, ConsumerMember], regexes: dict[str, CGRegexValue],
                      metadata: dict[str, TopicMetadata], assignors: tuple[str, ...],
-                     replaced: ConsumerMember | None) -> dict[str, Assignment]:
+                     previous: dict[str, Assignment]) -> dict[str, Assignment]:
     """``TargetAssignmentBuilder``: the assignor over the members' subscribed topic ids."""
     votes: dict[str, int] = {}
     for m in members.values():
@@ -447,11 +451,6 @@ def _compute_targets(group: ConsumerGroup, members: dict[str, ConsumerMember], r
             votes[m.meta.server_assignor] = votes.get(m.meta.server_assignor, 0) + 1
     name = max(votes, key=lambda k: votes[k]) if votes else assignors[0]
     inputs = []
-    previous = dict(group.targets)
-    if replaced is not None:
-        for mid in members:
-            if mid not in group.targets and replaced.member_id in group.targets:
-                previous[mid] = group.targets[replaced.member_id]
     for m in sorted(members.values(), key=lambda m: m.member_id):
         names = set(m.meta.subscribed_topic_names)
         if m.meta.subscribed_topic_regex in regexes:
