@@ -71,7 +71,7 @@ def encode_records(records: list[Record]) -> list[EncodedRecord]:
     first = type(records[0][0])
     if first is TxnOffsetKey or first is MarkerKey:
         return encode_txn_records(records)
-    if first is OffsetKey:
+    if first is OffsetKey and type(records[-1][0]) is OffsetKey:  # commits (a deletion ends with its group)
         return [(encode_key(k), encode_value(v)) for k, v in records]
     return [_encode_any(k, v) for k, v in records]
 
@@ -177,8 +177,11 @@ class Shard:
             return
         elif is_cg_key(key):
             group_id = replay_consumer(self.consumer_groups, key, value)
-            if group_id is not None and group_id in self.consumer_groups and self.status is not _LOADING:
-                self._drop_simple(group_id)
+            if group_id is not None and self.status is not _LOADING:
+                if group_id in self.consumer_groups:
+                    self._drop_simple(group_id)
+                else:  # the consumer group went: its offsets stay with a simple group
+                    self.reconcile(group_id)
             return
         else:
             return
