@@ -133,3 +133,29 @@ def test_classic_join_on_a_consumer_group_id(h):
     assert fetch_offsets(h.coordinator, "g", [("t", [0])])[1][0].offset == 7  # offsets kept
     h.restart()
     assert "g" not in h.shard.consumer_groups and "g" in h.shard.groups
+
+
+@pytest.mark.parametrize("overrides, enabled", [
+    ({}, True),
+    ({"group.coordinator.rebalance.protocols": "classic"}, False),
+    ({"odradek.emulate.kafka.version": "3.9"}, False),  # 3.x defaulted to classic only
+    ({"odradek.emulate.kafka.version": "3.9", "group.coordinator.rebalance.protocols": "classic,consumer"}, True),
+    ({"odradek.emulate.kafka.version": "4.0"}, True),
+])
+def test_the_consumer_protocol_setting(overrides, enabled):
+    from odradek.broker.config import Config
+    from odradek.broker.coordinator.config import CoordinatorConfig
+
+    assert CoordinatorConfig.from_config(Config.load(None, overrides=overrides, environ={})).consumer_protocol is enabled
+
+
+@pytest.mark.parametrize("value", ["consumer", "classic,share", "uniform"])
+def test_bad_protocol_settings_fail_at_start(value):
+    from odradek.broker.config import Config, ConfigError
+
+    with pytest.raises(ConfigError):
+        Config.load(None, overrides={"group.coordinator.rebalance.protocols": value}, environ={})
+    if value == "uniform":
+        Config.load(None, overrides={"group.consumer.assignors": "range,uniform"}, environ={})
+        with pytest.raises(ConfigError):
+            Config.load(None, overrides={"group.consumer.assignors": "sticky"}, environ={})

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...offsets.records import OffsetValue
-from ..emulation import state_filter_mode, value_versions
+from ..emulation import consumer_protocol_by_default, state_filter_mode, value_versions
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,9 @@ class CoordinatorConfig:
             **dict(zip(("offset_value_version", "group_value_version"),
                        value_versions(config["odradek.emulate.kafka.version"]), strict=True)),
             state_filter_mode=state_filter_mode(config["odradek.emulate.kafka.version"]),
-            consumer_protocol="consumer" in config["group.coordinator.rebalance.protocols"].split(","),
+            consumer_protocol="consumer" in config["group.coordinator.rebalance.protocols"].split(",") and (
+                config.sources.get("group.coordinator.rebalance.protocols", "default") != "default"
+                or consumer_protocol_by_default(config["odradek.emulate.kafka.version"])),
             consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
             consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
             consumer_assignors=tuple(config["group.consumer.assignors"].split(",")),
