@@ -27,7 +27,7 @@ __all__ = [
     "CG_KEY_TYPES", "CGMetadataKey", "CGPartitionMetadataKey", "CGMemberKey", "CGTargetMetadataKey",
     "CGTargetMemberKey", "CGAssignmentKey", "CGRegexKey", "CGMetadataValue", "CGPartitionMetadataValue",
     "TopicMetadata", "CGMemberValue", "CGTargetMetadataValue", "CGTargetMemberValue", "CGAssignmentValue",
-    "CGRegexValue", "Assignment", "encode_cg_key", "encode_cg_value", "decode_cg_record", "is_cg_key",
+    "CGRegexValue", "Assignment", "CG_RECORD_NAMES", "encode_cg_key", "encode_cg_value", "decode_cg_record", "is_cg_key",
 ]
 
 Assignment = dict[uuid.UUID, frozenset[int]]
@@ -216,6 +216,11 @@ _KEYS: dict[type, tuple[int, Message]] = {
     CGRegexKey: (16, _REGEX_KEY),
 }
 _BY_TYPE = {t: (cls, msg) for cls, (t, msg) in _KEYS.items()}
+# Kafka's names of the record types (``CoordinatorRecordType``), for tools that print them
+CG_RECORD_NAMES = {CGMetadataKey: "ConsumerGroupMetadata", CGPartitionMetadataKey: "ConsumerGroupPartitionMetadata",
+                   CGMemberKey: "ConsumerGroupMemberMetadata", CGTargetMetadataKey: "ConsumerGroupTargetAssignmentMetadata",
+                   CGTargetMemberKey: "ConsumerGroupTargetAssignmentMember",
+                   CGAssignmentKey: "ConsumerGroupCurrentMemberAssignment", CGRegexKey: "ConsumerGroupRegularExpression"}
 CG_KEY_TYPES = frozenset(_BY_TYPE)
 _VALUES: dict[type, Message] = {
     CGMetadataKey: METADATA_VALUE, CGPartitionMetadataKey: PARTITION_METADATA_VALUE, CGMemberKey: MEMBER_VALUE,
