@@ -38,6 +38,13 @@ class BrokerHandle(ControlApi):
         return self._broker.client
 
     @property
+    def group_protocol(self) -> str:
+        """What a consumer's ``group.protocol`` should be here: ``consumer`` when the broker serves
+        KIP-848 groups (``--kafka-group-protocol``, ``group.coordinator.rebalance.protocols``), else
+        ``classic``."""
+        return "consumer" if self._broker.app.coordinator_config.consumer_protocol else "classic"
+
+    @property
     def host(self) -> str:
         return self.bootstrap_servers.rsplit(":", 1)[0]
 
