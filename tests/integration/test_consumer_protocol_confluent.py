@@ -164,3 +164,45 @@ def test_a_broker_restart_resumes_epoch_assignment_and_committed_offsets(kbroker
     finally:
         for c in cs:
             c.close()
+
+
+def test_a_static_member_restarts_without_a_reassignment(kbroker, topic):
+    owners = Owners()
+    bootstrap = kbroker.bootstrap_servers
+    cs = [owners.consumer(bootstrap, "gs", topic, f"s{i}", **{"group.instance.id": f"i{i}"}) for i in range(2)]
+    poll_until(cs, lambda: all(len(owners.held(c)) == 3 for c in cs), what="three each")
+    epoch = kbroker.call(lambda: kbroker.app.coordinator.shards[0].consumer_groups["gs"].group_epoch)
+    kept = owners.held("s0")
+    cs[0].close()  # a static member leaves with epoch -2: its partitions stay reserved
+    assert owners.held("s1") == set(range(PARTITIONS)) - kept
+    back = owners.consumer(bootstrap, "gs", topic, "s0", **{"group.instance.id": "i0"})
+    cs = [back, cs[1]]
+    poll_until(cs, lambda: owners.held("s0") == kept, what="the same partitions back")
+    group = kbroker.call(lambda: kbroker.app.coordinator.shards[0].consumer_groups["gs"])
+    assert group.group_epoch == epoch  # no rebalance
+    assert owners.held("s1") == set(range(PARTITIONS)) - kept and owners.violations == []
+    for c in cs:
+        c.close()
+
+
+def test_regex_subscription_and_new_partitions_reach_the_group(kbroker):
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    bootstrap = kbroker.bootstrap_servers
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    create_topic_kafka_python(bootstrap, f"{prefix}-a", 2)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "gx", "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 500})
+    c.subscribe([f"^{prefix}-.*"])
+    try:
+        def held() -> set:
+            return {(tp.topic, tp.partition) for tp in c.assignment()}
+        poll_until([c], lambda: held() == {(f"{prefix}-a", 0), (f"{prefix}-a", 1)}, what="the first topic")
+        create_topic_kafka_python(bootstrap, f"{prefix}-b", 1)  # created later: the regex picks it up
+        poll_until([c], lambda: (f"{prefix}-b", 0) in held(), what="the topic created later")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_partitions([NewPartitions(f"{prefix}-a", 3)])[f"{prefix}-a"].result(10)
+        poll_until([c], lambda: (f"{prefix}-a", 2) in held(), what="the partition added")
+    finally:
+        c.close()
