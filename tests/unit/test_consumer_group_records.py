@@ -164,3 +164,19 @@ def test_a_partition_held_elsewhere_is_unreleased():
 def test_unknown_state_with_owned_partitions_is_fenced():
     with pytest.raises(FencedMember):
         reconcile(1, 0, MemberState.UNKNOWN, fs(0), {}, fs(0), 2, fs(0), nobody)
+
+
+def test_the_direct_writers_agree_with_the_declarations():
+    """Types 7 and 8 are written without the declarations (they are the bulk of a rebalance)."""
+    from odradek.offsets.consumer_records import ASSIGNMENT_VALUE, TARGET_MEMBER_VALUE, _tps
+
+    many = {uuid.UUID(int=i): frozenset(range(i, i + 200)) for i in range(1, 4)}
+    for value, msg, fields in [
+        (CGTargetMemberValue(many), TARGET_MEMBER_VALUE, {"topic_partitions": _tps(many)}),
+        (CGAssignmentValue(member_epoch=-2, previous_member_epoch=2**31 - 1, state=127, assigned=many,
+                           pending_revocation={}), ASSIGNMENT_VALUE,
+         {"member_epoch": -2, "previous_member_epoch": 2**31 - 1, "state": 127, "assigned_partitions": _tps(many),
+          "partitions_pending_revocation": []}),
+    ]:
+        assert encode_cg_value(CGTargetMemberKey("g", "m") if msg is TARGET_MEMBER_VALUE else CGAssignmentKey("g", "m"),
+                               value) == b"\x00\x00" + msg.build(fields, 0)

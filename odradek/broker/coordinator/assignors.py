@@ -43,6 +43,68 @@ def _tkey(t: uuid.UUID) -> bytes:
 def uniform(members: list[AssignorMember], partitions: Mapping[uuid.UUID, int],
             previous: Mapping[str, Assignment]) -> dict[str, Assignment]:
     """Balanced, then sticky to ``previous`` (see the module notes)."""
+    if members and all(m.topics == members[0].topics for m in members):
+        return _uniform_homogeneous(members, partitions, previous)
+    return _uniform_heterogeneous(members, partitions, previous)
+
+
+def _uniform_homogeneous(members: list[AssignorMember], partitions: Mapping[uuid.UUID, int],
+                         previous: Mapping[str, Assignment]) -> dict[str, Assignment]:
+    """Every member subscribes to the same topics (``UniformHomogeneousAssignmentBuilder``): each gets
+    ``total // n`` partitions, ``total % n`` of them one more -- first those whose previous target
+    already had more than the minimum -- keeping its previous partitions up to its quota."""
+    ordered = sorted(members, key=lambda m: m.member_id)
+    topics = sorted((t for t in members[0].topics if t in partitions), key=_tkey)
+    index = {t: i for i, t in enumerate(topics)}
+    counts = [partitions[t] for t in topics]
+    total = sum(counts)
+    base, extra = divmod(total, len(ordered))
+    taken: set[tuple[int, int]] = set()
+    kept: dict[str, list[tuple[int, int]]] = {}
+    for m in ordered:
+        mine = []
+        for t, ps in previous.get(m.member_id, {}).items():
+            ti = index.get(t)
+            if ti is None:
+                continue
+            for p in ps:
+                tp = (ti, p)
+                if p < counts[ti] and tp not in taken:
+                    taken.add(tp)
+                    mine.append(tp)
+        mine.sort()
+        kept[m.member_id] = mine
+    quota = {m.member_id: base for m in ordered}
+    for m in [m for m in ordered if len(kept[m.member_id]) > base] + [m for m in reversed(ordered)
+                                                                       if len(kept[m.member_id]) <= base]:
+        if extra == 0:
+            break
+        quota[m.member_id] += 1
+        extra -= 1
+    free: list[tuple[int, int]] = []
+    for m in ordered:
+        mine = kept[m.member_id]
+        if len(mine) > quota[m.member_id]:
+            free.extend(mine[quota[m.member_id]:])
+            del mine[quota[m.member_id]:]
+    free.extend((ti, p) for ti, n in enumerate(counts) for p in range(n) if (ti, p) not in taken)
+    free.sort(reverse=True)
+    for m in ordered:
+        mine = kept[m.member_id]
+        while len(mine) < quota[m.member_id]:
+            mine.append(free.pop())
+    out = {}
+    for m in ordered:
+        grouped: dict[uuid.UUID, set[int]] = {}
+        for ti, p in kept[m.member_id]:
+            grouped.setdefault(topics[ti], set()).add(p)
+        out[m.member_id] = {t: frozenset(ps) for t, ps in grouped.items()}
+    return out
+
+
+def _uniform_heterogeneous(members: list[AssignorMember], partitions: Mapping[uuid.UUID, int],
+                           previous: Mapping[str, Assignment]) -> dict[str, Assignment]:
+    """Members subscribe to different topics (``UniformHeterogeneousAssignmentBuilder``)."""
     ordered = sorted(members, key=lambda m: m.member_id)
     held: dict[str, set[tuple[uuid.UUID, int]]] = {m.member_id: set() for m in ordered}
     taken: set[tuple[uuid.UUID, int]] = set()

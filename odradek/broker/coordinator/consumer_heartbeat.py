@@ -250,7 +250,7 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView,
     old_meta = member.meta
     meta = _updated_meta(old_meta, req)
     bump = is_new_group and group.group_epoch == 0
-    if meta != old_meta or member.member_id not in group.members:
+    if (meta is not old_meta and meta != old_meta) or member.member_id not in group.members:
         records.append((CGMemberKey(group.group_id, member_id), meta))
         if member.member_id not in group.members and not replaced and (meta.subscribed_topic_names or
                                                                          meta.subscribed_topic_regex):
@@ -258,17 +258,19 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView,
         elif set(meta.subscribed_topic_names) != set(old_meta.subscribed_topic_names) \
                 or meta.subscribed_topic_regex != old_meta.subscribed_topic_regex:
             bump = True
-    members = dict(group.members)
-    if replaced is not None:
-        members.pop(replaced.member_id, None)
-    members[member_id] = replace(member, member_id=member_id, meta=meta) if member.member_id != member_id \
-        else replace(member, meta=meta)
+    if member.member_id == member_id and meta is old_meta:
+        current = member  # a steady heartbeat: nothing of the member changes here (never mutated)
+    else:
+        current = replace(member, member_id=member_id, meta=meta)
+    members = _Members(group.members, current, replaced)  # the group as this request leaves it, built lazily
     # regexes and subscription metadata (refreshed when topics changed or the subscription did)
-    regexes, regex_changed = _resolve_regexes(group, members, topics, shard.clock.now_ms(), records)
+    regexes, regex_changed = _resolve_regexes(group, member_id, old_meta.subscribed_topic_regex,
+                                              meta.subscribed_topic_regex, members, topics, shard.clock.now_ms(),
+                                              records)
     bump = bump or regex_changed
     metadata = group.subscription_metadata
     if bump or group.topics_version != topics.version():
-        metadata = _subscription_metadata(members, regexes, topics)
+        metadata = _subscription_metadata(members.all(), regexes, topics)
         if metadata != group.subscription_metadata:
             records.append((CGPartitionMetadataKey(group.group_id), CGPartitionMetadataValue(metadata)))
             bump = True
@@ -283,13 +285,12 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView,
     assignment_epoch = group.assignment_epoch
     if group_epoch > assignment_epoch:
         previous = targets
-        targets = _compute_targets(group, members, regexes, metadata, config.consumer_assignors, previous)
+        targets = _compute_targets(group, members.all(), regexes, metadata, config.consumer_assignors, previous)
         for mid, target in targets.items():
             if previous.get(mid) != target:
                 records.append((CGTargetMemberKey(group.group_id, mid), CGTargetMemberValue(target)))
         assignment_epoch = group_epoch
         records.append((CGTargetMetadataKey(group.group_id), CGTargetMetadataValue(assignment_epoch)))
-    current = members[member_id]
     try:
         nxt = reconcile(current.member_epoch, current.previous_member_epoch, current.state, current.assigned,
                         current.pending_revocation, targets.get(member_id, {}), assignment_epoch, req.owned,
@@ -378,7 +379,13 @@ def _subset(owned: Assignment, assigned: Assignment) -> bool:
 
 
 def _updated_meta(meta: CGMemberValue, req: HeartbeatRequest) -> CGMemberValue:
-    """Every non-null field of the request, plus the client id and host of its connection."""
+    """Every non-null field of the request, plus the client id and host of its connection (the same
+    object when nothing differs: the steady state)."""
+    if (req.instance_id is None and req.rack_id is None and req.subscribed_topic_names is None
+            and req.subscribed_topic_regex is None and req.rebalance_timeout_ms == -1
+            and req.server_assignor is None and req.client_id == meta.client_id
+            and req.client_host == meta.client_host):
+        return meta
     return CGMemberValue(
         instance_id=req.instance_id if req.instance_id is not None else meta.instance_id,
         rack_id=req.rack_id if req.rack_id is not None else meta.rack_id,
@@ -393,33 +400,56 @@ def _updated_meta(meta: CGMemberValue, req: HeartbeatRequest) -> CGMemberValue:
         classic_member_metadata=meta.classic_member_metadata)
 
 
-def _resolve_regexes(group: ConsumerGroup, members: dict[str, ConsumerMember], topics: TopicsView, now: int,
+class _Members:
+    """The group's members as this request leaves them (the heartbeating one updated, a replaced
+    static member gone), copied only when the whole group is needed: a steady heartbeat of a
+    large group must not cost a pass over its members."""
+
+    def __init__(self, members: dict[str, ConsumerMember], current: ConsumerMember,
+                 replaced: ConsumerMember | None) -> None:
+        self.members, self.current, self.replaced = members, current, replaced
+        self._all: dict[str, ConsumerMember] | None = None
+
+    def all(self) -> dict[str, ConsumerMember]:
+        if self._all is None:
+            out = dict(self.members)
+            if self.replaced is not None:
+                out.pop(self.replaced.member_id, None)
+            out[self.current.member_id] = self.current
+            self._all = out
+        return self._all
+
+
+def _resolve_regexes(group: ConsumerGroup, member_id: str, old_regex: str | None, new_regex: str | None,
+                     members: _Members, topics: TopicsView, now: int,
                      records: list) -> tuple[dict[str, CGRegexValue], bool]:
-    """The group's regexes resolved (synchronously, over every topic name), with records for the
-    changes; True when a resolution changed what some member subscribes to."""
-    wanted = {m.meta.subscribed_topic_regex for m in members.values() if m.meta.subscribed_topic_regex}
+    """The group's regexes after this request, resolved synchronously over every topic name, with
+    records for the changes: a regex that lost its last subscriber goes, a new one is resolved, and
+    all are re-resolved when topics changed.  True when a resolution changed some member's topics."""
+    if not group.regexes and not new_regex:
+        return group.regexes, False
+    regexes = dict(group.regexes)
+    if old_regex and old_regex != new_regex and old_regex in regexes and not any(
+            m.meta.subscribed_topic_regex == old_regex for m in members.all().values()):
+        del regexes[old_regex]
+        records.append((CGRegexKey(group.group_id, old_regex), None))
+    wanted = set(regexes) | ({new_regex} if new_regex else set())
     version = topics.version()
-    out: dict[str, CGRegexValue] = {}
     changed = False
     names = None
     for regex in sorted(wanted):
-        old = group.regexes.get(regex)
+        old = regexes.get(regex)
         if old is not None and old.version == version:
-            out[regex] = old
             continue
         if names is None:
             names = sorted(topics.names())
         pattern = _compiled(regex)
-        matched = tuple(n for n in names if pattern.fullmatch(n))
-        value = CGRegexValue(matched, version, now)
-        out[regex] = value
+        value = CGRegexValue(tuple(n for n in names if pattern.fullmatch(n)), version, now)
+        regexes[regex] = value
         records.append((CGRegexKey(group.group_id, regex), value))
-        if old is None or set(old.topics) != set(matched):
+        if old is None or set(old.topics) != set(value.topics):
             changed = True
-    for regex in group.regexes:
-        if regex not in wanted:
-            records.append((CGRegexKey(group.group_id, regex), None))
-    return out, changed
+    return regexes, changed
 
 
 def _subscribed_names(members: dict[str, ConsumerMember], regexes: dict[str, CGRegexValue]) -> set[str]:
