@@ -141,8 +141,9 @@ def validate(req: HeartbeatRequest, assignors: tuple[str, ...]) -> None:
 
 def compile_regex(regex: str) -> re.Pattern:
     """A subscription regex, RE2/J-like: full match, no back-references or look-around (RE2 has
-    none), bounded length.  Python's ``re`` otherwise; see docs/CONSUMER_PROTOCOL.md for the gaps."""
-    if len(regex) > MAX_REGEX_LENGTH or re.search(r"\\[1-9]|\(\?[=!<]|\(\?P=", regex):
+    none), no atomic groups or conditionals, bounded length.  Python's ``re`` otherwise; see
+    docs/CONSUMER_PROTOCOL.md for the gaps."""
+    if len(regex) > MAX_REGEX_LENGTH or re.search(r"\\[1-9]|\(\?[=!<>(]|\(\?P=", regex):
         raise Refused(E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not a valid regular expression")
     try:
         return _compiled(regex)
