@@ -159,3 +159,26 @@ def test_bad_protocol_settings_fail_at_start(value):
         Config.load(None, overrides={"group.consumer.assignors": "range,uniform"}, environ={})
         with pytest.raises(ConfigError):
             Config.load(None, overrides={"group.consumer.assignors": "sticky"}, environ={})
+
+
+def test_transactional_commit_checks_the_member_epoch(h):
+    from odradek.broker.coordinator.txn_offsets import TxnCommitRequest, validate_txn_commit
+
+    h.subscribe("a", ["t"])
+
+    def check(member: str, epoch: int) -> E:
+        return validate_txn_commit(h.shard, TxnCommitRequest("tx", GROUP, 1, 0, generation=epoch, member_id=member))
+    assert check("a", 1) == E.NONE
+    assert check("a", 0) == E.ILLEGAL_GENERATION  # a stale epoch, as a transactional commit reports it
+    assert check("b", 1) == E.UNKNOWN_MEMBER_ID
+
+
+def test_leave_group_removes_consumer_members_like_an_admin(h):
+    from odradek.broker.coordinator.api import LeaveMember
+
+    h.subscribe("a", ["t"])
+    h.subscribe("b", ["t"], instance_id="ib")
+    result = h.leave(LeaveMember("a"), LeaveMember("", "ib"), LeaveMember("zz"), LeaveMember("x", "ib"),
+                     group=GROUP)
+    assert [e for _m, e in result.members] == [E.NONE, E.NONE, E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID]
+    assert h.cg().members == {} and h.cg().group_epoch == 3

@@ -627,3 +627,31 @@ def unload_shard(shard: Shard) -> None:
 
 def describe_member_type(_member: Any) -> int:
     return 1  # every member here speaks the consumer protocol (classic members inside are not built)
+
+
+def remove_members(shard: Shard, group: ConsumerGroup, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
+    """LeaveGroup (the classic API, admin "remove members") on a consumer group: each member by id,
+    or by instance id with an empty member id, is fenced (``GroupMetadataManager.classicGroupLeave``
+    for consumer groups); UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID per member otherwise."""
+    errors, gone = [], []
+    for member_id, instance_id in leaving:
+        if instance_id is not None:
+            holder = group.static_members.get(instance_id)
+            if holder is None:
+                errors.append(E.UNKNOWN_MEMBER_ID)
+                continue
+            if member_id and member_id != holder:
+                errors.append(E.FENCED_INSTANCE_ID)
+                continue
+            member_id = holder
+        member = group.members.get(member_id)
+        if member is None:
+            errors.append(E.UNKNOWN_MEMBER_ID)
+            continue
+        errors.append(E.NONE)
+        if member not in gone:
+            gone.append(member)
+    if gone:
+        log.info("consumer_group.members_removed", group=group.group_id, members=[m.member_id for m in gone])
+        shard.run(CoordinatorResult(fence_records(group, gone, shard.topics), None), replay_now=True)
+    return errors
