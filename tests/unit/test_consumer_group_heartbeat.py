@@ -77,6 +77,8 @@ def test_last_member_leaving_leaves_an_empty_group(h):
     ({"member_id": "x", "epoch": -2}, E.INVALID_REQUEST),  # static leave without an instance id
     ({"member_id": "x", "epoch": 0, "rebalance_timeout": -1}, E.INVALID_REQUEST),
     ({"member_id": "x", "epoch": 0, "topics": None}, E.INVALID_REQUEST),
+    ({"member_id": "x", "epoch": 0, "owned": None}, E.INVALID_REQUEST),  # present and empty on a join
+    ({"member_id": "x", "epoch": 0, "owned": {"t": frozenset({0})}}, E.INVALID_REQUEST),
     ({"member_id": "x", "epoch": 0, "server_assignor": "sticky"}, E.UNSUPPORTED_ASSIGNOR),
     ({"member_id": "x", "epoch": 0, "subscribed_topic_regex": "("}, E.INVALID_REGULAR_EXPRESSION),
     ({"member_id": "x", "epoch": 0, "subscribed_topic_regex": "(a)\\1"}, E.INVALID_REGULAR_EXPRESSION),

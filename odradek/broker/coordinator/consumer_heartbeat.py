@@ -121,11 +121,11 @@ def validate(req: HeartbeatRequest, assignors: tuple[str, ...]) -> None:
     if epoch == 0:
         if req.rebalance_timeout_ms == -1:
             raise Refused(E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
-        if req.owned:
+        if req.owned is None or req.owned:  # present and empty
             raise Refused(E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
         if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
-            raise Refused(E.INVALID_REQUEST,
-                          "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+            raise Refused(E.INVALID_REQUEST, "Either SubscribedTopicNames or SubscribedTopicRegex must be "
+                          "non-null when (re-)joining.")
     elif epoch == STATIC_LEAVE_EPOCH:
         if req.instance_id is None:
             raise Refused(E.INVALID_REQUEST, "InstanceId can't be null.")
