@@ -82,6 +82,8 @@ def test_last_member_leaving_leaves_an_empty_group(h):
     ({"member_id": "x", "epoch": 0, "server_assignor": "sticky"}, E.UNSUPPORTED_ASSIGNOR),
     ({"member_id": "x", "epoch": 0, "subscribed_topic_regex": "("}, E.INVALID_REGULAR_EXPRESSION),
     ({"member_id": "x", "epoch": 0, "subscribed_topic_regex": "(a)\\1"}, E.INVALID_REGULAR_EXPRESSION),
+    ({"member_id": "x", "epoch": 0, "subscribed_topic_regex": "(?=a)b"}, E.INVALID_REGULAR_EXPRESSION),
+    ({"member_id": "x", "epoch": 0, "subscribed_topic_regex": "a*+"}, E.INVALID_REGULAR_EXPRESSION),
     ({"member_id": "x", "epoch": 0, "subscribed_topic_regex": "a" * 10_000}, E.INVALID_REGULAR_EXPRESSION),
     ({"member_id": "x", "epoch": 0, "instance_id": ""}, E.INVALID_REQUEST),
     ({"member_id": "x", "epoch": 5}, E.GROUP_ID_NOT_FOUND),  # no such group
@@ -173,6 +175,14 @@ def test_new_partitions_bump_the_epoch(h):
     h.topic("t", 6)
     r = h.hb("a", 1)
     assert r.member_epoch == 2 and parts(r, h) == set(range(6))
+
+
+def test_a_pathological_regex_does_not_stall_the_broker(h):
+    """RE2 matches in linear time: a pattern that backtracks exponentially in Python's ``re``
+    resolves at once against a long topic name."""
+    h.topic("a" * 240 + "c", 1)
+    r = h.subscribe("a", [], subscribed_topic_regex="(a+)+b")
+    assert r.error == E.NONE and r.assignment == {}
 
 
 def test_regex_subscription_picks_up_a_topic_created_later(h):
