@@ -206,6 +206,9 @@ def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: Heartb
     shard, error = coordinator.check(req.group_id, allow_empty=False)
     if error is not E.NONE:
         return _fail(error)
+    steady = _steady(shard, topics, req)
+    if steady is not None:
+        return steady
     try:
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             result, records = _leave(shard, topics, req)
@@ -216,6 +219,26 @@ def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: Heartb
     promise = shard.run(CoordinatorResult(records, result, _write_failed), replay_now=True)
     _arm(shard, req, result)  # the records are applied already (replay_now)
     return promise
+
+
+def _steady(shard: Shard, topics: TopicsView, req: HeartbeatRequest) -> Promise | None:
+    """The common case, answered without the general path: a member Stable at the group's epoch
+    heartbeats with nothing new (no field set, nothing owned to report, topics unchanged).  The
+    general path would write no record and answer the same; this only skips its work."""
+    group = shard.consumer_groups.get(req.group_id)
+    if group is None or req.owned is not None or req.rebalance_timeout_ms != -1 \
+            or req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None \
+            or req.server_assignor is not None or req.rack_id is not None:
+        return None
+    member = group.members.get(req.member_id)
+    if member is None or member.member_epoch != req.member_epoch or member.state != MemberState.STABLE \
+            or req.member_epoch != group.group_epoch or group.assignment_epoch != group.group_epoch \
+            or group.topics_version != topics.version() or req.instance_id != member.meta.instance_id \
+            or req.client_id != member.meta.client_id or req.client_host != member.meta.client_host:
+        return None
+    arm_session(shard, group, member)
+    return Promise.resolved(HeartbeatResult(E.NONE, None, member.member_id, member.member_epoch,
+                                            shard.config.consumer_heartbeat_interval_ms, None))
 
 
 def _fail(error: ErrorCode, message: str | None = None) -> Promise:
