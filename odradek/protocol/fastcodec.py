@@ -41,13 +41,14 @@ from __future__ import annotations
 import dataclasses
 import keyword
 import struct
+import uuid
 from collections.abc import Callable, Container, Mapping
 from typing import Any
 
 from construct import Container as Parsed  # what the schema layer parses structs into
 
 from odradek.protocol.declaration import Declaration, F
-from odradek.protocol.primitives import MAX_ARRAY, ProtocolError, encode_uvarint
+from odradek.protocol.primitives import MAX_ARRAY, ZERO_UUID, ProtocolError, encode_uvarint
 
 
 class UnsupportedDeclaration(ValueError):
@@ -122,7 +123,7 @@ class _Plan:
 
     __slots__ = ("f", "present", "compact", "nullable")
 
-    def __init__(self, f: F, version: int, flexible: bool):
+    def __init__(self, f: F, version: int, flexible: bool, writer: bool = False):
         self.f = f
         self.present = version in f.versions
         self.compact = flexible and (f.flexible is None or version in f.flexible)
@@ -131,9 +132,11 @@ class _Plan:
             return  # absent fields take their default; their type does not matter here
         if version in f.tagged:
             raise UnsupportedDeclaration(f"{f.name}: declared tagged fields are not supported")
+        if f.type == "uuid":
+            return  # a scalar uuid: 16 bytes (its default, the zero uuid, is bound, not a literal)
         if f.fields is None and f.elem_type not in _FIXED and f.elem_type not in _VAR:
             raise UnsupportedDeclaration(f"{f.name}: type {f.type} is not supported")
-        if f.fields is not None and not f.is_array:
+        if f.fields is not None and not f.is_array and not (writer and self.nullable and f.default is None):
             raise UnsupportedDeclaration(f"{f.name}: nested structs outside arrays are not supported")
         if not isinstance(f.default, int | float | str | bytes | list | None):
             raise UnsupportedDeclaration(f"{f.name}: default {f.default!r} has no literal form")
@@ -292,6 +295,10 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type | None, nested: Mapping[str,
         if f.fields is None and not f.is_array:
             if f.type in _FIXED:
                 run.append((_FIXED[f.type][0], var))
+            elif f.type == "uuid":
+                flush()
+                body.extend([f"if pos + 16 > blen: raise _short({what!r})",
+                             f"{var} = {g.bind(uuid.UUID, 'Uu')}(bytes=buf[pos:pos + 16])", "pos += 16"])
             else:
                 read_var(var, _kind(f.type), pl, what)
             continue
@@ -394,7 +401,7 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
     """``mapping``: read fields with ``o.get(name, default)`` (dicts), else as attributes;
     ``positional``: the fields are the function's own arguments, in declared order (a row
     writer: ``write(ap, *fields)``)."""
-    plans = [_Plan(f, g.version, g.flexible) for f in fields]
+    plans = [_Plan(f, g.version, g.flexible, writer=True) for f in fields]
     fname = g.name("write_")
     body: list[str] = []
     run: list[tuple[str, str]] = [] if prefix is None else [("h", str(prefix))]
@@ -434,6 +441,8 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
     def get(f: F) -> str:
         if positional:
             return f"a_{f.name}"
+        if f.type == "uuid":  # None or absent: the zero uuid, as the schema layer writes it
+            return f"o.get({f.name!r})" if mapping else f"o.{f.name}"
         return f"o.get({f.name!r}, {f.default!r})" if mapping else f"o.{f.name}"
 
     for pl in plans:
@@ -441,8 +450,19 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
         if not pl.present:
             continue  # every such field is ignorable in the records we declare
         what = f"{where}.{f.name}"
+        if f.fields is not None and not f.is_array:  # a nullable struct: int8 -1 (null) or 1, then it
+            if positional:
+                raise UnsupportedDeclaration(f"{what}: a row writer's struct has no nested structs")
+            flush()
+            src = g.name("s")
+            sub = _gen_writer(g, f.fields, nested, what, None, mapping)
+            body.extend([f"{src} = {get(f)}", f"if {src} is None:", "    ap(b'\\xff')", "else:",
+                         "    ap(b'\\x01')", f"    {sub}({src}, ap)"])
+            continue
         if f.fields is None and not f.is_array:
-            if f.type in _FIXED:
+            if f.type == "uuid":
+                run.append(("16s", f"({get(f)} or {g.bind(ZERO_UUID, 'Z')}).bytes"))
+            elif f.type in _FIXED:
                 run.append((_FIXED[f.type][0], get(f)))
             else:
                 src = g.name("s")

@@ -180,3 +180,27 @@ def test_the_direct_writers_agree_with_the_declarations():
     ]:
         assert encode_cg_value(CGTargetMemberKey("g", "m") if msg is TARGET_MEMBER_VALUE else CGAssignmentKey("g", "m"),
                                value) == b"\x00\x00" + msg.build(fields, 0)
+
+
+def test_the_generated_codec_reads_and_writes_uuids_and_nullable_structs_as_construct_does():
+    """ConsumerGroupHeartbeat is on every member's poll: its request (uuids in an array of structs)
+    and its response (a nullable struct) go through the generated codec, byte for byte the
+    declaration's construct codec."""
+    from odradek.protocol import fastcodec
+    from odradek.protocol.registry import APIS
+
+    spec = APIS[68]
+    req = {"group_id": "g", "member_id": "m", "member_epoch": 3, "instance_id": None, "rack_id": "r",
+           "rebalance_timeout_ms": -1, "subscribed_topic_names": None, "subscribed_topic_regex": "a.*",
+           "server_assignor": None, "topic_partitions": [{"topic_id": T, "partitions": [0, 2]}]}
+    fast_read = fastcodec.compile_reader(spec.request, 1, None)
+    fast_write = fastcodec.compile_writer(spec.request, 1, mapping=True)
+    data = spec.request.struct(1).build(req)
+    assert fast_write(req) == data
+    parsed, end = fast_read(data, 0)
+    assert end == len(data) and parsed["topic_partitions"][0]["topic_id"] == T
+    write = fastcodec.compile_writer(spec.response, 1, mapping=True)
+    for assignment in (None, {"topic_partitions": [{"topic_id": T, "partitions": [1]}]}):
+        resp = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": "m",
+                "member_epoch": 3, "heartbeat_interval_ms": 5000, "assignment": assignment}
+        assert write(resp) == spec.response.struct(1).build(resp)
