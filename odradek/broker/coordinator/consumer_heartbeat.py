@@ -199,16 +199,17 @@ def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: Heartb
     config = coordinator.config
     if not config.consumer_protocol:
         return _fail(E.UNSUPPORTED_VERSION, "The consumer group protocol is not enabled.")
+    shard, error = coordinator.check(req.group_id, allow_empty=False)
+    if error is E.NONE:  # a steady heartbeat passes every validation by construction (see _steady)
+        steady = _steady(shard, topics, req)
+        if steady is not None:
+            return steady
     try:
         validate(req, config.consumer_assignors)
     except Refused as exc:
         return _fail(exc.error, exc.message)
-    shard, error = coordinator.check(req.group_id, allow_empty=False)
     if error is not E.NONE:
         return _fail(error)
-    steady = _steady(shard, topics, req)
-    if steady is not None:
-        return steady
     try:
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             result, records = _leave(shard, topics, req)
