@@ -39,6 +39,9 @@ def test_faults_capture_describe_list_and_reset(kbroker):
         assert sorted(r.assignment.topic_partitions[0].partitions) == [0, 1, 2]
         [d] = c.request(69, 1, {"group_ids": ["cg"], "include_authorized_operations": False}).groups
         assert (d.group_state, d.group_epoch, d.members[0].member_type) == ("Stable", 1, 1)
+        [classic_view] = c.request(15, 6, {"groups": ["cg"], "include_authorized_operations": False}).groups
+        assert (classic_view.error_code, classic_view.error_message, classic_view.group_state) == (
+            ErrorCode.GROUP_ID_NOT_FOUND, "Group cg is not a classic group.", "Dead")
         listed = c.request(16, 5, {"states_filter": [], "types_filter": ["consumer"]}).groups
         assert [(g.group_id, g.group_type, g.group_state) for g in listed] == [("cg", "consumer", "Stable")]
     [captured] = kbroker.captured("ConsumerGroupHeartbeat", group_id="cg")
