@@ -223,23 +223,34 @@ def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: Heartb
 
 
 def _steady(shard: Shard, topics: TopicsView, req: HeartbeatRequest) -> Promise | None:
-    """The common case, answered without the general path: a member Stable at the group's epoch
-    heartbeats with nothing new (no field set, nothing owned to report, topics unchanged).  The
-    general path would write no record and answer the same; this only skips its work."""
-    group = shard.consumer_groups.get(req.group_id)
-    if group is None or req.owned is not None or req.rebalance_timeout_ms != -1 \
-            or req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None \
-            or req.server_assignor is not None or req.rack_id is not None:
+    """The common case, answered without the general path (see ``steady_heartbeat``)."""
+    if req.owned is not None or req.rebalance_timeout_ms != -1 or req.subscribed_topic_names is not None \
+            or req.subscribed_topic_regex is not None or req.server_assignor is not None or req.rack_id is not None:
         return None
-    member = group.members.get(req.member_id)
-    if member is None or member.member_epoch != req.member_epoch or member.state != MemberState.STABLE \
-            or req.member_epoch != group.group_epoch or group.assignment_epoch != group.group_epoch \
-            or group.topics_version != topics.version() or req.instance_id != member.meta.instance_id \
-            or req.client_id != member.meta.client_id or req.client_host != member.meta.client_host:
+    result = steady_heartbeat(shard, topics, req.group_id, req.member_id, req.member_epoch, req.instance_id,
+                              req.client_id, req.client_host)
+    return None if result is None else Promise.resolved(result)
+
+
+def steady_heartbeat(shard: Shard, topics: TopicsView, group_id: str, member_id: str, epoch: int,
+                     instance_id: str | None, client_id: str, client_host: str) -> HeartbeatResult | None:
+    """A member Stable at the group's epoch heartbeating with nothing new (the caller checked that
+    no other field is set: nothing owned to report, no subscription change) while topics did not
+    change: its answer, or None for the general path.  The general path would write no record
+    and answer the same; this only skips its work, on every poll of every member."""
+    group = shard.consumer_groups.get(group_id)
+    if group is None:
+        return None
+    member = group.members.get(member_id)
+    if member is None or member.member_epoch != epoch or member.state != MemberState.STABLE \
+            or epoch != group.group_epoch or group.assignment_epoch != epoch \
+            or group.topics_version != topics.version():
+        return None
+    meta = member.meta
+    if instance_id != meta.instance_id or client_id != meta.client_id or client_host != meta.client_host:
         return None
     arm_session(shard, group, member)
-    return Promise.resolved(HeartbeatResult(E.NONE, None, member.member_id, member.member_epoch,
-                                            shard.config.consumer_heartbeat_interval_ms, None))
+    return HeartbeatResult(E.NONE, None, member_id, epoch, shard.config.consumer_heartbeat_interval_ms, None)
 
 
 def _fail(error: ErrorCode, message: str | None = None) -> Promise:

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from ...protocol.errors import ErrorCode
 from ..coordinator.consumer_admin import describe_consumer_groups
-from ..coordinator.consumer_heartbeat import HeartbeatRequest, HeartbeatResult, consumer_heartbeat
+from ..coordinator.consumer_heartbeat import (
+    HeartbeatRequest,
+    HeartbeatResult,
+    consumer_heartbeat,
+    steady_heartbeat,
+)
 from ..dispatch import HandlerTable, RequestContext, answer_when
 
 if TYPE_CHECKING:
@@ -36,6 +41,14 @@ def handle_consumer_group_heartbeat(app: ConsumerGroupServices, ctx: RequestCont
     if coordinator is None:
         return heartbeat_response(HeartbeatResult.failed(ErrorCode.COORDINATOR_NOT_AVAILABLE))
     owned = req["topic_partitions"]
+    if owned is None and req["rebalance_timeout_ms"] == -1 and req["subscribed_topic_names"] is None \
+            and req["subscribed_topic_regex"] is None and req["server_assignor"] is None and req["rack_id"] is None:
+        shard, error = coordinator.check(req["group_id"], allow_empty=False)  # the steady heartbeat: hot
+        if error is ErrorCode.NONE and coordinator.config.consumer_protocol:
+            steady = steady_heartbeat(shard, coordinator.topics, req["group_id"], req["member_id"],
+                                      req["member_epoch"], req["instance_id"], ctx.client_id or "", ctx.client_host)
+            if steady is not None:
+                return heartbeat_response(steady)
     request = HeartbeatRequest(
         group_id=req["group_id"], member_id=req["member_id"], member_epoch=req["member_epoch"],
         instance_id=req["instance_id"], rack_id=req["rack_id"], rebalance_timeout_ms=req["rebalance_timeout_ms"],
@@ -55,7 +68,7 @@ def _assignment(rows) -> dict:
 
 def heartbeat_response(result: HeartbeatResult) -> dict:
     assignment = None
-    if result.assignment is not None:
+    if result.assignment is not None:  # the whole set the member may own now, by topic id
         assignment = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
                                            for t, ps in sorted(result.assignment.items(), key=lambda i: i[0].bytes)
                                            if ps]}
