@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -182,16 +182,6 @@ def _compiled(regex: str) -> Any:
 
 
 # --- the operation ---------------------------------------------------------------------------
-
-
-@dataclass
-class _Plan:
-    """The records of one request and what its answer needs, built against the current state."""
-
-    shard: Shard
-    group: ConsumerGroup
-    records: list = field(default_factory=list)
-    bump: bool = False
 
 
 def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: HeartbeatRequest) -> Promise:
@@ -676,9 +666,6 @@ def unload_shard(shard: Shard) -> None:
                     timer.cancel()
             member.session_timer = member.rebalance_timer = None
 
-
-def describe_member_type(_member: Any) -> int:
-    return 1  # every member here speaks the consumer protocol (classic members inside are not built)
 
 
 def remove_members(shard: Shard, group: ConsumerGroup, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
