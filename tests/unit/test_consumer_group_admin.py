@@ -182,3 +182,12 @@ def test_leave_group_removes_consumer_members_like_an_admin(h):
                      group=GROUP)
     assert [e for _m, e in result.members] == [E.NONE, E.NONE, E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID]
     assert h.cg().members == {} and h.cg().group_epoch == 3
+
+
+@pytest.mark.parametrize("release, served", [("", (0, 1)), ("3.5", None), ("3.9", (0, 0)), ("4.0", (0, 1))])
+def test_emulation_hides_the_apis_releases_lacked(release, served):
+    from odradek.broker.app import served_apis
+    from odradek.broker.config import Config
+
+    apis = served_apis(Config.load(None, overrides={"odradek.emulate.kafka.version": release}, environ={}))
+    assert apis.get(68) == served and apis.get(69) == served
