@@ -206,3 +206,22 @@ def test_regex_subscription_and_new_partitions_reach_the_group(kbroker):
         poll_until([c], lambda: (f"{prefix}-a", 2) in held(), what="the partition added")
     finally:
         c.close()
+
+
+def test_with_fsync_always_the_group_forms_and_consumes():
+    """log.fsync.mode=always: answers wait for the fsync, yet the next heartbeat already sees the
+    previous one's records (``Shard.run(..., replay_now=True)``)."""
+    with ThreadedBroker(overrides={**BROKER, "log.fsync.mode": "always"}) as b:
+        name = f"t-{uuid.uuid4().hex[:8]}"
+        create_topic_kafka_python(b.bootstrap_servers, name, PARTITIONS)
+        produce(b.bootstrap_servers, name, 30)
+        owners = Owners()
+        cs = [owners.consumer(b.bootstrap_servers, "gf", name, f"f{i}") for i in range(3)]
+        try:
+            seen: list[int] = []
+            consume(cs, 30, seen)
+            poll_until(cs, lambda: all(len(owners.held(c)) == 2 for c in cs), what="two partitions each")
+            assert sorted(seen) == list(range(30)) and owners.violations == []
+        finally:
+            for c in cs:
+                c.close()
