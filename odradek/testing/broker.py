@@ -84,11 +84,14 @@ class Broker(ControlApi):
     """
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
-                 overrides: Mapping[str, Any] | None = None, security: Security = None):
+                 overrides: Mapping[str, Any] | None = None, security: Security = None,
+                 schema_registry: bool = False):
         """``security``: ``"SSL"``, ``"SASL_SSL"`` or ``"SASL_PLAINTEXT"`` (or a dict of
         ``make_security`` options) serves that protocol with throw-away certificates and a PLAIN
         user; ``client`` then says how to connect (``client.kafka_python()``, ``.aiokafka()``,
-        ``.confluent()``)."""
+        ``.confluent()``).  ``schema_registry``: serve the schema registry too, on a free port
+        of 127.0.0.1 (``schema_registry_url``); off by default."""
+        self._registry_port: int | None = 0 if schema_registry else None
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-"))
         self._security_dir: Path | None = None
@@ -116,6 +119,14 @@ class Broker(ControlApi):
         assert self.app is not None, "broker not started"
         return self.app.endpoint.port
 
+    @property
+    def schema_registry_url(self) -> str:
+        """``http://127.0.0.1:PORT`` of the schema registry (``Broker(schema_registry=True)``)."""
+        assert self.app is not None, "broker not started"
+        if self.app.registry_url is None:
+            raise RuntimeError("the schema registry is off: start the broker with schema_registry=True")
+        return self.app.registry_url
+
     def control(self, name: str, **kwargs: Any) -> Any:
         """Call a ``BrokerControl`` operation by name (this is the broker's loop)."""
         assert self.app is not None, "broker not started"
@@ -129,11 +140,20 @@ class Broker(ControlApi):
                 for mechanism in SCRAM_MECHANISMS:
                     await add_scram_user(None, self.data_dir, name, password, mechanism, 4096)
             self._scram_added = True
-        config = _config(self.data_dir, self._port, self.overrides, self._protocol, port_wins=self._port_given)
+        registry = "" if self._registry_port is None else f"http://127.0.0.1:{self._registry_port}"
+        overrides = {"odradek.schema.registry.listener": registry, **self.overrides}
+        config = _config(self.data_dir, self._port, overrides, self._protocol, port_wins=self._port_given)
         logging_setup.configure_embedded(config["log.level"], config["log.levels"])
         self.app = BrokerApp(config)
         await self.app.start()
         self._port = self.app.endpoint.port  # a restart comes back on the same port
+        if self._registry_port is not None:
+            try:
+                await self.app.wait_registry()
+            except BaseException:
+                await self.stop()
+                raise
+            self._registry_port = self.app.registry_address[1]  # ... and so does the registry
 
     async def stop(self) -> None:
         if self.app is not None:
@@ -170,8 +190,9 @@ class ThreadedBroker(ControlApi):
     """The same broker on a private event loop in a daemon thread."""
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
-                 overrides: Mapping[str, Any] | None = None, security: Security = None):
-        self.broker = Broker(data_dir, port, overrides, security)
+                 overrides: Mapping[str, Any] | None = None, security: Security = None,
+                 schema_registry: bool = False):
+        self.broker = Broker(data_dir, port, overrides, security, schema_registry)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="odradek-broker",
                                         daemon=True)
@@ -201,6 +222,11 @@ class ThreadedBroker(ControlApi):
     def client(self) -> ClientSecurity:
         """How a client connects (security protocol, CA file, client certificate, user)."""
         return self.broker.client
+
+    @property
+    def schema_registry_url(self) -> str:
+        """See ``Broker.schema_registry_url``."""
+        return self.broker.schema_registry_url
 
     @property
     def app(self) -> BrokerApp | None:
