@@ -337,7 +337,7 @@ class Registry:
         if not self.state.versions(subject, deleted=True):
             raise errors.subject_not_found(subject)
         self._check_writable(subject)
-        sv = self._version_or_none(subject, version, deleted=permanent)
+        sv = self._version_or_none(subject, version, deleted=True)
         if sv is None:
             raise errors.version_not_found(version)
         if not permanent:

@@ -1,0 +1,227 @@
+"""The schema registry as confluent-kafka's SchemaRegistryClient and serializers use it, over HTTP,
+with the records through the broker over TCP; error answers in Confluent's body shape."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from odradek.testing.handle import BrokerHandle
+from odradek.testing.process import free_port, serving
+
+pytestmark = pytest.mark.integration
+
+USER = json.dumps({"type": "record", "name": "User", "namespace": "example",
+                   "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"}]})
+USER_V2 = json.dumps({"type": "record", "name": "User", "namespace": "example",
+                      "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"},
+                                 {"name": "email", "type": ["null", "string"], "default": None}]})
+NO_DEFAULT = json.dumps({"type": "record", "name": "User", "namespace": "example",
+                         "fields": [{"name": "name", "type": "string"}, {"name": "id", "type": "long"}]})
+
+
+@pytest.fixture(scope="module")
+def registry_broker():
+    with BrokerHandle(schema_registry=True) as handle:
+        yield handle
+
+
+@pytest.fixture
+def sr(registry_broker):
+    return SchemaRegistryClient({"url": registry_broker.schema_registry_url})
+
+
+def http(url: str, method: str = "GET", body: object = None, raw: bytes | None = None) -> tuple[int, object]:
+    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def consume_one(bootstrap: str, topic: str):
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                return msg
+        raise AssertionError("nothing consumed")
+    finally:
+        consumer.close()
+
+
+def test_the_fixture_has_no_registry_unless_asked():
+    with BrokerHandle() as handle:
+        with pytest.raises(RuntimeError, match="schema_registry=True"):
+            _ = handle.schema_registry_url
+
+
+def test_avro_serializer_and_deserializer_round_trip_through_the_broker(registry_broker, sr):
+    topic = "sr-avro-users"
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": registry_broker.bootstrap_servers})
+    producer.produce(topic, value=AvroSerializer(sr, USER)({"name": "Zoë", "age": 7}, ctx))
+    producer.flush(10)
+    msg = consume_one(registry_broker.bootstrap_servers, topic)
+    reader = SchemaRegistryClient({"url": registry_broker.schema_registry_url})  # no cache shared
+    assert AvroDeserializer(reader)(msg.value(), ctx) == {"name": "Zoë", "age": 7}
+    assert f"{topic}-value" in sr.get_subjects()
+    assert sr.get_latest_version(f"{topic}-value").version == 1
+
+
+def test_one_id_per_distinct_schema_across_subjects(sr):
+    user, user_v2 = (s.replace('"example"', '"ids"') for s in (USER, USER_V2))  # not in the other tests
+    first = sr.register_schema("sr-ids-a", Schema(user, "AVRO"))
+    assert sr.register_schema("sr-ids-b", Schema(user, "AVRO")) == first
+    assert sr.register_schema("sr-ids-a", Schema(user, "AVRO")) == first  # idempotent: still version 1
+    assert sr.get_versions("sr-ids-a") == [1]
+    second = sr.register_schema("sr-ids-a", Schema(user_v2, "AVRO"))
+    assert second != first and sr.get_versions("sr-ids-a") == [1, 2]
+    assert sorted(sr.get_subjects_by_schema_id(first)) == ["sr-ids-a", "sr-ids-b"]
+    assert {(v.subject, v.version) for v in sr.get_schema_versions(first)} == {("sr-ids-a", 1), ("sr-ids-b", 1)}
+    found = sr.lookup_schema("sr-ids-a", Schema(user_v2, "AVRO"))
+    assert (found.schema_id, found.version) == (second, 2)
+    assert sr.get_version("sr-ids-a", 2).schema.schema_str == found.schema.schema_str
+
+
+def test_incompatible_schema_is_409_under_backward(sr):
+    sr.register_schema("sr-compat", Schema(USER, "AVRO"))
+    with pytest.raises(SchemaRegistryError) as err:
+        sr.register_schema("sr-compat", Schema(NO_DEFAULT, "AVRO"))
+    assert (err.value.http_status_code, err.value.error_code) == (409, 409)
+    assert "incompatible with an earlier schema" in err.value.error_message
+    assert "READER_FIELD_MISSING_DEFAULT_VALUE" in err.value.error_message
+    sr.set_compatibility("sr-compat", "NONE")
+    assert sr.register_schema("sr-compat", Schema(NO_DEFAULT, "AVRO")) > 0
+    assert sr.get_compatibility("sr-compat") == "NONE"
+
+
+def test_config_global_and_per_subject(registry_broker, sr):
+    url = registry_broker.schema_registry_url
+    assert http(f"{url}/config") == (200, {"compatibilityLevel": "BACKWARD"})
+    assert http(f"{url}/config/sr-nocfg")[1]["error_code"] == 40408
+    assert http(f"{url}/config/sr-nocfg?defaultToGlobal=true")[1] == {"compatibilityLevel": "BACKWARD"}
+    assert http(f"{url}/config/sr-cfg", "PUT", {"compatibility": "full_transitive"}) == (
+        200, {"compatibility": "FULL_TRANSITIVE"})
+    assert sr.get_compatibility("sr-cfg") == "FULL_TRANSITIVE"
+    status, body = http(f"{url}/config", "PUT", {"compatibility": "INVALID"})
+    assert (status, body["error_code"]) == (422, 42203) and "Invalid compatibility level" in body["message"]
+
+
+def test_errors_in_confluents_shape(registry_broker, sr):
+    url = registry_broker.schema_registry_url
+    sr.register_schema("sr-errors", Schema(USER, "AVRO"))
+    cases = [
+        (http(f"{url}/schemas/ids/999999"), 404, 40403),
+        (http(f"{url}/subjects/sr-nobody/versions"), 404, 40401),
+        (http(f"{url}/subjects/sr-errors/versions/3"), 404, 40402),
+        (http(f"{url}/subjects/sr-errors/versions/a"), 422, 42202),
+        (http(f"{url}/subjects/sr-errors/versions/0"), 422, 42202),
+        (http(f"{url}/subjects/sr-errors", "POST", {"schema": '"int"'}), 404, 40403),
+        (http(f"{url}/subjects/sr-nobody", "POST", {"schema": '"int"'}), 404, 40401),
+        (http(f"{url}/subjects/sr-errors/versions", "POST", raw=b"{not json"), 400, 400),
+        (http(f"{url}/subjects/sr-errors/versions", "POST", {"schema": "{\"type\": \"nope\"}"}), 422, 42201),
+        (http(f"{url}/subjects/sr-errors/versions", "POST", {"schema": '"int"', "schemaType": "XML"}), 422, 42201),
+        (http(f"{url}/subjects/sr-errors/versions", "POST", {"schema": ""}), 422, 42201),
+        (http(f"{url}/no/such/path"), 404, 404),
+    ]
+    for (status, body), want_status, want_code in cases:
+        assert (status, body["error_code"]) == (want_status, want_code), body
+        assert isinstance(body["message"], str)
+    invalid = {"schema": json.dumps({"type": "record", "name": "R", "fields": [
+        {"name": "f", "type": "array", "items": "string"}]})}  # the clients' own invalid-schema case
+    status, body = http(f"{url}/subjects/sr-errors", "POST", invalid)
+    assert (status, body["error_code"]) == (422, 42201) and body["message"].startswith("Invalid schema")
+
+
+def test_odd_subject_names_are_subjects_not_paths(registry_broker, sr):
+    for subject in ("a/b", "../../etc/passwd", "über topic-value", "x%2Fy", ":.ctx:s"):
+        schema_id = sr.register_schema(subject, Schema(USER, "AVRO"))
+        assert sr.get_latest_version(subject).schema_id == schema_id
+        assert subject in sr.get_subjects()
+    status, body = http(f"{registry_broker.schema_registry_url}/subjects/a%01b/versions", "POST", {"schema": USER})
+    assert (status, body["error_code"]) == (422, 42208)
+
+
+def test_concurrent_registrations_of_one_schema_get_one_id(registry_broker):
+    schema = json.dumps({"type": "record", "name": "Concurrent", "fields": [{"name": "x", "type": "int"}]})
+    url = registry_broker.schema_registry_url
+
+    def register(i: int) -> int:
+        return http(f"{url}/subjects/sr-concurrent-{i % 4}/versions", "POST", {"schema": schema})[1]["id"]
+
+    with ThreadPoolExecutor(8) as pool:
+        ids = set(pool.map(register, range(32)))
+    assert len(ids) == 1
+
+
+def test_reset_clears_the_registry():
+    with BrokerHandle(schema_registry=True) as handle:
+        sr = SchemaRegistryClient({"url": handle.schema_registry_url})
+        sr.register_schema("sr-reset", Schema(USER, "AVRO"))
+        handle.reset()
+        assert http(f"{handle.schema_registry_url}/subjects") == (200, [])
+        assert http(f"{handle.schema_registry_url}/schemas/ids/1")[1]["error_code"] == 40403
+        assert SchemaRegistryClient({"url": handle.schema_registry_url}).register_schema(
+            "sr-reset", Schema(USER_V2, "AVRO")) == 1
+
+
+def test_kill_9_keeps_ids_versions_deletes_and_configs(tmp_path):
+    port = free_port()
+    settings = [f"odradek.schema.registry.listener=http://127.0.0.1:{port}"]
+    url = f"http://127.0.0.1:{port}"
+
+    def wait_registry():
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                return http(f"{url}/subjects")
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    with serving(settings, data_dir=tmp_path) as (proc, _port):
+        wait_registry()
+        sr = SchemaRegistryClient({"url": url})
+        ids = {}
+        for i in range(20):
+            schema = json.dumps({"type": "record", "name": f"R{i}", "fields": [{"name": "a", "type": "int"}]})
+            ids[f"s{i}"] = sr.register_schema(f"s{i}", Schema(schema, "AVRO"))
+            sr.register_schema(f"s{i}", Schema(schema.replace('"int"}', '"int"},{"name":"b","type":"long",'
+                                                              '"default":0}'), "AVRO"))
+        sr.delete_version("s1", 1)
+        sr.delete_subject("s2")
+        sr.delete_subject("s3")
+        sr.delete_subject("s3", permanent=True)
+        sr.set_compatibility("s4", "FORWARD")
+        sr.set_compatibility(level="FULL")
+        before = {path: http(f"{url}{path}") for path in (
+            "/subjects", "/subjects?deleted=true", "/subjects/s1/versions", "/subjects/s1/versions?deleted=true",
+            "/subjects/s2/versions?deleted=true", "/config", "/config/s4", "/schemas/ids/1",
+            "/subjects/s0/versions/2", "/schemas/ids/5/versions")}
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with serving(settings, data_dir=tmp_path):
+        wait_registry()
+        assert {path: http(f"{url}{path}") for path in before} == before
+        sr = SchemaRegistryClient({"url": url})
+        fresh = sr.register_schema("s-new", Schema('"string"', "AVRO"))
+        assert fresh > max(ids.values())  # ids never reused after a restart
