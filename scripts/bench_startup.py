@@ -62,15 +62,17 @@ CANNED = str(Path(__file__).resolve().parent / "canned_server.py")
 CANNED_REPLY = struct.pack(">iihi", 10, 1, 0, 0)  # size, correlation id, error, no api keys (v0)
 
 
-def one_run(canned: bool = False) -> tuple[float, float]:
-    """(spawn -> first ApiVersions answer seconds, idle VmRSS MB) of a fresh broker, or of the
-    canned-reply server with ``canned``."""
+def one_run(canned: bool = False, registry: bool = True) -> tuple[float, float]:
+    """(spawn -> first ApiVersions answer seconds, idle VmRSS MB) of a fresh broker (its schema
+    registry on a free port, or off without ``registry``), or of the canned-reply server with ``canned``."""
     port = free_port()
+    listener = f"http://127.0.0.1:{free_port()}" if registry else ""
     with tempfile.TemporaryDirectory() as data:
         argv = ([sys.executable, CANNED, str(port), CANNED_REPLY.hex()] if canned else
                 [sys.executable, "-m", "odradek.broker.cli", "serve",
                  "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                 "--override", f"log.dirs={data}"])
+                 "--override", f"log.dirs={data}",
+                 "--override", f"odradek.schema.registry.listener={listener}"])
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -145,17 +147,25 @@ def main() -> None:
     parser.add_argument("--container", metavar="IMAGE", help="also time this image (built by "
                         "scripts/container.sh build), alternating with the process runs")
     parser.add_argument("--engine", default="podman", help="podman or docker (default podman)")
+    parser.add_argument("--compare-registry", action="store_true", help="also time brokers with the "
+                        "schema registry off, alternating with the default runs (registry on)")
     args = parser.parse_args()
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         print("note: PYTHONDONTWRITEBYTECODE is set: every start compiles its modules (unset it to "
               "measure what a user sees)")
     times, rsses, floors, ctimes0, crss0, ratios = [], [], [], [], [], []
     ctimes, crsses, cgroups = [], [], []
+    off_times: list[float] = []
+    off_rsses: list[float] = []
     for _ in range(args.runs):
         floors.append(interpreter_floor())
         t, r = one_run()
         times.append(t)
         rsses.append(r)
+        if args.compare_registry:
+            t_off, r_off = one_run(registry=False)
+            off_times.append(t_off)
+            off_rsses.append(r_off)
         t0, r0 = one_run(canned=True)
         ctimes0.append(t0)
         crss0.append(r0)
@@ -177,6 +187,10 @@ def main() -> None:
     print(f"ratio broker/canned, pair by pair:    median {statistics.median(ratios):.2f}x "
           f"(min {min(ratios):.2f}, max {max(ratios):.2f}); target <= 1.5x")
     print(f"idle RSS: median {statistics.median(rsses):.1f} MB; target <= 40 MB")
+    if off_times:
+        print(f"schema registry off:                  median {statistics.median(off_times) * 1000:.0f} ms "
+              f"(min {min(off_times) * 1000:.0f}, max {max(off_times) * 1000:.0f}); idle RSS "
+              f"{statistics.median(off_rsses):.1f} MB; ratio on/off {med_t / statistics.median(off_times):.2f}x")
     if args.container:
         med_c = statistics.median(ctimes)
         print(f"container {args.container} ({args.engine}):")

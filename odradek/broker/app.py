@@ -57,7 +57,7 @@ from .txn.markers import MarkerRouter
 
 if TYPE_CHECKING:
     from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
-    from ..web.http import HttpListener
+    from ..web.deferred import DeferredListener
     from .security.authorizer import Authorizer
 
 log = structlog.get_logger("odradek.broker")
@@ -172,7 +172,7 @@ class BrokerApp:
         # the schema registry: its store replays _schemas, its HTTP listener starts after the
         # Kafka listeners answer (``_start_registry``), so start-up pays for neither
         self.schema_store: SchemaStore | None = None
-        self.registry_listener: HttpListener | None = None
+        self.registry_listener: DeferredListener | None = None
         self.registry_address: tuple[str, int] | None = None
         self._registry_starting: asyncio.Task | None = None
 
@@ -248,9 +248,10 @@ class BrokerApp:
                  metrics_port=self.metrics_port)
 
     async def _start_registry(self) -> None:
-        """Replay ``_schemas`` and serve the registry's REST API (aiohttp and the schema parsers are
-        imported in a worker thread, while the Kafka listeners already answer)."""
-        import importlib  # noqa: PLC0415
+        """Replay ``_schemas`` and bind the registry's port; its HTTP application (aiohttp, the
+        routes) is built on the first connection (``web.deferred``), so a broker whose registry
+        is never used pays neither the import nor its memory."""
+        from ..web.deferred import DeferredListener  # noqa: PLC0415 - the wiring starts the HTTP surfaces
 
         setting = "odradek.schema.registry.listener"
         host, port = registry_address(self.config[setting])
@@ -259,19 +260,23 @@ class BrokerApp:
                                 default_compatibility=self.config["schema.compatibility.level"].upper())
             await store.start()
             self.schema_store = store
-            routes = await asyncio.to_thread(importlib.import_module, "odradek.web.registry")
-            http = await asyncio.to_thread(importlib.import_module, "odradek.web.http")
-            app = routes.RegistryRoutes(store, self.cluster_id).application(
-                self.config["odradek.schema.registry.basic.auth.users"])
-            self.registry_listener = http.HttpListener(app, "schema-registry")
+            self.registry_listener = DeferredListener(self._registry_application, "schema-registry")
             with _naming_the_setting(setting, host, port):
-                self.registry_address = await self.registry_listener.start(host, port)
+                self.registry_address = self.registry_listener.bind(host, port)
         except Exception as exc:
             log.error("registry.start_failed", setting=setting, error=str(exc),
                       note="the broker serves Kafka without the schema registry")
             self.registry_listener = None
             raise
         log.info("registry.listening", url=self.registry_url)
+
+    async def _registry_application(self):
+        """The registry's aiohttp application (its modules imported in a worker thread)."""
+        import importlib  # noqa: PLC0415
+
+        routes = await asyncio.to_thread(importlib.import_module, "odradek.web.registry")
+        return routes.RegistryRoutes(self.schema_store, self.cluster_id).application(
+            self.config["odradek.schema.registry.basic.auth.users"])
 
     @property
     def registry_url(self) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
@@ -42,6 +43,18 @@ class HttpListener:
         bound = runner.addresses[0]
         log.info("http.listening", surface=self.name, host=bound[0], port=bound[1])
         return bound[0], bound[1]
+
+    async def start_on(self, sock: socket.socket) -> None:
+        """Serve on a socket already bound and listening (``deferred.DeferredListener``'s)."""
+        runner = web.AppRunner(self.application, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            await web.SockSite(runner, sock).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        log.info("http.serving", surface=self.name, address=str(sock.getsockname()))
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -17,6 +17,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from odradek.broker.dump_log import iter_dump
 from odradek.testing.handle import BrokerHandle
 from odradek.testing.process import free_port, serving
 
@@ -225,3 +226,10 @@ def test_kill_9_keeps_ids_versions_deletes_and_configs(tmp_path):
         sr = SchemaRegistryClient({"url": url})
         fresh = sr.register_schema("s-new", Schema('"string"', "AVRO"))
         assert fresh > max(ids.values())  # ids never reused after a restart
+    # dump-log shows _schemas in Confluent's JSON
+    records = [r for path in sorted((tmp_path / "_schemas-0").glob("*.log")) for entry in iter_dump(path)
+               for r in entry.get("records", ())]
+    assert {"offset", "key", "value"} <= set(records[0])
+    assert records[0]["key"] == {"keytype": "SCHEMA", "subject": "s0", "version": 1, "magic": 1}
+    assert records[0]["value"]["id"] == ids["s0"] and records[0]["value"]["deleted"] is False
+    assert {"subject": "s2", "version": 2} in [r["value"] for r in records]  # the DELETE_SUBJECT record

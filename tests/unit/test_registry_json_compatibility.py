@@ -19,7 +19,7 @@ def obj(props: dict, required=(), closed: bool = False) -> str:
     return json.dumps(schema)
 
 
-S, I = {"type": "string"}, {"type": "integer"}
+S, INT = {"type": "string"}, {"type": "integer"}
 
 # (case, old, new, BACKWARD ok, FORWARD ok)
 CASES = [
@@ -32,7 +32,7 @@ CASES = [
     ("remove an optional property, open model", obj({"a": S, "b": S}), obj({"a": S}), True, False),
     ("make a property required", obj({"a": S}), obj({"a": S}, required=["a"]), False, True),
     ("integer to number", json.dumps({"type": "integer"}), json.dumps({"type": "number"}), True, False),
-    ("string to integer", json.dumps(S), json.dumps(I), False, False),
+    ("string to integer", json.dumps(S), json.dumps(INT), False, False),
     ("maxLength 10 to 20", json.dumps({"type": "string", "maxLength": 10}),
      json.dumps({"type": "string", "maxLength": 20}), True, False),
     ("an enum gains a value", json.dumps({"enum": ["a"]}), json.dumps({"enum": ["a", "b"]}), True, False),
