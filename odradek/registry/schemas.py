@@ -1,6 +1,6 @@
 """Parsing a schema of any type: the one entry point the operations use.
 
-Each type's module (``avro``, ``json_schema``) parses with a well-kept library,
+Each type's module (``avro``, ``json_schema``, ``protobuf``) parses with a well-kept library,
 imported on first use (the broker's start-up never pays for them), and offers the same three
 things: ``parse`` (canonical text, or :class:`SchemaParseError` with the parser's reason),
 ``normalize`` (Confluent's ``normalize=true`` form) and ``compatibility`` (the reasons a new
@@ -13,8 +13,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-TYPES = ("AVRO", "JSON")  # PROTOBUF is not served yet (docs/SCHEMA_REGISTRY.md)
-_MODULES = {"AVRO": "avro", "JSON": "json_schema"}
+TYPES = ("AVRO", "JSON", "PROTOBUF")
+_MODULES = {"AVRO": "avro", "JSON": "json_schema", "PROTOBUF": "protobuf"}
 
 
 class SchemaParseError(ValueError):

@@ -233,3 +233,90 @@ def test_kill_9_keeps_ids_versions_deletes_and_configs(tmp_path):
     assert records[0]["key"] == {"keytype": "SCHEMA", "subject": "s0", "version": 1, "magic": 1}
     assert records[0]["value"]["id"] == ids["s0"] and records[0]["value"]["deleted"] is False
     assert {"subject": "s2", "version": 2} in [r["value"] for r in records]  # the DELETE_SUBJECT record
+
+
+COMMON_PROTO = 'syntax = "proto3";\npackage odr.test;\nmessage Money { string currency = 1; int64 units = 2; }\n'
+ORDER_PROTO = ('syntax = "proto3";\npackage odr.test;\nimport "odr/common.proto";\n'
+               'import "google/protobuf/timestamp.proto";\n'
+               'message Order { string id = 1; Money total = 2; google.protobuf.Timestamp at = 3; }\n')
+
+
+def order_class():
+    """A message class made at run time, importing a file of its own (a reference) and a well-known type."""
+    from google.protobuf import descriptor_pool, message_factory, timestamp_pb2  # noqa: F401
+
+    from odradek.registry.proto_text import parse_proto
+
+    pool = descriptor_pool.Default()
+    try:
+        pool.FindFileByName("odr/order.proto")
+    except KeyError:
+        pool.Add(parse_proto(COMMON_PROTO, "odr/common.proto"))
+        pool.Add(parse_proto(ORDER_PROTO, "odr/order.proto"))
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("odr.test.Order"))
+
+
+def test_protobuf_serializer_with_a_reference_round_trips(registry_broker, sr):
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+
+    order = order_class()
+    topic = "sr-proto-orders"
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    message = order(id="o-1")
+    message.total.currency, message.total.units = "EUR", 12
+    producer = Producer({"bootstrap.servers": registry_broker.bootstrap_servers})
+    producer.produce(topic, value=ProtobufSerializer(order, sr, {"use.deprecated.format": False})(message, ctx))
+    producer.flush(10)
+    msg = consume_one(registry_broker.bootstrap_servers, topic)
+    reader = SchemaRegistryClient({"url": registry_broker.schema_registry_url})
+    assert ProtobufDeserializer(order, {"use.deprecated.format": False}, reader)(msg.value(), ctx) == message
+    latest = sr.get_latest_version(f"{topic}-value")
+    assert [(r.name, r.subject, r.version) for r in latest.schema.references] == [
+        ("odr/common.proto", "odr/common.proto", 1)]
+    assert "message Order {" in latest.schema.schema_str  # stored as .proto text, as Confluent does
+    # the text registers too (what Java and Go clients send) and is the same schema
+    assert sr.lookup_schema(f"{topic}-value", Schema(latest.schema.schema_str, "PROTOBUF",
+                                                     latest.schema.references)).schema_id == latest.schema_id
+
+
+def test_json_serializer_round_trips_and_checks_compatibility(registry_broker, sr):
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
+    schema = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Person",
+                         "type": "object", "properties": {"name": {"type": "string"}},
+                         "additionalProperties": False})
+    topic = "sr-json-people"
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": registry_broker.bootstrap_servers})
+    producer.produce(topic, value=JSONSerializer(schema, sr)({"name": "Ada"}, ctx))
+    producer.flush(10)
+    msg = consume_one(registry_broker.bootstrap_servers, topic)
+    reader = SchemaRegistryClient({"url": registry_broker.schema_registry_url})
+    assert JSONDeserializer(schema, schema_registry_client=reader)(msg.value(), ctx) == {"name": "Ada"}
+    narrowed = json.dumps({**json.loads(schema), "properties": {"name": {"type": "integer"}}})
+    assert sr.test_compatibility(f"{topic}-value", Schema(narrowed, "JSON")) is False
+    with pytest.raises(SchemaRegistryError) as err:
+        sr.register_schema(f"{topic}-value", Schema(narrowed, "JSON"))
+    assert err.value.http_status_code == 409
+
+
+def test_soft_and_hard_deletes(registry_broker, sr):
+    url = registry_broker.schema_registry_url
+    v1 = USER.replace('"example"', '"deletes"')
+    v2 = USER_V2.replace('"example"', '"deletes"')
+    sr.register_schema("sr-del", Schema(v1, "AVRO"))
+    sr.register_schema("sr-del", Schema(v2, "AVRO"))
+    assert sr.delete_version("sr-del", 1) == 1
+    assert http(f"{url}/subjects/sr-del/versions/1", "DELETE")[1]["error_code"] == 40406
+    assert sr.get_versions("sr-del") == [2]
+    assert http(f"{url}/subjects/sr-del/versions?deleted=true") == (200, [1, 2])
+    assert http(f"{url}/subjects/sr-del/versions/1?deleted=true")[1]["deleted"] is True
+    assert http(f"{url}/subjects/sr-del?permanent=true", "DELETE")[1]["error_code"] == 40405
+    assert http(f"{url}/subjects/sr-del/versions/2?permanent=true", "DELETE")[1]["error_code"] == 40407
+    assert sr.delete_subject("sr-del") == [2]
+    assert "sr-del" not in sr.get_subjects()
+    assert http(f"{url}/subjects/sr-del", "DELETE")[1]["error_code"] == 40404
+    assert sr.delete_subject("sr-del", permanent=True) == [1, 2]
+    assert http(f"{url}/subjects/sr-del?permanent=true", "DELETE")[1]["error_code"] == 40401
+    assert sr.register_schema("sr-del", Schema(v1, "AVRO")) > 0
+    assert sr.get_versions("sr-del") == [1]  # nothing of the subject is left: versions start over
