@@ -394,7 +394,7 @@ def _compare_message(old: Any, new: Any, path: str, proto3: bool, found: list[st
                 not (proto3 and not field.proto3_optional and field.label != 3):
             found.append(_difference("FIELD_NUMERIC_LABEL_CHANGED", where))
     moved: dict[int, list[int]] = {}
-    for number, other in new_fields.items():
+    for number in new_fields:
         index = real_oneof[1].get(number)
         if index is not None and number in old_fields and real_oneof[0].get(number) is None:
             moved.setdefault(index, []).append(number)
