@@ -19,6 +19,7 @@ from aiohttp import web
 log = structlog.get_logger("odradek.web")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+PRINCIPAL = web.RequestKey("principal", str)  # ``User:<name>`` of a request basic auth let in
 
 
 class HttpListener:
@@ -77,7 +78,7 @@ def basic_auth(users: Mapping[str, str], realm: str, unauthorized: Callable[[], 
                 name = password = ""
             expected = users.get(name)
             if expected is not None and hmac.compare_digest(expected.encode(), password.encode()):
-                request["principal"] = f"User:{name}"
+                request[PRINCIPAL] = f"User:{name}"
                 return await handler(request)
         response = unauthorized()
         response.headers["WWW-Authenticate"] = f'Basic realm="{realm}"'

@@ -10,6 +10,7 @@ answers follow Confluent's ``*Resource`` classes; boolean parameters are read as
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -58,12 +59,19 @@ async def _errors(request: web.Request, handler) -> web.StreamResponse:
         return _error(errors.store_error("Internal Server Error"))
 
 
+HEAVY_BODY = 64 << 10  # a schema this big is parsed in a worker thread, off the loop
+
+
 async def _body(request: web.Request) -> Any:
     raw = await request.read()
     try:
-        return json.loads(raw or b"null")
+        return await asyncio.to_thread(json.loads, raw) if len(raw) > HEAVY_BODY else json.loads(raw or b"null")
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"Unexpected character in the request body: {exc}") from None
+
+
+def _heavy(request: web.Request) -> bool:
+    return (request.content_length or 0) > HEAVY_BODY
 
 
 def _int(text: str, error: Callable[[], RegistryError]) -> int:
@@ -125,11 +133,11 @@ class RegistryRoutes:
         r.add_get("/v1/metadata/version", self.metadata_version)
         return app
 
-    async def _read(self, fn: Callable[[Registry], Any]) -> web.Response:
-        return _json(await self.store.read(fn))
+    async def _read(self, fn: Callable[[Registry], Any], heavy: bool = False) -> web.Response:
+        return _json(await self.store.read(fn, heavy))
 
-    async def _write(self, fn) -> web.Response:
-        return _json(await self.store.write(fn))
+    async def _write(self, fn, heavy: bool = False) -> web.Response:
+        return _json(await self.store.write(fn, heavy))
 
     # --- root, schemas by id ------------------------------------------------------------------------
 
@@ -205,7 +213,8 @@ class RegistryRoutes:
     async def lookup(self, request: web.Request) -> web.Response:
         q, subject = request.query, self._subject(request)
         schema = SchemaRequest.from_body(await _body(request))
-        return await self._read(lambda r: r.lookup(subject, schema, flag(q, "normalize"), flag(q, "deleted")))
+        return await self._read(lambda r: r.lookup(subject, schema, flag(q, "normalize"), flag(q, "deleted")),
+                                _heavy(request))
 
     async def delete_subject(self, request: web.Request) -> web.Response:
         subject, permanent = self._subject(request), flag(request.query, "permanent")
@@ -230,7 +239,7 @@ class RegistryRoutes:
         q, subject = request.query, self._subject(request)
         schema = SchemaRequest.from_body(await _body(request))
         return await self._write(lambda r: r.register(subject, schema, normalize=flag(q, "normalize"),
-                                                      force=flag(q, "force")))
+                                                      force=flag(q, "force")), _heavy(request))
 
     async def get_version(self, request: web.Request) -> web.Response:
         q, subject, version = request.query, self._subject(request), self._version(request)
@@ -260,7 +269,7 @@ class RegistryRoutes:
         schema = SchemaRequest.from_body(await _body(request))
         return await self._read(lambda r: r.test_compatibility(subject, version, schema,
                                                                normalize=flag(q, "normalize"),
-                                                               verbose=flag(q, "verbose")))
+                                                               verbose=flag(q, "verbose")), _heavy(request))
 
     # --- config and mode -----------------------------------------------------------------------------
 

@@ -320,3 +320,72 @@ def test_soft_and_hard_deletes(registry_broker, sr):
     assert http(f"{url}/subjects/sr-del?permanent=true", "DELETE")[1]["error_code"] == 40401
     assert sr.register_schema("sr-del", Schema(v1, "AVRO")) > 0
     assert sr.get_versions("sr-del") == [1]  # nothing of the subject is left: versions start over
+
+
+def test_a_schema_over_max_message_bytes_is_42209_and_the_broker_goes_on(registry_broker, sr):
+    url = registry_broker.schema_registry_url
+    huge = json.dumps({"type": "record", "name": "Huge", "doc": "x" * (2 << 20), "fields": []})
+    status, body = http(f"{url}/subjects/sr-huge/versions", "POST", {"schema": huge})
+    assert (status, body["error_code"]) == (422, 42209)
+    status, body = http(f"{url}/subjects/sr-huge/versions", "POST", raw=b'{"schema": "' + b"x" * (20 << 20) + b'"}')
+    assert (status, body["error_code"]) == (422, 42209)  # over the HTTP body limit
+    assert sr.register_schema("sr-huge", Schema('"string"', "AVRO")) > 0
+
+
+def test_metadata_and_rule_set_are_kept(registry_broker):
+    url = registry_broker.schema_registry_url
+    metadata = {"properties": {"owner": "team-a"}}
+    rule_set = {"domainRules": [{"name": "checkName", "kind": "CONDITION", "mode": "WRITE", "type": "CEL",
+                                 "expr": "message.name != ''"}]}
+    schema = USER.replace('"example"', '"contracts"')
+    status, body = http(f"{url}/subjects/sr-contract/versions", "POST",
+                        {"schema": schema, "metadata": metadata, "ruleSet": rule_set})
+    assert status == 200
+    got = http(f"{url}/subjects/sr-contract/versions/latest")[1]
+    assert (got["metadata"], got["ruleSet"]) == (metadata, rule_set)
+    assert http(f"{url}/schemas/ids/{body['id']}")[1]["metadata"] == metadata
+    # without them it is another schema: another id
+    assert http(f"{url}/subjects/sr-contract-plain/versions", "POST", {"schema": schema})[1]["id"] != body["id"]
+
+
+def test_import_mode_registers_at_a_given_id_and_version(registry_broker):
+    url = registry_broker.schema_registry_url
+    schema = USER.replace('"example"', '"imported"')
+    assert http(f"{url}/mode/sr-import", "PUT", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+    assert http(f"{url}/mode/sr-import")[1] == {"mode": "IMPORT"}
+    assert http(f"{url}/subjects/sr-import/versions", "POST", {"schema": schema, "id": 5000, "version": 7}) == (
+        200, {"id": 5000, "version": 7, "schema": json.dumps(json.loads(schema), separators=(",", ":"))})
+    status, body = http(f"{url}/subjects/sr-import/versions", "POST", {"schema": '"long"'})
+    assert (status, body["error_code"]) == (422, 42205)
+    assert http(f"{url}/mode/sr-import", "DELETE")[0] == 200
+    assert http(f"{url}/mode/sr-import")[1]["error_code"] == 40409
+    assert http(f"{url}/mode/sr-import?defaultToGlobal=true")[1] == {"mode": "READWRITE"}
+    assert http(f"{url}/mode", "PUT", {"mode": "BOGUS"})[1]["error_code"] == 42204
+    assert http(f"{url}/mode", "PUT", {"mode": "READONLY"})[0] == 200
+    try:
+        assert http(f"{url}/subjects/sr-readonly/versions", "POST", {"schema": '"long"'})[1]["error_code"] == 42205
+    finally:
+        http(f"{url}/mode", "PUT", {"mode": "READWRITE"})
+
+
+def test_server_metadata_and_contexts(registry_broker):
+    url = registry_broker.schema_registry_url
+    assert http(f"{url}/contexts") == (200, ["."])
+    assert http(f"{url}/")[1] == {}
+    assert sorted(http(f"{url}/schemas/types")[1]) == ["AVRO", "JSON", "PROTOBUF"]
+    cluster = http(f"{url}/v1/metadata/id")[1]
+    assert cluster["scope"]["clusters"]["kafka-cluster"] == registry_broker.app.cluster_id
+
+
+def test_basic_auth_where_the_listener_asks_for_it():
+    with BrokerHandle(schema_registry=True,
+                      overrides={"odradek.schema.registry.basic.auth.users": "alice:s3cret"}) as handle:
+        url = handle.schema_registry_url
+        status, body = http(f"{url}/subjects")
+        assert (status, body["error_code"]) == (401, 401)
+        sr = SchemaRegistryClient({"url": url, "basic.auth.user.info": "alice:s3cret"})
+        assert sr.register_schema("sr-auth", Schema('"string"', "AVRO")) == 1
+        wrong = SchemaRegistryClient({"url": url, "basic.auth.user.info": "alice:nope"})
+        with pytest.raises(SchemaRegistryError) as err:
+            wrong.get_subjects()
+        assert err.value.http_status_code == 401
