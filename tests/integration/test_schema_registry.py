@@ -389,3 +389,58 @@ def test_basic_auth_where_the_listener_asks_for_it():
         with pytest.raises(SchemaRegistryError) as err:
             wrong.get_subjects()
         assert err.value.http_status_code == 401
+
+
+async def test_the_async_client_and_serializers(registry_broker):
+    from confluent_kafka.schema_registry import AsyncSchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AsyncAvroDeserializer, AsyncAvroSerializer
+
+    schema = USER.replace('"example"', '"asyncio"')
+    ctx = SerializationContext("sr-async", MessageField.VALUE)
+    client = AsyncSchemaRegistryClient({"url": registry_broker.schema_registry_url})
+    serialize = await AsyncAvroSerializer(client, schema)
+    data = await serialize({"name": "b", "age": 2}, ctx)
+    reader = AsyncSchemaRegistryClient({"url": registry_broker.schema_registry_url})
+    assert await (await AsyncAvroDeserializer(reader))(data, ctx) == {"name": "b", "age": 2}
+    assert await client.get_versions("sr-async-value") == [1]
+
+
+def test_normalized_registration_and_lookup_agree(sr):
+    spaced = '{ "type": "record", "namespace": "norm", "name": "N", "fields": [ {"type": {"type": "int"}, "name": "a"} ] }'
+    compact = '{"name":"norm.N","type":"record","fields":[{"name":"a","type":"int"}]}'
+    first = sr.register_schema("sr-normalize", Schema(spaced, "AVRO"), normalize_schemas=True)
+    assert sr.register_schema("sr-normalize", Schema(compact, "AVRO"), normalize_schemas=True) == first
+    assert sr.lookup_schema("sr-normalize", Schema(spaced, "AVRO"), normalize_schemas=True).schema_id == first
+    assert sr.get_versions("sr-normalize") == [1]
+
+
+def test_avro_references_resolve_transitively(registry_broker, sr):
+    from confluent_kafka.schema_registry import SchemaReference
+
+    props = json.dumps({"type": "record", "name": "AwardProperties", "namespace": "refs",
+                        "fields": [{"name": "year", "type": "int"}]})
+    award = json.dumps({"type": "record", "name": "Award", "namespace": "refs",
+                        "fields": [{"name": "name", "type": "string"}, {"name": "props", "type": "AwardProperties"}]})
+    awarded = json.dumps({"type": "record", "name": "AwardedUser", "namespace": "refs",
+                          "fields": [{"name": "award", "type": "Award"}]})
+    for _ in range(2):  # idempotent, as the clients' tests register them again and again
+        sr.register_schema("refs-props", Schema(props, "AVRO"))
+        sr.register_schema("refs-award", Schema(award, "AVRO", [SchemaReference("refs.AwardProperties",
+                                                                                "refs-props", 1)]))
+    assert sr.get_versions("refs-award") == [1]
+    missing = Schema(awarded, "AVRO")
+    with pytest.raises(SchemaRegistryError) as err:
+        sr.register_schema("refs-awarded", missing)
+    assert err.value.error_code == 42201
+    topic = "refs-awarded"
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    serializer = AvroSerializer(sr, Schema(awarded, "AVRO", [SchemaReference("refs.Award", "refs-award", 1)]),
+                                conf={"auto.register.schemas": True})
+    data = serializer({"award": {"name": "gold", "props": {"year": 2024}}}, ctx)
+    reader = SchemaRegistryClient({"url": registry_broker.schema_registry_url})
+    assert AvroDeserializer(reader)(data, ctx) == {"award": {"name": "gold", "props": {"year": 2024}}}
+    props_id = sr.get_latest_version("refs-props").schema_id
+    assert http(f"{registry_broker.schema_registry_url}/subjects/refs-props/versions/1/referencedby")[1] == [
+        sr.get_latest_version("refs-award").schema_id]
+    status, body = http(f"{registry_broker.schema_registry_url}/subjects/refs-props/versions/1", "DELETE")
+    assert (status, body["error_code"]) == (422, 42206) and props_id
