@@ -29,6 +29,7 @@ log = structlog.get_logger("odradek.registry")
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_BODY = 16 << 20  # a schema beyond the topic's max.message.bytes is refused later, with 42209
+BY_ID_CACHE = 10_000  # rendered GET /schemas/ids/{id} bodies kept
 VERSION = "7.6.0"  # the Confluent Platform release whose API and answers are served
 
 
@@ -94,6 +95,8 @@ class RegistryRoutes:
     def __init__(self, store: SchemaStore, cluster_id: str):
         self.store = store
         self.cluster_id = cluster_id
+        self._by_id: dict[tuple, bytes] = {}  # GET /schemas/ids/{id}'s bodies, while the state is unchanged
+        self._cached_at = -1  # the state's ``applied`` count they were rendered at
 
     def application(self, users: Mapping[str, str] | None = None) -> web.Application:
         middlewares = [_errors]
@@ -153,8 +156,22 @@ class RegistryRoutes:
         return _int(text, lambda: errors.schema_not_found(text))
 
     async def schema_by_id(self, request: web.Request) -> web.Response:
+        """The deserializers' one call per id: answered from a cache of rendered bodies, which
+        any change of the state empties."""
         q = request.query
-        return await self._read(lambda r: r.schema_by_id(self._id(request), q.get("subject"), q.get("format")))
+        key = (request.match_info["id"], q.get("subject"), q.get("format"))
+        applied = self.store.state.applied
+        if self._cached_at != applied:
+            self._by_id.clear()
+            self._cached_at = applied
+        body = self._by_id.get(key)
+        if body is None:
+            answer = await self.store.read(lambda r: r.schema_by_id(self._id(request), q.get("subject"),
+                                                                     q.get("format")))
+            body = json.dumps(answer, ensure_ascii=False).encode("utf-8")
+            if self.store.state.applied == applied and len(self._by_id) < BY_ID_CACHE:
+                self._by_id[key] = body
+        return web.Response(body=body, content_type=CONTENT_TYPE)
 
     async def raw_schema_by_id(self, request: web.Request) -> web.Response:
         q = request.query
