@@ -10,6 +10,8 @@ import pytest
 from odradek.registry.compatibility import check
 from odradek.registry.schemas import Dependency, SchemaParseError, formatted, parse
 
+from .registry_levels import assert_levels
+
 ORDER = """
 syntax = "proto3";
 package shop.v1;
@@ -93,15 +95,9 @@ CASES = [
 ]
 
 
-def verdict(level: str, old: str, new: str) -> bool:
-    return not check(level, parse("PROTOBUF", new), [(1, parse("PROTOBUF", old))])
-
-
 @pytest.mark.parametrize("case, old, new, backward, forward", CASES, ids=[c[0] for c in CASES])
 def test_levels(case, old, new, backward, forward):
-    assert verdict("BACKWARD", old, new) is backward
-    assert verdict("FORWARD", old, new) is forward
-    assert verdict("FULL", old, new) is (backward and forward)
+    assert_levels("PROTOBUF", old, new, backward, forward)
 
 
 def test_transitive_checks_every_version():
