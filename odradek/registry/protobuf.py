@@ -18,7 +18,6 @@ removed, a oneof field removed, fields moved into a oneof are incompatible; the 
 from __future__ import annotations
 
 import base64
-import binascii
 import importlib
 from typing import Any
 
@@ -65,7 +64,7 @@ def _descriptor(text: str, name: str) -> Any:
         try:
             raw = base64.b64decode(text.strip(), validate=True)
             fdp = descriptor_pb2.FileDescriptorProto.FromString(raw)
-        except (binascii.Error, ValueError, Exception):
+        except Exception:  # not base64, or not a descriptor (protobuf's DecodeError)
             raise SchemaParseError(f"Invalid schema {text[:2000]}, details: {syntax_error}") from None
         if not fdp.name and not fdp.message_type and not fdp.enum_type:
             raise SchemaParseError(f"Invalid schema {text[:2000]}, details: {syntax_error}") from None
