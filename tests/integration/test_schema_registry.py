@@ -124,6 +124,9 @@ def test_config_global_and_per_subject(registry_broker, sr):
     assert sr.get_compatibility("sr-cfg") == "FULL_TRANSITIVE"
     status, body = http(f"{url}/config", "PUT", {"compatibility": "INVALID"})
     assert (status, body["error_code"]) == (422, 42203) and "Invalid compatibility level" in body["message"]
+    assert http(f"{url}/config/sr-cfg", "DELETE") == (200, {"compatibilityLevel": "FULL_TRANSITIVE"})
+    assert http(f"{url}/config/sr-cfg")[1]["error_code"] == 40408
+    assert http(f"{url}/config/sr-cfg", "DELETE")[1]["error_code"] == 40401
 
 
 def test_errors_in_confluents_shape(registry_broker, sr):
@@ -203,7 +206,7 @@ def test_kill_9_keeps_ids_versions_deletes_and_configs(tmp_path):
         wait_registry()
         sr = SchemaRegistryClient({"url": url})
         ids = {}
-        for i in range(100):
+        for i in range(200):
             schema = json.dumps({"type": "record", "name": f"R{i}", "fields": [{"name": "a", "type": "int"}]})
             ids[f"s{i}"] = sr.register_schema(f"s{i}", Schema(schema, "AVRO"))
             sr.register_schema(f"s{i}", Schema(schema.replace('"int"}', '"int"},{"name":"b","type":"long",'
@@ -361,6 +364,9 @@ def test_import_mode_registers_at_a_given_id_and_version(registry_broker):
     assert http(f"{url}/mode/sr-import")[1]["error_code"] == 40409
     assert http(f"{url}/mode/sr-import?defaultToGlobal=true")[1] == {"mode": "READWRITE"}
     assert http(f"{url}/mode", "PUT", {"mode": "BOGUS"})[1]["error_code"] == 42204
+    status, body = http(f"{url}/mode", "PUT", {"mode": "IMPORT"})  # subjects exist: not without force
+    assert (status, body["error_code"], body["message"]) == (422, 42205, "Cannot import since found existing subjects")
+    assert http(f"{url}/mode/sr-import", "PUT", {"mode": "FORWARD"})[1]["error_code"] == 42204  # global only
     assert http(f"{url}/mode", "PUT", {"mode": "READONLY"})[0] == 200
     try:
         assert http(f"{url}/subjects/sr-readonly/versions", "POST", {"schema": '"long"'})[1]["error_code"] == 42205
