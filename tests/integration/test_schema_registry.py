@@ -486,3 +486,21 @@ def test_compatibility_endpoint_with_verbose_reasons(registry_broker, sr):
     invalid = http(f"{url}/compatibility/subjects/sr-verbose/versions/latest?verbose=true", "POST",
                    {"schema": '{"type": "nope"}'})[1]
     assert invalid["is_compatible"] is False and invalid["messages"][0].startswith("Invalid schema")
+
+
+def test_records_another_registry_produces_to_schemas_are_served(registry_broker, sr):
+    """A Confluent registry sharing the topic writes its records with a Kafka producer: they are
+    read, in its key and value JSON (CP 8's "schemaType":"AVRO" included)."""
+    url = registry_broker.schema_registry_url
+    sr.register_schema("sr-shared-before", Schema('"boolean"', "AVRO"))  # _schemas exists
+    key = b'{"keytype":"SCHEMA","subject":"sr-shared","version":1,"magic":1}'
+    value = json.dumps({"subject": "sr-shared", "version": 1, "id": 90001, "schemaType": "AVRO",
+                        "schema": '{"type":"fixed","name":"Shared","size":4}', "deleted": False}).encode()
+    producer = Producer({"bootstrap.servers": registry_broker.bootstrap_servers})
+    producer.produce("_schemas", key=key, value=value)
+    producer.produce("_schemas", key=b'{"keytype":"CONFIG","subject":"sr-shared","magic":0}',
+                     value=b'{"subject":"sr-shared","compatibilityLevel":"NONE"}')
+    producer.flush(10)
+    assert http(f"{url}/subjects/sr-shared/versions/1")[1]["id"] == 90001
+    assert http(f"{url}/config/sr-shared")[1] == {"compatibilityLevel": "NONE"}
+    assert sr.register_schema("sr-shared-after", Schema('"bytes"', "AVRO")) > 90001  # ids go on from there
