@@ -111,3 +111,32 @@ def test_invalid_versions_are_42202(text):
     with pytest.raises(errors.RegistryError) as err:
         parse_version(text)
     assert err.value.code == 42202
+
+
+@pytest.mark.parametrize("text, canonical", [
+    ('{"type": "string"}', '"string"'),
+    ('{"type":"int","logicalType":"date"}', '{"type":"int","logicalType":"date"}'),
+    ('{"fields":[{"type":"int","name":"a","default":1,"doc":"d"}],"name":"R","type":"record","namespace":"x.y"}',
+     '{"type":"record","name":"R","namespace":"x.y","fields":[{"name":"a","type":"int","doc":"d","default":1}]}'),
+    ('{"type":"record","name":"a.b.R","fields":[{"name":"e","type":{"type":"enum","name":"E","symbols":["A"]}},'
+     '{"name":"f","type":"E"},{"name":"g","type":{"type":"fixed","name":"c.F","size":2}},{"name":"h","type":"c.F"}]}',
+     '{"type":"record","name":"R","namespace":"a.b","fields":[{"name":"e","type":{"type":"enum","name":"E",'
+     '"symbols":["A"]}},{"name":"f","type":"E"},{"name":"g","type":{"type":"fixed","name":"F","namespace":"c",'
+     '"size":2}},{"name":"h","type":"c.F"}]}'),
+])
+def test_avro_canonical_text_is_avro_javas(text, canonical):
+    """Stored as Confluent stores it (Avro Java's Schema.toString()): the same text, the same id."""
+    from odradek.registry.schemas import parse
+
+    assert parse("AVRO", text).canonical == canonical
+    assert parse("AVRO", canonical).canonical == canonical
+
+
+def test_avro_types_from_references_are_written_by_name():
+    from odradek.registry.schemas import Dependency, parse
+
+    dep = Dependency("refs.Money", "AVRO", '{"type":"record","name":"Money","namespace":"refs","fields":[]}')
+    parsed = parse("AVRO", '{"type":"record","name":"Price","namespace":"refs","fields":[{"name":"m","type":"Money"}]}',
+                   (dep,))
+    assert parsed.canonical == ('{"type":"record","name":"Price","namespace":"refs","fields":[{"name":"m",'
+                                '"type":"Money"}]}')
