@@ -1,5 +1,8 @@
 """DescribeConfigs (v0-v4), AlterConfigs (v0-v2), IncrementalAlterConfigs (v0-v1).
 
+Resources: topics, this broker and the cluster default, client-metrics
+subscriptions, and this broker's loggers (BROKER_LOGGER, ``runtime_loggers``).
+
 Topic configs: an override is DYNAMIC_TOPIC_CONFIG; otherwise the broker
 setting it falls back to reports its own source (this node's dynamic value,
 the cluster-wide dynamic default, the static setting, the built-in default).
@@ -18,12 +21,14 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from ...protocol.errors import ErrorCode
+from .. import runtime_loggers
 from ..client_metrics_config import DEFAULT_INTERVAL_MS, ClientMetricsConfigError
 from ..client_metrics_config import KEYS as CLIENT_METRICS_KEYS
 from ..client_metrics_config import LIST_KEYS as CLIENT_METRICS_LISTS
 from ..config import SETTINGS
 from ..config_ops import (
     BROKER,
+    BROKER_LOGGER,
     CLIENT_METRICS,
     TOPIC,
     ConfigOpError,
@@ -81,7 +86,7 @@ def describe_configs(app: ConfigServices, ctx: RequestContext, req) -> dict:
         try:
             entries = _entries(app, r.resource_type, r.resource_name)
             error, message = ErrorCode.NONE, None
-        except TopicError as exc:
+        except (TopicError, ConfigOpError) as exc:
             entries, error, message = [], exc.code, exc.message
         wanted = None if not r.configuration_keys else set(r.configuration_keys)
         configs = [_config(ctx.api_version, e, req, read_only=ro)
@@ -103,6 +108,9 @@ def _entries(app: ConfigServices, resource_type: int, name: str) -> list[tuple[C
         return _broker_entries(app)
     if resource_type == CLIENT_METRICS:
         return [(e, False) for e in _client_metrics_entries(app, name)]
+    if resource_type == BROKER_LOGGER:
+        runtime_loggers.check_node(name, app.node_id, describe=True)
+        return [(e, False) for e in runtime_loggers.entries()]
     raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported")
 
 
@@ -208,6 +216,9 @@ async def alter_configs(app: ConfigServices, ctx: RequestContext, req, *, increm
             elif r.resource_type == CLIENT_METRICS:
                 await _alter_client_metrics(app, r.resource_name, ops, legacy=not incremental,
                                             validate_only=req.validate_only)
+            elif r.resource_type == BROKER_LOGGER and incremental:  # legacy AlterConfigs: unknown type
+                runtime_loggers.check_node(r.resource_name, app.node_id, describe=False)
+                runtime_loggers.alter(ops, validate_only=req.validate_only)
             else:
                 raise ConfigOpError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {r.resource_type}")
             code, message = ErrorCode.NONE, None
