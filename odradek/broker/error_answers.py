@@ -204,6 +204,7 @@ SHAPES: dict[int, Shape] = {
     50: _describe_scram, 51: _alter_scram,
     48: _top_level(error_message=None, entries=None), 49: _alter_client_quotas,
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
+    74: _top_level(config_resources=[]),  # ListConfigResourcesRequest.getErrorResponse
     17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),
 }
 

@@ -90,5 +90,6 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(66, "ListTransactions", "list_transactions", "0-2"),
     _spec(71, "GetTelemetrySubscriptions", "get_telemetry_subscriptions", "0"),
     _spec(72, "PushTelemetry", "push_telemetry", "0"),
+    _spec(74, "ListConfigResources", "list_config_resources", "0-1"),
     _spec(75, "DescribeTopicPartitions", "describe_topic_partitions", "0"),
 ]}

@@ -115,6 +115,7 @@ ALLOWED: dict[int, set[E]] = {
     71: {E.THROTTLING_QUOTA_EXCEEDED, E.UNKNOWN_SUBSCRIPTION_ID},  # GetTelemetrySubscriptions
     72: {E.THROTTLING_QUOTA_EXCEEDED, E.UNKNOWN_SUBSCRIPTION_ID, E.UNSUPPORTED_COMPRESSION_TYPE,  # Push
          E.TELEMETRY_TOO_LARGE, E.INVALID_RECORD},
+    74: {E.CLUSTER_AUTHORIZATION_FAILED},  # ListConfigResources (KafkaApis.handleListConfigResources)
     # the ACL APIs (AclControlManager, KafkaApis): no authorizer, a bad filter, not allowed
     29: {E.SECURITY_DISABLED, E.CLUSTER_AUTHORIZATION_FAILED, E.INVALID_REQUEST},  # DescribeAcls
     30: {E.SECURITY_DISABLED, E.CLUSTER_AUTHORIZATION_FAILED, E.INVALID_REQUEST},  # CreateAcls

@@ -30,6 +30,7 @@ from ..config_ops import (
     BROKER,
     BROKER_LOGGER,
     CLIENT_METRICS,
+    GROUP,
     TOPIC,
     ConfigOpError,
     Op,
@@ -76,6 +77,33 @@ def register(table: HandlerTable, app: ConfigServices) -> None:
     table.register(32, partial(describe_configs, app))
     table.register(33, partial(alter_configs, app, incremental=False))
     table.register(44, partial(alter_configs, app, incremental=True))
+    table.register(74, partial(list_config_resources, app))
+
+
+# --- ListConfigResources ----------------------------------------------------------------
+
+# ListConfigResourcesRequest.supportedResourceTypes: v0 client-metrics only, v1 every type
+_LISTED = {0: (CLIENT_METRICS,), 1: (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)}
+
+
+def list_config_resources(app: ConfigServices, ctx: RequestContext, req) -> dict:
+    """``KafkaApis.handleListConfigResources``: the resources of the types asked for (none
+    named: every type the version knows); a type it does not know is UNSUPPORTED_VERSION.
+    Groups are listed when they have group configs, which are not served here: none."""
+    supported = _LISTED[min(ctx.api_version, 1)]
+    wanted = list(req.resource_types or []) if ctx.api_version >= 1 else []
+    if any(t not in supported for t in wanted):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_VERSION, "config_resources": []}
+    wanted = wanted or list(supported)
+    found: list[tuple[str, int]] = []  # in Kafka's order: groups, client metrics, loggers, brokers, topics
+    if CLIENT_METRICS in wanted:
+        found += [(n, CLIENT_METRICS) for n in sorted(app.client_metrics.subscriptions.resources)]
+    found += [(str(app.node_id), t) for t in (BROKER_LOGGER, BROKER) if t in wanted]
+    if TOPIC in wanted:
+        names = set(app.topics.names()) | {n for n in INTERNAL_TOPICS if app.topics.partition_count(n)}
+        found += [(n, TOPIC) for n in sorted(names)]
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+            "config_resources": [{"resource_name": n, "resource_type": t} for n, t in found]}
 
 
 # --- DescribeConfigs -------------------------------------------------------------------
