@@ -79,6 +79,8 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(42, "DeleteGroups", "delete_groups", "0-2"),
     _spec(43, "ElectLeaders", "elect_leaders", "0-2"),
     _spec(44, "IncrementalAlterConfigs", "incremental_alter_configs", "0-1"),
+    _spec(45, "AlterPartitionReassignments", "alter_partition_reassignments", "0-1"),
+    _spec(46, "ListPartitionReassignments", "list_partition_reassignments", "0"),
     _spec(47, "OffsetDelete", "offset_delete", "0"),
     _spec(48, "DescribeClientQuotas", "describe_client_quotas", "0-1"),
     _spec(49, "AlterClientQuotas", "alter_client_quotas", "0-1"),

@@ -644,6 +644,10 @@ def test_every_api_answers_kafkas_denial_to_a_principal_with_no_rights(tmp_path)
         assert request(b, 43, 2, {"election_type": 0, "topic_partitions": None, "timeout_ms": 1000}
                        ).error_code == CLUSTER_DENIED
         assert request(b, 35, 4, {"topics": None}).error_code == CLUSTER_DENIED
+        moved = request(b, 45, 1, {"timeout_ms": 1000, "allow_replication_factor_change": True, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "replicas": [1]}]}]})
+        assert (moved.error_code, moved.responses[0].partitions[0].error_code) == (CLUSTER_DENIED, CLUSTER_DENIED)
+        assert request(b, 46, 0, {"timeout_ms": 1000, "topics": None}).error_code == CLUSTER_DENIED
         listed = request(b, 74, 1, {"resource_types": []})
         assert (listed.error_code, list(listed.config_resources)) == (CLUSTER_DENIED, [])
         loggers = request(b, 32, 4, {"resources": [{"resource_type": 8, "resource_name": "1",

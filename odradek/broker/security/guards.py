@@ -367,8 +367,10 @@ def create_partitions(g: Guarded, ctx: RequestContext, req: Any) -> Any:
 # APIs that need one operation on the cluster, else Kafka's whole-request error answer:
 # ElectLeaders (ALTER), client quotas (DESCRIBE_CONFIGS / ALTER_CONFIGS, as
 # ``KafkaApis.handleDescribeClientQuotasRequest`` / ``ControllerApis.handleAlterClientQuotas``),
-# ListConfigResources (DESCRIBE_CONFIGS, ``KafkaApis.handleListConfigResources``)
-CLUSTER_OPERATIONS = {43: Op.ALTER, 48: Op.DESCRIBE_CONFIGS, 49: Op.ALTER_CONFIGS, 74: Op.DESCRIBE_CONFIGS}
+# ListConfigResources (DESCRIBE_CONFIGS, ``KafkaApis.handleListConfigResources``), reassignments
+# (ALTER to change, DESCRIBE to list: ``ControllerApis.handleAlterPartitionReassignments``)
+CLUSTER_OPERATIONS = {43: Op.ALTER, 48: Op.DESCRIBE_CONFIGS, 49: Op.ALTER_CONFIGS, 74: Op.DESCRIBE_CONFIGS,
+                      45: Op.ALTER, 46: Op.DESCRIBE}
 
 
 @guard(*CLUSTER_OPERATIONS)
