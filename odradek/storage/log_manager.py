@@ -2,8 +2,9 @@
 
 Start-up opens every ``<topic>-<partition>/`` directory (recovery uses the
 per-dir ``recovery-point-offset-checkpoint``; compaction resumes from
-``cleaner-offset-checkpoint``).  New partitions go to the first log dir
-unless told otherwise.  One asyncio task drives the schedule; every piece of
+``cleaner-offset-checkpoint``).  With several log dirs (Kafka's JBOD) a new
+partition goes to the dir holding the fewest partitions, as Kafka's
+``LogManager.nextLogDirs`` chooses (ties: the first in ``log.dirs``).  One asyncio task drives the schedule; every piece of
 disk work (retention, compaction, checkpoints, fsync) runs in worker threads,
 compaction in its own single thread so it never starves fsync rounds.
 """
@@ -185,11 +186,28 @@ class LogManager:
         self._logs[(topic, partition)] = log
         return log
 
+    def next_log_dirs(self, count: int = 1) -> list[Path]:
+        """The dirs for ``count`` new partitions, each to the dir with the fewest partitions at
+        that point (``LogManager.nextLogDirs``, counting those placed before it)."""
+        if len(self.log_dirs) == 1:
+            return self.log_dirs * count
+        held = dict.fromkeys(self.log_dirs, 0)
+        for lg in self._logs.values():
+            parent = lg.directory.parent
+            if parent in held:
+                held[parent] += 1
+        out = []
+        for _ in range(count):
+            chosen = min(self.log_dirs, key=held.__getitem__)  # min keeps the first of equals
+            held[chosen] += 1
+            out.append(chosen)
+        return out
+
     def open_new(self, topic: str, partition: int, config: LogConfig | None = None, *,
                  log_dir: str | os.PathLike[str] | None = None) -> Log:
         """Open (creating it if needed) a partition's log without registering it (blocking;
         any thread: ``create_many`` runs it in worker threads, then registers on the loop)."""
-        parent = Path(log_dir) if log_dir is not None else self.log_dirs[0]
+        parent = Path(log_dir) if log_dir is not None else self.next_log_dirs()[0]
         log = Log.open(parent / partition_dir_name(topic, partition), config or self.config_for(topic),
                        clock=self.clock)
         log.on_truncate = self._after_truncate
@@ -208,15 +226,17 @@ class LogManager:
         for seconds; threads overlap those waits.
         """
         out: dict[TopicPartition, Log | Exception] = {}
-        todo: list[tuple[str, int, LogConfig]] = []
+        new: list[tuple[str, int, LogConfig]] = []
         for topic, partition, config in wanted:
             found = self._logs.get((topic, partition))
             if found is not None:
                 out[(topic, partition)] = found
             else:
-                todo.append((topic, partition, config))
-        if not todo:
+                new.append((topic, partition, config))
+        if not new:
             return out
+        # placed on the loop, before any opens: the threads must not race for the emptiest dir
+        todo = [(*item, d) for item, d in zip(new, self.next_log_dirs(len(new)), strict=True)]
         loop = asyncio.get_running_loop()
         n = min(_CREATE_THREADS, len(todo))
         chunks = await asyncio.gather(*(loop.run_in_executor(self._create_pool, self._open_chunk, todo[i::n], on_new)
@@ -232,13 +252,13 @@ class LogManager:
                 out[key] = error if error is not None else opened  # type: ignore[assignment]
         return out
 
-    def _open_chunk(self, chunk: list[tuple[str, int, LogConfig]], on_new: Callable[[Log], None] | None
+    def _open_chunk(self, chunk: list[tuple[str, int, LogConfig, Path]], on_new: Callable[[Log], None] | None
                     ) -> list[tuple[TopicPartition, Log | None, Exception | None]]:
         opened: list[tuple[TopicPartition, Log | None, Exception | None]] = []
-        for topic, partition, config in chunk:
+        for topic, partition, config, log_dir in chunk:
             log = None
             try:
-                log = self.open_new(topic, partition, config)
+                log = self.open_new(topic, partition, config, log_dir=log_dir)
                 if on_new is not None:
                     on_new(log)
             except Exception as exc:  # e.g. out of file descriptors: that partition's error

@@ -125,3 +125,20 @@ def _batches(log):
     from odradek.protocol.records import iter_records
 
     return [list(iter_records(log.read(0, 1 << 20)))]
+
+
+async def test_new_partitions_go_to_the_dir_with_the_fewest(tmp_path: Path) -> None:
+    """LogManager.nextLogDirs: each new partition to the emptiest dir, ties to the first listed;
+    a batch of new partitions spreads as if placed one by one."""
+    dirs = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
+    mgr = LogManager(dirs, LogConfig())
+    await mgr.start()
+    try:
+        mgr.create("t", 0, log_dir=dirs[1])
+        mgr.create("t", 1, log_dir=dirs[1])
+        created = await mgr.create_many([("u", p, LogConfig()) for p in range(5)])
+        placed = {p: created[("u", p)].directory.parent for p in range(5)}
+        assert sorted(placed.values()).count(dirs[0]) == 3 and list(placed.values()).count(dirs[2]) == 2
+        assert mgr.create("v", 0).directory.parent == dirs[1]  # a=3, b=2, c=2: b, the first of the least
+    finally:
+        await mgr.close()
