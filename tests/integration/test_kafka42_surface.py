@@ -122,7 +122,7 @@ def test_the_owned_keys_are_really_not_served_yet(served):
 
 
 def test_we_serve_no_version_kafka_42_lacks_above_its_maximum(served):
-    for key, (lo, hi) in served.items():
+    for key, (_lo, hi) in served.items():
         if key in KAFKA_42:
             assert hi <= KAFKA_42[key][2], KAFKA_42[key][0]
 
