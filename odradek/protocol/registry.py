@@ -73,6 +73,7 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(31, "DeleteAcls", "delete_acls", "0-3"),
     _spec(32, "DescribeConfigs", "describe_configs", "0-4"),
     _spec(33, "AlterConfigs", "alter_configs", "0-2"),
+    _spec(34, "AlterReplicaLogDirs", "alter_replica_log_dirs", "0-2"),
     _spec(35, "DescribeLogDirs", "describe_log_dirs", "0-4"),
     _spec(36, "SaslAuthenticate", "sasl_authenticate", "0-2"),
     _spec(37, "CreatePartitions", "create_partitions", "0-3"),

@@ -80,3 +80,114 @@ def test_kafka_python_reads_and_writes_partitions_in_both_dirs(jbod):
     held = {d["log_dir"]: [p["partition_index"] for t in d["topics"] if t["name"] == "both" for p in t["partitions"]]
             for d in answer["log_dirs"]}
     assert held == {str(a.resolve()): [0], str(b.resolve()): [1]}
+
+
+# --- AlterReplicaLogDirs ---------------------------------------------------------------------
+
+LOG_DIR_NOT_FOUND, REPLICA_NOT_AVAILABLE, STORAGE_ERROR = 57, 9, 56
+
+
+def alter_dirs(b, version: int, moves: dict[str, dict[str, list[int]]]):
+    body = {"dirs": [{"path": path, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                     for path, topics in moves.items()]}
+    with SyncClient("127.0.0.1", b.app.endpoint.port) as c:
+        r = c.request(34, version, body)
+    return {(t.topic_name, p.partition_index): p.error_code for t in r.results for p in t.partitions}
+
+
+def where(b, topic: str, partition: int):
+    return b.call(lambda: b.app.logs.get(topic, partition).directory.parent)
+
+
+def wait_moved(b, topic: str, partition: int, dest, timeout: float = 20.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if where(b, topic, partition) == dest and not b.call(lambda: b.app.logs.moves()):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{topic}-{partition} still in {where(b, topic, partition)}")
+
+
+def fetch_all(b, topic: str, partition: int) -> list[bytes]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=b.bootstrap_servers, auto_offset_reset="earliest",
+                             consumer_timeout_ms=3000, enable_auto_commit=False)
+    consumer.assign([TopicPartition(topic, partition)])
+    got = [m.value for m in consumer]
+    consumer.close()
+    return got
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_a_partition_moves_to_another_dir_with_its_data(jbod, version):
+    broker, a, b = jbod
+    create_topic(broker, "mv", 2)
+    produce(broker, "mv", 20, partition=0)
+    source = where(broker, "mv", 0)
+    dest = b if source == a else a
+    assert alter_dirs(broker, version, {str(dest.resolve()): {"mv": [0]}}) == {("mv", 0): 0}
+    wait_moved(broker, "mv", 0, dest)
+    assert not (source / "mv-0").exists() and (dest / "mv-0").is_dir()
+    assert len(fetch_all(broker, "mv", 0)) == 20
+    produce(broker, "mv", 3, partition=0)  # appends go on in the new dir
+    assert len(fetch_all(broker, "mv", 0)) == 23
+    held = dirs_of(broker)
+    assert ("mv", 0) in held[str(dest.resolve())] and ("mv", 0) not in held[str(source.resolve())]
+
+
+def test_bad_moves_get_kafkas_errors(jbod, tmp_path):
+    broker, a, b = jbod
+    create_topic(broker, "bad", 1)
+    here = where(broker, "bad", 0)
+    got = alter_dirs(broker, 2, {str(tmp_path / "elsewhere"): {"bad": [0]},
+                                 str(here.resolve()): {"bad": [5], "nope": [0]}})
+    assert got == {("bad", 0): LOG_DIR_NOT_FOUND, ("bad", 5): REPLICA_NOT_AVAILABLE,
+                   ("nope", 0): REPLICA_NOT_AVAILABLE}
+    assert alter_dirs(broker, 2, {str(here.resolve()): {"bad": [0]}}) == {("bad", 0): 0}  # where it is
+    other = b if here == a else a
+    offsets_dir = where(broker, "__consumer_offsets", 0)
+    target = b if offsets_dir == a else a
+    assert alter_dirs(broker, 2, {str(target.resolve()): {"__consumer_offsets": [0]}}) == {
+        ("__consumer_offsets", 0): STORAGE_ERROR}
+    assert where(broker, "bad", 0) == here and other != here
+
+
+def test_the_last_dir_named_wins_and_produce_goes_on_during_a_move(jbod):
+    from kafka import KafkaProducer
+
+    broker, a, b = jbod
+    create_topic(broker, "busy", 1)
+    source = where(broker, "busy", 0)
+    dest = b if source == a else a
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, retries=20, acks="all",
+                             max_in_flight_requests_per_connection=1, linger_ms=0)
+    futures = [producer.send("busy", value=b"%d" % i) for i in range(200)]
+    got = alter_dirs(broker, 2, {str(source.resolve()): {"busy": [0]}, str(dest.resolve()): {"busy": [0]}})
+    assert got == {("busy", 0): 0}
+    futures += [producer.send("busy", value=b"%d" % i) for i in range(200, 400)]
+    for f in futures:
+        f.get(30)
+    producer.close()
+    wait_moved(broker, "busy", 0, dest)
+    assert fetch_all(broker, "busy", 0) == [b"%d" % i for i in range(400)]
+
+
+def test_kafka_python_alter_replica_log_dirs(jbod):
+    from kafka import KafkaAdminClient
+    from kafka.structs import TopicPartitionReplica
+
+    broker, a, b = jbod
+    create_topic(broker, "kp", 1)
+    produce(broker, "kp", 5)
+    dest = b if where(broker, "kp", 0) == a else a
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        out = admin.alter_replica_log_dirs({TopicPartitionReplica("kp", 0, broker.app.node_id): str(dest.resolve())})
+    finally:
+        admin.close()
+    assert "kp" in repr(out) or out is not None
+    wait_moved(broker, "kp", 0, dest)
+    assert len(fetch_all(broker, "kp", 0)) == 5
