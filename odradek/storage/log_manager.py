@@ -48,8 +48,8 @@ from odradek.storage.log_move import (
     LogCopier,
     MoveCancelled,
     future_dir_name,
+    future_dir_partition,
     is_future_dir,
-    move_file_partition,
     read_move_file,
     resolve_duplicates,
     write_move_file,
@@ -208,7 +208,7 @@ class LogManager:
                 else:
                     found[tp] = path
         for path in futures:
-            tp = move_file_partition(path)
+            tp = future_dir_partition(path.name)
             if tp is not None and tp in found and found[tp].parent != path.parent:
                 self._resume[tp] = path.parent
             shutil.rmtree(path, ignore_errors=True)
@@ -246,7 +246,7 @@ class LogManager:
         for (topic, partition), dest in resume.items():
             if (topic, partition) in self._logs and dest in self.log_dirs:
                 logger.info("log.move_resumed", topic=topic, partition=partition, dir=str(dest))
-                self.move(topic, partition, dest)
+                await self.move(topic, partition, dest)
 
     def get(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
@@ -395,12 +395,14 @@ class LogManager:
         """A partition not hosted yet is created in ``dest`` (``maybeUpdatePreferredLogDir``)."""
         self._preferred[(topic, partition)] = dest
 
-    def move(self, topic: str, partition: int, dest: Path) -> None:
-        """Move a hosted partition to the log dir ``dest`` in the background (on the loop).
+    async def move(self, topic: str, partition: int, dest: Path) -> None:
+        """Move a hosted partition to the log dir ``dest`` in the background.
 
         As Kafka's ``alterReplicaLogDirs``: the current dir cancels a move in
         progress; the dir a move is already heading to changes nothing; another
-        dir replaces the move (or, once switching, follows it).
+        dir replaces the move (or, once switching, follows it).  The future dir
+        exists when this returns (Kafka creates the future log before it
+        answers), so a crash after the answer resumes the move at the next start.
         """
         tp = (topic, partition)
         log = self._logs[tp]
@@ -415,8 +417,14 @@ class LogManager:
         if log.directory.parent == dest:
             return
         m = Move(dest, dest / future_dir_name(topic, partition, uuid.uuid4().hex))
+        m.copier = LogCopier(log.directory, m.future, m.cancelled)
         previous = current.task if current is not None else None
         self._moves[tp] = m
+        try:
+            await asyncio.to_thread(m.copier.begin, topic, partition)
+        except OSError:
+            self._forget_move(tp, m)
+            raise
         m.task = asyncio.create_task(self._run_move(tp, m, previous), name=f"odradek-move-{topic}-{partition}")
 
     async def _run_move(self, tp: TopicPartition, m: Move, previous: asyncio.Task[None] | None) -> None:
@@ -448,8 +456,9 @@ class LogManager:
             del self._moves[tp]
 
     async def _copy_and_switch(self, tp: TopicPartition, log: Log, m: Move) -> Log | None:
-        m.copier = copier = LogCopier(log.directory, m.future, m.cancelled)
-        await asyncio.to_thread(copier.begin, *tp)
+        copier = m.copier
+        assert copier is not None
+        copier.source = log.directory
         for _round in range(4):  # copy while appends go on, until little is left
             m.copied_offset = log.log_end_offset
             if await asyncio.to_thread(copier.sync_logs, _lengths(log)) < _SMALL_DELTA:
@@ -500,7 +509,7 @@ class LogManager:
         await self.checkpoint()
         await asyncio.to_thread(_unlink_move_file, new.directory)
         if m.then is not None and tp in self._logs and m.then != new.directory.parent:
-            self.move(tp[0], tp[1], m.then)
+            await self.move(tp[0], tp[1], m.then)
 
     # --- checkpoints -----------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from .files import (
     MAX_FILE_NAME,
     SWAP_SUFFIX,
     fsync_dir,
+    parse_partition_dir,
     pread_exact,
     write_all,
     write_file,
@@ -79,12 +80,10 @@ def write_move_file(directory: Path, **fields: object) -> None:
     os.replace(tmp, directory / MOVE_FILE)
 
 
-def move_file_partition(directory: Path) -> tuple[str, int] | None:
-    """The partition a future dir holds (from its move file; None if unreadable)."""
-    fields = read_move_file(directory)
-    if not fields or "topic" not in fields or not fields.get("partition", "").isdigit():
-        return None
-    return fields["topic"], int(fields["partition"])
+def future_dir_partition(name: str) -> tuple[str, int] | None:
+    """The partition a future dir holds, from its name (``orders-3.<id>-future``)."""
+    head, sep, _unique = name.removesuffix(FUTURE_DIR_SUFFIX).rpartition(".")
+    return parse_partition_dir(head) if sep else None
 
 
 class LogCopier:

@@ -216,7 +216,7 @@ async def describe_log_dirs(app: LogAdminServices, ctx: RequestContext, req) -> 
 
 # --- AlterReplicaLogDirs -------------------------------------------------------------------
 
-def alter_replica_log_dirs(app: LogAdminServices, ctx: RequestContext, req) -> dict:
+async def alter_replica_log_dirs(app: LogAdminServices, ctx: RequestContext, req) -> dict:
     """``ReplicaManager.alterReplicaLogDirs``: each partition to its dir (the last one named
     wins, as Kafka's map of partition to dir); errors per partition, grouped by topic."""
     target: dict[tuple[str, int], str] = {}
@@ -226,7 +226,7 @@ def alter_replica_log_dirs(app: LogAdminServices, ctx: RequestContext, req) -> d
                 target[(t.name, p)] = d.path
     by_topic: dict[str, list[dict]] = {}
     for (topic, p), path in target.items():
-        code = _move(app, topic, p, path)
+        code = await _move(app, topic, p, path)
         if code != ErrorCode.NONE:
             log.info("log.move_refused", topic=topic, partition=p, dir=path, error=code.name, client=ctx.client_id)
         by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": code})
@@ -234,7 +234,7 @@ def alter_replica_log_dirs(app: LogAdminServices, ctx: RequestContext, req) -> d
             "results": [{"topic_name": n, "partitions": ps} for n, ps in by_topic.items()]}
 
 
-def _move(app: LogAdminServices, topic: str, partition: int, path: str) -> ErrorCode:
+async def _move(app: LogAdminServices, topic: str, partition: int, path: str) -> ErrorCode:
     if not future_name_fits(topic, partition):
         return ErrorCode.INVALID_TOPIC_EXCEPTION
     dest = _configured_dir(app, path)
@@ -248,7 +248,11 @@ def _move(app: LogAdminServices, topic: str, partition: int, path: str) -> Error
     if lg.directory.parent != dest and topic in INTERNAL_TOPICS:
         # their coordinators write through the partition's log object: not moved here
         return ErrorCode.KAFKA_STORAGE_ERROR
-    app.logs.move(topic, partition, dest)
+    try:
+        await app.logs.move(topic, partition, dest)
+    except OSError as exc:  # the target dir cannot take the future log
+        log.error("log.move_failed", topic=topic, partition=partition, dir=str(dest), error=str(exc))
+        return ErrorCode.KAFKA_STORAGE_ERROR
     return ErrorCode.NONE
 
 
