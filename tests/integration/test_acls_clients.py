@@ -648,6 +648,9 @@ def test_every_api_answers_kafkas_denial_to_a_principal_with_no_rights(tmp_path)
             {"name": topic, "partitions": [{"partition_index": 0, "replicas": [1]}]}]})
         assert (moved.error_code, moved.responses[0].partitions[0].error_code) == (CLUSTER_DENIED, CLUSTER_DENIED)
         assert request(b, 46, 0, {"timeout_ms": 1000, "topics": None}).error_code == CLUSTER_DENIED
+        moved = request(b, 34, 2, {"dirs": [{"path": "/nowhere", "topics": [{"name": topic, "partitions": [0]}]}]})
+        assert [(t.topic_name, [p.error_code for p in t.partitions]) for t in moved.results] == [
+            (topic, [CLUSTER_DENIED])]
         listed = request(b, 74, 1, {"resource_types": []})
         assert (listed.error_code, list(listed.config_resources)) == (CLUSTER_DENIED, [])
         loggers = request(b, 32, 4, {"resources": [{"resource_type": 8, "resource_name": "1",

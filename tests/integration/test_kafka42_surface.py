@@ -59,7 +59,6 @@ OWNED_ELSEWHERE = {
     92: "DeleteShareGroupOffsets: issue 33",
     88: "StreamsGroupHeartbeat: streams groups (KIP-1071), no issue yet",
     89: "StreamsGroupDescribe: streams groups",
-    34: "AlterReplicaLogDirs: issue 31 item 5, moving a partition between log.dirs, not done yet",
 }
 # versions being added right now by other work on issue 31: {key: our max until it lands}
 IN_PROGRESS = {

@@ -191,3 +191,9 @@ def test_kafka_python_alter_replica_log_dirs(jbod):
     assert "kp" in repr(out) or out is not None
     wait_moved(broker, "kp", 0, dest)
     assert len(fetch_all(broker, "kp", 0)) == 5
+
+
+def test_a_second_broker_sharing_any_log_dir_refuses_to_start(jbod, tmp_path):
+    broker, a, b = jbod
+    with pytest.raises(Exception, match="in use by another broker"):
+        ThreadedBroker(tmp_path / "other", overrides={"log.dirs": f"{tmp_path / 'other'},{b}"}).start()
