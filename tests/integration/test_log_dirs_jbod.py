@@ -197,3 +197,48 @@ def test_a_second_broker_sharing_any_log_dir_refuses_to_start(jbod, tmp_path):
     broker, a, b = jbod
     with pytest.raises(Exception, match="in use by another broker"):
         ThreadedBroker(tmp_path / "other", overrides={"log.dirs": f"{tmp_path / 'other'},{b}"}).start()
+
+
+def test_describe_log_dirs_lists_a_moving_partition_as_a_future_entry(jbod):
+    broker, a, b = jbod
+    create_topic(broker, "fut", 1)
+    produce(broker, "fut", 4)
+    source = where(broker, "fut", 0)
+    dest = b if source == a else a
+    lg = broker.call(lambda: broker.app.logs.get("fut", 0))
+    lg._maint.acquire()  # as a retention pass would: the move waits for it before copying
+    try:
+        assert alter_dirs(broker, 2, {str(dest.resolve()): {"fut": [0]}}) == {("fut", 0): 0}
+        with SyncClient("127.0.0.1", broker.app.endpoint.port) as c:
+            r = c.request(35, 4, {"topics": [{"topic": "fut", "partitions": [0]}]})
+        entries = {(res.log_dir, p.is_future_key): p for res in r.results for t in res.topics for p in t.partitions}
+        assert set(entries) == {(str(source.resolve()), False), (str(dest.resolve()), True)}
+        assert entries[(str(dest.resolve()), True)].offset_lag == 4
+        assert any(p.name.endswith("-future") for p in dest.iterdir())
+    finally:
+        lg._maint.release()
+    wait_moved(broker, "fut", 0, dest)
+    assert list(dirs_of(broker)[str(dest.resolve())]).count(("fut", 0)) == 1
+
+
+def test_naming_the_current_dir_calls_a_move_off(jbod):
+    broker, a, b = jbod
+    create_topic(broker, "off", 1)
+    produce(broker, "off", 2)
+    source = where(broker, "off", 0)
+    dest = b if source == a else a
+    lg = broker.call(lambda: broker.app.logs.get("off", 0))
+    lg._maint.acquire()
+    try:
+        assert alter_dirs(broker, 2, {str(dest.resolve()): {"off": [0]}}) == {("off", 0): 0}
+        assert alter_dirs(broker, 2, {str(source.resolve()): {"off": [0]}}) == {("off", 0): 0}
+    finally:
+        lg._maint.release()
+    import time
+
+    deadline = time.monotonic() + 10
+    while broker.call(lambda: broker.app.logs.moves()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert where(broker, "off", 0) == source
+    assert not any(p.name.endswith("-future") for p in dest.iterdir())
+    assert len(fetch_all(broker, "off", 0)) == 2
