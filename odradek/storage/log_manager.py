@@ -81,6 +81,7 @@ class Move:
     switching: bool = False  # appends held, the dirs being swapped: too late to call off
     then: Path | None = None  # asked for another dir while switching: moved there next
     keep_future: bool = False  # stopped by a shutdown: the next start resumes it
+    renamed: bool = False  # the copy is in the partition's place: the old log must stay held
     cancelled: threading.Event = field(default_factory=threading.Event)
     copier: LogCopier | None = None
     task: asyncio.Task[None] | None = None
@@ -443,7 +444,8 @@ class LogManager:
             logger.error("log.move_failed", topic=tp[0], partition=tp[1], dir=str(m.dest), error=repr(exc))
             moved = None
         finally:
-            log.frozen = False
+            if not m.renamed:
+                log.frozen = False
             log._maint.release()
         if moved is None and not m.keep_future:
             await asyncio.to_thread(shutil.rmtree, m.future, True)
@@ -471,18 +473,21 @@ class LogManager:
         lengths, end = _lengths(log), log.log_end_offset
         start, cleaner = log.log_start_offset, log.cleaner_checkpoint
         final = m.dest / partition_dir_name(*tp)
-        new = await asyncio.to_thread(self._switch_files, copier, log, lengths, final, end, start, cleaner)
+        new = await asyncio.to_thread(self._switch_files, copier, log, lengths, final, end, start, cleaner, m)
         m.copied_offset = end
         if self._logs.get(tp) is not log:  # detached meanwhile (a reset): it goes with the rest
             new.discard()
             return None
         new.on_truncate = self._after_truncate
+        new.config = log.config  # an AlterConfigs meanwhile
         self._logs[tp] = new
         log.closed = True  # a read or append that still holds it retries and finds the new one
+        if log.log_start_offset > new.log_start_offset:  # a DeleteRecords meanwhile
+            new.advance_start(log.log_start_offset)
         return new
 
     def _switch_files(self, copier: LogCopier, log: Log, lengths: dict[str, int], final: Path, end: int,
-                      start: int, cleaner: int) -> Log:
+                      start: int, cleaner: int, m: Move) -> Log:
         """With appends held: the rest of the copy, the future dir switched in, the old dir
         marked for deletion, the new log opened (blocking; the order is what start-up relies on)."""
         copier.sync_all(lengths)
@@ -490,7 +495,8 @@ class LogManager:
                         log_start=start, cleaner_checkpoint=cleaner)
         fsync_dir(copier.target)
         os.replace(copier.target, final)
-        fsync_dir(final.parent)
+        m.renamed = True  # from here a failure leaves the partition held (appends refused) until a
+        fsync_dir(final.parent)  # restart opens it from its new place
         trash = log.directory.with_name(delete_dir_name(log.topic, log.partition, uuid.uuid4().hex))
         os.replace(log.directory, trash)
         fsync_dir(trash.parent)
