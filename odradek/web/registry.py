@@ -69,6 +69,8 @@ async def _body(request: web.Request) -> Any:
         return await asyncio.to_thread(json.loads, raw) if len(raw) > HEAVY_BODY else json.loads(raw or b"null")
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"Unexpected character in the request body: {exc}") from None
+    except RecursionError:
+        raise errors.bad_request("The request body nests too deeply") from None
 
 
 def _heavy(request: web.Request) -> bool:
