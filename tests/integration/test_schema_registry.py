@@ -87,7 +87,7 @@ def test_avro_serializer_and_deserializer_round_trip_through_the_broker(registry
     assert sr.get_latest_version(f"{topic}-value").version == 1
 
 
-def test_one_id_per_distinct_schema_across_subjects(sr):
+def test_one_id_per_distinct_schema_across_subjects(registry_broker, sr):
     user, user_v2 = (s.replace('"example"', '"ids"') for s in (USER, USER_V2))  # not in the other tests
     first = sr.register_schema("sr-ids-a", Schema(user, "AVRO"))
     assert sr.register_schema("sr-ids-b", Schema(user, "AVRO")) == first
@@ -100,6 +100,9 @@ def test_one_id_per_distinct_schema_across_subjects(sr):
     found = sr.lookup_schema("sr-ids-a", Schema(user_v2, "AVRO"))
     assert (found.schema_id, found.version) == (second, 2)
     assert sr.get_version("sr-ids-a", 2).schema.schema_str == found.schema.schema_str
+    url = registry_broker.schema_registry_url
+    body = http(f"{url}/schemas/ids/{first}?fetchMaxId=true")[1]
+    assert body["maxId"] >= second and "maxId" not in http(f"{url}/schemas/ids/{first}")[1]
 
 
 def test_incompatible_schema_is_409_under_backward(sr):
