@@ -140,3 +140,16 @@ def test_avro_types_from_references_are_written_by_name():
                    (dep,))
     assert parsed.canonical == ('{"type":"record","name":"Price","namespace":"refs","fields":[{"name":"m",'
                                 '"type":"Money"}]}')
+
+
+def test_the_registry_listener_setting():
+    """On by default for `odradek serve` (and the container); http://, HOST:PORT or a port; empty is off."""
+    from odradek.broker.config import SETTINGS_BY_NAME, registry_address
+
+    assert SETTINGS_BY_NAME["odradek.schema.registry.listener"].default == "http://127.0.0.1:8081"
+    assert registry_address("http://127.0.0.1:8081") == ("127.0.0.1", 8081)
+    assert registry_address("0.0.0.0:18081") == ("0.0.0.0", 18081)
+    assert registry_address("8082") == ("127.0.0.1", 8082)
+    assert registry_address("") is None
+    with pytest.raises(ValueError, match="only http"):
+        registry_address("https://127.0.0.1:8081")
