@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -20,6 +18,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from odradek.broker.dump_log import iter_dump
 from odradek.testing.handle import BrokerHandle
 from odradek.testing.process import free_port, serving
+
+from .registry_helpers import http, wait_serving
 
 pytestmark = pytest.mark.integration
 
@@ -41,17 +41,6 @@ def registry_broker():
 @pytest.fixture
 def sr(registry_broker):
     return SchemaRegistryClient({"url": registry_broker.schema_registry_url})
-
-
-def http(url: str, method: str = "GET", body: object = None, raw: bytes | None = None) -> tuple[int, object]:
-    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def consume_one(bootstrap: str, topic: str):
@@ -195,18 +184,8 @@ def test_kill_9_keeps_ids_versions_deletes_and_configs(tmp_path):
     settings = [f"odradek.schema.registry.listener=http://127.0.0.1:{port}"]
     url = f"http://127.0.0.1:{port}"
 
-    def wait_registry():
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                return http(f"{url}/subjects")
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-
     with serving(settings, data_dir=tmp_path) as (proc, _port):
-        wait_registry()
+        wait_serving(url)
         sr = SchemaRegistryClient({"url": url})
         ids = {}
         for i in range(200):
@@ -227,7 +206,7 @@ def test_kill_9_keeps_ids_versions_deletes_and_configs(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     with serving(settings, data_dir=tmp_path):
-        wait_registry()
+        wait_serving(url)
         assert {path: http(f"{url}{path}") for path in before} == before
         sr = SchemaRegistryClient({"url": url})
         fresh = sr.register_schema("s-new", Schema('"string"', "AVRO"))
@@ -534,14 +513,7 @@ def test_kill_9_during_registrations_keeps_every_acknowledged_one(tmp_path):
             n += 1
 
     with serving(settings, data_dir=tmp_path) as (proc, _port):
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                http(f"{url}/subjects")
-                break
-            except OSError:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+        wait_serving(url)
         workers = [threading.Thread(target=register, args=(w,)) for w in range(4)]
         for w in workers:
             w.start()
@@ -553,14 +525,7 @@ def test_kill_9_during_registrations_keeps_every_acknowledged_one(tmp_path):
             w.join(30)
     assert len(acknowledged) > 10
     with serving(settings, data_dir=tmp_path):
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                subjects = set(http(f"{url}/subjects")[1])
-                break
-            except OSError:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+        subjects = set(wait_serving(url)[1])
         assert set(acknowledged) <= subjects
         for subject, (schema_id, version) in acknowledged.items():
             body = http(f"{url}/subjects/{subject}/versions/latest")[1]

@@ -4,15 +4,15 @@ Confluent's error shape (or a success), never a 500 or a traceback, and the regi
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from odradek.testing.handle import BrokerHandle
+
+from .registry_helpers import http
 
 pytestmark = pytest.mark.integration
 
@@ -50,16 +50,6 @@ def registry():
         yield handle
 
 
-def call(url: str, method: str, body: bytes | None) -> tuple[int, object]:
-    request = urllib.request.Request(url, data=body, method=method,
-                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(path=PATHS, method=METHODS, subject=st.text(min_size=1, max_size=12), version=st.text(max_size=6),
        body=BODY, raw=st.booleans())
@@ -67,15 +57,15 @@ def test_random_requests_get_confluents_error_shape(registry, path, method, subj
     quote = urllib.parse.quote
     url = registry.schema_registry_url + path.format(s=quote(subject, safe=""), v=quote(version, safe=""))
     data = json.dumps(body).encode() if not raw else json.dumps(body).encode()[:-1]
-    status, answer = call(url, method, data if method in ("POST", "PUT") else None)
+    status, answer = http(url, method, raw=data if method in ("POST", "PUT") else None)
     assert status < 500, answer
     if status >= 400:
         assert set(answer) == {"error_code", "message"} and isinstance(answer["error_code"], int)
 
 
 def test_the_registry_still_serves_after_the_storm(registry):
-    status, answer = call(f"{registry.schema_registry_url}/subjects/after-storm/versions", "POST",
-                          json.dumps({"schema": '"string"'}).encode())
+    status, answer = http(f"{registry.schema_registry_url}/subjects/after-storm/versions", "POST",
+                          {"schema": '"string"'})
     assert status == 200 and answer["version"] >= 1
 
 
@@ -87,5 +77,5 @@ def test_the_registry_still_serves_after_the_storm(registry):
                  "schemaType": "PROTOBUF"}).encode(), 42201),
 ])
 def test_deeply_nested_input_is_refused_not_a_500(registry, body, code):
-    status, answer = call(f"{registry.schema_registry_url}/subjects/deep/versions", "POST", body)
+    status, answer = http(f"{registry.schema_registry_url}/subjects/deep/versions", "POST", raw=body)
     assert answer["error_code"] == code, answer
