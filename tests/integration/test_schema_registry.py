@@ -300,6 +300,8 @@ def test_soft_and_hard_deletes(registry_broker, sr):
     assert http(f"{url}/subjects/sr-del/versions/2?permanent=true", "DELETE")[1]["error_code"] == 40407
     assert sr.delete_subject("sr-del") == [2]
     assert "sr-del" not in sr.get_subjects()
+    assert http(f"{url}/subjects/sr-del/versions/latest")[1]["error_code"] == 40401  # all soft-deleted
+    assert http(f"{url}/subjects/sr-del/versions/2?deleted=true")[1]["version"] == 2
     assert http(f"{url}/subjects/sr-del", "DELETE")[1]["error_code"] == 40404
     assert sr.delete_subject("sr-del", permanent=True) == [1, 2]
     assert http(f"{url}/subjects/sr-del?permanent=true", "DELETE")[1]["error_code"] == 40401
