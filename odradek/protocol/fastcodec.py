@@ -24,7 +24,7 @@ The generated code is checked against the declaration when it is built (the
 dataclass must have exactly the declared fields, with the declared defaults)
 and against ``Message.parse``/``Message.build`` by property tests, byte for
 byte, for every version.  Scope is what the storage records and consumer
-protocol blobs need: fixed-width numbers and bools, (nullable) strings and
+protocol blobs need: fixed-width numbers and bools, uuids, (nullable) strings and
 bytes, arrays of those and of structs, classic and compact encodings, and
 tagged-field sections with no declared tagged fields (unknown tags are
 skipped, as Kafka does).  Anything else raises ``UnsupportedDeclaration`` at
@@ -41,13 +41,14 @@ from __future__ import annotations
 import dataclasses
 import keyword
 import struct
+import uuid
 from collections.abc import Callable, Container, Mapping
 from typing import Any
 
 from construct import Container as Parsed  # what the schema layer parses structs into
 
 from odradek.protocol.declaration import Declaration, F
-from odradek.protocol.primitives import MAX_ARRAY, ProtocolError, encode_uvarint
+from odradek.protocol.primitives import MAX_ARRAY, ZERO_UUID, ProtocolError, encode_uvarint
 
 
 class UnsupportedDeclaration(ValueError):
@@ -59,6 +60,7 @@ _FIXED: dict[str, tuple[str, int]] = {
     "uint32": ("I", 4), "int64": ("q", 8), "float64": ("d", 8), "bool": ("?", 1),
 }
 _VAR = ("string", "bytes", "records")  # records: opaque, always-nullable bytes (schema layer too)
+_UUID = ("16s", 16)  # a uuid field: 16 bytes in the fixed-width run, a ``uuid.UUID`` in Python
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 Writer = Callable[[Any], bytes]
@@ -131,11 +133,12 @@ class _Plan:
             return  # absent fields take their default; their type does not matter here
         if version in f.tagged:
             raise UnsupportedDeclaration(f"{f.name}: declared tagged fields are not supported")
-        if f.fields is None and f.elem_type not in _FIXED and f.elem_type not in _VAR:
+        if f.fields is None and f.elem_type not in _FIXED and f.elem_type not in _VAR and \
+                (f.type != "uuid" or self.nullable):
             raise UnsupportedDeclaration(f"{f.name}: type {f.type} is not supported")
         if f.fields is not None and not f.is_array:
             raise UnsupportedDeclaration(f"{f.name}: nested structs outside arrays are not supported")
-        if not isinstance(f.default, int | float | str | bytes | list | None):
+        if not isinstance(f.default, int | float | str | bytes | list | uuid.UUID | None):
             raise UnsupportedDeclaration(f"{f.name}: default {f.default!r} has no literal form")
         if f.fields is None and not f.is_array and f.type in _FIXED and self.nullable:
             raise ValueError(f"{f.name}: {f.type} cannot be nullable")
@@ -186,6 +189,7 @@ class _Gen:
             "_short": _short, "_null": _null, "_records": _records, "_bytes": _bytes, "ProtocolError": ProtocolError,
             "_struct_error": struct.error, "_uv": encode_uvarint, "_unpack_from": struct.unpack_from,
             "_pack": struct.pack, "MAX_ARRAY": MAX_ARRAY, "_Encoded": EncodedArray,
+            "_UUID": uuid.UUID, "_ZU": ZERO_UUID,
         }
         self._n = 0
 
@@ -216,6 +220,8 @@ def _min_size(plans: list[_Plan], flexible: bool) -> int:
         f = pl.f
         if f.fields is None and not f.is_array and f.type in _FIXED:
             size += _FIXED[f.type][1]
+        elif f.type == "uuid":
+            size += _UUID[1]
         elif pl.compact:
             size += 1
         else:
@@ -244,6 +250,8 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type | None, nested: Mapping[str,
         targets = ", ".join(v for _, v in run) + ","
         body.append(f"{targets} = {unpack}(buf, pos)")
         body.append(f"pos += {struct.calcsize(fmt)}")
+        # a uuid's 16 bytes were read in the run; the declared type is a uuid.UUID
+        body.extend(f"{v} = _UUID(bytes={v})" for c, v in run if c == _UUID[0])
         run.clear()
 
     def length(var: str, compact: bool, prefix: str) -> None:
@@ -292,6 +300,8 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type | None, nested: Mapping[str,
         if f.fields is None and not f.is_array:
             if f.type in _FIXED:
                 run.append((_FIXED[f.type][0], var))
+            elif f.type == "uuid":
+                run.append((_UUID[0], var))
             else:
                 read_var(var, _kind(f.type), pl, what)
             continue
@@ -434,7 +444,8 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
     def get(f: F) -> str:
         if positional:
             return f"a_{f.name}"
-        return f"o.get({f.name!r}, {f.default!r})" if mapping else f"o.{f.name}"
+        default = "None" if f.type == "uuid" else repr(f.default)
+        return f"o.get({f.name!r}, {default})" if mapping else f"o.{f.name}"
 
     for pl in plans:
         f = pl.f
@@ -444,6 +455,8 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
         if f.fields is None and not f.is_array:
             if f.type in _FIXED:
                 run.append((_FIXED[f.type][0], get(f)))
+            elif f.type == "uuid":  # None is the zero uuid, as the schema layer writes it
+                run.append((_UUID[0], f"({get(f)} or _ZU).bytes"))
             else:
                 src = g.name("s")
                 body.append(f"{src} = {get(f)}")

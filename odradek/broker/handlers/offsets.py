@@ -211,35 +211,24 @@ def _fetch(app: OffsetServices, group_id: str, topics, require_stable: bool, ver
     """(group-level error, the response's topics, their partitions already encoded for ``version``)."""
     if app.coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    error, rows = fetch_offset_rows(app.coordinator, group_id, topics, require_stable, _row_writer(version))
-    return error, [{"name": topic, "partitions": _partitions(n, parts, version)} for topic, n, parts in rows]
+    error, rows = fetch_offset_rows(app.coordinator, group_id, topics, require_stable, _FETCHED_ROWS[version])
+    return error, [{"name": topic, "partitions": _partitions(n, parts)} for topic, n, parts in rows]
 
 
-def _row_writer(version: int):
-    return _mapping_row if version >= 10 else _FETCHED_ROWS[version]
-
-
-def _mapping_row(ap, partition: int, offset: int, epoch: int, metadata: str | None, error: ErrorCode) -> None:
-    """v10's topics carry a uuid, which the generated codec does not write: its partitions travel
-    as mappings, encoded with the response (a KIP-848 consumer's fetch, not the classic hot path)."""
-    ap({"partition_index": partition, "committed_offset": offset, "committed_leader_epoch": epoch,
-        "metadata": metadata, "error_code": error})
-
-
-def _partitions(n: int, parts: list, version: int):
-    return parts if version >= 10 else EncodedArray(n, b"".join(parts))
+def _partitions(n: int, parts: list) -> EncodedArray:
+    return EncodedArray(n, b"".join(parts))
 
 
 def _error_rows(topics, error: ErrorCode, version: int) -> list[dict]:
     """Every requested partition carrying ``error``, grouped under its topic (first-seen order)."""
-    row = _row_writer(version)
+    row = _FETCHED_ROWS[version]
     by_topic: dict[str, list] = {}
     for name, indexes in topics:
         entry = by_topic.setdefault(name, [0, []])
         entry[0] += len(indexes)
         for p in indexes:
             row(entry[1].append, p, -1, -1, "", error)
-    return [{"name": name, "partitions": _partitions(n, parts, version)} for name, (n, parts) in by_topic.items()]
+    return [{"name": name, "partitions": _partitions(n, parts)} for name, (n, parts) in by_topic.items()]
 
 
 # --- OffsetDelete -------------------------------------------------------------------------------------
