@@ -389,14 +389,21 @@ class EncodedArray:
     ``count`` elements whose bytes are ``data``, as the generated row writer
     (:func:`compile_row_writer`) of that array's struct wrote them: a
     response of 10,000 partitions is written row by row from the values it
-    reports, with no dict per partition.
+    reports, with no dict per partition.  ``rows``: more elements, as mappings,
+    written after ``data`` (what is added to an answer already written, such
+    as a fault rule's per-partition errors: ``partition_errors.merge``).
     """
 
-    __slots__ = ("count", "data")
+    __slots__ = ("count", "data", "rows")
 
-    def __init__(self, count: int, data: bytes) -> None:
+    def __init__(self, count: int, data: bytes, rows: tuple | list = ()) -> None:
         self.count = count
         self.data = data
+        self.rows = rows
+
+    def extended(self, rows: list) -> EncodedArray:
+        """The same array with ``rows`` (mappings) appended."""
+        return EncodedArray(self.count, self.data, [*self.rows, *rows])
 
 
 def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str,
@@ -467,11 +474,14 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
         src, n = g.name("s"), g.name("n")
         body.append(f"{src} = {get(f)}")
         encoded = mapping and f.fields is not None
-        if encoded:  # an EncodedArray in place of the list: its count, then its bytes as they are
+        sub = _gen_writer(g, f.fields, nested, what, None, mapping) if f.fields is not None else ""
+        if encoded:  # an EncodedArray in place of the list: its count, its bytes as they are, its rows
             flush()
             saved, body = body, []
-            length(f"{src}.count", pl.compact, "i")
+            length(f"{src}.count + len({src}.rows)", pl.compact, "i")
             body.append(f"ap({src}.data)")
+            body.append(f"for it in {src}.rows:")
+            body.append(f"    {sub}(it, ap)")
             saved.append(f"if type({src}) is _Encoded:")
             saved.extend("    " + line for line in body)
             saved.append("else:")
@@ -483,7 +493,6 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
             body.append(f"{n} = len({src})")
         length(n, pl.compact, "i")
         if f.fields is not None:
-            sub = _gen_writer(g, f.fields, nested, what, None, mapping)
             loop = [f"for it in {src}:", f"    {sub}(it, ap)"]
         elif f.elem_type in _FIXED:
             c = _FIXED[f.elem_type][0]

@@ -57,6 +57,9 @@ def test_rows_written_ahead_equal_the_declared_codec(named, version):
     fast = FETCH_RESPONSE.codec(version)[1]
     assert fast(_response(version, named)) == generic
     assert fast(_response(version, [(n, _encoded(version, ps), i) for n, ps, i in named])) == generic
+    # rows added to an encoded array (a fault rule's per-partition errors) follow its bytes
+    assert fast(_response(version, [(n, _encoded(version, ps[:1]).extended(ps[1:]), i)
+                                    for n, ps, i in named])) == generic
 
 
 def test_row_writer_refuses_a_path_that_is_not_an_array_of_structs():
