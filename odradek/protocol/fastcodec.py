@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import keyword
+import re
 import struct
 import uuid
 from collections.abc import Callable, Container, Mapping
@@ -539,9 +540,27 @@ def compile_writer(message: Declaration, version: int, prefix: int | None = None
     # the entry's own body: one call per message instead of two
     body = g.chunks.pop().split("\n", 1)[1]
     entry = g.name("encode_")
-    g.chunks.append(f"def {entry}(o):\n    parts = []\n    ap = parts.append\n{body}\n"
-                    f"    return b''.join(parts)")
+    g.chunks.append(f"def {entry}(o):\n{_joined_once(body)}")
     return g.finish(entry)
+
+
+_AP = re.compile(r"\bap\b")
+
+
+def _joined_once(body: str) -> str:
+    """The entry's body returning its bytes: a flat struct (every piece appended at the top level,
+    no loop or branch appending: an offsets-topic value) names its pieces and joins them as one
+    tuple -- about a fifth cheaper than a list appended to -- anything else appends to a list."""
+    lines = body.split("\n")
+    if not all(line.startswith("    ap(") or not _AP.search(line) for line in lines):
+        return f"    parts = []\n    ap = parts.append\n{body}\n    return b''.join(parts)"
+    pieces = []
+    for i, line in enumerate(lines):
+        if line.startswith("    ap("):
+            pieces.append(f"c{len(pieces)}_")
+            lines[i] = f"    {pieces[-1]} = {line[len('    ap('):-1]}"
+    joined = f"b''.join(({', '.join(pieces)},))" if pieces else "b''"
+    return "\n".join(lines) + f"\n    return {joined}"
 
 
 def compile_row_writer(message: Declaration, version: int, path: tuple[str, ...]) -> Callable[..., None]:
