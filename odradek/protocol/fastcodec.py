@@ -61,6 +61,7 @@ _FIXED: dict[str, tuple[str, int]] = {
     "uint32": ("I", 4), "int64": ("q", 8), "float64": ("d", 8), "bool": ("?", 1),
 }
 _VAR = ("string", "bytes", "records")  # records: opaque, always-nullable bytes (schema layer too)
+_UV1 = tuple(encode_uvarint(i) for i in range(128))  # the one-byte unsigned varints
 _UUID = ("16s", 16)  # a uuid field: 16 bytes in the fixed-width run, a ``uuid.UUID`` in Python
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
@@ -190,7 +191,7 @@ class _Gen:
             "_short": _short, "_null": _null, "_records": _records, "_bytes": _bytes, "ProtocolError": ProtocolError,
             "_struct_error": struct.error, "_uv": encode_uvarint, "_unpack_from": struct.unpack_from,
             "_pack": struct.pack, "MAX_ARRAY": MAX_ARRAY, "_Encoded": EncodedArray,
-            "_UUID": uuid.UUID, "_ZU": ZERO_UUID,
+            "_UUID": uuid.UUID, "_ZU": ZERO_UUID, "_UV1": _UV1,
         }
         self._n = 0
 
@@ -426,9 +427,11 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
         run.clear()
 
     def length(expr: str, compact: bool, prefix_char: str) -> None:
-        if compact:
+        if compact:  # a length below 127 is one byte: from a table, no call
             flush()
-            body.append(f"ap(_uv({expr} + 1))")
+            u = g.name("u")
+            body.append(f"{u} = {expr} + 1")
+            body.append(f"ap(_UV1[{u}] if {u} < 128 else _uv({u}))")
         else:
             run.append((prefix_char, expr))
             flush()
@@ -540,27 +543,32 @@ def compile_writer(message: Declaration, version: int, prefix: int | None = None
     # the entry's own body: one call per message instead of two
     body = g.chunks.pop().split("\n", 1)[1]
     entry = g.name("encode_")
-    g.chunks.append(f"def {entry}(o):\n{_joined_once(body)}")
+    pieces = _named_pieces(body)
+    if pieces is None:
+        g.chunks.append(f"def {entry}(o):\n    parts = []\n    ap = parts.append\n{body}\n"
+                        f"    return b''.join(parts)")
+    else:
+        g.chunks.append(f"def {entry}(o):\n{pieces[0]}\n    return {pieces[1]}")
     return g.finish(entry)
 
 
 _AP = re.compile(r"\bap\b")
 
 
-def _joined_once(body: str) -> str:
-    """The entry's body returning its bytes: a flat struct (every piece appended at the top level,
-    no loop or branch appending: an offsets-topic value) names its pieces and joins them as one
-    tuple -- about a fifth cheaper than a list appended to -- anything else appends to a list."""
+def _named_pieces(body: str) -> tuple[str, str] | None:
+    """A flat struct's writer body (every piece appended at the top level, no loop or branch
+    appending: an offsets-topic value, a row) as (the body naming its pieces, the expression
+    joining them as one tuple) -- about a fifth cheaper than appending each piece to a list;
+    None for any other body."""
     lines = body.split("\n")
     if not all(line.startswith("    ap(") or not _AP.search(line) for line in lines):
-        return f"    parts = []\n    ap = parts.append\n{body}\n    return b''.join(parts)"
+        return None
     pieces = []
     for i, line in enumerate(lines):
         if line.startswith("    ap("):
             pieces.append(f"c{len(pieces)}_")
             lines[i] = f"    {pieces[-1]} = {line[len('    ap('):-1]}"
-    joined = f"b''.join(({', '.join(pieces)},))" if pieces else "b''"
-    return "\n".join(lines) + f"\n    return {joined}"
+    return "\n".join(lines), (f"b''.join(({', '.join(pieces)},))" if pieces else "b''")
 
 
 def compile_row_writer(message: Declaration, version: int, path: tuple[str, ...]) -> Callable[..., None]:
@@ -580,7 +588,12 @@ def compile_row_writer(message: Declaration, version: int, path: tuple[str, ...]
             raise ValueError(f"{where} has no array of structs {name!r} in version {version}")
         fields, where = matches[0].fields, f"{where}.{name}"
     g = _Gen(message, version)
-    return g.finish(_gen_writer(g, fields, {}, where, None, positional=True))
+    fname = _gen_writer(g, fields, {}, where, None, positional=True)
+    head, body = g.chunks[-1].split("\n", 1)
+    pieces = _named_pieces(body)
+    if pieces is not None:  # one append per row
+        g.chunks[-1] = f"{head}\n{pieces[0]}\n    ap({pieces[1]})"
+    return g.finish(fname)
 
 
 class CodecCache(dict):
