@@ -1,4 +1,4 @@
-"""Where an OffsetCommit's time goes, per partition, stage by stage, in one process.
+"""Where an OffsetCommit's (and an OffsetFetch's) time goes, per partition, stage by stage, in one process.
 
 One OffsetCommit v8 of ``--partitions`` partitions (default 100) of one topic,
 taken apart as the broker runs it: the request body decoded by the generated
@@ -8,6 +8,9 @@ end (batch encoding and the append: ``runtime.end``), and the answer built
 and encoded.  Each stage is timed alone (process CPU, best of 7 rounds of
 ``--requests``), so the figures add up to about what the request path costs
 (``bench_request_path.py --partitions N``) without the server's framing.
+Then an OffsetFetch v8 of 10,000 committed partitions (10 topics of 1,000), the
+same way: decode, the handler (the coordinator's rows written by the answer's
+row writer), the answer's encoding.
 Made for A/Bs: run it from outside both trees with ``PYTHONPATH`` set to each,
 alternately.
 """
@@ -29,7 +32,9 @@ from odradek.broker.clock import ManualClock  # noqa: E402
 from odradek.broker.coordinator.config import CoordinatorConfig  # noqa: E402
 from odradek.broker.coordinator.offsets import CommitRequest, commit_offsets  # noqa: E402
 from odradek.broker.coordinator.service import Coordinator  # noqa: E402
+from odradek.broker.dispatch import RequestContext  # noqa: E402
 from odradek.broker.handlers import offsets as handlers  # noqa: E402
+from odradek.protocol.messages import offset_fetch  # noqa: E402
 from odradek.protocol.messages.offset_commit import REQUEST, RESPONSE  # noqa: E402
 from odradek.storage.config import FsyncMode, LogConfig  # noqa: E402
 from odradek.storage.log import Log  # noqa: E402
@@ -114,8 +119,34 @@ async def main() -> None:
     for name, us in stages.items():
         print(f"  {name:<48} {us / requests / n:6.3f}")
     print(f"  {'total':<48} {total / requests / n:6.3f}")
+    fetch_stages(coordinator)
     await coordinator.stop()
     await log.aclose()
+
+
+def fetch_stages(coordinator: Coordinator, topics: int = 10, per_topic: int = 1000) -> None:
+    """OffsetFetch v8 of ``topics`` x ``per_topic`` committed partitions, stage by stage (ms)."""
+    names = [f"fetched-{i}" for i in range(topics)]
+    for name in names:
+        coordinator.runtime.begin()
+        commit_offsets(coordinator, CommitRequest("fetcher", -1, "", None, -1, VERSION),
+                       [(name, p, p, 0, "", -1) for p in range(per_topic)], lambda _topic: per_topic)
+        coordinator.runtime.end()
+    version = 8
+    data = offset_fetch.REQUEST.build({"groups": [{"group_id": "fetcher", "topics": [
+        {"name": name, "partition_indexes": list(range(per_topic))} for name in names]}]}, version)
+    read, write = offset_fetch.REQUEST.codec(version)[0], offset_fetch.RESPONSE.codec(version)[1]
+    app = type("App", (), {"coordinator": coordinator})()
+    ctx = RequestContext(9, version, 1, "bench", "127.0.0.1", 1)
+    req = read(data, 0)[0]
+    body = handlers.offset_fetch(app, ctx, req)
+    stages = {"request decode": best_us(lambda: read(data, 0), 15),
+              "handler (coordinator rows, row writer)": best_us(lambda: handlers.offset_fetch(app, ctx, req), 15),
+              "answer encode": best_us(lambda: write(body), 15)}
+    print(f"OffsetFetch v{version} of {topics * per_topic:,} committed partitions, ms (process CPU, best of 15):")
+    for name, us in stages.items():
+        print(f"  {name:<48} {us / 1000:6.2f}")
+    print(f"  {'total':<48} {sum(stages.values()) / 1000:6.2f}")
 
 
 if __name__ == "__main__":
