@@ -67,3 +67,15 @@ def test_row_writer_refuses_a_path_that_is_not_an_array_of_structs():
         compile_row_writer(FETCH_RESPONSE, 8, ("topics", "partitions"))  # v8 nests under groups
     with pytest.raises(ValueError):
         compile_row_writer(FETCH_RESPONSE, 10, ("groups",))
+
+
+@pytest.mark.parametrize("size", [0, 125, 126, 127, 128, 300])
+def test_lengths_around_the_one_byte_varint_are_written_as_construct_writes_them(size):
+    """Compact lengths under 127 come from a table, longer ones from the varint encoder."""
+    metadata = "m" * size
+    parts = [{"partition_index": i, "committed_offset": i, "committed_leader_epoch": 0, "metadata": metadata,
+              "error_code": 0} for i in range(size)]
+    generic = FETCH_RESPONSE.struct(8).build(_response(8, [("t" * size or "t", parts, uuid.UUID(int=1))]))
+    assert FETCH_RESPONSE.codec(8)[1](_response(8, [("t" * size or "t", parts, uuid.UUID(int=1))])) == generic
+    assert FETCH_RESPONSE.codec(8)[1](_response(8, [("t" * size or "t", _encoded(8, parts), uuid.UUID(int=1))])) \
+        == generic
