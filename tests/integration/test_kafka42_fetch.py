@@ -225,3 +225,22 @@ def test_fault_error_answer_from_v13_is_the_top_level_code_only(broker):
         r12 = _fetch(c, 12, [(_name, [_part(0)])])
         assert r12.error_code == E.NOT_LEADER_OR_FOLLOWER
         assert [x[:3] for x in _answered(r12)] == [(_name, 0, E.NOT_LEADER_OR_FOLLOWER)]
+
+
+def test_fault_rules_and_capture_filter_on_topic_names_at_id_versions(broker):
+    """Fetch v16 and Produce v13 name topics only by id: a rule or a capture query by topic name
+    still finds them, and a per-partition error lands on that topic's partition."""
+    name, tid = _topic(broker, n=1)
+    other, oid = _topic(broker, n=1)
+    with broker.fault("Fetch", error="NOT_LEADER_OR_FOLLOWER", topic=name, partition=0, per_partition=True,
+                      times=1), _client(broker) as c:
+        r = _fetch(c, 16, [(tid, [_part(0)]), (oid, [_part(0)])])
+    assert sorted(x[:3] for x in _answered(r)) == sorted([(tid, 0, E.NOT_LEADER_OR_FOLLOWER), (oid, 0, E.NONE)])
+    assert [c.version for c in broker.captured("Fetch", topic=name)] == [16]
+    from odradek.protocol.records import encode_batch
+    with broker.fault("Produce", error="NOT_ENOUGH_REPLICAS", topic=other, times=1), _client(broker) as c:
+        p = c.request(0, 13, {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"topic_id": oid, "partition_data": [{"index": 0, "records": encode_batch([(None, b"x")])}]}]})
+    assert [(t.topic_id, t.partition_responses[0].error_code) for t in p.responses] == [
+        (oid, E.NOT_ENOUGH_REPLICAS)]
+    assert [c.version for c in broker.captured("Produce", topic=other)][-1:] == [13]

@@ -20,7 +20,7 @@ from ..dispatch import RequestContext
 from . import clock_ops
 from .capture import CapturedRequest, CaptureOff, RequestCapture
 from .clock_ops import ClockServices
-from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule
+from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule, name_topics_by_id
 from .reset import ResetServices, reset_broker
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ class ControlServices(ResetServices, ClockServices, Protocol):
     server: KafkaServer
     handlers: HandlerTable
     client_metrics: ClientMetricsManager
+    cluster_id: str  # topics by id: the internal topics' derived ids
 
 
 class BrokerControl:
@@ -60,7 +61,10 @@ class BrokerControl:
     # --- the request path (called by the server, only while a rule or the capture is on) -----
 
     def on_request(self, ctx: RequestContext, body: Any) -> FaultRule | None:
-        """Record the request if capturing; the fault rule it matches, if any."""
+        """Record the request if capturing; the fault rule it matches, if any.  Topics named only by
+        id get their names first, so both filter on topic names at every version."""
+        app = self._app
+        name_topics_by_id(ctx.api_key, ctx.api_version, body, lambda topic_id: app.topics.name_by_id(topic_id, app.cluster_id))
         if self._capture.enabled:
             self._capture.record(ctx.api_key, ctx.api_version, ctx.client_id, ctx.connection_id,
                                  ctx.correlation_id, self._app.clock.now_ms(), body)
