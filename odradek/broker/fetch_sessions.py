@@ -60,6 +60,7 @@ def next_epoch(epoch: int) -> int:
 class Wanted:
     """One partition to read: the request's fetch position and limits (or the session's)."""
 
+    key: Key  # ``key_of(topic, topic_id, partition)``: made once, a session's dict key
     topic: str | None  # None: a topic id no topic has (UNKNOWN_TOPIC_ID)
     topic_id: uuid.UUID  # the zero uuid below Fetch v13
     partition: int
@@ -69,9 +70,11 @@ class Wanted:
     log_start_offset: int = -1
     last_fetched_epoch: int = -1
 
-    @property
-    def key(self) -> Key:
-        return (self.topic_id if self.topic_id != ZERO_UUID else self.topic, self.partition)
+
+def key_of(topic: str | None, topic_id: uuid.UUID, partition: int) -> Key:
+    """A partition's identity in a session (``CachedPartition.equals``): its topic id when it
+    has one (Fetch v13+), else its topic name."""
+    return (topic_id if topic_id != ZERO_UUID else topic, partition)
 
 
 @dataclass(slots=True, eq=False)
@@ -240,9 +243,9 @@ class FetchSessionCache:
                             expected_epoch=session.epoch)
 
 
-def _restore(session: FetchSession, order: list[tuple[Key, CachedPartition]],
-             marks: list[tuple[CachedPartition, int, int]]) -> None:
-    session.partitions = dict(order)
+def _restore(marks: list[tuple[CachedPartition, int, int]]) -> None:
+    """A throttled answer's partitions forget what it would have told the client (their place
+    in the session's order stays moved: only which partition an answer starts with)."""
     for cached, hw, lso in marks:
         cached.high_watermark, cached.local_log_start_offset = hw, lso
 
@@ -274,13 +277,16 @@ class FetchContext:
         if session is not None:
             if session.epoch != self.expected_epoch:  # another request of this session came between
                 return ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id, []
-            order = list(session.partitions.items())
-            marks = [(c, c.high_watermark, c.local_log_start_offset) for c in session.partitions.values()]
-            self._undo = partial(_restore, session, order, marks)
+            marks: list[tuple[CachedPartition, int, int]] = []
+            self._undo = partial(_restore, marks)
             kept = []
             for w, answer in answers:
                 cached = session.partitions.get(w.key)
-                if cached is not None and cached.must_respond(answer, True):
+                if cached is None:
+                    continue
+                mark = (cached, cached.high_watermark, cached.local_log_start_offset)
+                if cached.must_respond(answer, True):
+                    marks.append(mark)
                     kept.append((w, answer))
                     if answer["records"]:  # to the end: the next answer starts with the others
                         session.partitions[w.key] = session.partitions.pop(w.key)

@@ -244,3 +244,32 @@ def test_fault_rules_and_capture_filter_on_topic_names_at_id_versions(broker):
     assert [(t.topic_id, t.partition_responses[0].error_code) for t in p.responses] == [
         (oid, E.NOT_ENOUGH_REPLICAS)]
     assert [c.version for c in broker.captured("Produce", topic=other)][-1:] == [13]
+
+
+def test_an_injected_not_leader_carries_kip_951_leader_hints(broker):
+    """As Kafka's handleProduceRequest/handleFetchRequest: beside NOT_LEADER_OR_FOLLOWER a Produce
+    v10+ / Fetch v16+ partition names the current leader and the answer its endpoint; an older
+    version, or another error, has none."""
+    name, tid = _topic(broker, n=1)
+    node, port = broker.app.node_id, broker.app.endpoint.port
+    with broker.fault("Fetch", error="NOT_LEADER_OR_FOLLOWER", topic=name, per_partition=True, times=2), \
+            _client(broker) as c:
+        r16 = _fetch(c, 16, [(tid, [_part(0)])])
+        r15 = _fetch(c, 15, [(tid, [_part(0)])])
+    p16 = r16.responses[0].partitions[0]
+    assert (p16.error_code, p16.current_leader.leader_id, p16.current_leader.leader_epoch) == (
+        E.NOT_LEADER_OR_FOLLOWER, node, 0)
+    assert [(n.node_id, n.host, n.port) for n in r16.node_endpoints] == [(node, "127.0.0.1", port)]
+    assert r15.responses[0].partitions[0].error_code == E.NOT_LEADER_OR_FOLLOWER  # no hints below v16
+    from odradek.protocol.records import encode_batch
+    body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+        {"name": name, "partition_data": [{"index": 0, "records": encode_batch([(None, b"x")])}]}]}
+    with broker.fault("Produce", error="NOT_LEADER_OR_FOLLOWER", times=1), _client(broker) as c:
+        p10 = c.request(0, 10, body)
+    part = p10.responses[0].partition_responses[0]
+    assert (part.error_code, part.current_leader.leader_id, len(p10.node_endpoints)) == (
+        E.NOT_LEADER_OR_FOLLOWER, node, 1)
+    with broker.fault("Produce", error="NOT_ENOUGH_REPLICAS", times=1), _client(broker) as c:
+        other = c.request(0, 10, body)
+    assert other.responses[0].partition_responses[0].current_leader.leader_id == -1
+    assert list(other.node_endpoints) == []

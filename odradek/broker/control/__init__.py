@@ -26,6 +26,7 @@ from .reset import ResetServices, reset_broker
 if TYPE_CHECKING:
     from ..client_metrics import ClientMetricsManager
     from ..dispatch import HandlerTable
+    from ..security.listeners import Endpoint
     from ..server import KafkaServer
 
 # the requests a group coordinator answers (what a coordinator move makes fail)
@@ -45,6 +46,8 @@ class ControlServices(ResetServices, ClockServices, Protocol):
     handlers: HandlerTable
     client_metrics: ClientMetricsManager
     cluster_id: str  # topics by id: the internal topics' derived ids
+
+    def endpoint_for(self, listener: str) -> Endpoint: ...
 
 
 class BrokerControl:
@@ -75,6 +78,10 @@ class BrokerControl:
             self._sync()  # a spent rule may have been the last
         return rule
 
+    def leader_endpoint(self, listener: str) -> Endpoint:
+        """This node's endpoint on ``listener``: the leader a fault's KIP-951 hint names."""
+        return self._app.endpoint_for(listener)
+
     def on_answer(self, connection: int, correlation_id: int, body: bytes) -> None:
         """The encoded answer to a request (paired with its capture, if capturing)."""
         if self._capture.enabled:
@@ -94,7 +101,7 @@ class BrokerControl:
     def operations(cls) -> list[str]:
         """The names callable from outside: every public method of this class."""
         return sorted(name for name, fn in inspect.getmembers(cls, inspect.isfunction)
-                      if not name.startswith("_") and name not in ("on_request", "on_answer"))
+                      if not name.startswith("_") and name not in ("on_request", "on_answer", "leader_endpoint"))
 
     def add_fault(self, api: str | int | list, *, error: str | int | None = None, versions: Any = None,
                   group_id: str | None = None, topic: str | None = None, partition: int | None = None,

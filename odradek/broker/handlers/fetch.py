@@ -128,8 +128,9 @@ def fetch_partitions(app: FetchServices, version: int, req) -> list[Wanted]:
             key = name
         for p in t["partitions"]:
             index = p["partition"]
-            wanted[(key, index)] = Wanted(name, topic_id, index, p["fetch_offset"], p["partition_max_bytes"],
-                                          p["current_leader_epoch"], p["log_start_offset"], p["last_fetched_epoch"])
+            wanted[(key, index)] = Wanted((key, index), name, topic_id, index, p["fetch_offset"],
+                                          p["partition_max_bytes"], p["current_leader_epoch"],
+                                          p["log_start_offset"], p["last_fetched_epoch"])
     return list(wanted.values())
 
 
