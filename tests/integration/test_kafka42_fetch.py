@@ -273,3 +273,48 @@ def test_an_injected_not_leader_carries_kip_951_leader_hints(broker):
         other = c.request(0, 10, body)
     assert other.responses[0].partition_responses[0].current_leader.leader_id == -1
     assert list(other.node_endpoints) == []
+
+
+def test_a_throttled_fetch_opens_no_session_and_a_session_keeps_what_it_did_not_send(broker):
+    """Kafka decides on the fetch quota before it touches the session (``getThrottledResponse``):
+    a throttled incremental fetch keeps its session and answers no partition, which the next
+    answer then carries; a throttled full fetch answers session id 0 and opens none."""
+    from odradek.broker.wire_client import decode, encode
+    from odradek.protocol.records import encode_batch
+
+    name, tid = _topic(broker)
+
+    def produce_5k() -> None:
+        with _client(broker) as c:
+            c.request(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+                {"name": name, "partition_data": [{"index": 0, "records": encode_batch([(None, bytes(5000))])}]}]})
+
+    def fetch_as_thr(offset: int, session_id: int = 0, epoch: int = -1):
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": session_id, "session_epoch": epoch, "rack_id": "", "forgotten_topics_data": [],
+                "topics": [{"topic_id": tid, "partitions": [_part(0, offset)]}]}
+        with _client(broker) as c:
+            c.send_raw(encode(FETCH, 16, 7, body, client_id="thr"))
+            return decode(FETCH, 16, c.recv_frame())[1]
+
+    with _client(broker) as c:  # 600 B/s: one 5-kB answer per 10-s window gets through, two do not
+        r = c.request(49, 1, {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": "thr"}],
+                                           "ops": [{"key": "consumer_byte_rate", "value": 600.0, "remove": False}]}],
+                              "validate_only": False})
+        assert r.entries[0].error_code == E.NONE
+    sid = fetch_as_thr(0, epoch=0).session_id  # the topic is empty: no bytes
+    produce_5k()
+    assert fetch_as_thr(0).responses[0].partitions[0].records  # sessionless, within the quota
+    produce_5k()
+    throttled = fetch_as_thr(1, sid, 1)
+    assert throttled.throttle_time_ms > 0
+    assert (throttled.error_code, throttled.session_id, list(throttled.responses)) == (E.NONE, sid, [])
+    broker.control("advance_clock", ms=throttled.throttle_time_ms + 20_000)
+    later = fetch_as_thr(1, sid, 2)
+    assert later.throttle_time_ms == 0 and later.session_id == sid
+    assert [x[:3] for x in _answered(later)] == [(tid, 0, E.NONE)] and later.responses[0].partitions[0].records
+    sessions = broker.call(lambda: len(broker.app.fetch_sessions))
+    full = fetch_as_thr(0, epoch=0)  # both batches, over the quota: no new session
+    assert full.throttle_time_ms > 0 and (full.session_id, list(full.responses)) == (0, [])
+    assert broker.call(lambda: len(broker.app.fetch_sessions)) == sessions
+    broker.control("reset")
