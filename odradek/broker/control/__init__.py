@@ -202,7 +202,7 @@ class BrokerControl:
 
     async def reset(self) -> dict:
         """Back to an empty broker in one call: topics, groups, committed offsets, producer
-        state, fault rules and captured requests; crash-safe, connections stay open.  Returns
+        state, fetch sessions, fault rules and captured requests; crash-safe, connections stay open.  Returns
         what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
         faults = self.clear_faults()  # first: no rule may fail the clients' first requests after
         gone = await reset_broker(self._app, self._reset_lock)
