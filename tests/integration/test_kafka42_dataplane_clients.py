@@ -123,3 +123,48 @@ async def test_aiokafka_keeps_working_at_its_versions(abroker):
     fetches = _fetches(abroker, "aio42")
     assert fetches and all(c.version < 13 and c.answer.session_id == 0 for c in fetches if c.answer)
     assert all(t.get("topic_id") in (None, ZERO_UUID) for c in fetches for t in c.body.topics)
+
+
+def test_kafka_python_opens_a_new_session_after_the_broker_lost_its_own(tmp_path):
+    """Sessions live in the broker's memory (as Kafka's): after a restart, or a reset, the consumer's
+    next incremental fetch gets FETCH_SESSION_ID_NOT_FOUND and it carries on with a new session."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    from odradek.testing import ThreadedBroker
+
+    with ThreadedBroker(tmp_path) as broker:
+        topic = _name("kp42r")
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+        producer.send(topic, partition=0, value=b"before").get(10)
+        producer.close()
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, client_id="kp42r",
+                                 enable_auto_commit=False, fetch_max_wait_ms=50, reconnect_backoff_ms=50)
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            consumer.seek_to_beginning()
+            got: list[bytes] = []
+
+            def poll_until(n: int) -> None:
+                deadline = time.monotonic() + 20
+                while len(got) < n and time.monotonic() < deadline:
+                    for records in consumer.poll(timeout_ms=200).values():
+                        got.extend(r.value for r in records)
+
+            poll_until(1)
+            for _ in range(3):
+                consumer.poll(timeout_ms=100)  # idle: incremental fetches in the session
+            broker.restart()
+            producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+            producer.send(topic, partition=0, value=b"after").get(10)
+            producer.close()
+            poll_until(2)
+            assert got == [b"before", b"after"]
+            fetches = _fetches(broker, "kp42r")  # the restarted broker's capture
+            answered = [c for c in fetches if c.answer is not None]
+            # the first fetch after the restart names the lost session; the next one opens a new one
+            first, second = answered[:2]
+            assert first.body.session_epoch > 0 and (first.answer.error_code, first.answer.session_id) == (
+                E.FETCH_SESSION_ID_NOT_FOUND, 0)
+            assert (second.body.session_id, second.body.session_epoch) == (0, 0) and second.answer.session_id != 0
+        finally:
+            consumer.close()
