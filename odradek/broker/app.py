@@ -33,6 +33,7 @@ from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
+from .fetch_sessions import FetchSessionCache
 from .handlers import acls as acl_handlers
 from .handlers import client_quotas as quota_handlers
 from .handlers import cluster, groups, log_admin, partitions, producer_state, scram_credentials
@@ -124,6 +125,8 @@ class BrokerApp:
         # client quotas (KIP-546): read at start, changed by AlterClientQuotas
         self.client_quotas = QuotaStore(self.data_dir)
         self.client_quotas_lock = asyncio.Lock()
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
+                                                self.clock.now_ms)  # KIP-227, Kafka's FetchSessionCache
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, self.clock.now_ms, config["quota.window.num"],
                                             config["quota.window.size.seconds"])
         # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all (and

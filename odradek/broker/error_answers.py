@@ -24,16 +24,18 @@ Shape = Callable[[int, Any, int], dict | None]
 def _produce(v: int, req, code: int) -> dict | None:
     if req.acks == 0:
         return None
-    return {"responses": [{"name": t.name, "partition_responses": [
+    return {"responses": [{"name": t.name, "topic_id": t.get("topic_id"), "partition_responses": [
         {"index": p.index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
          "log_start_offset": -1} for p in t.partition_data]} for t in req.topic_data]}
 
 
 def _fetch(v: int, req, code: int) -> dict:
-    return {"error_code": code, "session_id": 0, "responses": [{"topic": t.topic, "partitions": [
-        {"partition_index": p.partition, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
-         "log_start_offset": -1, "aborted_transactions": None, "records": None}
-        for p in t.partitions]} for t in req.topics]}
+    """From v13 the top-level code alone, no partitions (``FetchRequest.getErrorResponse``)."""
+    return {"error_code": code, "session_id": req.get("session_id", 0), "responses": [] if v >= 13 else [
+        {"topic": t.topic, "partitions": [
+            {"partition_index": p.partition, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
+             "log_start_offset": -1, "aborted_transactions": None, "records": None}
+            for p in t.partitions]} for t in req.topics]}
 
 
 def _list_offsets(v: int, req, code: int) -> dict:

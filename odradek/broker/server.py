@@ -752,7 +752,8 @@ class Connection(asyncio.Protocol):
                 return self._api_versions_fallback(correlation_id, self.server.handlers.get(api_key).versions.hi,
                                                    rule.error)
             else:
-                result = apply_fault(rule, route.api_key, route.fn, ctx, body, self.log, route.name)
+                result = apply_fault(rule, route.api_key, route.fn, ctx, body, self.log, route.name,
+                                     control.leader_endpoint)
             quotas = self.server.quotas
             if quotas is not None:
                 result = quotas.throttle(self.mute, ctx, len(frame) + 4, result, started)

@@ -62,8 +62,6 @@ OWNED_ELSEWHERE = {
 }
 # versions being added right now by other work on issue 31: {key: our max until it lands}
 IN_PROGRESS = {
-    0: 9,    # Produce v10-13 (topic ids, leader discovery)
-    1: 12,   # Fetch v13-18
     22: 4,   # InitProducerId v5
     24: 3,   # AddPartitionsToTxn v4-5
     25: 3,   # AddOffsetsToTxn v4

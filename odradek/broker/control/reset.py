@@ -1,7 +1,7 @@
 """Reset: the running broker back to empty in one call, for a broker shared by many tests.
 
 Gone: every topic and its logs, every group and committed offset, producer
-state, broker settings changed at runtime (AlterConfigs on the broker: back to
+state, fetch sessions, broker settings changed at runtime (AlterConfigs on the broker: back to
 the static configuration), client quotas (AlterClientQuotas); ``BrokerControl.reset`` also clears the fault rules
 and the captured requests.  Kept: the listeners and their connections, the
 cluster id, the producer-id block (ids never repeat), the clock (time only
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ..coordinator.service import Coordinator
     from ..dataplane import DataPlane, TopicRegistry
     from ..dynamic_config import DynamicBrokerConfig
+    from ..fetch_sessions import FetchSessionCache
     from ..runtime.runtime import CoordinatorRuntime
     from ..txn import TransactionCoordinator
 
@@ -80,6 +81,7 @@ class ResetServices(Protocol):
     client_quotas_lock: asyncio.Lock
     coordinator: Coordinator | None
     txn_coordinator: TransactionCoordinator | None
+    fetch_sessions: FetchSessionCache
 
     async def wait_loaded(self) -> None: ...
 
@@ -105,6 +107,7 @@ async def reset_broker(app: ResetServices, lock: asyncio.Lock) -> dict[str, Any]
             await app.topics.drain()  # no create or delete half-way
             old_txn = app.txn_coordinator
             old_logs, topics, groups, old_coordinator = _switch(app)
+            app.fetch_sessions.clear()  # incremental fetches of the old topics: FETCH_SESSION_ID_NOT_FOUND
         await old_coordinator.stop()
         if old_txn is not None:
             await old_txn.stop()
