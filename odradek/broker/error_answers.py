@@ -203,6 +203,7 @@ SHAPES: dict[int, Shape] = {
     66: _top_level(unknown_state_filters=[], transaction_states=[]), 61: _describe_producers,
     50: _describe_scram, 51: _alter_scram,
     48: _top_level(error_message=None, entries=None), 49: _alter_client_quotas,
+    57: _top_level(error_message=None, results=[]),  # UpdateFeaturesResponse.createWithErrors
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
     17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),
 }

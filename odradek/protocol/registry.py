@@ -84,6 +84,7 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(49, "AlterClientQuotas", "alter_client_quotas", "0-1"),
     _spec(50, "DescribeUserScramCredentials", "describe_user_scram_credentials", "0"),
     _spec(51, "AlterUserScramCredentials", "alter_user_scram_credentials", "0"),
+    _spec(57, "UpdateFeatures", "update_features", "0-2"),
     _spec(60, "DescribeCluster", "describe_cluster", "0-2"),
     _spec(61, "DescribeProducers", "describe_producers", "0"),
     _spec(65, "DescribeTransactions", "describe_transactions", "0"),

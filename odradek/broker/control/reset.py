@@ -2,7 +2,7 @@
 
 Gone: every topic and its logs, every group and committed offset, producer
 state, broker settings changed at runtime (AlterConfigs on the broker: back to
-the static configuration), client quotas (AlterClientQuotas); ``BrokerControl.reset`` also clears the fault rules
+the static configuration), client quotas (AlterClientQuotas), feature levels (UpdateFeatures); ``BrokerControl.reset`` also clears the fault rules
 and the captured requests.  Kept: the listeners and their connections, the
 cluster id, the producer-id block (ids never repeat), the clock (time only
 moves forward; a frozen clock runs again) and the static configuration.
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from ..coordinator.service import Coordinator
     from ..dataplane import DataPlane, TopicRegistry
     from ..dynamic_config import DynamicBrokerConfig
+    from ..features import Features
     from ..runtime.runtime import CoordinatorRuntime
     from ..txn import TransactionCoordinator
 
@@ -78,6 +79,8 @@ class ResetServices(Protocol):
     dynamic_config: DynamicBrokerConfig
     client_quotas: QuotaStore
     client_quotas_lock: asyncio.Lock
+    features: Features
+    features_lock: asyncio.Lock
     coordinator: Coordinator | None
     txn_coordinator: TransactionCoordinator | None
 
@@ -101,6 +104,7 @@ async def reset_broker(app: ResetServices, lock: asyncio.Lock) -> dict[str, Any]
         await app.wait_loaded()
         await _forget_dynamic_config(app)
         await _forget_client_quotas(app)
+        await _forget_features(app)
         async with app.logs.maintenance:  # no retention or cleaning round on the old logs
             await app.topics.drain()  # no create or delete half-way
             old_txn = app.txn_coordinator
@@ -128,6 +132,16 @@ async def _forget_dynamic_config(app: ResetServices) -> None:
     if dynamic.node or dynamic.default:
         await dynamic.change(True, lambda _old: {})
         app.set_log_defaults(await dynamic.change(False, lambda _old: {}))
+
+
+async def _forget_features(app: ResetServices) -> None:
+    """Feature levels a test changed (UpdateFeatures) go back to the fresh cluster's; the epoch
+    still grows, so clients notice."""
+    features = app.features
+    async with app.features_lock:
+        if features.levels != features.defaults:
+            await asyncio.to_thread(features.save, dict(features.defaults), features.epoch + 1)
+            features.apply(dict(features.defaults))
 
 
 async def _forget_client_quotas(app: ResetServices) -> None:

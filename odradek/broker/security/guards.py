@@ -371,6 +371,14 @@ def elect_leaders(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     return g.inner(ctx, req)
 
 
+@guard(57)
+def update_features(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """ALTER on the cluster (``ControllerApis.handleUpdateFeatures``)."""
+    if not g.authz.cluster(ctx, Op.ALTER):
+        return _denied(ctx, req, CLUSTER_DENIED)
+    return g.inner(ctx, req)
+
+
 @guard(48, 49)
 def client_quotas(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     """DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the cluster, as
