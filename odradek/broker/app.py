@@ -33,7 +33,7 @@ from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
-from .features import Features
+from .features import TRANSACTION_VERSION, Features
 from .handlers import acls as acl_handlers
 from .handlers import client_quotas as quota_handlers
 from .handlers import cluster, groups, log_admin, partitions, producer_state, scram_credentials
@@ -311,7 +311,8 @@ class BrokerApp:
                                       group_partition=lambda group: partition_for(group, groups),
                                       runtime=self.runtime,
                                       await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS,
-                                      offsets_topic=OFFSETS_TOPIC)
+                                      offsets_topic=OFFSETS_TOPIC,
+                                      transaction_version=lambda: self.features.level(TRANSACTION_VERSION))
 
     def _offsets_stable_offset(self, lg: Log) -> int | None:
         """The cleaner's bound on an internal topic: an offsets partition's last stable offset,

@@ -74,6 +74,9 @@ def _find_coordinator(v: int, req, code: int) -> dict:
 
 
 def _add_partitions_to_txn(v: int, req, code: int) -> dict:
+    """v4+ (the broker batch): the top-level error only."""
+    if v >= 4:
+        return {"error_code": code, "results_by_transaction": []}
     return {"results_by_topic_v3_and_below": [{"name": t.name, "results_by_partition": [
         {"partition_index": p, "partition_error_code": code} for p in t.partitions]}
         for t in req.v3_and_below_topics]}

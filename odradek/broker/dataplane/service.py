@@ -246,7 +246,8 @@ class DataPlane:
 
     def _append_marker(self, log: Log, state: PartitionProducers, marker: TxnMarker) -> None:
         try:
-            state.check_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch)
+            state.check_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                               marker.transaction_version)
         except SequenceError as exc:
             raise BatchRejected(exc.code, exc.message) from None
         now = log.clock()
