@@ -24,7 +24,7 @@ Shape = Callable[[int, Any, int], dict | None]
 def _produce(v: int, req, code: int) -> dict | None:
     if req.acks == 0:
         return None
-    return {"responses": [{"name": t.name, "partition_responses": [
+    return {"responses": [{"name": t.name, "topic_id": t.get("topic_id"), "partition_responses": [
         {"index": p.index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
          "log_start_offset": -1} for p in t.partition_data]} for t in req.topic_data]}
 

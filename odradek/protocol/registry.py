@@ -44,7 +44,7 @@ def _spec(key: int, name: str, module: str, declared: str) -> ApiSpec:
 
 
 APIS: dict[int, ApiSpec] = {s.key: s for s in [
-    _spec(0, "Produce", "produce", "0-9"),
+    _spec(0, "Produce", "produce", "0-13"),
     _spec(1, "Fetch", "fetch", "0-12"),
     _spec(2, "ListOffsets", "list_offsets", "0-11"),
     _spec(3, "Metadata", "metadata", "0-13"),

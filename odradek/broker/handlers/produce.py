@@ -1,4 +1,4 @@
-"""Produce (v0-v9); InitProducerId is served with the transactional APIs (``transactions.py``).
+"""Produce (v0-v13); InitProducerId is served with the transactional APIs (``transactions.py``).
 
 Produce v0-2 carry magic 0/1 message sets: they are up-converted to one
 magic-2 batch before validation (``protocol/record_conversion.py``).
@@ -13,6 +13,14 @@ transaction there (``DataPlane.append_now``).  Idempotent producers: ids from
 InitProducerId, sequence checks and dedupe on Produce.  acks=0 gets no
 response at all, as clients expect (errors are logged; Kafka would close the
 connection).
+
+Produce v13 names topics by id (KIP-516): each is resolved to its name first, as
+``KafkaApis.handleProduceRequest`` does through ``metadataCache.getTopicName``; an id no
+topic has (the zero uuid included) is UNKNOWN_TOPIC_ID for its partitions, never
+auto-created, and the answer is keyed by the request's ids.  v10's leader hints (KIP-951)
+go only beside NOT_LEADER_OR_FOLLOWER, which this one always-leading node never answers
+itself; v12 has v11's layout and meaning here (the implicit add of transactions v2 belongs
+to the transaction coordinator).
 """
 
 from __future__ import annotations
@@ -55,11 +63,14 @@ class ProduceServices(Protocol):
     dataplane: DataPlane
     logs: LogManager  # a new partition's config before its log exists
     txn_coordinator: TransactionCoordinator | None  # verifies a transactional batch's partition (KIP-890)
+    cluster_id: str  # the internal topics' derived ids (``TopicRegistry.name_by_id``)
 
 
 log = structlog.get_logger("odradek.produce")
 
 TXN_ERROR = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+TOPIC_ID_VERSION = 13  # Produce names topics by id from here on (KIP-516)
+UNKNOWN_ID = (ErrorCode.UNKNOWN_TOPIC_ID, None)  # Kafka's PartitionResponse(UNKNOWN_TOPIC_ID): no message
 PRODUCER_ID_OFFSET = 43
 _PID = struct.Struct(">q")
 
@@ -81,6 +92,8 @@ def _partition(index: int, code: ErrorCode = ErrorCode.NONE, message: str | None
 
 def produce(app: ProduceServices, ctx: RequestContext, req):
     """Answer synchronously on the common path (no await needed), else through a task."""
+    if ctx.api_version >= TOPIC_ID_VERSION:  # a topic no id resolved to keeps name None
+        app.topics.name_items_by_id(req.topic_data, app.cluster_id)
     refused = _refused(req)
     if refused is not None:
         code, message = refused
@@ -88,7 +101,7 @@ def produce(app: ProduceServices, ctx: RequestContext, req):
                                   for td in req.topic_data])
     if ctx.api_version < 3:
         _up_convert(req)
-    heavy = [(td.name, pd) for td in req.topic_data for pd in td.partition_data
+    heavy = [(td.name, pd) for td in req.topic_data if td.name is not None for pd in td.partition_data
              if isinstance(pd.records, (bytes, bytearray, memoryview)) and is_heavy(pd.records)]
     if heavy or app.dataplane.turn_pending(ctx.connection_id):
         return _produce_checked(app, ctx, req, heavy)
@@ -173,6 +186,9 @@ def _plan(app: ProduceServices, req, *, may_create: bool = True, checked: dict |
     partition data (the request itself is left as it came: the capture shows it)."""
     plan: Plan = []
     for td in req.topic_data:
+        if td.name is None:  # v13: an id no topic has
+            plan.append((td.name, [(pd.index, UNKNOWN_ID, None) for pd in td.partition_data]))
+            continue
         topic = app.topics.get(td.name)
         if topic is None:
             err = _topic_refusal(app, td.name)
@@ -222,7 +238,7 @@ async def _append_ordered(app: ProduceServices, ctx: RequestContext, req,
     dp = app.dataplane
     async with dp.ordered():
         for td in req.topic_data:
-            if app.topics.get(td.name) is None and _topic_refusal(app, td.name) is None:
+            if td.name is not None and app.topics.get(td.name) is None and _topic_refusal(app, td.name) is None:
                 try:
                     await app.topics.ensure(td.name)
                 except TopicError as exc:
@@ -265,7 +281,14 @@ def _finish(app: ProduceServices, req, results):
         return NO_RESPONSE
     if any(app.dataplane.needs_sync(lg, req.acks) for lg in _ok_logs(app, results)):
         return _await_durable(app, req, results)
-    return {"responses": [{"name": n, "partition_responses": p} for n, p in results], "throttle_time_ms": 0}
+    return _body(req, results)
+
+
+def _body(req, results) -> dict:
+    """The answer: one entry per request topic, in its order, by name (v0-12) or id (v13)."""
+    return {"responses": [{"name": n, "topic_id": td.get("topic_id"), "partition_responses": p}
+                          for td, (n, p) in zip(req.topic_data, results, strict=True)],
+            "throttle_time_ms": 0}
 
 
 async def _await_durable(app: ProduceServices, req, results):
@@ -280,7 +303,7 @@ async def _await_durable(app: ProduceServices, req, results):
                 if exc is not None:
                     code = exc.code if isinstance(exc, BatchRejected) else ErrorCode.KAFKA_STORAGE_ERROR
                     parts[i] = _partition(p["index"], code, str(exc))
-    return {"responses": [{"name": n, "partition_responses": p} for n, p in results], "throttle_time_ms": 0}
+    return _body(req, results)
 
 
 def _ok_logs(app: ProduceServices, results) -> list[Log]:

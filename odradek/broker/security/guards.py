@@ -151,6 +151,8 @@ def produce(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     if txn is not None or _transactional(req):
         if txn is None or not g.authz.allowed(ctx, Op.WRITE, R.TRANSACTIONAL_ID, txn):
             return _denied(ctx, req, TXN_DENIED)
+    if ctx.api_version >= 13:  # by topic id: resolved before the ACLs, an unknown id is UNKNOWN_TOPIC_ID
+        g.app.topics.name_items_by_id(req.topic_data, g.app.cluster_id)
     return _split(g, ctx, req, "topic_data", lambda t: t.name, Op.WRITE, R.TOPIC, TOPIC_DENIED,
                   "responses")
 
