@@ -221,3 +221,151 @@ def test_transaction_log_values_follow_the_transaction_version(broker):
         assert r.error_code == 0
         init(c, tid0, 4)
         assert [v[:2] for v in _state_values(broker, tid0)] == [b"\x00\x00"]  # v0 at transaction.version 0
+
+
+# --- a Kafka 4 producer under transactions v2: Produce v12 adds, EndTxn v5 bumps ------------------------
+
+def produce_v(b, version, topic, batches: dict[int, bytes], tid):
+    with client(b) as c:
+        r = c.request(0, version, {"transactional_id": tid, "acks": -1, "timeout_ms": 1000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": p, "records": d} for p, d in batches.items()]}]})
+    return {p.index: p.error_code for t in r.responses for p in t.partition_responses}
+
+
+def tbatch(pid, epoch, seq, *values: bytes) -> bytes:
+    from odradek.protocol.records import encode_batch  # noqa: PLC0415
+
+    return encode_batch([(None, v) for v in values], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                        transactional=True)
+
+
+def read_committed(b, topic: str, partitions: int) -> list[bytes]:
+    """Every value a read_committed confluent-kafka consumer sees, by partition then offset."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition  # noqa: PLC0415
+
+    with client(b) as c:
+        r = c.request(2, 5, {"replica_id": -1, "isolation_level": 1, "topics": [
+            {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                                           for p in range(partitions)]}]})
+        ends = [p.offset for p in r.topics[0].partitions]
+    consumer = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": _id("reader"),
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    seen: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        for _ in range(200):
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                seen[msg.partition()].append(msg.value())
+            positions = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
+            if all(tp.offset >= end for tp, end in zip(positions, ends, strict=True)):
+                break
+    finally:
+        consumer.close()
+    return [v for p in range(partitions) for v in seen[p]]
+
+
+def test_a_kafka_4_producer_commits_and_aborts_with_implicit_adds(broker):
+    topic, tid = _id("t"), _id()
+    create_topic(broker, topic, 2)
+    with client(broker) as c:
+        r = init(c, tid, 5)
+        pid, epoch = r.producer_id, r.producer_epoch
+        values = {}
+        for n, commit in enumerate([True, False, True]):
+            got = produce_v(broker, 12, topic, {0: tbatch(pid, epoch, 0, b"a%d" % n), 1: tbatch(pid, epoch, 0, b"b%d" % n)},
+                            tid)
+            assert got == {0: E.NONE, 1: E.NONE}
+            # a second batch of the same transaction goes straight in (the partition is in it)
+            assert produce_v(broker, 12, topic, {0: tbatch(pid, epoch, 1, b"c%d" % n)}, tid) == {0: E.NONE}
+            [d] = describe(c, tid)
+            assert (d.transaction_state, sorted(d.topics[0].partitions)) == ("Ongoing", [0, 1])
+            error, pid2, epoch2 = end_v5(c, tid, pid, epoch, commit)
+            assert (error, pid2, epoch2) == (E.NONE, pid, epoch + 1)
+            values[n] = commit
+            epoch = epoch2
+            wait_state(c, tid, "CompleteCommit" if commit else "CompleteAbort")
+    assert read_committed(broker, topic, 2) == [b"a0", b"c0", b"a2", b"c2", b"b0", b"b2"]
+    assert _markers(broker, topic, 0) == [(pid, 1, True), (pid, 2, False), (pid, 3, True)]
+
+
+def test_fencing_under_transactions_v2(broker):
+    topic, tid = _id("t"), _id()
+    create_topic(broker, topic, 2)
+    with client(broker) as c:
+        pid = init(c, tid, 5).producer_id
+        assert produce_v(broker, 12, topic, {0: tbatch(pid, 0, 0, b"zombie")}, tid) == {0: E.NONE}
+        assert init(c, tid, 5).error_code == E.CONCURRENT_TRANSACTIONS  # a new instance fences the open one
+        wait_state(c, tid, "CompleteAbort")
+        r = init(c, tid, 5)
+        assert (r.error_code, r.producer_id, r.producer_epoch) == (E.NONE, pid, 2)
+        # the fenced instance: its produce (an add the coordinator refuses) and its end
+        assert produce_v(broker, 12, topic, {1: tbatch(pid, 0, 0, b"late")}, tid) == {1: E.INVALID_PRODUCER_EPOCH}
+        assert produce_v(broker, 12, topic, {0: tbatch(pid, 0, 1, b"late")}, tid) == {0: E.INVALID_PRODUCER_EPOCH}
+        assert end_v5(c, tid, pid, 0, True) == (E.PRODUCER_FENCED, -1, -1)
+        # the new instance carries on
+        assert produce_v(broker, 12, topic, {1: tbatch(pid, 2, 0, b"new")}, tid) == {1: E.NONE}
+        assert end_v5(c, tid, pid, 2, True) == (E.NONE, pid, 3)
+        wait_state(c, tid, "CompleteCommit")
+    assert read_committed(broker, topic, 2) == [b"new"]
+    assert _markers(broker, topic, 0) == [(pid, 1, False)]  # the fence's abort, at the bumped epoch
+
+
+@pytest.mark.parametrize(("version", "code"), [(9, E.INVALID_TXN_STATE), (10, E.INVALID_TXN_STATE),
+                                               (11, E.TRANSACTION_ABORTABLE), (12, E.NONE), (13, E.NONE)])
+def test_a_partition_not_in_the_transaction_per_produce_version(broker, version, code):
+    """Before v12 Kafka only verifies (48, then 120 from v11); from v12 the produce adds it."""
+    topic, tid = _id("t"), _id()
+    create_topic(broker, topic)
+    with client(broker) as c:
+        pid = init(c, tid, 5).producer_id
+        if version == 13:
+            from .test_kafka42_versions import _topic_id  # noqa: PLC0415
+
+            topic_id = _topic_id(broker, topic)
+            r = c.request(0, 13, {"transactional_id": tid, "acks": -1, "timeout_ms": 1000, "topic_data": [
+                {"topic_id": topic_id, "partition_data": [{"index": 0, "records": tbatch(pid, 0, 0, b"x")}]}]})
+            got = r.responses[0].partition_responses[0].error_code
+        else:
+            got = produce_v(broker, version, topic, {0: tbatch(pid, 0, 0, b"x")}, tid)[0]
+        assert got == code
+        [d] = describe(c, tid)
+        assert d.transaction_state == ("Ongoing" if code == E.NONE else "Empty")
+
+
+def test_implicit_add_errors(broker):
+    topic, tid = _id("t"), _id()
+    create_topic(broker, topic)
+    with client(broker) as c:
+        pid = init(c, tid, 5).producer_id
+        # a transactions-v2 producer's first batch in a partition starts at sequence 0
+        assert produce_v(broker, 12, topic, {0: tbatch(pid, 0, 5, b"x")}, tid) == {0: E.OUT_OF_ORDER_SEQUENCE_NUMBER}
+        assert produce_v(broker, 12, topic, {0: tbatch(pid + 1, 0, 0, b"x")}, tid) == {
+            0: E.INVALID_PRODUCER_ID_MAPPING}
+        assert produce_v(broker, 12, topic, {0: tbatch(pid, 0, 0, b"x")}, _id()) == {0: E.INVALID_PRODUCER_ID_MAPPING}
+        assert produce_v(broker, 12, topic, {0: tbatch(pid, 3, 0, b"x")}, tid) == {0: E.INVALID_PRODUCER_EPOCH}
+        # a partition that does not exist is not added; the others of the request are
+        assert produce_v(broker, 12, topic, {0: tbatch(pid, 0, 0, b"x"), 7: tbatch(pid, 0, 0, b"y")}, tid) == {
+            0: E.NONE, 7: E.UNKNOWN_TOPIC_OR_PARTITION}
+        [d] = describe(c, tid)
+        assert [(t.topic, list(t.partitions)) for t in d.topics] == [(topic, [0])]
+
+
+def test_txn_offset_commit_v5_adds_the_offsets_partition(broker):
+    topic, tid, group = _id("t"), _id(), _id("g")
+    create_topic(broker, topic)
+    with client(broker) as c:
+        pid = init(c, tid, 5).producer_id
+        r = c.request(28, 5, {"transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": 0,
+                              "generation_id": -1, "member_id": "", "group_instance_id": None, "topics": [
+                                  {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 42,
+                                                                  "committed_leader_epoch": -1,
+                                                                  "committed_metadata": None}]}]})
+        assert r.topics[0].partitions[0].error_code == E.NONE
+        [d] = describe(c, tid)
+        assert [t.topic for t in d.topics] == ["__consumer_offsets"]
+        assert end_v5(c, tid, pid, 0, True) == (E.NONE, pid, 1)
+        wait_state(c, tid, "CompleteCommit")
+        r = c.request(9, 8, {"groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}],
+                             "require_stable": True})
+        assert r.groups[0].topics[0].partitions[0].committed_offset == 42
