@@ -33,7 +33,7 @@ from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
-from .features import TRANSACTION_VERSION, Features
+from .features import TRANSACTION_VERSION, Features, parse_levels
 from .handlers import acls as acl_handlers
 from .handlers import client_quotas as quota_handlers
 from .handlers import cluster, groups, log_admin, partitions, producer_state, scram_credentials
@@ -127,7 +127,7 @@ class BrokerApp:
         self.client_quotas = QuotaStore(self.data_dir)
         self.client_quotas_lock = asyncio.Lock()
         # finalized feature levels (KIP-584): read at start, changed by UpdateFeatures
-        self.features = Features(self.data_dir, release, config["odradek.initial.features"] or None)
+        self.features = Features(self.data_dir, release, parse_levels(config["odradek.initial.features"]))
         self.features_lock = asyncio.Lock()
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, self.clock.now_ms, config["quota.window.num"],
                                             config["quota.window.size.seconds"])

@@ -128,10 +128,11 @@ def _log_levels(text: str) -> str:
     return text.strip()
 
 
-def _feature_levels(text: str) -> dict[str, int]:
+def _feature_levels(text: str) -> str:
     from .features import parse_levels
 
-    return parse_levels(text)
+    parse_levels(text)
+    return text.strip()
 
 
 def _listeners(text: str) -> str:

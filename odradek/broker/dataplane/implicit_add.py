@@ -20,13 +20,19 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ...protocol.errors import ErrorCode
 from ...protocol.records import ATTRIBUTES_OFFSET, HEADER_SIZE, MAGIC_OFFSET, TRANSACTIONAL_MASK
+from .producers import ProducerStates
+from .topics import TopicRegistry
 
-if TYPE_CHECKING:
-    from .service import DataPlane
+
+class Partitions(Protocol):
+    """What the add reads of the data plane (``DataPlane``): the topics and producer states."""
+
+    topics: TopicRegistry
+    producers: ProducerStates
 
 IMPLICIT_ADD_FROM_VERSION = 12
 TV2 = 2  # the client transaction version the add records
@@ -46,7 +52,7 @@ def transactional_producer(data: Any) -> tuple[int, int] | None:
     return None
 
 
-def partitions_to_add(dataplane: DataPlane, coordinator: Any, transactional_id: str,
+def partitions_to_add(dataplane: Partitions, coordinator: Any, transactional_id: str,
                       topics: list[tuple[str, Any]]) -> list[tuple[str, Any, int, int]]:
     """The (topic, partition data, producer id, epoch) of a Produce v12+ whose transactional batch
     goes where its producer's transaction is not yet: neither open in the partition nor listed by
