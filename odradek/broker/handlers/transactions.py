@@ -218,26 +218,32 @@ def end_txn(app: TxnServices, ctx: RequestContext, req):
         return _error_response(E.COORDINATOR_NOT_AVAILABLE)
     version = ctx.api_version
     if version >= 5:
-        return _end_txn_v2(app, coordinator, req)
+        answer = coordinator.end_txn_v2(req.transactional_id, req.producer_id, req.producer_epoch,
+                                        bool(req.committed))
+        if answer is NEED_PRODUCER_ID:  # the epoch is exhausted: a new producer id first (an await)
+            return _end_txn_v2(app, coordinator, req)
+        return answer_when(answer, _end_txn_v2_response)
     return answer_when(coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
                                            bool(req.committed)),
                        lambda error: _error_response(_fenced(error, version, 2)))
 
 
-async def _end_txn_v2(app: TxnServices, coordinator: TransactionCoordinator, req) -> dict:
-    """EndTxn v5 (transactions v2): the epoch bumped, the producer id and epoch to continue with
-    in the answer (a new producer id first when the epoch is exhausted)."""
-    args = (req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed))
-    answer = coordinator.end_txn_v2(*args)
-    if answer is NEED_PRODUCER_ID:
-        fresh = await _allocate(app)
-        if fresh is None:
-            return _error_response(E.COORDINATOR_NOT_AVAILABLE)
-        answer = coordinator.end_txn_v2(*args, fresh_pid=fresh)
-        if answer is NEED_PRODUCER_ID:  # cannot happen: a fresh id was given
-            return _error_response(E.UNKNOWN_SERVER_ERROR)
-    error, pid, epoch = answer.result() if answer.done else await wait_promise(answer)
+def _end_txn_v2_response(answer: tuple[ErrorCode, int, int]) -> dict:
+    error, pid, epoch = answer
     return {"throttle_time_ms": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
+
+
+async def _end_txn_v2(app: TxnServices, coordinator: TransactionCoordinator, req) -> dict:
+    """EndTxn v5 (transactions v2) whose epoch is exhausted: a new producer id first, then the end
+    (the answer carries that id at epoch 0)."""
+    fresh = await _allocate(app)
+    if fresh is None:
+        return _error_response(E.COORDINATOR_NOT_AVAILABLE)
+    answer = coordinator.end_txn_v2(req.transactional_id, req.producer_id, req.producer_epoch,
+                                    bool(req.committed), fresh_pid=fresh)
+    if answer is NEED_PRODUCER_ID:  # cannot happen: a fresh id was given
+        return _error_response(E.UNKNOWN_SERVER_ERROR)
+    return _end_txn_v2_response(answer.result() if answer.done else await wait_promise(answer))
 
 
 # --- DescribeTransactions / ListTransactions -----------------------------------------------
