@@ -192,3 +192,14 @@ def test_table_covers_every_release():
     for release in RELEASES:
         assert release_features(release) is not None
     assert release_features("") == RELEASE_FEATURES["4.2"]
+
+
+@pytest.mark.parametrize(("super_users", "code"), [("", 31), ("User:ANONYMOUS", 0)])
+def test_the_authorizer_wants_alter_on_the_cluster(tmp_path, super_users, code):
+    """``ControllerApis.handleUpdateFeatures``: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED."""
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "super.users": super_users}
+    with ThreadedBroker(tmp_path, overrides=overrides) as b:
+        r = _update(b, 1, [("transaction.version", 1, SAFE)])
+        assert r.error_code == code
+        assert _features(b)[1]["transaction.version"] == ((1, 1) if code == 0 else (2, 2))

@@ -369,3 +369,14 @@ def test_txn_offset_commit_v5_adds_the_offsets_partition(broker):
         r = c.request(9, 8, {"groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}],
                              "require_stable": True})
         assert r.groups[0].topics[0].partitions[0].committed_offset == 42
+
+
+def test_add_partitions_to_txn_v4_wants_cluster_action():
+    """v4+ come from brokers: CLUSTER_ACTION on the cluster, else a top-level CLUSTER_AUTHORIZATION_FAILED."""
+    from odradek.testing import ThreadedBroker  # noqa: PLC0415
+
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+    with ThreadedBroker(overrides=overrides) as b, client(b) as c:
+        r = c.request(ADD_PARTS, 4, {"transactions": [{"transactional_id": "t", "producer_id": 1,
+                                                       "producer_epoch": 0, "verify_only": True, "topics": []}]})
+        assert (r.error_code, list(r.results_by_transaction)) == (E.CLUSTER_AUTHORIZATION_FAILED, [])
