@@ -21,8 +21,7 @@ Produce v13 names topics by id (KIP-516): each is resolved to its name first, as
 topic has (the zero uuid included) is UNKNOWN_TOPIC_ID for its partitions, never
 auto-created, and the answer is keyed by the request's ids.  v10's leader hints (KIP-951)
 go only beside NOT_LEADER_OR_FOLLOWER, which this one always-leading node never answers
-itself; v12 has v11's layout and meaning here (the implicit add of transactions v2 belongs
-to the transaction coordinator).
+itself; v12 has v11's layout, and in a transaction adds its partitions (above).
 """
 
 from __future__ import annotations
