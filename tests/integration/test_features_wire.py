@@ -203,3 +203,27 @@ def test_the_authorizer_wants_alter_on_the_cluster(tmp_path, super_users, code):
         r = _update(b, 1, [("transaction.version", 1, SAFE)])
         assert r.error_code == code
         assert _features(b)[1]["transaction.version"] == ((1, 1) if code == 0 else (2, 2))
+
+
+def test_kafka_python_admin_describes_and_updates_features(broker):
+    """kafka-python 3's KafkaAdminClient: describe_features (ApiVersions) and update_features."""
+    from kafka import KafkaAdminClient  # noqa: PLC0415
+    from kafka.errors import KafkaError  # noqa: PLC0415
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=10000)
+    try:
+        before = admin.describe_features()
+        assert before["transaction.version"]["finalized"] == (2, 2)
+        assert before["metadata.version"]["supported"] == (7, 29)
+        assert admin.update_features({"transaction.version": ("SAFE_DOWNGRADE", 1)}) == {
+            "transaction.version": "OK"}
+        after = admin.describe_features()
+        assert after["transaction.version"]["finalized"] == (1, 1)
+        assert after["transaction.version"]["finalized_epoch"] > before["transaction.version"]["finalized_epoch"]
+        with pytest.raises(KafkaError) as e:
+            admin.update_features({"transaction.version": ("UPGRADE", 3)})
+        assert "INVALID_UPDATE_VERSION" in repr(e.value) or "InvalidUpdateVersion" in repr(e.value)
+        assert admin.update_features({"transaction.version": 2}) == {"transaction.version": "OK"}
+        assert admin.describe_features()["transaction.version"]["finalized"] == (2, 2)
+    finally:
+        admin.close()
