@@ -198,6 +198,15 @@ class Features:
                                                 indent=1, sort_keys=True) + "\n")
 
 
+def forget_levels(data_dir: Path) -> None:
+    """The levels a test set go (a reset finished at start, blocking): the fresh cluster's
+    defaults again, the epoch one further so clients notice."""
+    path = Path(data_dir) / FILE_NAME
+    if path.exists():
+        epoch = int(json.loads(path.read_text(encoding="utf-8"))["epoch"])
+        atomic_write_text(path, json.dumps({"version": 1, "epoch": epoch + 1, "levels": {}}, indent=1) + "\n")
+
+
 def _check_metadata_version(current: int, level: int, kind: int) -> None:
     """``FeatureControlManager.updateMetadataVersion``: a downgrade across a format change is refused."""
     if level < current and any(lv in METADATA_CHANGED for lv in range(level + 1, current + 1)):

@@ -227,3 +227,15 @@ def test_kafka_python_admin_describes_and_updates_features(broker):
         assert admin.describe_features()["transaction.version"]["finalized"] == (2, 2)
     finally:
         admin.close()
+
+
+def test_a_reset_cut_short_by_a_crash_forgets_the_levels_too(tmp_path):
+    from odradek.broker.control.reset import RESET_MARKER  # noqa: PLC0415
+
+    with ThreadedBroker(tmp_path) as b:
+        assert _update(b, 1, [("transaction.version", 1, SAFE)]).error_code == 0
+        epoch = _features(b)[2]
+    (tmp_path / RESET_MARKER).write_text("")  # as a reset killed half-way leaves it
+    with ThreadedBroker(tmp_path) as b:
+        _s, finalized, epoch_after = _features(b)
+    assert finalized["transaction.version"] == (2, 2) and epoch_after > epoch

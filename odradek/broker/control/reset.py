@@ -47,6 +47,7 @@ from ...storage.log_manager import CheckpointSnapshot
 from ..coordinator import rebalance
 from ..dataplane.topics import REGISTRY_FILE
 from ..dynamic_config import FILE as DYNAMIC_CONFIG_FILE
+from ..features import forget_levels
 
 if TYPE_CHECKING:
     from ...storage.config import LogConfig
@@ -213,7 +214,8 @@ def finish_interrupted_reset(data_dirs: list[Path]) -> bool:
     """At start, before any log opens: a reset cut short by a crash is finished (blocking).
 
     Removes every partition directory (internal topics included), the topic
-    registry, the runtime broker settings and the log checkpoints, then the marker; run again if cut
+    registry, the runtime broker settings and the log checkpoints, puts the feature levels
+    back to the defaults, then the marker; run again if cut
     short again.  Returns True if there was a reset to finish.
     """
     first = data_dirs[0]
@@ -231,6 +233,7 @@ def finish_interrupted_reset(data_dirs: list[Path]) -> bool:
         fsync_dir(d)
     (first / REGISTRY_FILE).unlink(missing_ok=True)
     (first / DYNAMIC_CONFIG_FILE).unlink(missing_ok=True)
+    forget_levels(first)
     fsync_dir(first)
     _remove_marker(first)
     log.warning("broker.reset_finished_at_start", data_dirs=[str(d) for d in data_dirs])
