@@ -83,7 +83,8 @@ def test_transaction_version_down_and_back(broker, v):
         assert "without setting the upgrade type" in r.error_message
         return
     assert r.error_code == 0 and r.error_message is None
-    assert [(x.feature, x.error_code) for x in r.results] == ([] if v == 2 else [("transaction.version", 0)])
+    assert [(x.feature, x.error_code, x.error_message) for x in r.results] == (
+        [] if v == 2 else [("transaction.version", 0, "NONE")])  # Errors.NONE.message()
     _s, finalized, epoch2 = _features(broker)
     assert finalized["transaction.version"] == (1, 1) and epoch2 > epoch
     assert _update(broker, v, [("transaction.version", 0, SAFE)]).error_code == 0

@@ -63,5 +63,6 @@ async def update_features(app: FeatureServices, ctx: RequestContext, req) -> dic
                 return _answer(ErrorCode.UNKNOWN_SERVER_ERROR, None, [])
             features.apply(levels)
             log.info("features.updated", principal=ctx.principal, levels=levels, epoch=features.epoch)
-    return _answer(ErrorCode.NONE, None, [{"feature": u.feature, "error_code": ErrorCode.NONE, "error_message": None}
+    # each result's message is Errors.NONE.message(), i.e. "NONE" (QuorumController.updateFeatures)
+    return _answer(ErrorCode.NONE, None, [{"feature": u.feature, "error_code": ErrorCode.NONE, "error_message": "NONE"}
                                           for u in req.feature_updates])
