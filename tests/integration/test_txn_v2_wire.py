@@ -380,3 +380,20 @@ def test_add_partitions_to_txn_v4_wants_cluster_action():
         r = c.request(ADD_PARTS, 4, {"transactions": [{"transactional_id": "t", "producer_id": 1,
                                                        "producer_epoch": 0, "verify_only": True, "topics": []}]})
         assert (r.error_code, list(r.results_by_transaction)) == (E.CLUSTER_AUTHORIZATION_FAILED, [])
+
+
+@pytest.mark.parametrize(("tid_known", "epoch", "code"), [(True, 4, E.INVALID_PRODUCER_EPOCH),
+                                                          (False, 0, E.INVALID_PRODUCER_ID_MAPPING)])
+def test_txn_offset_commit_v5_bad_producers(broker, tid_known, epoch, code):
+    """The add's refusal on every partition, as the group coordinator rewrites it (90 -> 47)."""
+    topic, tid = _id("t"), _id()
+    create_topic(broker, topic, 2)
+    with client(broker) as c:
+        pid = init(c, tid, 5).producer_id
+        r = c.request(28, 5, {"transactional_id": tid if tid_known else _id(), "group_id": "g", "producer_id": pid,
+                              "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+                              "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                                  {"partition_index": p, "committed_offset": 1, "committed_leader_epoch": -1,
+                                   "committed_metadata": None} for p in (0, 1)]}]})
+        assert [p.error_code for p in r.topics[0].partitions] == [code, code]
+        assert describe(c, tid)[0].transaction_state == "Empty"
