@@ -397,3 +397,33 @@ def test_txn_offset_commit_v5_bad_producers(broker, tid_known, epoch, code):
                                    "committed_metadata": None} for p in (0, 1)]}]})
         assert [p.error_code for p in r.topics[0].partitions] == [code, code]
         assert describe(c, tid)[0].transaction_state == "Empty"
+
+
+def test_produce_v12_meets_the_previous_end_still_completing(broker):
+    """While the previous end's markers are being written the add meets CONCURRENT_TRANSACTIONS:
+    the broker retries it (20 ms apart, up to 100 ms) and then answers 51 (unconverted for TV2)."""
+    import asyncio  # noqa: PLC0415
+
+    topic, tid = _id("t"), _id()
+    create_topic(broker, topic)
+    coordinator = broker.app.txn_coordinator
+    real = coordinator.markers
+    gate: dict = {}
+
+    class Held:
+        async def write_txn_marker(self, *args):
+            gate.setdefault("event", asyncio.Event())
+            await gate["event"].wait()
+            return await real.write_txn_marker(*args)
+
+    broker.call(setattr, coordinator, "markers", Held())
+    with client(broker) as c:
+        pid = init(c, tid, 5).producer_id
+        assert produce_v(broker, 12, topic, {0: tbatch(pid, 0, 0, b"a")}, tid) == {0: E.NONE}
+        assert end_v5(c, tid, pid, 0, True) == (E.NONE, pid, 1)
+        assert describe(c, tid)[0].transaction_state == "PrepareCommit"
+        assert produce_v(broker, 12, topic, {0: tbatch(pid, 1, 0, b"b")}, tid) == {0: E.CONCURRENT_TRANSACTIONS}
+        broker.call(setattr, coordinator, "markers", real)
+        broker.call(lambda: gate.setdefault("event", asyncio.Event()).set())
+        wait_state(c, tid, "CompleteCommit")
+        assert produce_v(broker, 12, topic, {0: tbatch(pid, 1, 0, b"b")}, tid) == {0: E.NONE}
