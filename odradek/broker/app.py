@@ -33,11 +33,13 @@ from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
+from .features import TRANSACTION_VERSION, Features, parse_levels
 from .fetch_sessions import FetchSessionCache
 from .handlers import acls as acl_handlers
 from .handlers import client_quotas as quota_handlers
 from .handlers import cluster, groups, log_admin, partitions, producer_state, scram_credentials
 from .handlers import configs as config_handlers
+from .handlers import features as feature_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
 from .handlers import produce as produce_handlers
@@ -127,6 +129,9 @@ class BrokerApp:
         self.client_quotas_lock = asyncio.Lock()
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 self.clock.now_ms)  # KIP-227, Kafka's FetchSessionCache
+        # finalized feature levels (KIP-584): read at start, changed by UpdateFeatures
+        self.features = Features(self.data_dir, release, parse_levels(config["odradek.initial.features"]))
+        self.features_lock = asyncio.Lock()
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, self.clock.now_ms, config["quota.window.num"],
                                             config["quota.window.size.seconds"])
         # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all (and
@@ -152,6 +157,7 @@ class BrokerApp:
         scram_credentials.register(self.handlers, self)
         acl_handlers.register(self.handlers, self)
         quota_handlers.register(self.handlers, self)
+        feature_handlers.register(self.handlers, self)
         # client telemetry (KIP-714): the client instances always exist (test control reads
         # them); the two APIs are served, and advertised, only when telemetry is on
         default_metrics = config["client.metrics.default.metrics"]
@@ -187,6 +193,7 @@ class BrokerApp:
             finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
             self.scram_credentials.load()
             self.client_quotas.load()
+            self.features.load()
             self.client_metrics.subscriptions.load()
             self.quotas_changed()
             if self.authorizer is not None:
@@ -307,7 +314,8 @@ class BrokerApp:
                                       group_partition=lambda group: partition_for(group, groups),
                                       runtime=self.runtime,
                                       await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS,
-                                      offsets_topic=OFFSETS_TOPIC)
+                                      offsets_topic=OFFSETS_TOPIC,
+                                      transaction_version=lambda: self.features.level(TRANSACTION_VERSION))
 
     def _offsets_stable_offset(self, lg: Log) -> int | None:
         """The cleaner's bound on an internal topic: an offsets partition's last stable offset,

@@ -128,6 +128,13 @@ def _log_levels(text: str) -> str:
     return text.strip()
 
 
+def _feature_levels(text: str) -> str:
+    from .features import parse_levels
+
+    parse_levels(text)
+    return text.strip()
+
+
 def _listeners(text: str) -> str:
     parse_listeners(text)
     return text.strip()
@@ -213,6 +220,7 @@ class Setting:
     def type_name(self) -> str:
         return {_int: "int", _bool: "boolean", _float: "double", _str: "string",
                 _listeners: "listeners", _paths: "paths", _kafka_release: "Kafka release",
+                _feature_levels: "feature=level list",
                 _log_levels: "component=level list",
                 _control_address: "host:port or port"}.get(self.parse, self.parse.__name__)
 
@@ -375,6 +383,10 @@ SETTINGS: list[Setting] = [
             "Serve only the request versions this Kafka release served (ApiVersions and every "
             "version check), and write the __consumer_offsets value versions it wrote; "
             "empty: every version implemented. One of 2.0, 2.8, 3.0, 3.5, 3.9, 4.0, 4.1, 4.2, 4.3."),
+    Setting("odradek.initial.features", _feature_levels, "",
+            "Finalized feature levels of a fresh data dir, as kafka-storage format --feature sets them "
+            "(transaction.version=1,group.version=0); unset features take the release's default. "
+            "UpdateFeatures changes them later; its levels are kept in the data dir."),
     # topics
     Setting("auto.create.topics.enable", _bool, True,
             "Create unknown topics on Metadata/Produce requests that allow it."),

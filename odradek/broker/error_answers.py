@@ -76,6 +76,9 @@ def _find_coordinator(v: int, req, code: int) -> dict:
 
 
 def _add_partitions_to_txn(v: int, req, code: int) -> dict:
+    """v4+ (the broker batch): the top-level error only."""
+    if v >= 4:
+        return {"error_code": code, "results_by_transaction": []}
     return {"results_by_topic_v3_and_below": [{"name": t.name, "results_by_partition": [
         {"partition_index": p, "partition_error_code": code} for p in t.partitions]}
         for t in req.v3_and_below_topics]}
@@ -229,6 +232,7 @@ SHAPES: dict[int, Shape] = {
     66: _top_level(unknown_state_filters=[], transaction_states=[]), 61: _describe_producers,
     50: _describe_scram, 51: _alter_scram,
     48: _top_level(error_message=None, entries=None), 49: _alter_client_quotas,
+    57: _top_level(error_message=None, results=[]),  # UpdateFeaturesResponse.createWithErrors
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
     74: _top_level(config_resources=[]), 45: _alter_reassignments, 46: _list_reassignments,
     34: _alter_replica_log_dirs,  # ListConfigResourcesRequest.getErrorResponse

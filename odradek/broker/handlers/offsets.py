@@ -16,8 +16,11 @@ version expects them:
 - OffsetCommit v0 likewise stores into ``__consumer_offsets`` (Kafka: ZooKeeper).
 - TxnOffsetCommit v0-v1 answer COORDINATOR_NOT_AVAILABLE where v2+ answer
   COORDINATOR_LOAD_IN_PROGRESS (``KafkaApis.handleTxnOffsetCommitRequest``:
-  clients before Kafka 2.0 crashed on it).  v4 (KIP-890's
-  TRANSACTION_ABORTABLE) is not served: clients then use v3.
+  clients before Kafka 2.0 crashed on it).  v4 answers KIP-890's
+  TRANSACTION_ABORTABLE where older versions get INVALID_TXN_STATE; v5
+  (transactions v2) first adds the group's offsets partition to the
+  transaction itself (``txnOffsetCommitRequestVersionToTransactionSupportedOperation``:
+  ADD_PARTITION), as AddOffsetsToTxn would.
 
 Responses that wait on a write are answered when the coordinator's promise
 completes, i.e. once the batch is durable (``log.fsync.mode=always``: after
@@ -40,9 +43,10 @@ from ..coordinator.offsets import (
     delete_offsets,
     fetch_offset_rows,
 )
-from ..coordinator.txn_offsets import TxnCommitRequest, commit_txn_offsets
+from ..coordinator.txn_offsets import TxnCommitRequest, commit_txn_offsets, verification_error
 from ..dispatch import HandlerTable, Later, RequestContext, answer_when
 from ..runtime.promise import Promise
+from ..txn.coordinator import TV2
 
 if TYPE_CHECKING:
     from ..coordinator.service import Coordinator
@@ -66,7 +70,7 @@ OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT, OFFSET_DELETE = 8, 9, 28, 47
 def register(table: HandlerTable, app: OffsetServices) -> None:
     table.register(OFFSET_COMMIT, partial(offset_commit, app))
     table.register(OFFSET_FETCH, partial(offset_fetch, app))
-    table.register(TXN_OFFSET_COMMIT, partial(txn_offset_commit, app), "0-3")
+    table.register(TXN_OFFSET_COMMIT, partial(txn_offset_commit, app))
     table.register(OFFSET_DELETE, partial(offset_delete, app))
 
 
@@ -149,8 +153,30 @@ def txn_offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
         verifier = getattr(app, "txn_coordinator", None)
         if verifier is not None and not hasattr(verifier, "verify_partition"):
             verifier = None
-        promise = commit_txn_offsets(coordinator, request, partitions, partition_counter(app), verifier)
+        commit = partial(commit_txn_offsets, coordinator, request, partitions, partition_counter(app), verifier)
+        promise = commit() if version < IMPLICIT_ADD_VERSION or verifier is None else \
+            _after_implicit_add(verifier, req, version, len(partitions), commit)
     return answer_when(promise, partial(txn_commit_response, req, version))
+
+
+IMPLICIT_ADD_VERSION = 5
+
+
+def _after_implicit_add(txn_coordinator: Any, req, version: int, count: int, commit: Any) -> Promise:
+    """TxnOffsetCommit v5: the group's offsets partition joins the transaction first (a v2 client's
+    add); then the commit, or the add's error on every partition."""
+    out = Promise()
+
+    def added(error: ErrorCode) -> None:
+        code = verification_error(error, version)
+        if code != ErrorCode.NONE:
+            out.set([code] * count)
+            return
+        commit().add_done_callback(out.set)
+
+    txn_coordinator.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id,
+                                client_tv=TV2).add_done_callback(added)
+    return out
 
 
 def txn_commit_response(req, version: int, errors: list[ErrorCode]) -> dict:

@@ -9,7 +9,9 @@ Transactional batches (Kafka's ``KafkaApis.handleProduceRequest`` and
 whole request, as Kafka's authorisation check answers) and may carry only one
 producer id (else INVALID_PRODUCER_ID_MAPPING); each partition is verified
 with the transaction coordinator before the producer's first batch of a
-transaction there (``DataPlane.append_now``).  Idempotent producers: ids from
+transaction there (``DataPlane.append_now``); from v12 (transactions v2) such a
+partition is first added to the transaction, as the producer no longer sends
+AddPartitionsToTxn (``dataplane/implicit_add.py``).  Idempotent producers: ids from
 InitProducerId, sequence checks and dedupe on Produce.  acks=0 gets no
 response at all, as clients expect (errors are logged; Kafka would close the
 connection).
@@ -19,8 +21,7 @@ Produce v13 names topics by id (KIP-516): each is resolved to its name first, as
 topic has (the zero uuid included) is UNKNOWN_TOPIC_ID for its partitions, never
 auto-created, and the answer is keyed by the request's ids.  v10's leader hints (KIP-951)
 go only beside NOT_LEADER_OR_FOLLOWER, which this one always-leading node never answers
-itself; v12 has v11's layout and meaning here (the implicit add of transactions v2 belongs
-to the transaction coordinator).
+itself; v12 has v11's layout, and in a transaction adds its partitions (above).
 """
 
 from __future__ import annotations
@@ -35,15 +36,17 @@ import structlog
 from ...protocol.errors import ErrorCode
 from ...protocol.record_conversion import is_legacy, up_convert
 from ...protocol.records import (
-    ATTRIBUTES_OFFSET,
-    HEADER_SIZE,
-    MAGIC_OFFSET,
-    TRANSACTIONAL_MASK,
     CorruptRecordError,
 )
 from ...storage.log import Log
 from ..dataplane import AppendResult
 from ..dataplane.batches import BatchRejected, Prechecked, is_heavy
+from ..dataplane.implicit_add import (
+    IMPLICIT_ADD_FROM_VERSION,
+    add_implicitly,
+    partitions_to_add,
+    transactional_producer,
+)
 from ..dataplane.topics import INTERNAL_TOPICS, TopicError
 from ..dispatch import NO_RESPONSE, HandlerTable, RequestContext
 
@@ -103,21 +106,26 @@ def produce(app: ProduceServices, ctx: RequestContext, req):
         _up_convert(req)
     heavy = [(td.name, pd) for td in req.topic_data if td.name is not None for pd in td.partition_data
              if isinstance(pd.records, (bytes, bytearray, memoryview)) and is_heavy(pd.records)]
-    if heavy or app.dataplane.turn_pending(ctx.connection_id):
-        return _produce_checked(app, ctx, req, heavy)
+    adds = _implicit_adds(app, ctx, req)
+    if heavy or adds or app.dataplane.turn_pending(ctx.connection_id):
+        return _produce_checked(app, ctx, req, heavy, adds)
     plan = _plan(app, req)
     if plan is not None and app.dataplane.fast_path_ok(_logs(plan)):
         return _finish(app, req, _append_all(app, plan, ctx.api_version, req))
     return _produce_ordered(app, ctx, req)
 
 
-async def _produce_checked(app: ProduceServices, ctx: RequestContext, req, heavy: list) -> dict:
-    """A request with big batches to check (in worker threads, ``DataPlane.precheck``), or one
-    behind such a request on its connection: appended in the connection's order once checked."""
+async def _produce_checked(app: ProduceServices, ctx: RequestContext, req, heavy: list,
+                           adds: list | None = None) -> dict:
+    """A request with big batches to check (in worker threads, ``DataPlane.precheck``), or with
+    partitions to add to its transaction first (``adds``), or one behind such a request on its
+    connection: appended in the connection's order once checked."""
     dp = app.dataplane
     async with dp.connection_turn(ctx.connection_id) as wait_earlier:
         results = await asyncio.gather(*(_precheck(app, ctx.api_version, name, pd) for name, pd in heavy))
-        checked = {id(pd): result for (_name, pd), result in zip(heavy, results, strict=True)}
+        checked: dict = {id(pd): result for (_name, pd), result in zip(heavy, results, strict=True)}
+        if adds:
+            checked.update(await _add_to_transaction(app, req.transactional_id, adds))
         await wait_earlier()
         plan = _plan(app, req, checked=checked)
         if plan is not None and dp.fast_path_ok(_logs(plan)):
@@ -137,6 +145,29 @@ async def _precheck(app: ProduceServices, version: int, topic: str, pd) -> Prech
 
 class _Refusal(tuple):
     """(code, message) standing in for a partition's records that cannot be appended."""
+
+
+def _implicit_adds(app: ProduceServices, ctx: RequestContext, req) -> list:
+    """Produce v12+ in a transaction (transactions v2): the partitions to add to it before the
+    append (``implicit_add.partitions_to_add``)."""
+    coordinator = app.txn_coordinator
+    if ctx.api_version < IMPLICIT_ADD_FROM_VERSION or req.transactional_id is None or coordinator is None:
+        return []
+    return partitions_to_add(app.dataplane, coordinator, req.transactional_id,
+                             [(td.name, pd) for td in req.topic_data if td.name is not None
+                              for pd in td.partition_data])
+
+
+async def _add_to_transaction(app: ProduceServices, transactional_id: str, adds: list) -> dict:
+    """Add the partitions (one coordinator call, as Kafka's one AddPartitionsToTxn per
+    transaction); the ones that failed refused with the leader's code, by ``id`` of their data."""
+    _name, _pd, pid, epoch = adds[0]
+    error = await add_implicitly(app.txn_coordinator, transactional_id, pid, epoch,
+                                 [(name, pd.index) for name, pd, _p, _e in adds])
+    if error == ErrorCode.NONE:
+        return {}
+    message = "Partition was not added to the transaction" if error == ErrorCode.INVALID_TXN_STATE else None
+    return {id(pd): _Refusal((error, message)) for _n, pd, _p, _e in adds}
 
 
 def _up_convert(req) -> None:
@@ -167,14 +198,8 @@ def _refused(req) -> tuple[ErrorCode, str] | None:
 
 def _transactional_producers(req) -> set[int]:
     """Producer ids of the request's transactional magic-2 batches (header bytes only)."""
-    pids = set()
-    for td in req.topic_data:
-        for pd in td.partition_data:
-            data = pd.records
-            if (isinstance(data, (bytes, bytearray, memoryview)) and len(data) >= HEADER_SIZE
-                    and data[MAGIC_OFFSET] == 2 and data[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK):
-                pids.add(_PID.unpack_from(data, PRODUCER_ID_OFFSET)[0])
-    return pids
+    return {p[0] for td in req.topic_data for pd in td.partition_data
+            if (p := transactional_producer(pd.records)) is not None}
 
 
 Plan = list[tuple[str, list[tuple[int, "Log | tuple[ErrorCode, str]", bytes | None]]]]
@@ -202,9 +227,10 @@ def _plan(app: ProduceServices, req, *, may_create: bool = True, checked: dict |
             lg = app.topics.log(td.name, pd.index) if 0 <= pd.index < topic.partitions else None
             target = lg if lg is not None else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                 f"{td.name} has no partition {pd.index}")
-            if lg is not None and isinstance(pd.records, _Refusal):
-                target = pd.records
-            parts.append((pd.index, target, checked.get(id(pd), pd.records) if checked else pd.records))
+            data = checked.get(id(pd), pd.records) if checked else pd.records
+            if lg is not None and isinstance(data, _Refusal):
+                target = data
+            parts.append((pd.index, target, data))
         plan.append((td.name, parts))
     return plan
 

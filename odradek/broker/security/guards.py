@@ -375,9 +375,10 @@ def create_partitions(g: Guarded, ctx: RequestContext, req: Any) -> Any:
 # ``KafkaApis.handleDescribeClientQuotasRequest`` / ``ControllerApis.handleAlterClientQuotas``),
 # ListConfigResources (DESCRIBE_CONFIGS, ``KafkaApis.handleListConfigResources``), reassignments
 # (ALTER to change, DESCRIBE to list: ``ControllerApis.handleAlterPartitionReassignments``)
-# and AlterReplicaLogDirs (ALTER, ``KafkaApis.handleAlterReplicaLogDirsRequest``)
+# AlterReplicaLogDirs (ALTER, ``KafkaApis.handleAlterReplicaLogDirsRequest``) and UpdateFeatures
+# (ALTER, ``ControllerApis.handleUpdateFeatures``)
 CLUSTER_OPERATIONS = {43: Op.ALTER, 48: Op.DESCRIBE_CONFIGS, 49: Op.ALTER_CONFIGS, 74: Op.DESCRIBE_CONFIGS,
-                      45: Op.ALTER, 46: Op.DESCRIBE, 34: Op.ALTER}
+                      45: Op.ALTER, 46: Op.DESCRIBE, 34: Op.ALTER, 57: Op.ALTER}
 
 
 @guard(*CLUSTER_OPERATIONS)
