@@ -62,15 +62,18 @@ CANNED = str(Path(__file__).resolve().parent / "canned_server.py")
 CANNED_REPLY = struct.pack(">iihi", 10, 1, 0, 0)  # size, correlation id, error, no api keys (v0)
 
 
-def one_run(canned: bool = False) -> tuple[float, float]:
+def one_run(canned: bool = False, console: bool | None = None) -> tuple[float, float]:
     """(spawn -> first ApiVersions answer seconds, idle VmRSS MB) of a fresh broker, or of the
-    canned-reply server with ``canned``."""
+    canned-reply server with ``canned``.  ``console``: True serves the web console on a free port,
+    False turns it off, None leaves ``serve``'s default (on, at 8080)."""
     port = free_port()
     with tempfile.TemporaryDirectory() as data:
+        console_arg = [] if console is None else [
+            "--override", f"odradek.console.listener={f'127.0.0.1:{free_port()}' if console else ''}"]
         argv = ([sys.executable, CANNED, str(port), CANNED_REPLY.hex()] if canned else
                 [sys.executable, "-m", "odradek.broker.cli", "serve",
                  "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                 "--override", f"log.dirs={data}"])
+                 "--override", f"log.dirs={data}", *console_arg])
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -145,15 +148,22 @@ def main() -> None:
     parser.add_argument("--container", metavar="IMAGE", help="also time this image (built by "
                         "scripts/container.sh build), alternating with the process runs")
     parser.add_argument("--engine", default="podman", help="podman or docker (default podman)")
+    parser.add_argument("--console", action="store_true", help="also time brokers with the web console "
+                        "off (odradek.console.listener empty), alternating with the runs with it on")
     args = parser.parse_args()
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         print("note: PYTHONDONTWRITEBYTECODE is set: every start compiles its modules (unset it to "
               "measure what a user sees)")
     times, rsses, floors, ctimes0, crss0, ratios = [], [], [], [], [], []
     ctimes, crsses, cgroups = [], [], []
+    off_times, off_rss = [], []
     for _ in range(args.runs):
         floors.append(interpreter_floor())
-        t, r = one_run()
+        if args.console:
+            t, r = one_run(console=False)
+            off_times.append(t)
+            off_rss.append(r)
+        t, r = one_run(console=True if args.console else None)
         times.append(t)
         rsses.append(r)
         t0, r0 = one_run(canned=True)
@@ -177,6 +187,13 @@ def main() -> None:
     print(f"ratio broker/canned, pair by pair:    median {statistics.median(ratios):.2f}x "
           f"(min {min(ratios):.2f}, max {max(ratios):.2f}); target <= 1.5x")
     print(f"idle RSS: median {statistics.median(rsses):.1f} MB; target <= 40 MB")
+    if args.console:
+        med_off = statistics.median(off_times)
+        print("web console off (the runs above have it on, started after the Kafka listeners answer):")
+        print(f"  start-up to first ApiVersions answer: median {med_off * 1000:.0f} ms; "
+              f"ratio on/off {med_t / med_off:.2f}x")
+        print(f"  idle RSS: median {statistics.median(off_rss):.1f} MB "
+              f"(the console adds {statistics.median(rsses) - statistics.median(off_rss):.1f} MB)")
     if args.container:
         med_c = statistics.median(ctimes)
         print(f"container {args.container} ({args.engine}):")

@@ -23,7 +23,7 @@ from .client_metrics import ClientMetricsManager
 from .client_metrics_config import Subscription
 from .client_quotas import QuotaStore
 from .clock import BrokerClock, Clock
-from .config import WILDCARD_HOSTS, Config, ConfigError, parse_address
+from .config import WILDCARD_HOSTS, Config, ConfigError, parse_address, parse_http_address
 from .control import BrokerControl
 from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
@@ -55,6 +55,7 @@ from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
 
 if TYPE_CHECKING:
+    from ..web.console import Console
     from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
     from .security.authorizer import Authorizer
 
@@ -167,6 +168,10 @@ class BrokerApp:
         self.control = BrokerControl(self, config["odradek.control.capture.requests"])
         self.control_endpoint: ControlEndpoint | None = None
         self.control_address: tuple[str, int] | None = None
+        # the web console: started in the background once the Kafka listeners answer
+        self.console: Console | None = None
+        self.console_address: tuple[str, int] | None = None
+        self._console_start: asyncio.Task | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -218,11 +223,14 @@ class BrokerApp:
                 address = parse_address(self.config["odradek.control.listener"], self.config["odradek.control.host"])
                 with _naming_the_setting("odradek.control.listener", *address):
                     self.control_address = await self.control_endpoint.start(*address)
+            if self.config["odradek.console.listener"]:
+                self._console_start = asyncio.get_running_loop().create_task(self._start_console())
             if self.config["metrics.port"] is not None:
                 with _naming_the_setting("metrics.port", self.config["metrics.host"], self.config["metrics.port"]):
                     self.metrics_port = self.metrics.serve(self.config["metrics.host"],
                                                            self.config["metrics.port"])
         except BaseException:
+            await self._stop_console()
             if self.control_endpoint is not None:
                 await self.control_endpoint.stop()
             await self.server.stop_accepting()
@@ -235,6 +243,36 @@ class BrokerApp:
                             for li, (h, p) in zip(self.listeners, self.bound, strict=True)],
                  advertised=self.bootstrap_servers, data_dir=str(self.data_dir),
                  metrics_port=self.metrics_port)
+
+    async def _start_console(self) -> None:
+        """The console, after the Kafka listeners: aiohttp and Jinja2 are imported in a worker thread
+        while the loop already answers Kafka requests, so start-up never waits for them.  A port it
+        cannot bind is logged and the broker runs on without it (8080 is often taken on a dev box)."""
+        host, port = parse_http_address(self.config["odradek.console.listener"])
+        try:
+            console_class = await asyncio.to_thread(_console_class)
+            console = console_class(self, read_only=self.config["odradek.console.read.only"])
+            self.console_address = await console.start(host, port)
+            self.console = console
+        except OSError as exc:
+            log.warning("console.not_started", host=host, port=port, error=str(exc),
+                        note="set odradek.console.listener to a free port (0 picks one), or empty for none")
+
+    async def console_started(self) -> tuple[str, int] | None:
+        """Until the console listens (or could not); its address, None when off or not started."""
+        if self._console_start is not None:
+            await asyncio.shield(self._console_start)
+        return self.console_address
+
+    async def _stop_console(self) -> None:
+        if self._console_start is not None:
+            self._console_start.cancel()
+            await asyncio.gather(self._console_start, return_exceptions=True)
+            self._console_start = None
+        if self.console is not None:
+            await self.console.stop()
+            self.console = None
+            self.console_address = None
 
     def authorize_cluster(self, ctx: RequestContext, operation: str) -> bool:
         """``operation`` (an ACL operation name: DESCRIBE, ALTER, ...) on the cluster resource,
@@ -328,6 +366,7 @@ class BrokerApp:
         await self.logs.close()
 
     async def stop(self, grace: float = 5.0) -> None:
+        await self._stop_console()
         if self.control_endpoint is not None:
             await self.control_endpoint.stop()
             self.control_endpoint = None
@@ -362,3 +401,10 @@ class BrokerApp:
 def served_apis(config: Config) -> dict[int, tuple[int, int]]:
     """{api key: (min, max)} a broker of ``config`` serves (the generated docs' tables read it)."""
     return {key: (lo, hi) for key, lo, hi in BrokerApp(config).handlers.served()}
+
+
+def _console_class() -> type[Console]:
+    """Imported in a worker thread (aiohttp, Jinja2): only a broker with the console pays for it."""
+    from ..web.console import Console  # noqa: PLC0415 - off the start-up path
+
+    return Console

@@ -133,6 +133,9 @@ def _listeners(text: str) -> str:
     return text.strip()
 
 
+CONSOLE_DEFAULT = "http://127.0.0.1:8080"
+
+
 def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
     """``host:port`` or just ``port`` (then ``default_host``): where the control endpoint listens."""
     text = text.strip()
@@ -147,6 +150,21 @@ def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]
 def _control_address(text: str) -> str:
     if text.strip():
         parse_address(text)
+    return text.strip()
+
+
+def parse_http_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """``http://host:port``, ``host:port`` or ``port``: where an HTTP surface (the console) listens."""
+    text = text.strip()
+    scheme, sep, rest = text.partition("://")
+    if sep and scheme.lower() != "http":
+        raise ValueError(f"{text!r}: only http:// is served")
+    return parse_address((rest if sep else text).rstrip("/"), default_host)
+
+
+def _http_address(text: str) -> str:
+    if text.strip():
+        parse_http_address(text)
     return text.strip()
 
 
@@ -460,6 +478,19 @@ SETTINGS: list[Setting] = [
             "Interface of the control endpoint when odradek.control.listener gives only a port. The "
             "container image sets 0.0.0.0: loopback inside a container is unreachable through a "
             "published port (-p)."),
+    # the web console (web/console/): on by default, on loopback
+    Setting("odradek.console.listener", _http_address, CONSOLE_DEFAULT,
+            "Serve the web console (topics, messages, groups, lag, the offsets timeline, test control) "
+            "on http://HOST:PORT (or HOST:PORT, or PORT on 127.0.0.1); empty: off. Started once the Kafka "
+            "listeners answer; a port in use is logged and the broker runs on without it. The in-process "
+            "test brokers leave it off unless asked (console=True). It has no authentication: bind it "
+            "beyond loopback only where everyone who can reach it may see and change the broker's data."),
+    Setting("odradek.console.read.only", _bool, False,
+            "The console only shows: every page that changes something (create, delete, produce, "
+            "reset offsets, fault control) is refused with 403 and its forms are hidden."),
+    Setting("odradek.console.principal", _str, "User:ANONYMOUS",
+            "The principal the console's actions run as: with an authorizer on, they pass the same ACL "
+            "checks as a Kafka client's requests by this principal."),
     Setting("odradek.control.capture.requests", _int, 0,
             "Keep the last N requests received, decoded, for tests to query (`captured`); 0: off. "
             "The in-process test brokers keep 1000.", low=0, high=10_000_000),

@@ -47,15 +47,19 @@ async def add_scram_user(app: BrokerApp | None, data_dir: Path, name: str, passw
 
 
 CAPTURE_REQUESTS = 1000  # test brokers keep the last 1000 requests for ``captured``
+CONSOLE_LISTENER = "http://127.0.0.1:0"  # ``console=True``: a free loopback port
 LOG_LEVEL = "warning"  # a test's output shows what went wrong, not every request (log.level overrides)
 
 
 def _config(data_dir: Path, port: int, overrides: Mapping[str, Any], protocol: str = "PLAINTEXT",
-            port_wins: bool = False) -> Config:
+            port_wins: bool = False, console: bool = False) -> Config:
     """``port_wins``: the caller asked for this port, so it replaces the port of the first listener
-    and of its advertised entry even where ``overrides`` name them (``odradek serve --port``)."""
+    and of its advertised entry even where ``overrides`` name them (``odradek serve --port``).
+    ``console``: serve the web console on a free loopback port (off otherwise, unless ``overrides``
+    set ``odradek.console.listener``)."""
     settings = {"listeners": f"{protocol}://127.0.0.1:{port}", "log.dirs": str(data_dir),
-                "odradek.control.capture.requests": str(CAPTURE_REQUESTS), "log.level": LOG_LEVEL}
+                "odradek.control.capture.requests": str(CAPTURE_REQUESTS), "log.level": LOG_LEVEL,
+                "odradek.console.listener": CONSOLE_LISTENER if console else ""}
     settings.update({k: str(v) for k, v in overrides.items()})
     config = Config.load(None, overrides=settings, environ={})
     if port_wins:
@@ -84,11 +88,13 @@ class Broker(ControlApi):
     """
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
-                 overrides: Mapping[str, Any] | None = None, security: Security = None):
+                 overrides: Mapping[str, Any] | None = None, security: Security = None,
+                 console: bool = False):
         """``security``: ``"SSL"``, ``"SASL_SSL"`` or ``"SASL_PLAINTEXT"`` (or a dict of
         ``make_security`` options) serves that protocol with throw-away certificates and a PLAIN
         user; ``client`` then says how to connect (``client.kafka_python()``, ``.aiokafka()``,
-        ``.confluent()``)."""
+        ``.confluent()``).  ``console``: serve the web console too (``console_url``)."""
+        self._console = console
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-"))
         self._security_dir: Path | None = None
@@ -116,6 +122,13 @@ class Broker(ControlApi):
         assert self.app is not None, "broker not started"
         return self.app.endpoint.port
 
+    @property
+    def console_url(self) -> str | None:
+        """``http://127.0.0.1:PORT/`` of the web console (``console=True``), None when it is off."""
+        assert self.app is not None, "broker not started"
+        address = self.app.console_address
+        return None if address is None else f"http://{address[0]}:{address[1]}/"
+
     def control(self, name: str, **kwargs: Any) -> Any:
         """Call a ``BrokerControl`` operation by name (this is the broker's loop)."""
         assert self.app is not None, "broker not started"
@@ -129,11 +142,13 @@ class Broker(ControlApi):
                 for mechanism in SCRAM_MECHANISMS:
                     await add_scram_user(None, self.data_dir, name, password, mechanism, 4096)
             self._scram_added = True
-        config = _config(self.data_dir, self._port, self.overrides, self._protocol, port_wins=self._port_given)
+        config = _config(self.data_dir, self._port, self.overrides, self._protocol, port_wins=self._port_given,
+                         console=self._console)
         logging_setup.configure_embedded(config["log.level"], config["log.levels"])
         self.app = BrokerApp(config)
         await self.app.start()
         self._port = self.app.endpoint.port  # a restart comes back on the same port
+        await self.app.console_started()  # a test asking for the console gets its URL at once
 
     async def stop(self) -> None:
         if self.app is not None:
@@ -170,8 +185,9 @@ class ThreadedBroker(ControlApi):
     """The same broker on a private event loop in a daemon thread."""
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
-                 overrides: Mapping[str, Any] | None = None, security: Security = None):
-        self.broker = Broker(data_dir, port, overrides, security)
+                 overrides: Mapping[str, Any] | None = None, security: Security = None,
+                 console: bool = False):
+        self.broker = Broker(data_dir, port, overrides, security, console)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="odradek-broker",
                                         daemon=True)
@@ -201,6 +217,11 @@ class ThreadedBroker(ControlApi):
     def client(self) -> ClientSecurity:
         """How a client connects (security protocol, CA file, client certificate, user)."""
         return self.broker.client
+
+    @property
+    def console_url(self) -> str | None:
+        """See ``Broker.console_url``."""
+        return self.broker.console_url
 
     @property
     def app(self) -> BrokerApp | None:

@@ -24,9 +24,12 @@ class BrokerHandle(ControlApi):
     (``fault``, ``coordinator_unavailable``, ``broker_down``, ``captured``; see ``control.py``)."""
 
     def __init__(self, data_dir: str | Path | None = None,
-                 overrides: Mapping[str, Any] | None = None, security: Security = None, port: int = 0):
-        """``port``: listen (and advertise) on this port instead of a free one."""
-        self._broker = ThreadedBroker(data_dir=data_dir, port=port, overrides=overrides, security=security)
+                 overrides: Mapping[str, Any] | None = None, security: Security = None, port: int = 0,
+                 console: bool = False):
+        """``port``: listen (and advertise) on this port instead of a free one; ``console``: serve the
+        web console on a free loopback port too (``console_url``)."""
+        self._broker = ThreadedBroker(data_dir=data_dir, port=port, overrides=overrides, security=security,
+                                      console=console)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -48,6 +51,11 @@ class BrokerHandle(ControlApi):
     @property
     def data_dir(self) -> Path:
         return self._broker.data_dir
+
+    @property
+    def console_url(self) -> str | None:
+        """The web console's ``http://127.0.0.1:PORT/`` (``console=True``), else None."""
+        return self._broker.console_url
 
     @property
     def app(self):

@@ -1,0 +1,46 @@
+"""The one HTTP stack of every HTTP surface: an aiohttp application served on the broker's loop.
+
+The schema registry's REST API uses it today; the control endpoint and the console are meant
+to as well.  aiohttp is imported only by the modules of this package, which the broker loads
+after its Kafka listeners answer, so the broker's start-up does not pay for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+
+log = structlog.get_logger("odradek.web")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class HttpListener:
+    """An aiohttp application listening on one address of the running loop."""
+
+    def __init__(self, application: web.Application, name: str):
+        self.application = application
+        self.name = name
+        self._runner: web.AppRunner | None = None
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen; the address bound (port 0 picks one)."""
+        runner = web.AppRunner(self.application, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, reuse_address=True)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        bound = runner.addresses[0]
+        log.info("http.listening", surface=self.name, host=bound[0], port=bound[1])
+        return bound[0], bound[1]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
