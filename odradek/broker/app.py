@@ -23,7 +23,7 @@ from .client_metrics import ClientMetricsManager
 from .client_metrics_config import Subscription
 from .client_quotas import QuotaStore
 from .clock import BrokerClock, Clock
-from .config import WILDCARD_HOSTS, Config, ConfigError, parse_address, parse_http_address
+from .config import WILDCARD_HOSTS, Config, ConfigError, parse_address, parse_http_address, registry_address
 from .control import BrokerControl
 from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
@@ -47,6 +47,7 @@ from .handlers import transactions as txn_handlers
 from .metrics import Metrics
 from .quota_enforcer import QuotaEnforcer
 from .runtime.runtime import CoordinatorRuntime
+from .schema_registry import SchemaStore
 from .security.listeners import Endpoint
 from .security.scram_store import ScramCredentialStore
 from .security.served import ServedListener, build_listeners
@@ -57,6 +58,7 @@ from .txn.markers import MarkerRouter
 if TYPE_CHECKING:
     from ..web.console import Console
     from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
+    from ..web.http import HttpListener
     from .security.authorizer import Authorizer
 
 log = structlog.get_logger("odradek.broker")
@@ -172,6 +174,12 @@ class BrokerApp:
         self.console: Console | None = None
         self.console_address: tuple[str, int] | None = None
         self._console_start: asyncio.Task | None = None
+        # the schema registry: its store replays _schemas, its HTTP listener starts after the
+        # Kafka listeners answer (``_start_registry``), so start-up pays for neither
+        self.schema_store: SchemaStore | None = None
+        self.registry_listener: HttpListener | None = None
+        self.registry_address: tuple[str, int] | None = None
+        self._registry_starting: asyncio.Task | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -225,12 +233,15 @@ class BrokerApp:
                     self.control_address = await self.control_endpoint.start(*address)
             if self.config["odradek.console.listener"]:
                 self._console_start = asyncio.get_running_loop().create_task(self._start_console())
+            if registry_address(self.config["odradek.schema.registry.listener"]) is not None:
+                self._registry_starting = asyncio.get_running_loop().create_task(self._start_registry())
             if self.config["metrics.port"] is not None:
                 with _naming_the_setting("metrics.port", self.config["metrics.host"], self.config["metrics.port"]):
                     self.metrics_port = self.metrics.serve(self.config["metrics.host"],
                                                            self.config["metrics.port"])
         except BaseException:
             await self._stop_console()
+            await self._stop_registry()
             if self.control_endpoint is not None:
                 await self.control_endpoint.stop()
             await self.server.stop_accepting()
@@ -273,6 +284,56 @@ class BrokerApp:
             await self.console.stop()
             self.console = None
             self.console_address = None
+    async def _start_registry(self) -> None:
+        """Replay ``_schemas`` and serve the registry's REST API (aiohttp and the schema parsers are
+        imported in a worker thread, while the Kafka listeners already answer)."""
+        import importlib  # noqa: PLC0415
+
+        setting = "odradek.schema.registry.listener"
+        host, port = registry_address(self.config[setting])
+        try:
+            store = SchemaStore(self.topics, self.dataplane, self.clock.now_ms, topic=self.config["kafkastore.topic"],
+                                default_compatibility=self.config["schema.compatibility.level"].upper())
+            await store.start()
+            self.schema_store = store
+            routes = await asyncio.to_thread(importlib.import_module, "odradek.web.registry")
+            http = await asyncio.to_thread(importlib.import_module, "odradek.web.http")
+            app = routes.RegistryRoutes(store, self.cluster_id).application(
+                self.config["odradek.schema.registry.basic.auth.users"])
+            self.registry_listener = http.HttpListener(app, "schema-registry")
+            with _naming_the_setting(setting, host, port):
+                self.registry_address = await self.registry_listener.start(host, port)
+        except Exception as exc:
+            log.error("registry.start_failed", setting=setting, error=str(exc),
+                      note="the broker serves Kafka without the schema registry")
+            self.registry_listener = None
+            raise
+        log.info("registry.listening", url=self.registry_url)
+
+    @property
+    def registry_url(self) -> str | None:
+        """``http://host:port`` of the schema registry once it listens, else None."""
+        if self.registry_address is None:
+            return None
+        host, port = self.registry_address
+        return f"http://{host}:{port}"
+
+    async def wait_registry(self) -> str:
+        """Until the schema registry listens (tests and tools): its URL; its start-up error if it failed."""
+        if self._registry_starting is None:
+            raise ConfigError("the schema registry is off (odradek.schema.registry.listener is empty)")
+        await asyncio.shield(self._registry_starting)
+        return self.registry_url  # type: ignore[return-value]
+
+    async def _stop_registry(self) -> None:
+        if self._registry_starting is not None:
+            self._registry_starting.cancel()
+            await asyncio.gather(self._registry_starting, return_exceptions=True)
+            self._registry_starting = None
+        if self.registry_listener is not None:
+            await self.registry_listener.stop()
+            self.registry_listener = None
+        self.registry_address = None
 
     def authorize_cluster(self, ctx: RequestContext, operation: str) -> bool:
         """``operation`` (an ACL operation name: DESCRIBE, ALTER, ...) on the cluster resource,
@@ -367,6 +428,7 @@ class BrokerApp:
 
     async def stop(self, grace: float = 5.0) -> None:
         await self._stop_console()
+        await self._stop_registry()
         if self.control_endpoint is not None:
             await self.control_endpoint.stop()
             self.control_endpoint = None

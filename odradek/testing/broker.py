@@ -89,11 +89,14 @@ class Broker(ControlApi):
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
                  overrides: Mapping[str, Any] | None = None, security: Security = None,
-                 console: bool = False):
+                 schema_registry: bool = False, console: bool = False):
         """``security``: ``"SSL"``, ``"SASL_SSL"`` or ``"SASL_PLAINTEXT"`` (or a dict of
         ``make_security`` options) serves that protocol with throw-away certificates and a PLAIN
         user; ``client`` then says how to connect (``client.kafka_python()``, ``.aiokafka()``,
-        ``.confluent()``).  ``console``: serve the web console too (``console_url``)."""
+        ``.confluent()``).  ``schema_registry``: serve the schema registry too, on a free port
+        of 127.0.0.1 (``schema_registry_url``); off by default.  ``console``: serve the web
+        console too (``console_url``); off by default."""
+        self._registry_port: int | None = 0 if schema_registry else None
         self._console = console
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-"))
@@ -129,6 +132,14 @@ class Broker(ControlApi):
         address = self.app.console_address
         return None if address is None else f"http://{address[0]}:{address[1]}/"
 
+    @property
+    def schema_registry_url(self) -> str:
+        """``http://127.0.0.1:PORT`` of the schema registry (``Broker(schema_registry=True)``)."""
+        assert self.app is not None, "broker not started"
+        if self.app.registry_url is None:
+            raise RuntimeError("the schema registry is off: start the broker with schema_registry=True")
+        return self.app.registry_url
+
     def control(self, name: str, **kwargs: Any) -> Any:
         """Call a ``BrokerControl`` operation by name (this is the broker's loop)."""
         assert self.app is not None, "broker not started"
@@ -142,12 +153,21 @@ class Broker(ControlApi):
                 for mechanism in SCRAM_MECHANISMS:
                     await add_scram_user(None, self.data_dir, name, password, mechanism, 4096)
             self._scram_added = True
-        config = _config(self.data_dir, self._port, self.overrides, self._protocol, port_wins=self._port_given,
+        registry = "" if self._registry_port is None else f"http://127.0.0.1:{self._registry_port}"
+        overrides = {"odradek.schema.registry.listener": registry, **self.overrides}
+        config = _config(self.data_dir, self._port, overrides, self._protocol, port_wins=self._port_given,
                          console=self._console)
         logging_setup.configure_embedded(config["log.level"], config["log.levels"])
         self.app = BrokerApp(config)
         await self.app.start()
         self._port = self.app.endpoint.port  # a restart comes back on the same port
+        if self._registry_port is not None:
+            try:
+                await self.app.wait_registry()
+            except BaseException:
+                await self.stop()
+                raise
+            self._registry_port = self.app.registry_address[1]  # ... and so does the registry
         await self.app.console_started()  # a test asking for the console gets its URL at once
 
     async def stop(self) -> None:
@@ -186,8 +206,8 @@ class ThreadedBroker(ControlApi):
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
                  overrides: Mapping[str, Any] | None = None, security: Security = None,
-                 console: bool = False):
-        self.broker = Broker(data_dir, port, overrides, security, console)
+                 schema_registry: bool = False, console: bool = False):
+        self.broker = Broker(data_dir, port, overrides, security, schema_registry, console)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="odradek-broker",
                                         daemon=True)
@@ -222,6 +242,11 @@ class ThreadedBroker(ControlApi):
     def console_url(self) -> str | None:
         """See ``Broker.console_url``."""
         return self.broker.console_url
+
+    @property
+    def schema_registry_url(self) -> str:
+        """See ``Broker.schema_registry_url``."""
+        return self.broker.schema_registry_url
 
     @property
     def app(self) -> BrokerApp | None:

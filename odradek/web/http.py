@@ -7,7 +7,10 @@ after its Kafka listeners answer, so the broker's start-up does not pay for it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import base64
+import binascii
+import hmac
+from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 from aiohttp import web
@@ -44,3 +47,27 @@ class HttpListener:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+def basic_auth(users: Mapping[str, str], realm: str, unauthorized: Callable[[], web.StreamResponse]
+               ) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    """A middleware asking for HTTP basic auth (RFC 7617) with one of ``users`` (name -> password);
+    ``unauthorized()`` renders the 401 in the surface's own error shape."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        scheme, _, encoded = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "basic":
+            try:
+                name, _, password = base64.b64decode(encoded, validate=True).decode("utf-8").partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                name = password = ""
+            expected = users.get(name)
+            if expected is not None and hmac.compare_digest(expected.encode(), password.encode()):
+                request["principal"] = f"User:{name}"
+                return await handler(request)
+        response = unauthorized()
+        response.headers["WWW-Authenticate"] = f'Basic realm="{realm}"'
+        return response
+
+    return middleware

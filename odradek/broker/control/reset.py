@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from ..dataplane import DataPlane, TopicRegistry
     from ..dynamic_config import DynamicBrokerConfig
     from ..runtime.runtime import CoordinatorRuntime
+    from ..schema_registry import SchemaStore
     from ..txn import TransactionCoordinator
 
 log = structlog.get_logger("odradek.control")
@@ -80,6 +81,7 @@ class ResetServices(Protocol):
     client_quotas_lock: asyncio.Lock
     coordinator: Coordinator | None
     txn_coordinator: TransactionCoordinator | None
+    schema_store: SchemaStore | None
 
     async def wait_loaded(self) -> None: ...
 
@@ -157,6 +159,8 @@ def _switch(app: ResetServices) -> tuple[list[Log], list[str], int, Any]:
         os.replace(lg.directory, target)
         lg.directory = target
     app.dataplane.forget_all(topics)
+    if app.schema_store is not None:  # the schema registry's subjects went with _schemas
+        app.schema_store.forget()
     app.reopen_coordinators()  # fresh offsets partitions, Loading until load(); transactional ids go too
     return old_logs, topics, groups, old_coordinator
 
