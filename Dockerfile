@@ -6,6 +6,9 @@
 #   -e KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://broker:9092 -e KAFKA_OFFSETS_RETENTION_MINUTES=60
 # The test control endpoint is off; -e KAFKA_ODRADEK_CONTROL_LISTENER=9644 -p 127.0.0.1:9644:9644 turns
 # it on, bound to every interface of the container (loopback there is unreachable through -p).
+# The web console listens on 8080 of every interface of the container (loopback there is unreachable
+# through -p): publish it on the host's loopback, -p 127.0.0.1:8080:8080, and open http://localhost:8080/;
+# -e KAFKA_ODRADEK_CONSOLE_LISTENER= turns it off, KAFKA_ODRADEK_CONSOLE_READ_ONLY=true makes it read-only.
 # BASE_IMAGE picks another Python 3.11+ image (with venv) to build on, e.g. one made locally
 # where no registry is reachable (scripts/container.sh does that).
 
@@ -36,9 +39,10 @@ ENV PATH=/opt/odradek/bin:$PATH \
     KAFKA_LOG_DIRS=/var/lib/odradek \
     KAFKA_LOG_FORMAT=json \
     KAFKA_ODRADEK_CONTROL_HOST=0.0.0.0 \
+    KAFKA_ODRADEK_CONSOLE_LISTENER=http://0.0.0.0:8080 \
     PYTHONUNBUFFERED=1
 VOLUME ["/var/lib/odradek"]
-EXPOSE 9092
+EXPOSE 9092 8080
 USER 10001:10001
 # probes the listener the broker recorded in its data dir, however it was configured; gives up
 # before the engine's own timeout, so a hung broker reads "unhealthy", not "check timed out"
