@@ -1,0 +1,109 @@
+"""The web console over HTTP (no browser): what it refuses, what it asks before acting, whose ACLs
+its actions pass, and that it is off unless asked.  The pages as a user sees them are in
+tests/browser/."""
+
+from __future__ import annotations
+
+import socket
+
+import aiohttp
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from odradek.testing import Broker
+
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+async def _topics(b: Broker) -> list[str]:
+    return sorted(b.app.topics.names())
+
+
+async def _post(url: str, action: str, headers: dict | None = None, **form: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as http, http.post(f"{url}action/{action}", data=form,
+                                                          headers=headers or {}) as r:
+        return r.status, await r.text()
+
+
+async def _get(url: str, path: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as http, http.get(url + path) as r:
+        return r.status, await r.text()
+
+
+async def test_the_test_brokers_have_no_console_unless_asked():
+    async with Broker() as b:
+        assert b.console_url is None and b.app.console is None
+    async with Broker(console=True) as b:
+        assert b.console_url.startswith("http://127.0.0.1:")
+        status, html = await _get(b.console_url, "")
+        assert status == 200 and b.app.cluster_id in html
+
+
+async def test_a_change_is_made_only_once_confirmed():
+    async with Broker(console=True) as b:
+        status, html = await _post(b.console_url, "create-topic", name="orders", partitions="2")
+        assert status == 200 and "Create topic orders with 2 partition(s)?" in html
+        assert await _topics(b) == []
+        status, html = await _post(b.console_url, "create-topic", name="orders", partitions="2", confirm="yes")
+        assert status == 200 and "created topic orders with 2 partition(s)" in html
+        assert await _topics(b) == ["orders"]
+        status, html = await _post(b.console_url, "create-topic", name="orders", partitions="1", confirm="yes")
+        assert status == 409 and "TOPIC_ALREADY_EXISTS" in html  # Kafka's answer, as a client gets it
+
+
+async def test_a_post_from_another_site_is_refused():
+    async with Broker(console=True) as b:
+        for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+            status, _ = await _post(b.console_url, "create-topic", headers, name="x", partitions="1", confirm="yes")
+            assert status == 403
+        assert await _topics(b) == []
+
+
+async def test_read_only_shows_but_never_changes():
+    async with Broker(console=True, overrides={"odradek.console.read.only": "true"}) as b:
+        status, _ = await _post(b.console_url, "create-topic", name="x", partitions="1", confirm="yes")
+        assert status == 403 and await _topics(b) == []
+        status, html = await _get(b.console_url, "topics")
+        assert status == 200 and "create-topic" not in html and "read-only" in html
+
+
+@pytest.mark.parametrize("principal, allowed", [("User:ANONYMOUS", False), ("User:admin", True)])
+async def test_actions_pass_the_same_acls_as_a_client(principal, allowed):
+    overrides = {"authorizer.class.name": STANDARD, "super.users": "User:admin",
+                 "odradek.console.principal": principal}
+    async with Broker(console=True, overrides=overrides) as b:
+        status, html = await _post(b.console_url, "create-topic", name="guarded", partitions="1", confirm="yes")
+        if allowed:
+            assert status == 200 and await _topics(b) == ["guarded"]
+        else:
+            assert status == 409 and "TOPIC_AUTHORIZATION_FAILED" in html and await _topics(b) == []
+
+
+async def test_a_console_port_in_use_leaves_the_broker_serving():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        async with Broker(overrides={"odradek.console.listener": f"http://127.0.0.1:{port}"}) as b:
+            assert b.console_url is None
+            await b.app.wait_loaded()
+            assert b.app.endpoint.port  # the Kafka listener serves (the clients' tests cover it)
+
+
+async def test_a_partition_is_browsed_a_page_at_a_time():
+    async with Broker(console=True) as b:
+        await _post(b.console_url, "create-topic", name="big", partitions="1", confirm="yes")
+        producer = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, linger_ms=50)
+        await producer.start()
+        try:  # 300 records of 1 KiB
+            for i in range(300):
+                await producer.send("big", f"{i:04d}".encode() + b"." * 1020, partition=0)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        status, html = await _get(b.console_url, "messages?topic=big&partition=0&order=newest")
+        assert status == 200 and html.count('class="message"') == 50
+        assert ">0299." in html and ">0250." in html and ">0249." not in html
+        assert 'id="next" href="/messages?topic=big&amp;partition=0&amp;order=newest&amp;format=text&amp;at=250"' in html
+        status, html = await _get(b.console_url, "messages?topic=big&partition=0&at=120")
+        assert html.count('class="message"') == 50 and ">0120." in html and ">0169." in html
