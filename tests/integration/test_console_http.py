@@ -4,6 +4,7 @@ tests/browser/."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import aiohttp
@@ -11,6 +12,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from odradek.testing import Broker
+from odradek.testing.handle import BrokerHandle
 
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -107,3 +109,31 @@ async def test_a_partition_is_browsed_a_page_at_a_time():
         assert 'id="next" href="/messages?topic=big&amp;partition=0&amp;order=newest&amp;format=text&amp;at=250"' in html
         status, html = await _get(b.console_url, "messages?topic=big&partition=0&at=120")
         assert html.count('class="message"') == 50 and ">0120." in html and ">0169." in html
+
+
+def test_schemas_and_registered_values_are_shown():
+    """The Schemas page lists what a Confluent client registered, and browsing decodes a value the
+    Confluent Avro serializer wrote (wire format: magic 0, schema id, Avro) with its schema."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    schema = ('{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "int"}, '
+              '{"name": "note", "type": "string"}]}')
+    with BrokerHandle(schema_registry=True, console=True) as b:
+        b.create_topic("orders")
+        registry = SchemaRegistryClient({"url": b.schema_registry_url})
+        serialize = AvroSerializer(registry, schema)
+        value = serialize({"id": 7, "note": "<b>seven</b>"}, SerializationContext("orders", MessageField.VALUE))
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers})
+        producer.produce("orders", value=value, partition=0)
+        assert producer.flush(10) == 0
+
+        status, html = asyncio.run(_get(b.console_url, "schemas"))
+        assert status == 200 and "orders-value" in html and "BACKWARD" in html
+        status, html = asyncio.run(_get(b.console_url, "schemas?subject=orders-value"))
+        assert "&#34;Order&#34;" in html or "&quot;Order&quot;" in html
+        status, html = asyncio.run(_get(b.console_url, "messages?topic=orders&partition=0"))
+        assert "schema id 1: orders-value v1 (AVRO)" in html
+        assert "&#34;note&#34;: &#34;&lt;b&gt;seven&lt;/b&gt;&#34;" in html  # decoded, and escaped

@@ -11,6 +11,7 @@ scans one offsets partition in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError
@@ -24,13 +25,15 @@ from ...protocol.errors import ErrorCode
 from ...protocol.records import batch_size_at, decode_batch
 from ...storage.log_manager import OFFSETS_TOPIC
 from ..kafka_local import LocalKafka
-from .render import Shown, show
+from .render import Registered, Shown, schema_id, show, show_registered
 
 if TYPE_CHECKING:
     from ...broker.config import Config
     from ...broker.coordinator.service import Coordinator
     from ...broker.dataplane import TopicRegistry
     from ...broker.metrics import Metrics
+    from ...broker.schema_registry import SchemaStore
+    from ...registry.operations import Registry
 
 EARLIEST, LATEST = -2, -1
 TOPIC_RESOURCE = 2
@@ -49,6 +52,7 @@ class ReadServices(Protocol):
     topics: TopicRegistry
     coordinator: Coordinator | None
     metrics: Metrics
+    schema_store: SchemaStore | None
 
 
 def error_name(code: int) -> str:
@@ -228,7 +232,7 @@ def _decode(data: bytes, offset: int, limit: int) -> list:
     return out[:limit]
 
 
-async def browse(kafka: LocalKafka, topic: str, partition: int, *, start: str, at: int | None,
+async def browse(app: ReadServices, kafka: LocalKafka, topic: str, partition: int, *, start: str, at: int | None,
                  newest_first: bool, fmt: str, limit: int = PAGE_RECORDS) -> dict:
     """One page of a partition: from ``at`` (an offset, or a timestamp with ``start='timestamp'``),
     or from the end backwards (``newest_first`` without ``at``)."""
@@ -263,9 +267,39 @@ async def browse(kafka: LocalKafka, topic: str, partition: int, *, start: str, a
         page["next"] = last if last < high else None
         page["prev"] = max(low, first - limit) if first > low else None
     page["from"] = first
-    page["messages"] = [Message(r.offset, r.timestamp, show(r.key, fmt), show(r.value, fmt),
-                                [(k, show(v, fmt)) for k, v in (r.headers or ())]) for r in records]
+    known = await registered(app, {i for r in records for i in (schema_id(r.key), schema_id(r.value))
+                                   if i is not None}) if fmt != "hex" else {}
+    page["messages"] = await asyncio.to_thread(_shown, records, fmt, known)  # decoding off the loop
     return page
+
+
+def _shown(records: list, fmt: str, known: dict[int, Registered]) -> list[Message]:
+    def one(data: bytes | None) -> Shown:
+        found = known.get(schema_id(data)) if known else None
+        return show(data, fmt) if found is None else show_registered(data, fmt, found)
+    return [Message(r.offset, r.timestamp, one(r.key), one(r.value),
+                    [(k, show(v, fmt)) for k, v in (r.headers or ())]) for r in records]
+
+
+async def registered(app: ReadServices, ids: set[int]) -> dict[int, Registered]:
+    """What the schema registry knows of ``ids`` (nothing when it is off)."""
+    store = app.schema_store
+    if store is None or not ids:
+        return {}
+
+    def look(registry: Registry) -> dict[int, Registered]:
+        out = {}
+        for i in ids:
+            sv = registry.state.by_id.get(i)
+            if sv is None:
+                continue
+            try:
+                model = registry.parsed(sv).model if sv.schema_type == "AVRO" else None
+            except Exception:  # a schema the registry cannot parse now: the id is still worth naming
+                model = None
+            out[i] = Registered(f"{sv.subject} v{sv.version} ({sv.schema_type})", sv.schema_type, model)
+        return out
+    return await store.read(look)
 
 
 # --- groups --------------------------------------------------------------------------------------
@@ -406,3 +440,32 @@ def chart(commits: list[dict], generations: list[dict], width: int = 900, height
     return {"series": [{"name": name, "points": " ".join(f"{a},{b}" for a, b in pts)}
                        for name, pts in sorted(series.items())],
             "marks": marks, "width": width, "height": height, "t0": t0, "t1": t1, "top": top}
+
+
+# --- schemas (when the schema registry is on) ----------------------------------------------------
+
+async def schemas(app: ReadServices, subject: str | None = None) -> dict | None:
+    """Subjects with their versions, ids, types and compatibility; one subject's schemas in full.
+    None when the registry is off."""
+    store = app.schema_store
+    if store is None:
+        return None
+
+    def gather(registry: Registry) -> dict:
+        state = registry.state
+        names = [subject] if subject is not None else state.subject_names()
+        return {"global_compatibility": state.compatibility(None), "global_mode": state.mode(None),
+                "subjects": [{"name": name, "compatibility": state.compatibility(name), "mode": state.mode(name),
+                              "versions": [{"version": sv.version, "id": sv.id, "type": sv.schema_type,
+                                            "schema": _pretty_schema(sv.schema) if subject is not None else "",
+                                            "references": sv.references}
+                                           for sv in state.versions(name)]}
+                             for name in names]}
+    return await store.read(gather)
+
+
+def _pretty_schema(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), indent=2)
+    except ValueError:
+        return text  # Protobuf: as registered

@@ -6,8 +6,10 @@ holds ``<script>`` is shown as text whatever the format.
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
+from typing import Any
 
 FORMATS = ("text", "json", "hex")
 MAX_SHOWN = 4096  # bytes of one field shown on a page (the rest is counted, not sent)
@@ -38,6 +40,42 @@ def show(data: bytes | None, fmt: str) -> Shown:
         except ValueError:
             return Shown(text, size, ("not JSON: text" + cut).strip())
     return Shown(text, size, cut.strip())
+
+
+def schema_id(data: bytes | None) -> int | None:
+    """The schema id of Confluent's wire format (magic byte 0, a 4-byte id, the payload), if it is one."""
+    if data is None or len(data) < 5 or data[0] != 0:
+        return None
+    return int.from_bytes(data[1:5], "big")
+
+
+@dataclass(frozen=True)
+class Registered:
+    """What the schema registry says of an id: where it is registered and its parsed model."""
+
+    label: str  # "orders-value v2 (AVRO)"
+    schema_type: str
+    model: Any  # the registry's parsed model (AVRO: ``registry.avro.AvroModel``); None: not parsed
+
+
+def show_registered(data: bytes, fmt: str, registered: Registered) -> Shown:
+    """A value in Confluent's wire format decoded with its registered schema (Avro and JSON Schema;
+    Protobuf payloads are shown as asked, with the id)."""
+    note = f"schema id {schema_id(data)}: {registered.label}"
+    payload = bytes(data[5:])
+    try:
+        if registered.schema_type == "AVRO" and registered.model is not None:
+            from fastavro import schemaless_reader  # noqa: PLC0415 - the registry's own dependency
+
+            value = schemaless_reader(io.BytesIO(payload), registered.model.schema, None)
+            return Shown(json.dumps(value, indent=2, ensure_ascii=False, default=str), len(data), note)
+        if registered.schema_type == "JSON":
+            return Shown(json.dumps(json.loads(payload), indent=2, ensure_ascii=False), len(data), note)
+    except Exception as exc:  # a payload that does not match its schema: shown raw, with why
+        shown = show(data, "hex")
+        return Shown(shown.text, shown.size, f"{note}; not decoded: {type(exc).__name__}")
+    shown = show(payload, fmt)
+    return Shown(shown.text, len(data), f"{note}; payload {shown.note}" if shown.note else note)
 
 
 def human_bytes(n: int | None) -> str:

@@ -65,7 +65,7 @@ class ConsolePages:
                 web.get("/messages", self.messages),
                 web.get("/groups", self.groups), web.get("/group", self.group),
                 web.get("/group/lag", self.group_lag), web.get("/group/timeline", self.timeline),
-                web.get("/test", self.test_view), web.get(f"/static/{HTMX}", self.htmx),
+                web.get("/test", self.test_view), web.get("/schemas", self.schemas), web.get(f"/static/{HTMX}", self.htmx),
                 web.post("/action/{name}", self.action)]
 
     def application(self) -> web.Application:
@@ -107,7 +107,7 @@ class ConsolePages:
         fmt = q.get("format", "text") if q.get("format") in FORMATS else "text"
         start = q.get("start", "offset")
         newest = q.get("order", "oldest") == "newest"
-        page = await reads.browse(self.kafka, name, partition, start=start, at=at, newest_first=newest, fmt=fmt)
+        page = await reads.browse(self.app, self.kafka, name, partition, start=start, at=at, newest_first=newest, fmt=fmt)
         return self.render("messages.html", page="topics", topic=name, partition=partition, p=page, fmt=fmt,
                            start=start, at=at, order="newest" if newest else "oldest")
 
@@ -125,6 +125,11 @@ class ConsolePages:
     async def timeline(self, request: web.Request) -> web.Response:
         group = request.query.get("id", "")
         return self.render("timeline.html", page="groups", group=group, t=await reads.timeline(self.app, group))
+
+    async def schemas(self, request: web.Request) -> web.Response:
+        subject = request.query.get("subject")
+        return self.render("schemas.html", page="schemas", subject=subject,
+                           s=await reads.schemas(self.app, subject))
 
     async def test_view(self, request: web.Request) -> web.Response:
         control = self.app.control
