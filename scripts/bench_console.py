@@ -10,7 +10,8 @@ alternations, and the ratio -- side by side in one run.
 
 Then ``--browse-mb`` MiB are written to one partition and browsed a page at a time from twenty
 offsets spread over it, oldest first and newest first: the broker's peak RSS growth (``VmHWM``
-after ``clear_refs``) against the largest page a browse reads (``reads.PAGE_BYTES``).
+after ``clear_refs``) against what one page's Fetch asks for (``reads.FETCH_BYTES``, a batch bigger than that
+coming whole).
 
     python scripts/bench_console.py [--tabs 50] [--seconds 5] [--rounds 3] [--browse-mb 256]
 """
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from odradek.broker.wire_client import AsyncClient  # noqa: E402
 from odradek.testing.process import free_port, memory_mb, reset_peak, serving  # noqa: E402
-from odradek.web.console.reads import PAGE_BYTES  # noqa: E402
+from odradek.web.console.reads import FETCH_BYTES  # noqa: E402
 
 CREATE_TOPICS, PRODUCE, OFFSET_COMMIT = 19, 0, 8
 GROUP, TOPIC = "bench-group", "bench-lag"
@@ -131,8 +132,9 @@ async def browse_memory(proc, port: int, console: str, megabytes: int) -> None:
     await client.close()
     records = megabytes * 1000
     async with aiohttp.ClientSession() as http:
-        async with http.get(f"{console}messages?topic=bench-big&partition=0") as r:
-            await r.read()  # the page's code paths are warm before the peak is reset
+        for order in ("oldest", "newest"):  # the pages' code paths are warm before the peak is reset
+            async with http.get(f"{console}messages?topic=bench-big&partition=0&at=50&order={order}&format=hex") as r:
+                await r.read()
         before = memory_mb(proc.pid)["VmRSS"]
         reset_peak(proc.pid)
         t0 = time.perf_counter()
@@ -145,7 +147,7 @@ async def browse_memory(proc, port: int, console: str, megabytes: int) -> None:
     peak = memory_mb(proc.pid)["VmHWM"]
     print(f"browsing a {megabytes} MiB partition ({records} records), 40 pages at 20 offsets: "
           f"{took / 40 * 1000:.0f} ms a page; peak RSS {peak - before:+.1f} MiB over {before:.1f} MiB "
-          f"(a page reads at most {PAGE_BYTES / 2**20:.0f} MiB)")
+          f"(one Fetch of a page asks for {FETCH_BYTES >> 10} KiB)")
 
 
 def main() -> None:

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 EARLIEST, LATEST = -2, -1
 TOPIC_RESOURCE = 2
 PAGE_RECORDS = 50  # messages on one page
-PAGE_BYTES = 1 << 20  # what one page's Fetch may read of a partition
+FETCH_BYTES = 64 << 10  # what one Fetch of a page asks for (a bigger batch comes whole)
+FETCH_ROUNDS = 8  # Fetches for one page at most
 TIMELINE_POINTS = 2000  # newest commits kept for the timeline
 
 
@@ -203,18 +204,29 @@ class Message:
 
 
 async def fetch_page(kafka: LocalKafka, topic: str, partition: int, offset: int, limit: int) -> tuple[list, str | None]:
-    """Up to ``limit`` records from ``offset`` on, read with one Fetch of at most PAGE_BYTES."""
-    answer = await kafka.call("Fetch", 11, {
-        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": PAGE_BYTES, "isolation_level": 0,
-        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-        "topics": [{"topic": topic, "partitions": [{"partition": partition, "current_leader_epoch": -1,
-                                                    "fetch_offset": offset, "log_start_offset": -1,
-                                                    "partition_max_bytes": PAGE_BYTES}]}]})
-    part = answer.responses[0].partitions[0]
-    if part.error_code:
-        return [], error_name(part.error_code)
-    data = part.records or b""
-    return await asyncio.to_thread(_decode, data, offset, limit), None  # decompression off the loop
+    """Up to ``limit`` records from ``offset`` on, read with Fetches of at most FETCH_BYTES each (a
+    batch bigger than that still comes whole, as KIP-74 has it), at most FETCH_ROUNDS of them."""
+    out: list = []
+    position = offset
+    for _ in range(FETCH_ROUNDS):
+        answer = await kafka.call("Fetch", 11, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": FETCH_BYTES, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [{"partition": partition, "current_leader_epoch": -1,
+                                                        "fetch_offset": position, "log_start_offset": -1,
+                                                        "partition_max_bytes": FETCH_BYTES}]}]})
+        part = answer.responses[0].partitions[0]
+        if part.error_code:
+            return out, error_name(part.error_code)
+        data = part.records or b""
+        got = await asyncio.to_thread(_decode, data, position, limit - len(out))  # decompression off the loop
+        if not got:
+            break
+        out += got
+        position = got[-1].offset + 1
+        if len(out) >= limit or position >= part.high_watermark:
+            break
+    return out, None
 
 
 def _decode(data: bytes, offset: int, limit: int) -> list:
