@@ -5,6 +5,7 @@ tests/browser/."""
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 
 import aiohttp
@@ -137,3 +138,23 @@ def test_schemas_and_registered_values_are_shown():
         status, html = asyncio.run(_get(b.console_url, "messages?topic=orders&partition=0"))
         assert "schema id 1: orders-value v1 (AVRO)" in html
         assert "&#34;note&#34;: &#34;&lt;b&gt;seven&lt;/b&gt;&#34;" in html  # decoded, and escaped
+
+
+async def test_long_lists_come_a_page_at_a_time():
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    async with Broker(console=True) as b:
+        admin = AIOKafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(f"t{i:03d}", 1, 1) for i in range(130)])
+        finally:
+            await admin.close()
+        status, html = await _get(b.console_url, "topics")
+        total = int(re.search(r"1–100 of (\d+)", html).group(1))  # with the internal topics, listed first
+        assert total >= 130 and html.count('href="/topic?name=') == 100
+        assert 'href="?start=100"' in html and ">t129<" not in html
+        status, html = await _get(b.console_url, "topics?start=100")
+        assert html.count('href="/topic?name=') == total - 100 and ">t129<" in html
+        status, html = await _get(b.console_url, "")
+        assert f'<td class="n" id="topic-count">{total}</td>' in html

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as dist_version
@@ -41,6 +42,9 @@ PAGE_RECORDS = 50  # messages on one page
 FETCH_BYTES = 64 << 10  # what one Fetch of a page asks for (a bigger batch comes whole)
 FETCH_ROUNDS = 8  # Fetches for one page at most
 TIMELINE_POINTS = 2000  # newest commits kept for the timeline
+RATE_WINDOW = 10.0  # seconds the overview's rates span
+SIZE_TTL = 5.0  # seconds the data dirs' size is reused
+LIST_PAGE = 100  # topics or groups on one page of a list
 
 
 class ReadServices(Protocol):
@@ -72,17 +76,30 @@ def _version() -> str:
 
 @dataclass
 class Rates:
-    """Produce and commit requests per second, from the request counters between two looks."""
+    """Produce and commit requests per second over the last few seconds, from the request counters
+    (every overview refresh of every tab samples; the rate spans the oldest sample kept), and the
+    data dirs' size, walked at most once per SIZE_TTL seconds however many tabs look."""
 
-    last: tuple[float, int, int] | None = None
+    samples: deque = field(default_factory=deque)  # (monotonic time, produce count, commit count)
+    size: tuple[float, int] | None = None  # (when, bytes)
 
     def sample(self, produce: int, commits: int) -> tuple[float, float]:
         now = time.monotonic()
-        last, self.last = self.last, (now, produce, commits)
-        if last is None or now - last[0] <= 0:
+        samples = self.samples
+        samples.append((now, produce, commits))
+        while len(samples) > 2 and now - samples[1][0] >= RATE_WINDOW:
+            samples.popleft()
+        first = samples[0]
+        dt = now - first[0]
+        if dt <= 0:
             return 0.0, 0.0
-        dt = now - last[0]
-        return (produce - last[1]) / dt, (commits - last[2]) / dt
+        return (produce - first[1]) / dt, (commits - first[2]) / dt
+
+    async def data_size(self, dirs: list[Path]) -> int:
+        now = time.monotonic()
+        if self.size is None or now - self.size[0] > SIZE_TTL:
+            self.size = (now, await asyncio.to_thread(_dir_size, dirs))
+        return self.size[1]
 
 
 def _count(app: ReadServices, api_key: int) -> int:
@@ -102,14 +119,14 @@ def _dir_size(paths: list[Path]) -> int:
 
 
 async def overview(app: ReadServices, kafka: LocalKafka, rates: Rates) -> dict:
-    topics = await topic_list(app, kafka)
+    topics = [t for t in (await _metadata(kafka, None)).topics if t.error_code == 0]
     groups = await group_list(kafka)
     produce, commits = rates.sample(_count(app, 0), _count(app, 8))
-    size = await asyncio.to_thread(_dir_size, list(app.config.data_dirs))
+    size = await rates.data_size(list(app.config.data_dirs))
     return {"cluster_id": app.cluster_id, "node_id": app.node_id, "version": _version(),
             "emulated": app.config["odradek.emulate.kafka.version"] or "(latest)",
             "listeners": [(name, e.host, e.port) for name, e in app.endpoints.items()],
-            "topics": len(topics), "partitions": sum(t["partitions"] for t in topics),
+            "topics": len(topics), "partitions": sum(len(t.partitions) for t in topics),
             "groups": len(groups), "produce_rate": produce, "commit_rate": commits,
             "data_dirs": [str(d) for d in app.config.data_dirs], "data_size": size}
 
@@ -142,14 +159,36 @@ def _setting(configs: dict, name: str) -> str | None:
     return None
 
 
-async def topic_list(app: ReadServices, kafka: LocalKafka) -> list[dict]:
+@dataclass(frozen=True)
+class Slice:
+    """One page of a long list: which rows, and where the neighbours start."""
+
+    rows: list
+    total: int
+    start: int
+    size: int
+
+    @property
+    def prev(self) -> int | None:
+        return max(0, self.start - self.size) if self.start > 0 else None
+
+    @property
+    def next(self) -> int | None:
+        return self.start + self.size if self.start + self.size < self.total else None
+
+
+def window(items: list, start: int, size: int = LIST_PAGE) -> Slice:
+    start = max(0, min(start, max(0, len(items) - 1)))
+    return Slice(items[start:start + size], len(items), start, size)
+
+
+async def topic_list(app: ReadServices, kafka: LocalKafka, start: int = 0) -> Slice:
+    """A page of the topics (their configs asked for only for that page)."""
     md = await _metadata(kafka, None)
-    names = sorted(t.name for t in md.topics if t.error_code == 0)
-    configs = await _configs(kafka, names)
+    shown = window(sorted((t for t in md.topics if t.error_code == 0), key=lambda t: t.name), start)
+    configs = await _configs(kafka, [t.name for t in shown.rows])
     out = []
-    for t in sorted(md.topics, key=lambda t: t.name or ""):
-        if t.error_code:
-            continue
+    for t in shown.rows:
         size = records = 0
         for p in t.partitions:
             log = app.topics.log(t.name, p.partition_index)
@@ -161,7 +200,7 @@ async def topic_list(app: ReadServices, kafka: LocalKafka) -> list[dict]:
                     "size": size, "records": records,
                     "retention_ms": _setting(c, "retention.ms"), "retention_bytes": _setting(c, "retention.bytes"),
                     "cleanup_policy": _setting(c, "cleanup.policy")})
-    return out
+    return Slice(out, shown.total, shown.start, shown.size)
 
 
 async def list_offsets(kafka: LocalKafka, topic: str, partitions: list[int], timestamp: int) -> dict[int, tuple]:

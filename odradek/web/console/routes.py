@@ -90,7 +90,8 @@ class ConsolePages:
         return self.render("overview_live.html", o=await reads.overview(self.app, self.kafka, self.rates))
 
     async def topics(self, request: web.Request) -> web.Response:
-        return self.render("topics.html", page="topics", topics=await reads.topic_list(self.app, self.kafka))
+        return self.render("topics.html", page="topics",
+                           topics=await reads.topic_list(self.app, self.kafka, _start(request)))
 
     async def topic(self, request: web.Request) -> web.Response:
         detail = await reads.topic_detail(self.app, self.kafka, request.query.get("name", ""))
@@ -112,7 +113,8 @@ class ConsolePages:
                            start=start, at=at, order="newest" if newest else "oldest")
 
     async def groups(self, request: web.Request) -> web.Response:
-        return self.render("groups.html", page="groups", groups=await reads.group_list(self.kafka))
+        return self.render("groups.html", page="groups",
+                           groups=reads.window(await reads.group_list(self.kafka), _start(request)))
 
     async def group(self, request: web.Request) -> web.Response:
         g = await reads.group_detail(self.app, self.kafka, request.query.get("id", ""))
@@ -174,6 +176,13 @@ class ConsolePages:
             outcome = actions.Outcome(False, f"bad input: {exc}")
         return self.render("result.html", status=200 if outcome.ok else 409, ok=outcome.ok, text=outcome.text,
                            back=back)
+
+
+def _start(request: web.Request) -> int:
+    try:
+        return max(0, int(request.query.get("start", "0")))
+    except ValueError:
+        return 0
 
 
 class _Missing(dict):
