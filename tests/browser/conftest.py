@@ -108,7 +108,7 @@ class Tab:
 
 @pytest.fixture(scope="module")
 def console_broker() -> Iterator[BrokerHandle]:
-    with BrokerHandle(console=True) as handle:
+    with BrokerHandle(console=True, schema_registry=True) as handle:
         yield handle
 
 

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
 
 import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource
 from kafka.structs import OffsetAndMetadata
@@ -89,6 +90,12 @@ def test_every_page_renders_what_clients_made(tab, console_broker):
     page.click("text=billing")
     assert page.locator("#state").inner_text() == "Empty"
     tab.shot("group")
+    registry = SchemaRegistryClient({"url": console_broker.schema_registry_url})
+    registry.register_schema("orders-value", Schema('{"type": "record", "name": "Order", "fields": '
+                                                    '[{"name": "id", "type": "int"}]}', "AVRO"))
+    page = tab.open("/schemas")
+    assert _rows(page, "#subjects tr:has(td)") == [["orders-value", "1", "1", "AVRO", "BACKWARD"]]
+    tab.shot("schemas")
     page = tab.open("/test")
     assert "Produce" in page.locator("#captured").inner_text()
     tab.shot("test-view")
