@@ -56,9 +56,8 @@ from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
 
 if TYPE_CHECKING:
-    from ..web.console import Console
     from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
-    from ..web.http import HttpListener
+    from ..web.deferred import DeferredListener
     from .security.authorizer import Authorizer
 
 log = structlog.get_logger("odradek.broker")
@@ -170,14 +169,13 @@ class BrokerApp:
         self.control = BrokerControl(self, config["odradek.control.capture.requests"])
         self.control_endpoint: ControlEndpoint | None = None
         self.control_address: tuple[str, int] | None = None
-        # the web console: started in the background once the Kafka listeners answer
-        self.console: Console | None = None
+        # the web console: its port bound after the Kafka listeners, its pages built on first use
+        self.console: DeferredListener | None = None
         self.console_address: tuple[str, int] | None = None
-        self._console_start: asyncio.Task | None = None
         # the schema registry: its store replays _schemas, its HTTP listener starts after the
         # Kafka listeners answer (``_start_registry``), so start-up pays for neither
         self.schema_store: SchemaStore | None = None
-        self.registry_listener: HttpListener | None = None
+        self.registry_listener: DeferredListener | None = None
         self.registry_address: tuple[str, int] | None = None
         self._registry_starting: asyncio.Task | None = None
 
@@ -232,7 +230,7 @@ class BrokerApp:
                 with _naming_the_setting("odradek.control.listener", *address):
                     self.control_address = await self.control_endpoint.start(*address)
             if self.config["odradek.console.listener"]:
-                self._console_start = asyncio.get_running_loop().create_task(self._start_console())
+                self._start_console()
             if registry_address(self.config["odradek.schema.registry.listener"]) is not None:
                 self._registry_starting = asyncio.get_running_loop().create_task(self._start_registry())
             if self.config["metrics.port"] is not None:
@@ -255,39 +253,49 @@ class BrokerApp:
                  advertised=self.bootstrap_servers, data_dir=str(self.data_dir),
                  metrics_port=self.metrics_port)
 
-    async def _start_console(self) -> None:
-        """The console, after the Kafka listeners: aiohttp and Jinja2 are imported in a worker thread
-        while the loop already answers Kafka requests, so start-up never waits for them.  A port it
-        cannot bind is logged and the broker runs on without it (8080 is often taken on a dev box)."""
+    def _start_console(self) -> None:
+        """Bind the console's port; its pages (aiohttp, Jinja2, the routes) are built on the first
+        connection (``web.deferred``), so a broker whose console nobody opens pays for neither.  A
+        port it cannot bind is logged and the broker runs on without it (8080 is often taken)."""
+        from ..web.deferred import DeferredListener  # noqa: PLC0415 - the wiring starts the HTTP surfaces
+
         host, port = parse_http_address(self.config["odradek.console.listener"])
+        listener = DeferredListener(self._console_application, "console")
         try:
-            console_class = await asyncio.to_thread(_console_class)
-            console = console_class(self, read_only=self.config["odradek.console.read.only"])
-            self.console_address = await console.start(host, port)
-            self.console = console
+            self.console_address = listener.bind(host, port)
         except OSError as exc:
             log.warning("console.not_started", host=host, port=port, error=str(exc),
                         note="set odradek.console.listener to a free port (0 picks one), or empty for none")
+            return
+        self.console = listener
+        log.info("console.listening", url=self.console_url)
 
-    async def console_started(self) -> tuple[str, int] | None:
-        """Until the console listens (or could not); its address, None when off or not started."""
-        if self._console_start is not None:
-            await asyncio.shield(self._console_start)
-        return self.console_address
+    async def _console_application(self):
+        """The console's aiohttp application (its modules imported in a worker thread)."""
+        import importlib  # noqa: PLC0415
+
+        pages = await asyncio.to_thread(importlib.import_module, "odradek.web.console")
+        return pages.ConsolePages(self, read_only=self.config["odradek.console.read.only"]).application()
+
+    @property
+    def console_url(self) -> str | None:
+        """``http://host:port/`` of the console once it listens, else None."""
+        if self.console_address is None:
+            return None
+        host, port = self.console_address
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
 
     async def _stop_console(self) -> None:
-        if self._console_start is not None:
-            self._console_start.cancel()
-            await asyncio.gather(self._console_start, return_exceptions=True)
-            self._console_start = None
         if self.console is not None:
             await self.console.stop()
             self.console = None
             self.console_address = None
+
     async def _start_registry(self) -> None:
-        """Replay ``_schemas`` and serve the registry's REST API (aiohttp and the schema parsers are
-        imported in a worker thread, while the Kafka listeners already answer)."""
-        import importlib  # noqa: PLC0415
+        """Replay ``_schemas`` and bind the registry's port; its HTTP application (aiohttp, the
+        routes) is built on the first connection (``web.deferred``), so a broker whose registry
+        is never used pays neither the import nor its memory."""
+        from ..web.deferred import DeferredListener  # noqa: PLC0415 - the wiring starts the HTTP surfaces
 
         setting = "odradek.schema.registry.listener"
         host, port = registry_address(self.config[setting])
@@ -296,19 +304,23 @@ class BrokerApp:
                                 default_compatibility=self.config["schema.compatibility.level"].upper())
             await store.start()
             self.schema_store = store
-            routes = await asyncio.to_thread(importlib.import_module, "odradek.web.registry")
-            http = await asyncio.to_thread(importlib.import_module, "odradek.web.http")
-            app = routes.RegistryRoutes(store, self.cluster_id).application(
-                self.config["odradek.schema.registry.basic.auth.users"])
-            self.registry_listener = http.HttpListener(app, "schema-registry")
+            self.registry_listener = DeferredListener(self._registry_application, "schema-registry")
             with _naming_the_setting(setting, host, port):
-                self.registry_address = await self.registry_listener.start(host, port)
+                self.registry_address = self.registry_listener.bind(host, port)
         except Exception as exc:
             log.error("registry.start_failed", setting=setting, error=str(exc),
                       note="the broker serves Kafka without the schema registry")
             self.registry_listener = None
             raise
         log.info("registry.listening", url=self.registry_url)
+
+    async def _registry_application(self):
+        """The registry's aiohttp application (its modules imported in a worker thread)."""
+        import importlib  # noqa: PLC0415
+
+        routes = await asyncio.to_thread(importlib.import_module, "odradek.web.registry")
+        return routes.RegistryRoutes(self.schema_store, self.cluster_id).application(
+            self.config["odradek.schema.registry.basic.auth.users"])
 
     @property
     def registry_url(self) -> str | None:
@@ -463,10 +475,3 @@ class BrokerApp:
 def served_apis(config: Config) -> dict[int, tuple[int, int]]:
     """{api key: (min, max)} a broker of ``config`` serves (the generated docs' tables read it)."""
     return {key: (lo, hi) for key, lo, hi in BrokerApp(config).handlers.served()}
-
-
-def _console_class() -> type[Console]:
-    """Imported in a worker thread (aiohttp, Jinja2): only a broker with the console pays for it."""
-    from ..web.console import Console  # noqa: PLC0415 - off the start-up path
-
-    return Console

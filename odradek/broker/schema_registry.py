@@ -63,20 +63,22 @@ class SchemaStore:
         self.state.clear()
         self._log, self._offset = None, 0
 
-    async def read(self, fn: Callable[[Registry], T]) -> T:
-        """``fn(registry)`` on the state, caught up with the log first."""
+    async def read(self, fn: Callable[[Registry], T], heavy: bool = False) -> T:
+        """``fn(registry)`` on the state, caught up with the log first; ``heavy`` (a big schema to
+        parse) runs it in a worker thread, so the loop keeps serving."""
         current = self.topics.log(self.topic, 0)
         if current is not self._log or current is not None and current.log_end_offset > self._offset:
             async with self._lock:
                 await self._catch_up()
-        return fn(self.registry)
+        return await asyncio.to_thread(fn, self.registry) if heavy else fn(self.registry)
 
-    async def write(self, fn: Callable[[Registry], Write]) -> Any:
-        """Compute a write on the current state, append its records, wait until they are durable,
-        apply them; its answer.  One at a time: a second registration of a schema sees the first."""
+    async def write(self, fn: Callable[[Registry], Write], heavy: bool = False) -> Any:
+        """Compute a write on the current state (in a worker thread if ``heavy``), append its
+        records, wait until they are durable, apply them; its answer.  One at a time: a second
+        registration of a schema sees the first."""
         async with self._lock:
             await self._catch_up()
-            write = fn(self.registry)
+            write = await asyncio.to_thread(fn, self.registry) if heavy else fn(self.registry)
             if write.records:
                 lg = await self._topic_log()
                 try:

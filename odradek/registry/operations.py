@@ -186,9 +186,9 @@ class Registry:
         return answer
 
     def render(self, sv: SchemaVersion, fmt: str | None = None, with_subject: bool = True) -> dict:
-        """A schema entity as Confluent renders it (empty and null fields left out; AVRO's type too)."""
-        out: dict[str, Any] = {"subject": sv.subject, "version": sv.version} if with_subject else {}
-        out["id"] = sv.id
+        """A schema entity as Confluent renders it (empty and null fields left out; AVRO's type
+        too); without the subject, ``SchemaString`` (``GET /schemas/ids/{id}``: no id, no version)."""
+        out: dict[str, Any] = {"subject": sv.subject, "version": sv.version, "id": sv.id} if with_subject else {}
         out["guid"] = str(uuid.UUID(sv.identity))
         if sv.schema_type != "AVRO":
             out["schemaType"] = sv.schema_type
@@ -201,8 +201,6 @@ class Registry:
         out["schema"] = formatted(self.parsed(sv), fmt) if fmt else sv.schema
         if with_subject and sv.deleted:
             out["deleted"] = True
-        if not with_subject:
-            del out["id"]
         return out
 
     def subjects_of(self, schema_id: int, subject: str | None, deleted: bool) -> list[tuple[str, int]]:
@@ -337,7 +335,7 @@ class Registry:
         if not self.state.versions(subject, deleted=True):
             raise errors.subject_not_found(subject)
         self._check_writable(subject)
-        sv = self._version_or_none(subject, version, deleted=permanent)
+        sv = self._version_or_none(subject, version, deleted=True)
         if sv is None:
             raise errors.version_not_found(version)
         if not permanent:
@@ -392,7 +390,7 @@ class Registry:
             raise errors.bad_request("Unrecognized request body: a JSON object is expected")
         if subject is not None:
             check_subject(subject)
-        self._check_writable(subject) if subject is not None else None
+            self._check_writable(subject)
         update = {k: v for k, v in body.items() if k in CONFIG_FIELDS and v is not None}
         if "compatibility" in body and body["compatibility"] is not None:
             level = level_named(body["compatibility"])

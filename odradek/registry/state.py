@@ -45,10 +45,11 @@ class SchemaVersion:
     rule_set: dict | None = None
     deleted: bool = False
     ts: int | None = None
+    identity: str = ""  # what makes it the same schema as another (computed once)
 
-    @property
-    def identity(self) -> str:
-        return identity(self.schema, self.references, self.metadata, self.rule_set)
+    def __post_init__(self) -> None:
+        if not self.identity:
+            self.identity = identity(self.schema, self.references, self.metadata, self.rule_set)
 
 
 def identity(schema: str, references: list[dict], metadata: dict | None, rule_set: dict | None) -> str:

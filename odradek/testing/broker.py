@@ -129,8 +129,7 @@ class Broker(ControlApi):
     def console_url(self) -> str | None:
         """``http://127.0.0.1:PORT/`` of the web console (``console=True``), None when it is off."""
         assert self.app is not None, "broker not started"
-        address = self.app.console_address
-        return None if address is None else f"http://{address[0]}:{address[1]}/"
+        return self.app.console_url
 
     @property
     def schema_registry_url(self) -> str:
@@ -168,7 +167,6 @@ class Broker(ControlApi):
                 await self.stop()
                 raise
             self._registry_port = self.app.registry_address[1]  # ... and so does the registry
-        await self.app.console_started()  # a test asking for the console gets its URL at once
 
     async def stop(self) -> None:
         if self.app is not None:

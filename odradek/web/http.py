@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
@@ -18,6 +19,7 @@ from aiohttp import web
 log = structlog.get_logger("odradek.web")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+PRINCIPAL = web.RequestKey("principal", str)  # ``User:<name>`` of a request basic auth let in
 
 
 class HttpListener:
@@ -43,6 +45,18 @@ class HttpListener:
         log.info("http.listening", surface=self.name, host=bound[0], port=bound[1])
         return bound[0], bound[1]
 
+    async def start_on(self, sock: socket.socket) -> None:
+        """Serve on a socket already bound and listening (``deferred.DeferredListener``'s)."""
+        runner = web.AppRunner(self.application, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            await web.SockSite(runner, sock).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        log.info("http.serving", surface=self.name, address=str(sock.getsockname()))
+
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
@@ -64,7 +78,7 @@ def basic_auth(users: Mapping[str, str], realm: str, unauthorized: Callable[[], 
                 name = password = ""
             expected = users.get(name)
             if expected is not None and hmac.compare_digest(expected.encode(), password.encode()):
-                request["principal"] = f"User:{name}"
+                request[PRINCIPAL] = f"User:{name}"
                 return await handler(request)
         response = unauthorized()
         response.headers["WWW-Authenticate"] = f'Basic realm="{realm}"'

@@ -10,6 +10,7 @@ answers follow Confluent's ``*Resource`` classes; boolean parameters are read as
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -28,6 +29,7 @@ log = structlog.get_logger("odradek.registry")
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_BODY = 16 << 20  # a schema beyond the topic's max.message.bytes is refused later, with 42209
+BY_ID_CACHE = 10_000  # rendered GET /schemas/ids/{id} bodies kept
 VERSION = "7.6.0"  # the Confluent Platform release whose API and answers are served
 
 
@@ -58,12 +60,19 @@ async def _errors(request: web.Request, handler) -> web.StreamResponse:
         return _error(errors.store_error("Internal Server Error"))
 
 
+HEAVY_BODY = 64 << 10  # a schema this big is parsed in a worker thread, off the loop
+
+
 async def _body(request: web.Request) -> Any:
     raw = await request.read()
     try:
-        return json.loads(raw or b"null")
+        return await asyncio.to_thread(json.loads, raw) if len(raw) > HEAVY_BODY else json.loads(raw or b"null")
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"Unexpected character in the request body: {exc}") from None
+
+
+def _heavy(request: web.Request) -> bool:
+    return (request.content_length or 0) > HEAVY_BODY
 
 
 def _int(text: str, error: Callable[[], RegistryError]) -> int:
@@ -86,6 +95,8 @@ class RegistryRoutes:
     def __init__(self, store: SchemaStore, cluster_id: str):
         self.store = store
         self.cluster_id = cluster_id
+        self._by_id: dict[tuple, bytes] = {}  # GET /schemas/ids/{id}'s bodies, while the state is unchanged
+        self._cached_at = -1  # the state's ``applied`` count they were rendered at
 
     def application(self, users: Mapping[str, str] | None = None) -> web.Application:
         middlewares = [_errors]
@@ -125,11 +136,11 @@ class RegistryRoutes:
         r.add_get("/v1/metadata/version", self.metadata_version)
         return app
 
-    async def _read(self, fn: Callable[[Registry], Any]) -> web.Response:
-        return _json(await self.store.read(fn))
+    async def _read(self, fn: Callable[[Registry], Any], heavy: bool = False) -> web.Response:
+        return _json(await self.store.read(fn, heavy))
 
-    async def _write(self, fn) -> web.Response:
-        return _json(await self.store.write(fn))
+    async def _write(self, fn, heavy: bool = False) -> web.Response:
+        return _json(await self.store.write(fn, heavy))
 
     # --- root, schemas by id ------------------------------------------------------------------------
 
@@ -145,8 +156,22 @@ class RegistryRoutes:
         return _int(text, lambda: errors.schema_not_found(text))
 
     async def schema_by_id(self, request: web.Request) -> web.Response:
+        """The deserializers' one call per id: answered from a cache of rendered bodies, which
+        any change of the state empties."""
         q = request.query
-        return await self._read(lambda r: r.schema_by_id(self._id(request), q.get("subject"), q.get("format")))
+        key = (request.match_info["id"], q.get("subject"), q.get("format"))
+        applied = self.store.state.applied
+        if self._cached_at != applied:
+            self._by_id.clear()
+            self._cached_at = applied
+        body = self._by_id.get(key)
+        if body is None:
+            answer = await self.store.read(lambda r: r.schema_by_id(self._id(request), q.get("subject"),
+                                                                     q.get("format")))
+            body = json.dumps(answer, ensure_ascii=False).encode("utf-8")
+            if self.store.state.applied == applied and len(self._by_id) < BY_ID_CACHE:
+                self._by_id[key] = body
+        return web.Response(body=body, content_type=CONTENT_TYPE)
 
     async def raw_schema_by_id(self, request: web.Request) -> web.Response:
         q = request.query
@@ -205,7 +230,8 @@ class RegistryRoutes:
     async def lookup(self, request: web.Request) -> web.Response:
         q, subject = request.query, self._subject(request)
         schema = SchemaRequest.from_body(await _body(request))
-        return await self._read(lambda r: r.lookup(subject, schema, flag(q, "normalize"), flag(q, "deleted")))
+        return await self._read(lambda r: r.lookup(subject, schema, flag(q, "normalize"), flag(q, "deleted")),
+                                _heavy(request))
 
     async def delete_subject(self, request: web.Request) -> web.Response:
         subject, permanent = self._subject(request), flag(request.query, "permanent")
@@ -230,7 +256,7 @@ class RegistryRoutes:
         q, subject = request.query, self._subject(request)
         schema = SchemaRequest.from_body(await _body(request))
         return await self._write(lambda r: r.register(subject, schema, normalize=flag(q, "normalize"),
-                                                      force=flag(q, "force")))
+                                                      force=flag(q, "force")), _heavy(request))
 
     async def get_version(self, request: web.Request) -> web.Response:
         q, subject, version = request.query, self._subject(request), self._version(request)
@@ -260,7 +286,7 @@ class RegistryRoutes:
         schema = SchemaRequest.from_body(await _body(request))
         return await self._read(lambda r: r.test_compatibility(subject, version, schema,
                                                                normalize=flag(q, "normalize"),
-                                                               verbose=flag(q, "verbose")))
+                                                               verbose=flag(q, "verbose")), _heavy(request))
 
     # --- config and mode -----------------------------------------------------------------------------
 
