@@ -47,19 +47,17 @@ async def add_scram_user(app: BrokerApp | None, data_dir: Path, name: str, passw
 
 
 CAPTURE_REQUESTS = 1000  # test brokers keep the last 1000 requests for ``captured``
-CONSOLE_LISTENER = "http://127.0.0.1:0"  # ``console=True``: a free loopback port
 LOG_LEVEL = "warning"  # a test's output shows what went wrong, not every request (log.level overrides)
 
 
 def _config(data_dir: Path, port: int, overrides: Mapping[str, Any], protocol: str = "PLAINTEXT",
-            port_wins: bool = False, console: bool = False) -> Config:
+            port_wins: bool = False) -> Config:
     """``port_wins``: the caller asked for this port, so it replaces the port of the first listener
     and of its advertised entry even where ``overrides`` name them (``odradek serve --port``).
-    ``console``: serve the web console on a free loopback port (off otherwise, unless ``overrides``
-    set ``odradek.console.listener``)."""
+    The web console is off unless ``overrides`` set ``odradek.console.listener``."""
     settings = {"listeners": f"{protocol}://127.0.0.1:{port}", "log.dirs": str(data_dir),
                 "odradek.control.capture.requests": str(CAPTURE_REQUESTS), "log.level": LOG_LEVEL,
-                "odradek.console.listener": CONSOLE_LISTENER if console else ""}
+                "odradek.console.listener": ""}
     settings.update({k: str(v) for k, v in overrides.items()})
     config = Config.load(None, overrides=settings, environ={})
     if port_wins:
@@ -68,6 +66,11 @@ def _config(data_dir: Path, port: int, overrides: Mapping[str, Any], protocol: s
 
 
 Security = str | Mapping[str, Any] | None
+
+
+def _loopback(port: int | None) -> str:
+    """An HTTP surface's listener setting: ``http://127.0.0.1:PORT`` (0: a free port), or off (None)."""
+    return "" if port is None else f"http://127.0.0.1:{port}"
 
 
 def _security_settings(security: Security, directory: Path) -> tuple[dict[str, str], ClientSecurity]:
@@ -97,7 +100,7 @@ class Broker(ControlApi):
         of 127.0.0.1 (``schema_registry_url``); off by default.  ``console``: serve the web
         console too (``console_url``); off by default."""
         self._registry_port: int | None = 0 if schema_registry else None
-        self._console = console
+        self._console_port: int | None = 0 if console else None  # a restart keeps the console's port
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-"))
         self._security_dir: Path | None = None
@@ -152,10 +155,9 @@ class Broker(ControlApi):
                 for mechanism in SCRAM_MECHANISMS:
                     await add_scram_user(None, self.data_dir, name, password, mechanism, 4096)
             self._scram_added = True
-        registry = "" if self._registry_port is None else f"http://127.0.0.1:{self._registry_port}"
-        overrides = {"odradek.schema.registry.listener": registry, **self.overrides}
-        config = _config(self.data_dir, self._port, overrides, self._protocol, port_wins=self._port_given,
-                         console=self._console)
+        overrides = {"odradek.schema.registry.listener": _loopback(self._registry_port),
+                      "odradek.console.listener": _loopback(self._console_port), **self.overrides}
+        config = _config(self.data_dir, self._port, overrides, self._protocol, port_wins=self._port_given)
         logging_setup.configure_embedded(config["log.level"], config["log.levels"])
         self.app = BrokerApp(config)
         await self.app.start()
@@ -167,6 +169,8 @@ class Broker(ControlApi):
                 await self.stop()
                 raise
             self._registry_port = self.app.registry_address[1]  # ... and so does the registry
+        if self._console_port is not None and self.app.console_address is not None:
+            self._console_port = self.app.console_address[1]  # ... and the console
 
     async def stop(self) -> None:
         if self.app is not None:

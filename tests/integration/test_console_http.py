@@ -37,9 +37,12 @@ async def test_the_test_brokers_have_no_console_unless_asked():
     async with Broker() as b:
         assert b.console_url is None and b.app.console is None
     async with Broker(console=True) as b:
-        assert b.console_url.startswith("http://127.0.0.1:")
-        status, html = await _get(b.console_url, "")
+        url = b.console_url
+        assert url.startswith("http://127.0.0.1:")
+        status, html = await _get(url, "")
         assert status == 200 and b.app.cluster_id in html
+        await b.restart()  # the console comes back at the same address
+        assert b.console_url == url and (await _get(url, ""))[0] == 200
 
 
 async def test_a_change_is_made_only_once_confirmed():
@@ -158,3 +161,18 @@ async def test_long_lists_come_a_page_at_a_time():
         assert html.count('href="/topic?name=') == total - 100 and ">t129<" in html
         status, html = await _get(b.console_url, "")
         assert f'<td class="n" id="topic-count">{total}</td>' in html
+
+
+async def test_the_test_view_shows_faults_and_moves_the_clock():
+    async with Broker(console=True) as b:
+        rule = b.control("add_fault", api="OffsetCommit", error="NOT_COORDINATOR", group_id="g<script>")
+        status, html = await _get(b.console_url, "test")
+        assert status == 200 and "NOT_COORDINATOR" in html and "g&lt;script&gt;" in html
+        before = b.control("clock")["now_ms"]
+        status, html = await _post(b.console_url, "advance-clock", ms="60000", confirm="yes")
+        assert status == 200 and b.control("clock")["now_ms"] >= before + 60000
+        status, _ = await _post(b.console_url, "remove-fault", id=str(rule), confirm="yes")
+        assert status == 200 and b.control("faults") == []
+        await _post(b.console_url, "create-topic", name="gone-soon", partitions="1", confirm="yes")
+        status, html = await _post(b.console_url, "reset-broker", confirm="yes")
+        assert status == 200 and await _topics(b) == []
