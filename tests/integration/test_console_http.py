@@ -22,9 +22,9 @@ async def _topics(b: Broker) -> list[str]:
     return sorted(b.app.topics.names())
 
 
-async def _post(url: str, action: str, headers: dict | None = None, **form: str) -> tuple[int, str]:
+async def _post(url: str, action: str, http_headers: dict | None = None, **form: str) -> tuple[int, str]:
     async with aiohttp.ClientSession() as http, http.post(f"{url}action/{action}", data=form,
-                                                          headers=headers or {}) as r:
+                                                          headers=http_headers or {}) as r:
         return r.status, await r.text()
 
 
@@ -176,3 +176,72 @@ async def test_the_test_view_shows_faults_and_moves_the_clock():
         await _post(b.console_url, "create-topic", name="gone-soon", partitions="1", confirm="yes")
         status, html = await _post(b.console_url, "reset-broker", confirm="yes")
         assert status == 200 and await _topics(b) == []
+
+
+async def test_topic_and_group_changes_are_what_clients_then_see():
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    async with Broker(console=True) as b:
+        url = b.console_url
+        await _post(url, "create-topic", name="ops", partitions="1", confirm="yes")
+        producer = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers)
+        await producer.start()
+        try:
+            for i in range(10):
+                await producer.send_and_wait("ops", f"v{i}".encode(), partition=0, timestamp_ms=1_000 * (i + 1))
+        finally:
+            await producer.stop()
+
+        status, html = await _get(url, "messages?topic=ops&partition=0&start=timestamp&at=5000")
+        assert ">v4<" in html and ">v3<" not in html  # the first record at or after the timestamp
+        assert (await _post(url, "add-partitions", name="ops", count="3", confirm="yes"))[0] == 200
+        assert (await _post(url, "alter-config", name="ops", key="retention.ms", value="123456", confirm="yes"))[0] == 200
+        status, html = await _post(url, "delete-records", name="ops", partition="0", before="5", confirm="yes")
+        assert status == 200 and "ops-0 now starts at offset 5" in html
+        status, html = await _post(url, "produce", topic="ops", partition="2", key="k", value="hello",
+                                   headers="trace: abc", confirm="yes")
+        assert status == 200 and "written to ops-2 at offset 0" in html
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        await admin.start()
+        try:
+            described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "ops")])
+            assert ("retention.ms", "123456") in [(c[0], c[1]) for c in described[0].resources[0][4]]
+            consumer = AIOKafkaConsumer(bootstrap_servers=b.bootstrap_servers, group_id="ops-readers",
+                                        enable_auto_commit=False, auto_offset_reset="earliest")
+            await consumer.start()
+            try:
+                assert len(consumer.partitions_for_topic("ops") or await _partitions(consumer)) == 3
+                consumer.assign([TopicPartition("ops", 0), TopicPartition("ops", 2)])
+                got = await consumer.getmany(timeout_ms=5000)
+                firsts = {tp.partition: records[0] for tp, records in got.items()}
+                assert firsts[0].offset == 5 and firsts[2].value == b"hello"
+                assert firsts[2].key == b"k" and list(firsts[2].headers) == [("trace", b"abc")]
+                await consumer.commit({TopicPartition("ops", 0): 7})
+            finally:
+                await consumer.stop()
+            other = AIOKafkaConsumer(bootstrap_servers=b.bootstrap_servers, group_id="ops-others",
+                                     enable_auto_commit=False)
+            await other.start()
+            try:
+                other.assign([TopicPartition("ops", 0)])
+                await other.commit({TopicPartition("ops", 0): 6})
+            finally:
+                await other.stop()
+        finally:
+            await admin.close()
+
+        status, html = await _post(url, "delete-group", group="ops-readers", confirm="yes")
+        assert status == 200 and "deleted group ops-readers" in html
+        groups = (await _get(url, "groups"))[1]
+        assert ">ops-readers<" not in groups and ">ops-others<" in groups
+        status, html = await _post(url, "delete-offsets", group="ops-others", topic="ops", confirm="yes")
+        assert status == 200 and "deleted the offsets of ops-others for ops" in html
+        assert 'class="lag-row"' not in (await _get(url, "group?id=ops-others"))[1]
+
+
+async def _partitions(consumer) -> set[int]:
+    await consumer._client.force_metadata_update()
+    return consumer.partitions_for_topic("ops")
