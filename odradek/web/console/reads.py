@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ...broker.metrics import Metrics
     from ...broker.schema_registry import SchemaStore
     from ...registry.operations import Registry
+    from ...storage.log import Log
 
 EARLIEST, LATEST = -2, -1
 TOPIC_RESOURCE = 2
@@ -418,16 +419,17 @@ async def group_detail(app: ReadServices, kafka: LocalKafka, group: str) -> dict
 
 # --- the offsets timeline ------------------------------------------------------------------------
 
-def timeline_scan(log_dir: Path, group: str, limit: int = TIMELINE_POINTS) -> dict:
+def timeline_scan(log: Log, group: str, limit: int = TIMELINE_POINTS) -> dict:
     """A group's commits and generations from its offsets partition, oldest first (a worker thread:
-    reads segment by segment, keeps only this group's records, the newest ``limit`` commits)."""
-    from ...broker.offsets_view import iter_batches  # noqa: PLC0415 - only for the timeline
+    the log is read 1 MiB at a time, as a shard loads it; only this group's records are kept, the
+    newest ``limit`` commits)."""
+    from ...broker.runtime.loading import iter_log_batches  # noqa: PLC0415 - only for the timeline
 
     commits: list[dict] = []
     generations: list[dict] = []
-    for header, records, _why in iter_batches(log_dir):
-        if header is None:
-            break
+    for header, records in iter_log_batches(log):
+        if header.is_control:
+            continue
         for r in records:
             try:
                 key = decode_key(r.key)
@@ -458,8 +460,7 @@ async def timeline(app: ReadServices, group: str) -> dict:
     if coordinator is None:
         return {"commits": [], "generations": [], "error": "the coordinator is not running"}
     partition = coordinator.partition_for(group)
-    log = coordinator.shards[partition].log
-    data = await asyncio.to_thread(timeline_scan, log.directory, group)
+    data = await asyncio.to_thread(timeline_scan, coordinator.shards[partition].log, group)
     data["error"] = None
     data["partition"] = f"{OFFSETS_TOPIC}-{partition}"
     data["svg"] = chart(data["commits"], data["generations"])

@@ -10,6 +10,7 @@ read-only mode every POST is.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Protocol
@@ -58,6 +59,7 @@ class ConsolePages:
                                 next(iter(app.endpoints), "PLAINTEXT"))
         self.env = _environment()
         self.rates = Rates()
+        self._htmx: bytes | None = None
 
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/", self.overview), web.get("/overview/live", self.overview_live),
@@ -65,7 +67,8 @@ class ConsolePages:
                 web.get("/messages", self.messages),
                 web.get("/groups", self.groups), web.get("/group", self.group),
                 web.get("/group/lag", self.group_lag), web.get("/group/timeline", self.timeline),
-                web.get("/test", self.test_view), web.get("/schemas", self.schemas), web.get(f"/static/{HTMX}", self.htmx),
+                web.get("/test", self.test_view), web.get("/schemas", self.schemas),
+                web.get(f"/static/{HTMX}", self.htmx),
                 web.post("/action/{name}", self.action)]
 
     def application(self) -> web.Application:
@@ -148,8 +151,9 @@ class ConsolePages:
                                       "errors": c.errors, "body": to_plain(c.body)} for c in reversed(captured)])
 
     async def htmx(self, request: web.Request) -> web.Response:
-        body = files("odradek.web.console").joinpath("static", HTMX).read_bytes()
-        return web.Response(body=body, content_type="application/javascript",
+        if self._htmx is None:  # read once (52 KB), off the loop
+            self._htmx = await asyncio.to_thread(files("odradek.web.console").joinpath("static", HTMX).read_bytes)
+        return web.Response(body=self._htmx, content_type="application/javascript",
                             headers={"Cache-Control": "max-age=3600"})
 
     # --- actions ------------------------------------------------------------------------------
