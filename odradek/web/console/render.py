@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 FORMATS = ("text", "json", "hex")
@@ -76,6 +77,16 @@ def show_registered(data: bytes, fmt: str, registered: Registered) -> Shown:
         return Shown(shown.text, shown.size, f"{note}; not decoded: {type(exc).__name__}")
     shown = show(payload, fmt)
     return Shown(shown.text, len(data), f"{note}; payload {shown.note}" if shown.note else note)
+
+
+def iso_ms(ms: int | None) -> str:
+    """A Kafka timestamp (ms since the epoch) as UTC with milliseconds; -1 (none) as empty."""
+    if ms is None or ms < 0:
+        return ""
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
 
 
 def human_bytes(n: int | None) -> str:

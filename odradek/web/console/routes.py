@@ -23,7 +23,7 @@ from ...broker.control.capture import CaptureOff, to_plain
 from ..kafka_local import LocalKafka
 from . import actions, reads
 from .reads import Rates, ReadServices
-from .render import FORMATS, human_bytes
+from .render import FORMATS, human_bytes, iso_ms
 
 if TYPE_CHECKING:
     from ...broker.control import BrokerControl
@@ -37,6 +37,7 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("odradek.web.console", "templates"),
                              autoescape=True)
     env.filters["bytes"] = human_bytes
+    env.filters["iso"] = iso_ms
     env.filters["json"] = lambda v: json.dumps(v, indent=1, default=str)
     return env
 
