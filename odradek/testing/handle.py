@@ -61,7 +61,8 @@ class BrokerHandle(ControlApi):
 
     @property
     def console_url(self) -> str | None:
-        """The web console's ``http://127.0.0.1:PORT/`` (``console=True``), else None."""
+        """The web console's ``http://127.0.0.1:PORT/`` (``console=True``, or the setting
+        ``odradek.console.listener``), else None."""
         return self._broker.console_url
 
     @property

@@ -245,3 +245,9 @@ async def test_topic_and_group_changes_are_what_clients_then_see():
 async def _partitions(consumer) -> set[int]:
     await consumer._client.force_metadata_update()
     return consumer.partitions_for_topic("ops")
+
+
+@pytest.mark.kafka_broker_overrides({"odradek.console.listener": "http://127.0.0.1:0"})
+def test_a_fixture_broker_serves_the_console_when_its_settings_ask(fresh_kafka_broker):
+    status, html = asyncio.run(_get(fresh_kafka_broker.console_url, "topics"))
+    assert status == 200 and "__consumer_offsets" in html
