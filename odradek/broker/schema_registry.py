@@ -22,7 +22,8 @@ from ..protocol.errors import ErrorCode
 from ..protocol.records import decode_batch
 from ..registry import errors
 from ..registry.operations import Registry, Write
-from ..registry.state import RegistryState
+from ..registry.records import Key
+from ..registry.state import RegistryState, decode
 from ..storage.errors import LogClosedError, RecordBatchTooLargeError
 from ..storage.log import Log
 from .dataplane import DataPlane, TopicRegistry
@@ -116,19 +117,20 @@ class SchemaStore:
         if lg is None or lg.log_end_offset <= self._offset:
             return
         start = max(self._offset, lg.log_start_offset)
-        if lg.log_end_offset - start > BIG_BACKLOG:
-            pairs, end = await asyncio.to_thread(_read_records, lg, start)
+        if lg.log_end_offset - start > BIG_BACKLOG:  # read and decode off the loop; apply on it
+            records, end = await asyncio.to_thread(_read_records, lg, start)
         else:
-            pairs, end = _read_records(lg, start)
-        for key, value in pairs:
-            self.state.apply_bytes(key, value)
+            records, end = _read_records(lg, start)
+        for key, value in records:
+            self.state.apply(key, value)
         self._offset = end
 
 
-def _read_records(lg: Log, offset: int) -> tuple[list[tuple[bytes | None, bytes | None]], int]:
-    """The (key, value) of every data record from ``offset`` to the log end, and the offset after them."""
+def _read_records(lg: Log, offset: int) -> tuple[list[tuple[Key, dict | None]], int]:
+    """Every data record from ``offset`` to the log end, decoded (the ones Confluent would skip
+    left out), and the offset after them."""
     end = lg.log_end_offset
-    pairs: list[tuple[bytes | None, bytes | None]] = []
+    pairs: list[tuple[Key, dict | None]] = []
     while offset < end:
         chunk = lg.read(offset, READ_BYTES)
         if not chunk:
@@ -139,6 +141,6 @@ def _read_records(lg: Log, offset: int) -> tuple[list[tuple[bytes | None, bytes 
             pos += header.size
             last = header.last_offset
             if not header.is_control:
-                pairs += [(r.key, r.value) for r in records if r.offset >= offset]
+                pairs += [d for r in records if r.offset >= offset and (d := decode(r.key, r.value)) is not None]
         offset = last + 1
     return pairs, offset

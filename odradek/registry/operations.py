@@ -185,6 +185,30 @@ class Registry:
                 answer = {"subject": subject, "version": min(mine)} | answer
         return answer
 
+    def schema_by_guid(self, guid: str, fmt: str | None = None) -> dict:
+        """``GET /schemas/guids/{guid}``: the guid is the schema's identity printed as a UUID."""
+        try:
+            wanted = uuid.UUID(guid).hex
+        except ValueError:
+            raise errors.schema_not_found(guid) from None
+        schema_id = self.state.ids.get(wanted)
+        if schema_id is None or schema_id not in self.state.by_id:
+            raise errors.schema_not_found(guid)
+        return {"id": schema_id} | self.render(self.state.by_id[schema_id], fmt, with_subject=False)
+
+    def latest_with_metadata(self, subject: str, wanted: Mapping[str, str], deleted: bool = False,
+                             fmt: str | None = None) -> dict:
+        """``GET /subjects/{s}/metadata``: the newest version whose metadata properties hold every
+        ``key=value`` asked (confluent-kafka's ``use.latest.with.metadata``)."""
+        versions = self.state.versions(subject, deleted=deleted)
+        if not versions:
+            raise errors.subject_not_found(subject)
+        for sv in reversed(versions):
+            properties = (sv.metadata or {}).get("properties") or {}
+            if all(properties.get(k) == v for k, v in wanted.items()):
+                return self.render(sv, fmt)
+        raise errors.schema_not_found()
+
     def render(self, sv: SchemaVersion, fmt: str | None = None, with_subject: bool = True) -> dict:
         """A schema entity as Confluent renders it (empty and null fields left out; AVRO's type
         too); without the subject, ``SchemaString`` (``GET /schemas/ids/{id}``: no id, no version)."""

@@ -65,6 +65,16 @@ def identity(schema: str, references: list[dict], metadata: dict | None, rule_se
     return digest.hexdigest()
 
 
+def decode(key: bytes | None, value: bytes | None) -> tuple[Key, dict | None] | None:
+    """A stored record's key and value, or None (logged) for one Confluent's reader would skip:
+    a key or value that does not deserialize."""
+    try:
+        return parse_key(key), parse_value(value)
+    except RecordError as exc:
+        log.warning("registry.record_skipped", error=str(exc))
+        return None
+
+
 class RegistryState:
     """Subjects, versions, ids, configs and modes as the replayed records say."""
 
@@ -87,14 +97,19 @@ class RegistryState:
     # --- replay ---------------------------------------------------------------------------------
 
     def apply_bytes(self, key: bytes | None, value: bytes | None) -> None:
-        """Apply one ``_schemas`` record; one Confluent would skip (a key or value that does not
-        deserialize) is logged and skipped."""
-        try:
-            self.apply(parse_key(key), parse_value(value))
-        except (RecordError, KeyError, TypeError, ValueError) as exc:
-            log.warning("registry.record_skipped", error=str(exc))
+        """Apply one ``_schemas`` record as stored."""
+        decoded = decode(key, value)
+        if decoded is not None:
+            self.apply(*decoded)
 
     def apply(self, key: Key, value: dict | None) -> None:
+        """Apply one decoded record; one whose fields are not Confluent's is logged and skipped."""
+        try:
+            self._apply(key, value)
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("registry.record_skipped", error=f"{type(exc).__name__}: {exc}", key=key)
+
+    def _apply(self, key: Key, value: dict | None) -> None:
         self.applied += 1
         if key.keytype == SCHEMA:
             if value is None:

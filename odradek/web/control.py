@@ -11,28 +11,27 @@ setting names another host, and has no authentication.
 Answers are JSON: ``{"result": ...}`` with status 200, or ``{"error": "..."}``
 with 400 (bad arguments: the operation's ``ValueError``/``TypeError``), 404
 (no such operation), 409 (not in this state: ``captured`` while capture is off) or 500.
-Served by the HTTP surfaces' one stack (``web/http.py``, aiohttp on the broker's loop).
+Served by the HTTP surfaces' one stack (aiohttp on the broker's loop, ``web/http.py``); the
+port is bound at start and aiohttp loaded on its first connection (``web/deferred.py``), so
+turning the endpoint on costs the broker's start-up nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import inspect
 import json
 from typing import Any
 
 import structlog
-from aiohttp import web
 
 from ..broker.control.capture import CaptureOff, to_plain
-from .http import HttpListener
+from .deferred import DeferredListener
 
 log = structlog.get_logger("odradek.control")
 
 MAX_BODY = 1 << 20
-
-
-def _answer(status: int, payload: dict) -> web.Response:
-    return web.Response(body=json.dumps(payload).encode(), status=status, content_type="application/json")
 
 
 class ControlEndpoint:
@@ -40,12 +39,10 @@ class ControlEndpoint:
 
     def __init__(self, control: Any) -> None:
         self.control = control
-        application = web.Application(client_max_size=MAX_BODY)
-        application.router.add_route("*", "/{tail:.*}", self._serve)
-        self._listener = HttpListener(application, "control")
+        self._listener = DeferredListener(self._application, "control")
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
-        bound = await self._listener.start(host, port)
+        bound = self._listener.bind(host, port)
         log.warning("control.listening", host=bound[0], port=bound[1],
                     note="test control endpoint: fault injection for tests, never for production")
         return bound
@@ -53,14 +50,22 @@ class ControlEndpoint:
     async def stop(self) -> None:
         await self._listener.stop()
 
-    async def _serve(self, request: web.Request) -> web.Response:
+    async def _application(self) -> Any:
+        web = await asyncio.to_thread(importlib.import_module, "aiohttp.web")
+        application = web.Application(client_max_size=MAX_BODY)
+        application.router.add_route("*", "/{tail:.*}", self._serve)
+        return application
+
+    async def _serve(self, request: Any) -> Any:
+        from aiohttp import web  # noqa: PLC0415 - loaded by _application already
+
         try:
             status, payload = await self._handle(request)
         except web.HTTPRequestEntityTooLarge:
             status, payload = 400, {"error": "body too large"}
-        return _answer(status, payload)
+        return web.Response(body=json.dumps(payload).encode(), status=status, content_type="application/json")
 
-    async def _handle(self, request: web.Request) -> tuple[int, dict]:
+    async def _handle(self, request: Any) -> tuple[int, dict]:
         name = request.path.strip("/").removeprefix("v1").strip("/")
         operations = self.control.operations()
         if not name:

@@ -112,7 +112,9 @@ class RegistryRoutes:
         r.add_get("/schemas/ids/{id}/schema", self.raw_schema_by_id)
         r.add_get("/schemas/ids/{id}/subjects", self.subjects_by_id)
         r.add_get("/schemas/ids/{id}/versions", self.versions_by_id)
+        r.add_get("/schemas/guids/{guid}", self.schema_by_guid)
         r.add_get("/subjects", self.subjects)
+        r.add_get("/subjects/{subject}/metadata", self.latest_with_metadata)
         r.add_post("/subjects/{subject}", self.lookup)
         r.add_delete("/subjects/{subject}", self.delete_subject)
         r.add_get("/subjects/{subject}/versions", self.versions)
@@ -177,6 +179,19 @@ class RegistryRoutes:
         q = request.query
         return await self._read(lambda r: r.schema_by_id(self._id(request), q.get("subject"),
                                                           q.get("format"))["schema"])
+
+    async def schema_by_guid(self, request: web.Request) -> web.Response:
+        guid, fmt = request.match_info["guid"], request.query.get("format")
+        return await self._read(lambda r: r.schema_by_guid(guid, fmt))
+
+    async def latest_with_metadata(self, request: web.Request) -> web.Response:
+        """``?key=k1&value=v1&key=k2&value=v2``: the keys and values pair up in order."""
+        q, subject = request.query, self._subject(request)
+        keys, values = q.getall("key", []), q.getall("value", [])
+        if len(keys) != len(values):
+            raise errors.bad_request("each key needs a value")
+        wanted = dict(zip(keys, values, strict=True))
+        return await self._read(lambda r: r.latest_with_metadata(subject, wanted, flag(q, "deleted"), q.get("format")))
 
     async def subjects_by_id(self, request: web.Request) -> web.Response:
         q = request.query

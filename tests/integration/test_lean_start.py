@@ -56,7 +56,7 @@ UNNEEDED = [
     "odradek.broker.security.authorizer",  # ACLs only with authorizer.class.name
     "odradek.broker.security.guards",
     "odradek.broker.security.acls",
-    "odradek.broker.control.endpoint",  # only with odradek.control.listener
+    "odradek.web.control",  # only with odradek.control.listener
     "odradek.storage.cleaner",  # only when a log needs cleaning
     "odradek.broker.otlp",  # client telemetry: protobuf only on the first PushTelemetry
     "google.protobuf",
@@ -91,6 +91,11 @@ def test_default_serve_does_not_import_unneeded_modules(tmp_path):
     loaded = loaded_modules(tmp_path)
     assert "odradek.broker.app" in loaded  # the child really ran the broker
     assert [m for m in UNNEEDED if m in loaded] == []
+
+
+def test_the_control_endpoint_binds_without_loading_aiohttp(tmp_path):
+    loaded = loaded_modules(tmp_path, "odradek.control.listener=0")
+    assert "odradek.web.control" in loaded and "aiohttp" not in loaded
 
 
 def test_metrics_port_loads_the_exporter(tmp_path):

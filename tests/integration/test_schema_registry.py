@@ -124,6 +124,9 @@ def test_config_global_and_per_subject(registry_broker, sr):
     assert sr.get_compatibility("sr-cfg") == "FULL_TRANSITIVE"
     status, body = http(f"{url}/config", "PUT", {"compatibility": "INVALID"})
     assert (status, body["error_code"]) == (422, 42203) and "Invalid compatibility level" in body["message"]
+    assert http(f"{url}/config/sr-cfg", "DELETE") == (200, {"compatibilityLevel": "FULL_TRANSITIVE"})
+    assert http(f"{url}/config/sr-cfg")[1]["error_code"] == 40408
+    assert http(f"{url}/config/sr-cfg", "DELETE")[1]["error_code"] == 40401
 
 
 def test_errors_in_confluents_shape(registry_broker, sr):
@@ -203,7 +206,7 @@ def test_kill_9_keeps_ids_versions_deletes_and_configs(tmp_path):
         wait_registry()
         sr = SchemaRegistryClient({"url": url})
         ids = {}
-        for i in range(20):
+        for i in range(200):
             schema = json.dumps({"type": "record", "name": f"R{i}", "fields": [{"name": "a", "type": "int"}]})
             ids[f"s{i}"] = sr.register_schema(f"s{i}", Schema(schema, "AVRO"))
             sr.register_schema(f"s{i}", Schema(schema.replace('"int"}', '"int"},{"name":"b","type":"long",'
@@ -361,6 +364,9 @@ def test_import_mode_registers_at_a_given_id_and_version(registry_broker):
     assert http(f"{url}/mode/sr-import")[1]["error_code"] == 40409
     assert http(f"{url}/mode/sr-import?defaultToGlobal=true")[1] == {"mode": "READWRITE"}
     assert http(f"{url}/mode", "PUT", {"mode": "BOGUS"})[1]["error_code"] == 42204
+    status, body = http(f"{url}/mode", "PUT", {"mode": "IMPORT"})  # subjects exist: not without force
+    assert (status, body["error_code"], body["message"]) == (422, 42205, "Cannot import since found existing subjects")
+    assert http(f"{url}/mode/sr-import", "PUT", {"mode": "FORWARD"})[1]["error_code"] == 42204  # global only
     assert http(f"{url}/mode", "PUT", {"mode": "READONLY"})[0] == 200
     try:
         assert http(f"{url}/subjects/sr-readonly/versions", "POST", {"schema": '"long"'})[1]["error_code"] == 42205
@@ -444,3 +450,39 @@ def test_avro_references_resolve_transitively(registry_broker, sr):
         sr.get_latest_version("refs-award").schema_id]
     status, body = http(f"{registry_broker.schema_registry_url}/subjects/refs-props/versions/1", "DELETE")
     assert (status, body["error_code"]) == (422, 42206) and props_id
+
+
+def test_schema_by_guid_and_latest_with_metadata(registry_broker, sr):
+    url = registry_broker.schema_registry_url
+    schema = USER.replace('"example"', '"guids"')
+    first = sr.register_schema_full_response("sr-meta", Schema(schema, "AVRO", metadata=None))
+    by_id = http(f"{url}/schemas/ids/{first.schema_id}")[1]
+    assert http(f"{url}/schemas/guids/{by_id['guid']}")[1]["id"] == first.schema_id
+    assert sr.get_schema_by_guid(by_id["guid"]).schema_str == by_id["schema"]
+    assert http(f"{url}/schemas/guids/not-a-guid")[1]["error_code"] == 40403
+    tagged = {"properties": {"owner": "team-b", "tier": "gold"}}
+    http(f"{url}/subjects/sr-meta/versions", "POST", {"schema": schema, "metadata": tagged})
+    found = http(f"{url}/subjects/sr-meta/metadata?key=owner&value=team-b&key=tier&value=gold")
+    assert (found[0], found[1]["version"]) == (200, 2)
+    assert http(f"{url}/subjects/sr-meta/metadata?key=owner&value=nobody")[1]["error_code"] == 40403
+    assert http(f"{url}/subjects/sr-nobody/metadata?key=owner&value=x")[1]["error_code"] == 40401
+
+
+def test_compatibility_endpoint_with_verbose_reasons(registry_broker, sr):
+    url = registry_broker.schema_registry_url
+    v1 = USER.replace('"example"', '"verbose"')
+    sr.register_schema("sr-verbose", Schema(v1, "AVRO"))
+    breaking = NO_DEFAULT.replace('"example"', '"verbose"')
+    answer = http(f"{url}/compatibility/subjects/sr-verbose/versions/latest?verbose=true", "POST",
+                  {"schema": breaking})[1]
+    assert answer["is_compatible"] is False
+    assert any("READER_FIELD_MISSING_DEFAULT_VALUE" in m for m in answer["messages"])
+    assert http(f"{url}/compatibility/subjects/sr-verbose/versions?verbose=False", "POST",
+                {"schema": USER_V2.replace('"example"', '"verbose"')}) == (200, {"is_compatible": True})
+    assert http(f"{url}/compatibility/subjects/sr-nothing/versions/latest", "POST", {"schema": '"int"'}) == (
+        200, {"is_compatible": True})
+    assert http(f"{url}/compatibility/subjects/sr-verbose/versions/9", "POST",
+                {"schema": '"int"'})[1]["error_code"] == 40402
+    invalid = http(f"{url}/compatibility/subjects/sr-verbose/versions/latest?verbose=true", "POST",
+                   {"schema": '{"type": "nope"}'})[1]
+    assert invalid["is_compatible"] is False and invalid["messages"][0].startswith("Invalid schema")
