@@ -46,7 +46,6 @@ import pytest
 
 from .handle import BrokerHandle
 
-
 # the HTTP surfaces a fixture broker serves when asked: BrokerHandle's keyword -> what it is
 SURFACES = {"schema_registry": "the schema registry", "console": "the web console"}
 
