@@ -20,6 +20,8 @@ from typing import Any, TextIO
 from ..offsets.consumer_protocol import decode_assignment, decode_subscription
 from ..offsets.records import GroupValue, RecordDecodeError, decode_key, decode_value
 from ..protocol.records import CorruptRecordError, Record, batch_size_at, decode_batch
+from ..registry.records import TOPIC as SCHEMAS_TOPIC
+from ..registry.records import RecordError, parse_key, parse_value
 from ..storage.files import LOG_SUFFIX, parse_partition_dir
 from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..transactions import records as txn_records
@@ -124,7 +126,18 @@ def decode_txn_record(record: Record) -> dict:
     return out
 
 
-_DECODERS = {OFFSETS_TOPIC: decode_offsets_record, TRANSACTION_STATE_TOPIC: decode_txn_record}
+def decode_schemas_record(record: Record) -> dict:
+    """One ``_schemas`` record in Confluent's JSON (the schema registry's key and value, as
+    Confluent's ``kafka-console-consumer`` on that topic would print them)."""
+    try:
+        parse_key(record.key)
+        return {"key": parse_value(record.key), "value": parse_value(record.value)}
+    except RecordError as exc:
+        return {"value_error": str(exc)}
+
+
+_DECODERS = {OFFSETS_TOPIC: decode_offsets_record, TRANSACTION_STATE_TOPIC: decode_txn_record,
+             SCHEMAS_TOPIC: decode_schemas_record}
 
 
 def _starts_like_a_batch(data: bytes) -> bool:

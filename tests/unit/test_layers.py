@@ -21,10 +21,11 @@ ALLOWED = {
     "storage": {"protocol"},
     "offsets": {"protocol", "storage"},
     "transactions": {"protocol", "storage", "offsets"},
-    "broker": {"protocol", "storage", "offsets", "transactions"},
-    "web": {"protocol", "storage", "offsets", "transactions", "broker"},
+    "registry": {"protocol", "storage"},
+    "broker": {"protocol", "storage", "offsets", "transactions", "registry"},
+    "web": {"protocol", "storage", "offsets", "transactions", "registry", "broker"},
     "pipeline": {"protocol", "storage", "offsets"},
-    "testing": {"protocol", "storage", "offsets", "transactions", "broker", "web"},
+    "testing": {"protocol", "storage", "offsets", "transactions", "registry", "broker", "web"},
 }
 
 

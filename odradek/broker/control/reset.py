@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from ..features import Features
     from ..fetch_sessions import FetchSessionCache
     from ..runtime.runtime import CoordinatorRuntime
+    from ..schema_registry import SchemaStore
     from ..txn import TransactionCoordinator
 
 log = structlog.get_logger("odradek.control")
@@ -86,6 +87,7 @@ class ResetServices(Protocol):
     coordinator: Coordinator | None
     txn_coordinator: TransactionCoordinator | None
     fetch_sessions: FetchSessionCache
+    schema_store: SchemaStore | None
 
     async def wait_loaded(self) -> None: ...
 
@@ -175,6 +177,8 @@ def _switch(app: ResetServices) -> tuple[list[Log], list[str], int, Any]:
         os.replace(lg.directory, target)
         lg.directory = target
     app.dataplane.forget_all(topics)
+    if app.schema_store is not None:  # the schema registry's subjects went with _schemas
+        app.schema_store.forget()
     app.reopen_coordinators()  # fresh offsets partitions, Loading until load(); transactional ids go too
     return old_logs, topics, groups, old_coordinator
 

@@ -225,6 +225,20 @@ class DataPlane:
         self.waiters.notify(log.topic, log.partition)
         return AppendResult(first, append_time, log.log_start_offset)
 
+    async def append_pairs(self, log: Log, pairs: list[tuple[bytes | None, bytes | None]], timestamp: int) -> int:
+        """Records a broker-side writer builds (the schema registry's ``_schemas``) as one batch,
+        no producer id: long polls woken; returns once durable as an ``acks=-1`` produce would
+        (fsync ``always``: fsynced).  Raises the log's errors (too large, closed, storage)."""
+        state = await self.ensure_loaded(log)
+        active = log.active_segment
+        first, _last = log.append_records(pairs, timestamp)
+        if log.active_segment is not active:
+            self._snapshot(log, first, state.snapshot_entries(), active.base_offset)
+        self.waiters.notify(log.topic, log.partition)
+        if self.needs_sync(log, -1):
+            await log.sync()
+        return first
+
     # --- transactions --------------------------------------------------------------------
 
     async def write_txn_marker(self, topic: str, partition: int, marker: TxnMarker) -> ErrorCode:
