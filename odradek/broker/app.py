@@ -28,7 +28,7 @@ from .control import BrokerControl
 from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
 from .coordinator.service import Coordinator
-from .datadir import DirLock, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
+from .datadir import DirLocks, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
@@ -100,7 +100,7 @@ class BrokerApp:
         self.endpoints: dict[str, Endpoint] = {}  # what each listener advertises, by listener name
         self.listeners: list = []  # ``security.served.ServedListener``, built at start
         self.bound: list[tuple[str, int]] = []
-        self._lock: DirLock | None = None
+        self._lock: DirLocks | None = None
         self.log_config = LogConfig.from_broker_config(config.log_defaults())
         self.dynamic_config = DynamicBrokerConfig(config, self.data_dir)
         self.topics = TopicRegistry(self.data_dir, self.log_config, default_partitions=config["num.partitions"])
@@ -180,7 +180,7 @@ class BrokerApp:
         self.loop_thread = threading.current_thread()
         for d in self.config.data_dirs:
             prepare_data_dir(d)
-        self._lock = DirLock(self.data_dir)
+        self._lock = DirLocks(self.config.data_dirs)
         self._lock.acquire()
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)

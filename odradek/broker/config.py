@@ -374,7 +374,7 @@ SETTINGS: list[Setting] = [
     Setting("odradek.emulate.kafka.version", _kafka_release, "",
             "Serve only the request versions this Kafka release served (ApiVersions and every "
             "version check), and write the __consumer_offsets value versions it wrote; "
-            "empty: every version implemented. One of 2.0, 2.8, 3.0, 3.5, 3.9, 4.0, 4.1."),
+            "empty: every version implemented. One of 2.0, 2.8, 3.0, 3.5, 3.9, 4.0, 4.1, 4.2, 4.3."),
     # topics
     Setting("auto.create.topics.enable", _bool, True,
             "Create unknown topics on Metadata/Produce requests that allow it."),

@@ -189,6 +189,30 @@ def _delete_acls(v: int, req, code: int) -> dict:
                                for _ in req.filters]}
 
 
+def _alter_reassignments(v: int, req, code: int) -> dict:
+    """AlterPartitionReassignmentsRequest.getErrorResponse: the code on top and on every partition."""
+    return {"error_code": code, "error_message": None, "responses": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code,
+                                         "error_message": None} for p in t.partitions]} for t in req.topics]}
+
+
+def _list_reassignments(v: int, req, code: int) -> dict:
+    """ListPartitionReassignmentsRequest.getErrorResponse: the asked partitions, no replicas."""
+    return {"error_code": code, "error_message": None, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": i, "replicas": [], "adding_replicas": [],
+                                         "removing_replicas": []} for i in t.partition_indexes]}
+        for t in req.topics or []]}
+
+
+def _alter_replica_log_dirs(v: int, req, code: int) -> dict:
+    """AlterReplicaLogDirsRequest.getErrorResponse: every partition named, by topic."""
+    by_topic: dict[str, list[dict]] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            by_topic.setdefault(t.name, []).extend({"partition_index": p, "error_code": code} for p in t.partitions)
+    return {"results": [{"topic_name": n, "partitions": ps} for n, ps in by_topic.items()]}
+
+
 SHAPES: dict[int, Shape] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
     10: _find_coordinator,
@@ -206,6 +230,8 @@ SHAPES: dict[int, Shape] = {
     50: _describe_scram, 51: _alter_scram,
     48: _top_level(error_message=None, entries=None), 49: _alter_client_quotas,
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
+    74: _top_level(config_resources=[]), 45: _alter_reassignments, 46: _list_reassignments,
+    34: _alter_replica_log_dirs,  # ListConfigResourcesRequest.getErrorResponse
     17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),
 }
 

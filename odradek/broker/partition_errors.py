@@ -20,6 +20,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol.fastcodec import EncodedArray
 from ..protocol.registry import APIS
 from ..protocol.schema import F
 
@@ -128,7 +129,9 @@ def merge(layout: Layout, answer: dict, chosen: list, code: int) -> dict:
         parts = [{layout.answer_index: i, layout.answer_error: code} for i in indexes]
         for n, existing in enumerate(topics):
             if all(existing.get(k) == v for k, v in ident.items()):
-                topics[n] = {**existing, layout.answer_partitions: [*existing[layout.answer_partitions], *parts]}
+                written = existing[layout.answer_partitions]
+                merged = written.extended(parts) if type(written) is EncodedArray else [*written, *parts]
+                topics[n] = {**existing, layout.answer_partitions: merged}
                 break
         else:
             topics.append({**ident, layout.answer_partitions: parts})

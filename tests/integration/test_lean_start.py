@@ -53,6 +53,10 @@ UNNEEDED = [
     "odradek.broker.security.tls",  # TLS only for a TLS listener
     "odradek.broker.security.oauthbearer",  # SASL only for a SASL listener
     "odradek.broker.security.plain",
+    "odradek.broker.security.authenticator",
+    "odradek.broker.security.mechanism",
+    "odradek.broker.security.jaas",
+    "odradek.broker.security.scram",  # also for SCRAM credentials: only once a user exists
     "odradek.broker.security.authorizer",  # ACLs only with authorizer.class.name
     "odradek.broker.security.guards",
     "odradek.broker.security.acls",

@@ -370,19 +370,19 @@ def create_partitions(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     return _split(g, ctx, req, "topics", lambda t: t.name, Op.ALTER, R.TOPIC, TOPIC_DENIED, "results")
 
 
-@guard(43)
-def elect_leaders(g: Guarded, ctx: RequestContext, req: Any) -> Any:
-    if not g.authz.cluster(ctx, Op.ALTER):
-        return _denied(ctx, req, CLUSTER_DENIED)
-    return g.inner(ctx, req)
+# APIs that need one operation on the cluster, else Kafka's whole-request error answer:
+# ElectLeaders (ALTER), client quotas (DESCRIBE_CONFIGS / ALTER_CONFIGS, as
+# ``KafkaApis.handleDescribeClientQuotasRequest`` / ``ControllerApis.handleAlterClientQuotas``),
+# ListConfigResources (DESCRIBE_CONFIGS, ``KafkaApis.handleListConfigResources``), reassignments
+# (ALTER to change, DESCRIBE to list: ``ControllerApis.handleAlterPartitionReassignments``)
+# and AlterReplicaLogDirs (ALTER, ``KafkaApis.handleAlterReplicaLogDirsRequest``)
+CLUSTER_OPERATIONS = {43: Op.ALTER, 48: Op.DESCRIBE_CONFIGS, 49: Op.ALTER_CONFIGS, 74: Op.DESCRIBE_CONFIGS,
+                      45: Op.ALTER, 46: Op.DESCRIBE, 34: Op.ALTER}
 
 
-@guard(48, 49)
-def client_quotas(g: Guarded, ctx: RequestContext, req: Any) -> Any:
-    """DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the cluster, as
-    ``KafkaApis.handleDescribeClientQuotasRequest`` / ``ControllerApis.handleAlterClientQuotas``."""
-    op = Op.DESCRIBE_CONFIGS if ctx.api_key == 48 else Op.ALTER_CONFIGS
-    if not g.authz.cluster(ctx, op):
+@guard(*CLUSTER_OPERATIONS)
+def cluster_operation(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    if not g.authz.cluster(ctx, CLUSTER_OPERATIONS[ctx.api_key]):
         return _denied(ctx, req, CLUSTER_DENIED)
     return g.inner(ctx, req)
 
