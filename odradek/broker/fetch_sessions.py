@@ -185,6 +185,9 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return sum(len(s.sessions) for s in self.shards)
 
+    def partitions_cached(self) -> int:
+        return sum(len(s.partitions) for shard in self.shards for s in shard.sessions.values())
+
     def clear(self) -> None:
         for shard in self.shards:
             shard.sessions.clear()

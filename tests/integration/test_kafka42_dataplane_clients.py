@@ -168,3 +168,38 @@ def test_kafka_python_opens_a_new_session_after_the_broker_lost_its_own(tmp_path
             assert (second.body.session_id, second.body.session_epoch) == (0, 0) and second.answer.session_id != 0
         finally:
             consumer.close()
+
+
+def test_confluent_producer_follows_the_leader_hint_of_an_injected_not_leader(broker):
+    """librdkafka reads Produce v10's KIP-951 hint (this node, epoch 0) and retries: the record
+    lands once."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = _name("ck42l")
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "ck42l",
+                         "retry.backoff.ms": 20})
+    producer.produce(topic, value=b"warm")
+    assert producer.flush(15) == 0  # the topic exists, the leader known
+    delivered: list = []
+    with broker.fault("Produce", error="NOT_LEADER_OR_FOLLOWER", topic=topic, times=1):
+        producer.produce(topic, value=b"once", on_delivery=lambda err, msg: delivered.append(err))
+        assert producer.flush(15) == 0
+    assert delivered == [None]
+    refused = [c for c in broker.captured("Produce", topic=topic, error="NOT_LEADER_OR_FOLLOWER")
+               if c.client_id == "ck42l"]
+    assert refused and refused[0].version == 10
+    part = refused[0].answer.responses[0].partition_responses[0]
+    assert part.current_leader.leader_id == broker.app.node_id
+    assert [n.node_id for n in refused[0].answer.node_endpoints] == [broker.app.node_id]
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": _name("g")})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        values = []
+        deadline = time.monotonic() + 20
+        while len(values) < 2 and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and m.error() is None:
+                values.append(m.value())
+    finally:
+        consumer.close()
+    assert values == [b"warm", b"once"]
