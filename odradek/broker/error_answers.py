@@ -24,16 +24,18 @@ Shape = Callable[[int, Any, int], dict | None]
 def _produce(v: int, req, code: int) -> dict | None:
     if req.acks == 0:
         return None
-    return {"responses": [{"name": t.name, "partition_responses": [
+    return {"responses": [{"name": t.name, "topic_id": t.get("topic_id"), "partition_responses": [
         {"index": p.index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
          "log_start_offset": -1} for p in t.partition_data]} for t in req.topic_data]}
 
 
 def _fetch(v: int, req, code: int) -> dict:
-    return {"error_code": code, "session_id": 0, "responses": [{"topic": t.topic, "partitions": [
-        {"partition_index": p.partition, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
-         "log_start_offset": -1, "aborted_transactions": None, "records": None}
-        for p in t.partitions]} for t in req.topics]}
+    """From v13 the top-level code alone, no partitions (``FetchRequest.getErrorResponse``)."""
+    return {"error_code": code, "session_id": req.get("session_id", 0), "responses": [] if v >= 13 else [
+        {"topic": t.topic, "partitions": [
+            {"partition_index": p.partition, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
+             "log_start_offset": -1, "aborted_transactions": None, "records": None}
+            for p in t.partitions]} for t in req.topics]}
 
 
 def _list_offsets(v: int, req, code: int) -> dict:
@@ -74,6 +76,9 @@ def _find_coordinator(v: int, req, code: int) -> dict:
 
 
 def _add_partitions_to_txn(v: int, req, code: int) -> dict:
+    """v4+ (the broker batch): the top-level error only."""
+    if v >= 4:
+        return {"error_code": code, "results_by_transaction": []}
     return {"results_by_topic_v3_and_below": [{"name": t.name, "results_by_partition": [
         {"partition_index": p, "partition_error_code": code} for p in t.partitions]}
         for t in req.v3_and_below_topics]}
@@ -227,6 +232,7 @@ SHAPES: dict[int, Shape] = {
     66: _top_level(unknown_state_filters=[], transaction_states=[]), 61: _describe_producers,
     50: _describe_scram, 51: _alter_scram,
     48: _top_level(error_message=None, entries=None), 49: _alter_client_quotas,
+    57: _top_level(error_message=None, results=[]),  # UpdateFeaturesResponse.createWithErrors
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
     74: _top_level(config_resources=[]), 45: _alter_reassignments, 46: _list_reassignments,
     34: _alter_replica_log_dirs,  # ListConfigResourcesRequest.getErrorResponse

@@ -25,11 +25,12 @@ class BrokerHandle(ControlApi):
 
     def __init__(self, data_dir: str | Path | None = None,
                  overrides: Mapping[str, Any] | None = None, security: Security = None, port: int = 0,
-                 schema_registry: bool = False):
+                 schema_registry: bool = False, console: bool = False):
         """``port``: listen (and advertise) on this port instead of a free one; ``schema_registry``:
-        serve the schema registry too (``schema_registry_url``)."""
+        serve the schema registry too (``schema_registry_url``); ``console``: serve the web console
+        on a free loopback port too (``console_url``)."""
         self._broker = ThreadedBroker(data_dir=data_dir, port=port, overrides=overrides, security=security,
-                                      schema_registry=schema_registry)
+                                      schema_registry=schema_registry, console=console)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -57,6 +58,12 @@ class BrokerHandle(ControlApi):
     @property
     def data_dir(self) -> Path:
         return self._broker.data_dir
+
+    @property
+    def console_url(self) -> str | None:
+        """The web console's ``http://127.0.0.1:PORT/`` (``console=True``, or the setting
+        ``odradek.console.listener``), else None."""
+        return self._broker.console_url
 
     @property
     def app(self):

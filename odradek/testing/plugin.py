@@ -27,7 +27,9 @@ alike.
 
 Schema registry: ``--kafka-broker-schema-registry`` (or the ini option
 ``kafka_broker_schema_registry = true``) serves Confluent's Schema Registry API beside the
-fixture brokers; ``kafka_broker.schema_registry_url`` is its URL (off by default).
+fixture brokers; ``kafka_broker.schema_registry_url`` is its URL (off by default).  The web
+console likewise: ``--kafka-broker-console`` (ini ``kafka_broker_console = true``),
+``kafka_broker.console_url``.
 
 Security: ``--kafka-broker-security=SASL_SSL`` (or the ini option
 ``kafka_broker_security``; also SSL, SASL_PLAINTEXT) serves that protocol with
@@ -44,6 +46,9 @@ import pytest
 
 from .handle import BrokerHandle
 
+# the HTTP surfaces a fixture broker serves when asked: BrokerHandle's keyword -> what it is
+SURFACES = {"schema_registry": "the schema registry", "console": "the web console"}
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("odradek", "in-process Kafka-protocol broker")
@@ -55,10 +60,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kafka-broker-security", default=None,
                     help="serve the fixture brokers over SSL, SASL_SSL or SASL_PLAINTEXT (throw-away CA, PLAIN user)")
     parser.addini("kafka_broker_security", "SSL, SASL_SSL or SASL_PLAINTEXT (default PLAINTEXT)", default="")
-    group.addoption("--kafka-broker-schema-registry", action="store_true", default=None,
-                    help="serve the schema registry beside the fixture brokers (schema_registry_url)")
-    parser.addini("kafka_broker_schema_registry", "serve the schema registry beside the fixture brokers",
-                  type="bool", default=False)
+    for name, what in SURFACES.items():
+        group.addoption(f"--kafka-broker-{name.replace('_', '-')}", action="store_true", default=None,
+                        help=f"serve {what} beside the fixture brokers ({name}_url)")
+        parser.addini(f"kafka_broker_{name}", f"serve {what} beside the fixture brokers", type="bool",
+                      default=False)
     group.addoption("--kafka-broker-port", default=None,
                     help="port of the kafka_broker fixture (default: a free one); under xdist, plus the worker number")
     parser.addini("kafka_broker_port", "port of the kafka_broker fixture (default: a free one)", default="")
@@ -114,8 +120,10 @@ def _port(config: pytest.Config) -> int:
     return int(value) + int(worker) if int(value) and worker.isdigit() else int(value)
 
 
-def _schema_registry(config: pytest.Config) -> bool:
-    return bool(config.getoption("--kafka-broker-schema-registry") or config.getini("kafka_broker_schema_registry"))
+def _surfaces(config: pytest.Config) -> dict[str, bool]:
+    """BrokerHandle's keywords for the HTTP surfaces the options ask for."""
+    return {name: bool(config.getoption(f"--kafka-broker-{name.replace('_', '-')}")
+                       or config.getini(f"kafka_broker_{name}")) for name in SURFACES}
 
 
 def _security(config: pytest.Config):
@@ -128,7 +136,7 @@ def kafka_broker(request: pytest.FixtureRequest):
     """A running broker; ``.bootstrap_servers``, ``.client``, ``.create_topic()``, ``.restart()``."""
     overrides = _test_overrides(request) if request.scope == "function" else _overrides(request.config)
     with BrokerHandle(overrides=overrides, security=_security(request.config),
-                      port=_port(request.config), schema_registry=_schema_registry(request.config)) as handle:
+                      port=_port(request.config), **_surfaces(request.config)) as handle:
         yield handle
 
 
@@ -146,5 +154,5 @@ def fresh_kafka_broker(request: pytest.FixtureRequest):
     the session's)."""
     security = getattr(request, "param", None) or _security(request.config)
     with BrokerHandle(overrides=_test_overrides(request), security=security,
-                      schema_registry=_schema_registry(request.config)) as handle:
+                      **_surfaces(request.config)) as handle:
         yield handle

@@ -60,17 +60,8 @@ OWNED_ELSEWHERE = {
     88: "StreamsGroupHeartbeat: streams groups (KIP-1071), no issue yet",
     89: "StreamsGroupDescribe: streams groups",
 }
-# versions being added right now by other work on issue 31: {key: our max until it lands}
-IN_PROGRESS = {
-    0: 9,    # Produce v10-13 (topic ids, leader discovery)
-    1: 12,   # Fetch v13-18
-    22: 4,   # InitProducerId v5
-    24: 3,   # AddPartitionsToTxn v4-5
-    25: 3,   # AddOffsetsToTxn v4
-    26: 4,   # EndTxn v5
-    28: 3,   # TxnOffsetCommit v4-5 (v4 is declared, not served)
-    57: -1,  # UpdateFeatures v0-2 (-1: not served yet)
-}
+# versions being added by work in progress: {key: our max until it lands} (none now)
+IN_PROGRESS: dict[int, int] = {}
 
 
 def client_facing() -> dict[int, tuple[str, int, int]]:

@@ -53,6 +53,10 @@ UNNEEDED = [
     "odradek.broker.security.tls",  # TLS only for a TLS listener
     "odradek.broker.security.oauthbearer",  # SASL only for a SASL listener
     "odradek.broker.security.plain",
+    "odradek.broker.security.authenticator",
+    "odradek.broker.security.mechanism",
+    "odradek.broker.security.jaas",
+    "odradek.broker.security.scram",  # also for SCRAM credentials: only once a user exists
     "odradek.broker.security.authorizer",  # ACLs only with authorizer.class.name
     "odradek.broker.security.guards",
     "odradek.broker.security.acls",
@@ -67,6 +71,8 @@ UNNEEDED = [
     "aiohttp",  # the schema registry (on by default): its HTTP stack on its first connection
     "odradek.web.http",
     "odradek.web.registry",
+    "jinja2",  # the web console (on by default): built on its first connection too
+    "odradek.web.console",
     "fastavro",  # ... and its parsers on the first schema of their type
     "jsonschema",
 ]

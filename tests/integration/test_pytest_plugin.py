@@ -237,3 +237,21 @@ def test_one_option_serves_the_schema_registry_beside_the_fixture_broker(pyteste
     on = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "--kafka-broker-schema-registry",
                                        timeout=120)
     on.assert_outcomes(passed=1)
+
+
+CONSOLE_SAMPLE = '''
+import urllib.request
+
+
+def test_the_console_is_beside_the_broker(kafka_broker):
+    assert kafka_broker.console_url is not None
+    assert urllib.request.urlopen(kafka_broker.console_url + "topics").status == 200
+'''
+
+
+def test_one_option_serves_the_console_beside_the_fixture_broker(pytester):
+    pytester.makepyfile(test_console=CONSOLE_SAMPLE)
+    off = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=120)
+    off.assert_outcomes(failed=1)
+    on = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "--kafka-broker-console", timeout=120)
+    on.assert_outcomes(passed=1)

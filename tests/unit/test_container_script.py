@@ -88,3 +88,10 @@ def test_run_publishes_the_schema_registry(tmp_path):
     ODRADEK_REGISTRY_PORT when given."""
     assert "127.0.0.1:8081:8081" in _run_command(tmp_path)
     assert "127.0.0.1:18081:8081" in _run_command(tmp_path, ODRADEK_REGISTRY_PORT="18081")
+
+
+def test_run_publishes_the_console(tmp_path):
+    """The image serves the web console on 8080: published on the host's loopback, at
+    ODRADEK_CONSOLE_PORT when given."""
+    assert "127.0.0.1:8080:8080" in _run_command(tmp_path)
+    assert "127.0.0.1:18080:8080" in _run_command(tmp_path, ODRADEK_CONSOLE_PORT="18080")
