@@ -23,7 +23,15 @@ from .client_metrics import ClientMetricsManager
 from .client_metrics_config import Subscription
 from .client_quotas import QuotaStore
 from .clock import BrokerClock, Clock
-from .config import WILDCARD_HOSTS, Config, ConfigError, parse_address, parse_http_address, registry_address
+from .config import (
+    WILDCARD_HOSTS,
+    Config,
+    ConfigError,
+    basic_auth_users,
+    parse_address,
+    parse_http_address,
+    registry_address,
+)
 from .control import BrokerControl
 from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
@@ -330,7 +338,7 @@ class BrokerApp:
 
         routes = await asyncio.to_thread(importlib.import_module, "odradek.web.registry")
         return routes.RegistryRoutes(self.schema_store, self.cluster_id).application(
-            self.config["odradek.schema.registry.basic.auth.users"])
+            basic_auth_users(self.config["odradek.schema.registry.basic.auth.users"]))
 
     @property
     def registry_url(self) -> str | None:

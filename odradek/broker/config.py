@@ -179,7 +179,12 @@ def _registry_listener(text: str) -> str:
     return text.strip()
 
 
-def _basic_auth_users(text: str) -> dict[str, str]:
+def _basic_auth_users(text: str) -> str:
+    basic_auth_users(text)
+    return text.strip()
+
+
+def basic_auth_users(text: str) -> dict[str, str]:
     """``name:password,name2:password2``: the users HTTP basic auth lets in."""
     users = {}
     for item in filter(None, (i.strip() for i in text.split(","))):

@@ -68,8 +68,8 @@ _OURS: list[bool] = []  # [True] once configure() or configure_embedded() set st
 # DescribeConfigs lists for a BROKER_LOGGER resource, beside "root" (the global level).
 # tests/unit/test_broker_loggers.py checks that each logger the package asks for is here.
 COMPONENTS = ("authorizer", "broker", "cli", "clock", "configs", "control", "coordinator", "dataplane",
-              "gc", "produce", "producers", "quotas", "security", "server", "storage", "telemetry",
-              "topics", "txn")
+              "features", "gc", "produce", "producers", "quotas", "registry", "security", "server", "storage",
+              "telemetry", "topics", "txn", "web")
 ROOT = "root"
 _WRAPPER_FLOORS = (logging.NOTSET, logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR,
                    logging.CRITICAL)  # the levels structlog builds a filtering logger for

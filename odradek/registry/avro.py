@@ -48,14 +48,106 @@ def parse(text: str, dependencies: tuple[Dependency, ...] = ()) -> ParsedSchema:
     try:
         for dep in dependencies:
             parse_schema(_parse_json(dep.schema), named_schemas=named, _write_hint=False)
+        referenced = set(named)
         raw = _parse_json(text)
         if not isinstance(raw, dict | list | str):
             raise ValueError("not an Avro schema: a JSON object, array or string")
         schema = parse_schema(raw, named_schemas=named, _write_hint=False)
     except Exception as exc:  # fastavro raises many kinds for a bad schema: each is a reason
         raise SchemaParseError(f"Invalid schema {text}, details: {type(exc).__name__}: {exc}") from None
-    canonical = json.dumps(raw, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(_java_form(raw, None, referenced), separators=(",", ":"), ensure_ascii=False)
     return ParsedSchema("AVRO", canonical, AvroModel(schema, named), dependencies)
+
+
+# --- the canonical text: Avro Java's Schema.toString() ------------------------------------------------
+#
+# Confluent stores ``AvroSchema.canonicalString()``, Avro Java's ``Schema.toString(references,
+# false)``: compact JSON with each kind's attributes in Avro's order (record: type, name,
+# namespace, doc, fields, props, aliases; field: name, type, doc, default, order, aliases,
+# props), a namespace only where it differs from the enclosing one, a named type written in
+# full once and by name afterwards (relative to the enclosing namespace), and a primitive
+# without properties as its bare name.  The same text means the same id as on Confluent.
+
+_NAMED_KEYS = frozenset({"type", "name", "namespace", "doc", "fields", "symbols", "size", "aliases", "default"})
+_FIELD_KEYS = frozenset({"name", "type", "doc", "default", "order", "aliases"})
+
+
+def _split(name: str, namespace: str | None) -> tuple[str, str | None]:
+    """(simple name, namespace) of a name as written where ``namespace`` encloses it."""
+    if "." in name:
+        space, _, simple = name.rpartition(".")
+        return simple, space or None
+    return name, namespace or None
+
+
+def _qualified(full: str, space: str | None) -> str:
+    """Avro's ``Name.getQualified(space)``: the simple name inside its own namespace (unless it
+    would read as a primitive), else the full name."""
+    simple_space, _, simple = full.rpartition(".")
+    if simple_space and simple_space == space and simple not in PRIMITIVES:
+        return simple
+    return full
+
+
+def _java_form(node: Any, space: str | None, known: set[str]) -> Any:
+    if isinstance(node, list):
+        return [_java_form(n, space, known) for n in node]
+    if isinstance(node, str):
+        if node in PRIMITIVES:
+            return node
+        simple, ns = _split(node, space)
+        return _qualified(f"{ns}.{simple}" if ns else simple, space)
+    kind = node["type"]
+    if isinstance(kind, dict | list):
+        return _java_form(kind, space, known)
+    props = {k: v for k, v in node.items() if k not in _NAMED_KEYS}
+    if kind in PRIMITIVES:
+        return {"type": kind, **props} if props else kind
+    if kind == "array":
+        return {"type": "array", "items": _java_form(node["items"], space, known),
+                **{k: v for k, v in props.items() if k != "items"}}
+    if kind == "map":
+        return {"type": "map", "values": _java_form(node["values"], space, known),
+                **{k: v for k, v in props.items() if k != "values"}}
+    if kind not in NAMED:
+        return _java_form(kind, space, known)  # {"type": "SomeName"}: a reference
+    simple, ns = _split(node["name"], node.get("namespace") if node.get("namespace") is not None else space)
+    full = f"{ns}.{simple}" if ns else simple
+    if full in known:
+        return _qualified(full, space)
+    known.add(full)
+    out: dict[str, Any] = {"type": kind, "name": simple}
+    if ns is not None and ns != space:
+        out["namespace"] = ns
+    elif ns is None and space is not None:
+        out["namespace"] = ""
+    if "doc" in node:
+        out["doc"] = node["doc"]
+    if kind in ("record", "error"):
+        out["fields"] = [_java_field(f, ns, known) for f in node["fields"]]
+    elif kind == "enum":
+        out["symbols"] = node["symbols"]
+        if "default" in node:
+            out["default"] = node["default"]
+    else:
+        out["size"] = node["size"]
+    out.update(props)
+    if node.get("aliases"):
+        out["aliases"] = [_qualified(a if "." in a else (f"{ns}.{a}" if ns else a), ns) for a in node["aliases"]]
+    return out
+
+
+def _java_field(field: dict, space: str | None, known: set[str]) -> dict:
+    out: dict[str, Any] = {"name": field["name"], "type": _java_form(field["type"], space, known)}
+    for key in ("doc", "default"):
+        if key in field:
+            out[key] = field[key]
+    if field.get("order", "ascending") != "ascending":
+        out["order"] = field["order"]
+    if field.get("aliases"):
+        out["aliases"] = field["aliases"]
+    out.update({k: v for k, v in field.items() if k not in _FIELD_KEYS})
+    return out
 
 
 def normalize(parsed: ParsedSchema) -> str:

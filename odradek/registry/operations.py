@@ -166,8 +166,9 @@ class Registry:
         return sv if sv is not None and (deleted or not sv.deleted) else None
 
     def version(self, subject: str, version: int, deleted: bool = False) -> SchemaVersion:
-        """``GET /subjects/{s}/versions/{v}``'s subject and version checks (40401, 40402)."""
-        if not self.state.versions(subject, deleted=True):
+        """``GET /subjects/{s}/versions/{v}``'s subject and version checks (40401, 40402): a subject
+        whose versions are all soft-deleted is not found unless ``deleted`` (Confluent's ``hasSubjects``)."""
+        if not self.state.versions(subject, deleted=deleted):
             raise errors.subject_not_found(subject)
         sv = self._version_or_none(subject, version, deleted)
         if sv is None:

@@ -53,9 +53,12 @@ def parse(schema_type: str, text: str, dependencies: tuple[Dependency, ...] = ()
     if schema_type not in _MODULES:
         raise SchemaParseError(f"Invalid schema type {schema_type}")
     module = type_module(schema_type)
-    parsed = module.parse(text, dependencies)
-    if normalize:
-        parsed.canonical = module.normalize(parsed)
+    try:
+        parsed = module.parse(text, dependencies)
+        if normalize:
+            parsed.canonical = module.normalize(parsed)
+    except RecursionError:  # the parsers (and our renderers) recurse per level of nesting
+        raise SchemaParseError(f"Invalid schema of type {schema_type}, details: the schema nests too deeply") from None
     return parsed
 
 

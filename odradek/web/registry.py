@@ -69,6 +69,8 @@ async def _body(request: web.Request) -> Any:
         return await asyncio.to_thread(json.loads, raw) if len(raw) > HEAVY_BODY else json.loads(raw or b"null")
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"Unexpected character in the request body: {exc}") from None
+    except RecursionError:
+        raise errors.bad_request("The request body nests too deeply") from None
 
 
 def _heavy(request: web.Request) -> bool:
@@ -161,7 +163,8 @@ class RegistryRoutes:
         """The deserializers' one call per id: answered from a cache of rendered bodies, which
         any change of the state empties."""
         q = request.query
-        key = (request.match_info["id"], q.get("subject"), q.get("format"))
+        fetch_max_id = flag(q, "fetchMaxId")
+        key = (request.match_info["id"], q.get("subject"), q.get("format"), fetch_max_id)
         applied = self.store.state.applied
         if self._cached_at != applied:
             self._by_id.clear()
@@ -170,6 +173,8 @@ class RegistryRoutes:
         if body is None:
             answer = await self.store.read(lambda r: r.schema_by_id(self._id(request), q.get("subject"),
                                                                      q.get("format")))
+            if fetch_max_id:  # the Java client's id cache asks for the highest id too
+                answer["maxId"] = self.store.state.max_id
             body = json.dumps(answer, ensure_ascii=False).encode("utf-8")
             if self.store.state.applied == applied and len(self._by_id) < BY_ID_CACHE:
                 self._by_id[key] = body

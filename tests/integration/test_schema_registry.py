@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -20,6 +18,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from odradek.broker.dump_log import iter_dump
 from odradek.testing.handle import BrokerHandle
 from odradek.testing.process import free_port, serving
+
+from .registry_helpers import http, wait_serving
 
 pytestmark = pytest.mark.integration
 
@@ -41,17 +41,6 @@ def registry_broker():
 @pytest.fixture
 def sr(registry_broker):
     return SchemaRegistryClient({"url": registry_broker.schema_registry_url})
-
-
-def http(url: str, method: str = "GET", body: object = None, raw: bytes | None = None) -> tuple[int, object]:
-    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def consume_one(bootstrap: str, topic: str):
@@ -87,7 +76,7 @@ def test_avro_serializer_and_deserializer_round_trip_through_the_broker(registry
     assert sr.get_latest_version(f"{topic}-value").version == 1
 
 
-def test_one_id_per_distinct_schema_across_subjects(sr):
+def test_one_id_per_distinct_schema_across_subjects(registry_broker, sr):
     user, user_v2 = (s.replace('"example"', '"ids"') for s in (USER, USER_V2))  # not in the other tests
     first = sr.register_schema("sr-ids-a", Schema(user, "AVRO"))
     assert sr.register_schema("sr-ids-b", Schema(user, "AVRO")) == first
@@ -100,6 +89,9 @@ def test_one_id_per_distinct_schema_across_subjects(sr):
     found = sr.lookup_schema("sr-ids-a", Schema(user_v2, "AVRO"))
     assert (found.schema_id, found.version) == (second, 2)
     assert sr.get_version("sr-ids-a", 2).schema.schema_str == found.schema.schema_str
+    url = registry_broker.schema_registry_url
+    body = http(f"{url}/schemas/ids/{first}?fetchMaxId=true")[1]
+    assert body["maxId"] >= second and "maxId" not in http(f"{url}/schemas/ids/{first}")[1]
 
 
 def test_incompatible_schema_is_409_under_backward(sr):
@@ -192,18 +184,8 @@ def test_kill_9_keeps_ids_versions_deletes_and_configs(tmp_path):
     settings = [f"odradek.schema.registry.listener=http://127.0.0.1:{port}"]
     url = f"http://127.0.0.1:{port}"
 
-    def wait_registry():
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                return http(f"{url}/subjects")
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-
     with serving(settings, data_dir=tmp_path) as (proc, _port):
-        wait_registry()
+        wait_serving(url)
         sr = SchemaRegistryClient({"url": url})
         ids = {}
         for i in range(200):
@@ -224,7 +206,7 @@ def test_kill_9_keeps_ids_versions_deletes_and_configs(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     with serving(settings, data_dir=tmp_path):
-        wait_registry()
+        wait_serving(url)
         assert {path: http(f"{url}{path}") for path in before} == before
         sr = SchemaRegistryClient({"url": url})
         fresh = sr.register_schema("s-new", Schema('"string"', "AVRO"))
@@ -318,6 +300,8 @@ def test_soft_and_hard_deletes(registry_broker, sr):
     assert http(f"{url}/subjects/sr-del/versions/2?permanent=true", "DELETE")[1]["error_code"] == 40407
     assert sr.delete_subject("sr-del") == [2]
     assert "sr-del" not in sr.get_subjects()
+    assert http(f"{url}/subjects/sr-del/versions/latest")[1]["error_code"] == 40401  # all soft-deleted
+    assert http(f"{url}/subjects/sr-del/versions/2?deleted=true")[1]["version"] == 2
     assert http(f"{url}/subjects/sr-del", "DELETE")[1]["error_code"] == 40404
     assert sr.delete_subject("sr-del", permanent=True) == [1, 2]
     assert http(f"{url}/subjects/sr-del?permanent=true", "DELETE")[1]["error_code"] == 40401
@@ -486,3 +470,67 @@ def test_compatibility_endpoint_with_verbose_reasons(registry_broker, sr):
     invalid = http(f"{url}/compatibility/subjects/sr-verbose/versions/latest?verbose=true", "POST",
                    {"schema": '{"type": "nope"}'})[1]
     assert invalid["is_compatible"] is False and invalid["messages"][0].startswith("Invalid schema")
+
+
+def test_records_another_registry_produces_to_schemas_are_served(registry_broker, sr):
+    """A Confluent registry sharing the topic writes its records with a Kafka producer: they are
+    read, in its key and value JSON (CP 8's "schemaType":"AVRO" included)."""
+    url = registry_broker.schema_registry_url
+    sr.register_schema("sr-shared-before", Schema('"boolean"', "AVRO"))  # _schemas exists
+    key = b'{"keytype":"SCHEMA","subject":"sr-shared","version":1,"magic":1}'
+    value = json.dumps({"subject": "sr-shared", "version": 1, "id": 90001, "schemaType": "AVRO",
+                        "schema": '{"type":"fixed","name":"Shared","size":4}', "deleted": False}).encode()
+    producer = Producer({"bootstrap.servers": registry_broker.bootstrap_servers})
+    producer.produce("_schemas", key=key, value=value)
+    producer.produce("_schemas", key=b'{"keytype":"CONFIG","subject":"sr-shared","magic":0}',
+                     value=b'{"subject":"sr-shared","compatibilityLevel":"NONE"}')
+    producer.flush(10)
+    assert http(f"{url}/subjects/sr-shared/versions/1")[1]["id"] == 90001
+    assert http(f"{url}/config/sr-shared")[1] == {"compatibilityLevel": "NONE"}
+    assert sr.register_schema("sr-shared-after", Schema('"bytes"', "AVRO")) > 90001  # ids go on from there
+
+
+def test_kill_9_during_registrations_keeps_every_acknowledged_one(tmp_path):
+    """Each registration is answered only once durable in _schemas: whatever was acknowledged
+    before a kill -9 is there after the restart, with its id; nothing half-written shows."""
+    import threading
+
+    port = free_port()
+    settings = [f"odradek.schema.registry.listener=http://127.0.0.1:{port}"]
+    url = f"http://127.0.0.1:{port}"
+    acknowledged: dict[str, tuple[int, int]] = {}
+    stop = threading.Event()
+
+    def register(worker: int) -> None:
+        n = 0
+        while not stop.is_set():
+            subject = f"crash-{worker}-{n}"
+            schema = json.dumps({"type": "record", "name": f"C{worker}x{n}", "fields": [{"name": "a", "type": "int"}]})
+            try:
+                status, body = http(f"{url}/subjects/{subject}/versions", "POST", {"schema": schema})
+            except OSError:
+                return  # the broker is gone
+            if status == 200:
+                acknowledged[subject] = (body["id"], body["version"])
+            n += 1
+
+    with serving(settings, data_dir=tmp_path) as (proc, _port):
+        wait_serving(url)
+        workers = [threading.Thread(target=register, args=(w,)) for w in range(4)]
+        for w in workers:
+            w.start()
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        stop.set()
+        for w in workers:
+            w.join(30)
+    assert len(acknowledged) > 10
+    with serving(settings, data_dir=tmp_path):
+        subjects = set(wait_serving(url)[1])
+        assert set(acknowledged) <= subjects
+        for subject, (schema_id, version) in acknowledged.items():
+            body = http(f"{url}/subjects/{subject}/versions/latest")[1]
+            assert (body["id"], body["version"]) == (schema_id, version)
+        ids = [http(f"{url}/subjects/{s}/versions/latest")[1]["id"] for s in subjects]
+        assert len(ids) == len(set(ids))  # distinct schemas, distinct ids

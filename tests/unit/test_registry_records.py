@@ -111,3 +111,45 @@ def test_invalid_versions_are_42202(text):
     with pytest.raises(errors.RegistryError) as err:
         parse_version(text)
     assert err.value.code == 42202
+
+
+@pytest.mark.parametrize("text, canonical", [
+    ('{"type": "string"}', '"string"'),
+    ('{"type":"int","logicalType":"date"}', '{"type":"int","logicalType":"date"}'),
+    ('{"fields":[{"type":"int","name":"a","default":1,"doc":"d"}],"name":"R","type":"record","namespace":"x.y"}',
+     '{"type":"record","name":"R","namespace":"x.y","fields":[{"name":"a","type":"int","doc":"d","default":1}]}'),
+    ('{"type":"record","name":"a.b.R","fields":[{"name":"e","type":{"type":"enum","name":"E","symbols":["A"]}},'
+     '{"name":"f","type":"E"},{"name":"g","type":{"type":"fixed","name":"c.F","size":2}},{"name":"h","type":"c.F"}]}',
+     '{"type":"record","name":"R","namespace":"a.b","fields":[{"name":"e","type":{"type":"enum","name":"E",'
+     '"symbols":["A"]}},{"name":"f","type":"E"},{"name":"g","type":{"type":"fixed","name":"F","namespace":"c",'
+     '"size":2}},{"name":"h","type":"c.F"}]}'),
+])
+def test_avro_canonical_text_is_avro_javas(text, canonical):
+    """Stored as Confluent stores it (Avro Java's Schema.toString()): the same text, the same id."""
+    from odradek.registry.schemas import parse
+
+    assert parse("AVRO", text).canonical == canonical
+    assert parse("AVRO", canonical).canonical == canonical
+
+
+def test_avro_types_from_references_are_written_by_name():
+    from odradek.registry.schemas import Dependency, parse
+
+    dep = Dependency("refs.Money", "AVRO", '{"type":"record","name":"Money","namespace":"refs","fields":[]}')
+    parsed = parse("AVRO", '{"type":"record","name":"Price","namespace":"refs","fields":[{"name":"m","type":"Money"}]}',
+                   (dep,))
+    assert parsed.canonical == ('{"type":"record","name":"Price","namespace":"refs","fields":[{"name":"m",'
+                                '"type":"Money"}]}')
+
+
+def test_the_registry_listener_setting():
+    """On by default for `odradek serve` (and the container); http://, HOST:PORT or a port; empty is off."""
+    from odradek.broker.config import SETTINGS_BY_NAME, registry_address
+
+    assert SETTINGS_BY_NAME["odradek.schema.registry.listener"].default == "http://127.0.0.1:8081"
+    assert registry_address("http://127.0.0.1:8081") == ("127.0.0.1", 8081)
+    assert registry_address("0.0.0.0:18081") == ("0.0.0.0", 18081)
+    assert registry_address("8082") == ("127.0.0.1", 8082)
+    assert registry_address("") is None
+    with pytest.raises(ValueError, match="only http"):
+        registry_address("https://127.0.0.1:8081")
