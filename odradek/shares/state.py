@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from .records import ShareSnapshotKey, ShareSnapshotValue, ShareUpdateKey, ShareUpdateValue, StateBatch
 
-__all__ = ["StateWrite", "PersistedState", "combine", "replay", "apply_record"]
+__all__ = ["StateWrite", "PersistedState", "combine", "replay", "apply_record", "update_value"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -64,6 +64,22 @@ class PersistedState:
             leader_epoch=self.leader_epoch if write.leader_epoch == -1 else write.leader_epoch,
             delivery_complete_count=write.delivery_complete_count,
             state_batches=combine(self.state_batches, write.state_batches, start))
+
+
+    def snapshot_value(self) -> ShareSnapshotValue:
+        """This state as the ShareSnapshot value that replaces it on replay."""
+        return ShareSnapshotValue(
+            snapshot_epoch=self.snapshot_epoch, state_epoch=self.state_epoch, leader_epoch=self.leader_epoch,
+            start_offset=self.start_offset, delivery_complete_count=self.delivery_complete_count,
+            create_timestamp=self.create_timestamp, write_timestamp=self.write_timestamp,
+            state_batches=list(self.state_batches))
+
+
+def update_value(snapshot_epoch: int, write: StateWrite) -> ShareUpdateValue:
+    """The ShareUpdate value recording ``write`` against the snapshot of ``snapshot_epoch``."""
+    return ShareUpdateValue(snapshot_epoch=snapshot_epoch, leader_epoch=write.leader_epoch,
+                            start_offset=write.start_offset, delivery_complete_count=write.delivery_complete_count,
+                            state_batches=list(write.state_batches))
 
 
 def _beats(a: StateBatch, b: StateBatch) -> bool:
