@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from ..protocol.errors import ErrorCode
 from .records import StateBatch
 from .state import PersistedState, StateWrite
 
@@ -47,8 +48,8 @@ __all__ = [
     "initial_start_offset", "parse_duration_ms",
 ]
 
-INVALID_REQUEST = 42
-INVALID_RECORD_STATE = 121
+INVALID_REQUEST = ErrorCode.INVALID_REQUEST
+INVALID_RECORD_STATE = ErrorCode.INVALID_RECORD_STATE
 
 
 class RecordState(IntEnum):
