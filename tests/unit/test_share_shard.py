@@ -4,9 +4,12 @@ a snapshot every N updates, and a reload that rebuilds exactly the live state.""
 
 from __future__ import annotations
 
+import io
+import json
 import uuid
 
 from odradek.broker.clock import ManualClock
+from odradek.broker.dump_log import dump
 from odradek.broker.runtime.loading import iter_log_batches
 from odradek.broker.runtime.runtime import CoordinatorRuntime
 from odradek.broker.share.shard import ShareStateShard
@@ -115,3 +118,24 @@ async def test_a_share_partition_resumes_from_the_coordinator_after_a_restart(tm
     got, _ = resumed.acquire("m2", [LogBatch(0, 9)], max_records=10, batch_size=10, now=0)
     assert [(a.first_offset, a.last_offset, a.delivery_count) for a in got] == [(5, 5, 2), (6, 9, 1)]
     await h.log.aclose()
+
+
+async def test_dump_log_decodes_share_group_state(tmp_path):
+    """``odradek dump-log`` on the shard's own segment: snapshots, updates and tombstones decoded."""
+    h = Harness(tmp_path)
+    shard = await h.reload()
+    wait(shard.run(shard.initialize(KEY, state_epoch=1, start_offset=5)))
+    write = StateWrite(state_epoch=1, start_offset=6, delivery_complete_count=0, state_batches=[B(6, 7, 4, 5)])
+    assert wait(shard.run(shard.write_state(KEY, write))) == E.NONE
+    assert wait(shard.run(shard.delete(KEY))) == E.NONE
+    await h.log.aclose()
+    out = io.StringIO()
+    assert dump([str(tmp_path / "__share_group_state-0")], out, as_json=True) == 0
+    records = [rec for line in out.getvalue().splitlines() for rec in json.loads(line)["records"]]
+    assert [rec["key"]["type"] for rec in records] == ["ShareSnapshotKey", "ShareUpdateKey", "ShareSnapshotKey"]
+    assert records[0]["key"] == {"type": "ShareSnapshotKey", "group_id": "g",
+                                 "topic_id": r.kafka_uuid_text(TOPIC), "partition": 0}
+    assert records[0]["value"]["start_offset"] == 5 and records[0]["value"]["state_epoch"] == 1
+    assert records[1]["value"]["state_batches"] == [
+        {"first_offset": 6, "last_offset": 7, "delivery_state": "ARCHIVED", "delivery_count": 5}]
+    assert records[2]["value"] is None
