@@ -57,11 +57,12 @@ class PersistedState:
     state_batches: list[StateBatch] = field(default_factory=list)
 
     def merged(self, write: StateWrite) -> PersistedState:
-        """This state with ``write`` applied as a ShareUpdate is replayed (-1 keeps start / leader epoch)."""
+        """This state with ``write`` applied as a ShareUpdate is replayed (-1 keeps start / epochs)."""
         start = self.start_offset if write.start_offset == -1 else write.start_offset
         return replace(
             self, start_offset=start,
             leader_epoch=self.leader_epoch if write.leader_epoch == -1 else write.leader_epoch,
+            state_epoch=self.state_epoch if write.state_epoch == -1 else write.state_epoch,
             delivery_complete_count=write.delivery_complete_count,
             state_batches=combine(self.state_batches, write.state_batches, start))
 
@@ -76,10 +77,15 @@ class PersistedState:
 
 
 def update_value(snapshot_epoch: int, write: StateWrite) -> ShareUpdateValue:
-    """The ShareUpdate value recording ``write`` against the snapshot of ``snapshot_epoch``."""
+    """The ShareUpdate value recording ``write`` against the snapshot of ``snapshot_epoch``.
+
+    The write's batches are combined first (clipped at its start offset,
+    overlaps resolved, equal neighbours joined), as Kafka's shard does before
+    it writes them.
+    """
     return ShareUpdateValue(snapshot_epoch=snapshot_epoch, leader_epoch=write.leader_epoch,
                             start_offset=write.start_offset, delivery_complete_count=write.delivery_complete_count,
-                            state_batches=list(write.state_batches))
+                            state_batches=combine([], write.state_batches, write.start_offset))
 
 
 def _beats(a: StateBatch, b: StateBatch) -> bool:

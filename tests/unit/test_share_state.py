@@ -39,3 +39,9 @@ def test_replay_snapshot_updates_and_tombstone():
     assert state.state_batches == [B(13, 13, 2, 1), B(14, 14, 4, 1), B(15, 15, 0, 1)]
     assert replay([*log, (snap_key, None)]) == {}
     assert replay([(upd_key, update_value(0, write))]) == {}  # an update without a snapshot is ignored
+
+
+def test_an_update_carries_the_writes_batches_combined():
+    write = StateWrite(start_offset=5, delivery_complete_count=0,
+                       state_batches=[B(3, 6, 0, 1), B(7, 7, 0, 1), B(6, 6, 2, 2)])
+    assert update_value(1, write).state_batches == [B(5, 5, 0, 1), B(6, 6, 2, 2), B(7, 7, 0, 1)]
