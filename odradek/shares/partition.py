@@ -176,13 +176,21 @@ class SharePartition:
     # -- load -------------------------------------------------------------------------
 
     @classmethod
-    def from_persisted(cls, config: ShareConfig, state: PersistedState, *, leader_epoch: int = 0) -> SharePartition:
+    def from_persisted(cls, config: ShareConfig, state: PersistedState, *, leader_epoch: int = 0,
+                       reset_start: int | None = None) -> SharePartition:
         """Rebuild from ReadShareGroupState's answer: every non-terminal record AVAILABLE, no owner.
 
         Offsets between the start and the last persisted batch that no batch
-        covers (the "gap window") are fetched first, as never delivered.
+        covers (the "gap window") are fetched first, as never delivered.  A
+        state initialized without a start offset (-1) starts at
+        ``reset_start``, :func:`initial_start_offset`'s answer for the group.
         """
-        sp = cls(config, state.start_offset, state_epoch=state.state_epoch, leader_epoch=leader_epoch)
+        start = state.start_offset
+        if start == -1:
+            if reset_start is None:
+                raise ValueError("the state has no start offset: pass reset_start (share.auto.offset.reset)")
+            start = reset_start
+        sp = cls(config, start, state_epoch=state.state_epoch, leader_epoch=leader_epoch)
         for b in state.state_batches:
             record_state = RecordState(b.delivery_state)
             if record_state == RecordState.ACQUIRED:  # not expected; Kafka treats it as available

@@ -231,3 +231,13 @@ def test_auto_offset_reset():
     assert parse_duration_ms("P1DT2H3M4.5S") == 86_400_000 + 7_200_000 + 180_000 + 4_500
     with pytest.raises(ValueError):
         parse_duration_ms("PT")
+
+
+def test_a_state_without_a_start_offset_starts_where_the_reset_says():
+    state = PersistedState(state_epoch=0, start_offset=-1)
+    with pytest.raises(ValueError):
+        SharePartition.from_persisted(CONFIG, state)
+    sp = SharePartition.from_persisted(CONFIG, state, reset_start=40)
+    assert sp.start_offset == 40 and sp.fetch_offset() == 40
+    got, _ = sp.acquire("m1", batches((30, 39), (40, 44)), max_records=10, batch_size=10, now=0)
+    assert got == [AcquiredRecords(40, 44, 1)]
