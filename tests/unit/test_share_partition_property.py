@@ -1,4 +1,5 @@
-"""Random fetch / ack / expire / session-end / restart sequences against one share-partition.
+"""Random produce / fetch / ack / expire / session-end / restart sequences against one share-partition
+(read_committed: some produced batches belong to aborted transactions).
 
 Whatever happens, every record of the log is delivered-and-accepted, archived
 or still available -- never lost, never accepted twice, never held by two
@@ -36,7 +37,7 @@ UPD = r.ShareUpdateKey("g", TOPIC, 0)
 
 _fetch = st.tuples(st.just("fetch"), st.sampled_from(MEMBERS), st.integers(1, 12))
 step = st.one_of(
-    st.tuples(st.just("produce"), st.integers(1, 6)),
+    st.tuples(st.just("produce"), st.integers(1, 6), st.booleans()),
     _fetch, _fetch, _fetch,
     st.tuples(st.just("ack"), st.sampled_from(MEMBERS), st.integers(0, 2**32)),
     st.tuples(st.just("steal"), st.sampled_from(MEMBERS), st.integers(0, 2**32)),
@@ -52,6 +53,7 @@ class Harness:
     def __init__(self):
         self.now = 0
         self.log: list[LogBatch] = []
+        self.aborted: list[tuple[int, int]] = []  # read_committed: batches of aborted transactions
         self.sp = SharePartition(CONFIG, 0)
         initial = PersistedState(start_offset=0, delivery_complete_count=0, create_timestamp=0, write_timestamp=0)
         self.written = [(r.encode_key(SNAP), r.encode_value(initial.snapshot_value()))]
@@ -91,7 +93,10 @@ class Harness:
     def run(self, op) -> None:
         kind = op[0]
         if kind == "produce":
-            self.log.append(LogBatch(self.log_end, self.log_end + op[1] - 1))
+            batch = LogBatch(self.log_end, self.log_end + op[1] - 1)
+            self.log.append(batch)
+            if len(op) > 2 and op[2] and op[1] % 3 == 0:
+                self.aborted.append((batch.first_offset, batch.last_offset))
         elif kind == "fetch":
             self.fetch(op[1], op[2])
         elif kind in ("ack", "steal"):
@@ -111,12 +116,15 @@ class Harness:
 
     def fetch(self, member: str, max_records: int) -> None:
         batches = [b for b in self.log if b.last_offset >= self.sp.fetch_offset()]
-        got, write = self.sp.acquire(member, batches, max_records=max_records, batch_size=4, now=self.now)
+        got, write = self.sp.acquire(member, batches, max_records=max_records, batch_size=4, now=self.now,
+                                     aborted=self.aborted)
         self.persist(write)
+        self.archived.update(o for lo, hi in self.aborted for o in range(lo, min(hi + 1, self.sp.end_offset)))
         for a in got:
             for offset in range(a.first_offset, a.last_offset + 1):
                 assert offset not in self.holder, f"offset {offset} handed to {member} while {self.holder[offset]} holds it"
                 assert offset not in self.accepted and offset not in self.archived, f"finished offset {offset} redelivered"
+                assert not any(lo <= offset <= hi for lo, hi in self.aborted), f"aborted offset {offset} delivered"
                 assert offset < self.log_end
                 assert a.delivery_count <= CONFIG.delivery_count_limit
                 self.holder[offset] = member
@@ -178,7 +186,7 @@ def test_records_are_never_lost_or_accepted_twice_and_replay_matches(steps):
 
 def _random_op(rng):
     kind = rng.choice(["produce", "fetch", "fetch", "fetch", "ack", "steal", "tick", "tick", "leave", "restart"])
-    return {"produce": lambda: ("produce", rng.randint(1, 6)),
+    return {"produce": lambda: ("produce", rng.randint(1, 6), rng.random() < 0.3),
             "fetch": lambda: ("fetch", rng.choice(MEMBERS), rng.randint(1, 12)),
             "ack": lambda: ("ack", rng.choice(MEMBERS), rng.getrandbits(32)),
             "steal": lambda: ("steal", rng.choice(MEMBERS), rng.getrandbits(32)),
