@@ -22,10 +22,11 @@ ALLOWED = {
     "offsets": {"protocol", "storage"},
     "transactions": {"protocol", "storage", "offsets"},
     "registry": {"protocol", "storage"},
-    "broker": {"protocol", "storage", "offsets", "transactions", "registry"},
-    "web": {"protocol", "storage", "offsets", "transactions", "registry", "broker"},
+    "shares": {"protocol", "storage"},
+    "broker": {"protocol", "storage", "offsets", "transactions", "registry", "shares"},
+    "web": {"protocol", "storage", "offsets", "transactions", "registry", "shares", "broker"},
     "pipeline": {"protocol", "storage", "offsets"},
-    "testing": {"protocol", "storage", "offsets", "transactions", "registry", "broker", "web"},
+    "testing": {"protocol", "storage", "offsets", "transactions", "registry", "shares", "broker", "web"},
 }
 
 
