@@ -1,11 +1,18 @@
 # Odradek container image: a Kafka-protocol dev/test broker.
 #   docker build -t odradek .
 #   podman build --format docker -t odradek .   # podman's default OCI format drops HEALTHCHECK
-#   docker run -p 9092:9092 odradek        # clients use localhost:9092
+#   docker run -p 9092:9092 -p 8081:8081 -p 127.0.0.1:8080:8080 odradek
+#       # clients use localhost:9092 (registry: localhost:8081; console: http://localhost:8080/)
 # Configure with KAFKA_* variables (official Kafka image convention), e.g.
 #   -e KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://broker:9092 -e KAFKA_OFFSETS_RETENTION_MINUTES=60
 # The test control endpoint is off; -e KAFKA_ODRADEK_CONTROL_LISTENER=9644 -p 127.0.0.1:9644:9644 turns
 # it on, bound to every interface of the container (loopback there is unreachable through -p).
+# The schema registry (Confluent's REST API, docs/SCHEMA_REGISTRY.md) listens on 8081 of every
+# interface: -p 127.0.0.1:8081:8081 and clients use http://localhost:8081; empty turns it off:
+#   -e KAFKA_ODRADEK_SCHEMA_REGISTRY_LISTENER=
+# The web console listens on 8080 of every interface of the container (loopback there is unreachable
+# through -p): publish it on the host's loopback, -p 127.0.0.1:8080:8080, and open http://localhost:8080/;
+# -e KAFKA_ODRADEK_CONSOLE_LISTENER= turns it off, KAFKA_ODRADEK_CONSOLE_READ_ONLY=true makes it read-only.
 # BASE_IMAGE picks another Python 3.11+ image (with venv) to build on, e.g. one made locally
 # where no registry is reachable (scripts/container.sh does that).
 
@@ -36,9 +43,11 @@ ENV PATH=/opt/odradek/bin:$PATH \
     KAFKA_LOG_DIRS=/var/lib/odradek \
     KAFKA_LOG_FORMAT=json \
     KAFKA_ODRADEK_CONTROL_HOST=0.0.0.0 \
+    KAFKA_ODRADEK_SCHEMA_REGISTRY_LISTENER=http://0.0.0.0:8081 \
+    KAFKA_ODRADEK_CONSOLE_LISTENER=http://0.0.0.0:8080 \
     PYTHONUNBUFFERED=1
 VOLUME ["/var/lib/odradek"]
-EXPOSE 9092
+EXPOSE 9092 8080 8081
 USER 10001:10001
 # probes the listener the broker recorded in its data dir, however it was configured; gives up
 # before the engine's own timeout, so a hung broker reads "unhealthy", not "check timed out"

@@ -20,13 +20,17 @@ machine).  Each figure is the median of ``--runs`` runs:
 
 Targets on the reference machine: produce >= 50 MB/s, consume >= 100 MB/s.
 
+3b. The same with a fetch session (KIP-227): a full fetch with epoch 0, then incremental ones.
+
     python scripts/bench_dataplane.py [--runs 3] [--seconds 3] [--connections 4] [--window 8]
+        [--baseline PATH_TO_OTHER_CHECKOUT]   # A/B: the two trees' brokers alternate in one run
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import statistics
 import struct
@@ -51,12 +55,12 @@ RECORDS_PER_BATCH = 100
 # --- broker process --------------------------------------------------------------------------
 
 class BrokerProcess:
-    def __init__(self) -> None:
+    def __init__(self, src: Path = ROOT) -> None:
         self.port = free_port()
         self.data = tempfile.mkdtemp(prefix="bench-dataplane-")
         settings = [f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={self.data}",
                     "log.fsync.mode=never", "log.level=warning", "log.format=json"]
-        self.proc = subprocess.Popen([*SERVE, *serve_args(settings)],
+        self.proc = subprocess.Popen([*SERVE, *serve_args(settings)], env=dict(os.environ, PYTHONPATH=str(src)), cwd=self.data,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_until_serving(self.proc, self.port)
 
@@ -180,29 +184,35 @@ async def aiokafka_consume(port: int, topic: str, partitions: int, expected: int
     return nbytes / elapsed / 1e6, got / elapsed
 
 
-def fetch_frame(topic: str, partition: int, offset: int, max_bytes: int) -> bytes:
+def fetch_frame(topic: str, partition: int, offset: int, max_bytes: int, session_id: int = 0,
+                epoch: int = -1) -> bytes:
     return encode(1, 12, 1, {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
-        "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+        "session_id": session_id, "session_epoch": epoch, "rack_id": "", "forgotten_topics_data": [],
         "topics": [{"topic": topic, "partitions": [{"partition": partition, "current_leader_epoch": -1,
                                                     "fetch_offset": offset, "log_start_offset": -1,
                                                     "partition_max_bytes": max_bytes}]}]})
 
 
-async def raw_fetch(port: int, topic: str, counts: list[int]) -> float:
+async def raw_fetch(port: int, topic: str, counts: list[int], sessions: bool = False) -> float:
     """MB/s of record-batch bytes fetched with raw Fetch requests, one connection per partition.
 
-    Offsets advance by what each response held (decoded only for its last batch's offset)."""
+    Offsets advance by what each response held (decoded only for its last batch's offset).
+    ``sessions``: as Java's and kafka-python's fetchers, a full fetch with epoch 0 first, then
+    incremental ones in the session the broker opened (KIP-227; full ones again if it opens none)."""
     from odradek.protocol.records import iter_batch_headers
 
     async def one(p: int) -> int:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         offset = total = 0
+        session, epoch = 0, (0 if sessions else -1)
         try:
             while offset < counts[p]:
-                writer.write(fetch_frame(topic, p, offset, 4 << 20))
+                writer.write(fetch_frame(topic, p, offset, 4 << 20, session, epoch))
                 size = _SIZE.unpack(await reader.readexactly(4))[0]
                 _cid, body = decode(1, 12, await reader.readexactly(size))
+                if sessions and body.session_id:
+                    session, epoch = body.session_id, epoch + 1
                 records = body.responses[0].partitions[0].records
                 total += len(records)
                 *_, (_pos, last) = iter_batch_headers(records)
@@ -218,8 +228,8 @@ async def raw_fetch(port: int, topic: str, counts: list[int]) -> float:
 
 # --- driver ----------------------------------------------------------------------------------
 
-def one_run(args: argparse.Namespace) -> dict[str, float]:
-    broker = BrokerProcess()
+def one_run(args: argparse.Namespace, src: Path = ROOT) -> dict[str, float]:
+    broker = BrokerProcess(src)
     try:
         broker.create_topic("bench", args.connections)
         mbs, msgs, sent = asyncio.run(produce_run(broker.port, "bench", args.connections, args.window,
@@ -228,10 +238,11 @@ def one_run(args: argparse.Namespace) -> dict[str, float]:
         expected = sum(records)
         c_mbs, c_msgs = asyncio.run(aiokafka_consume(broker.port, "bench", args.connections, expected))
         raw = asyncio.run(raw_fetch(broker.port, "bench", records))
+        raw_sessions = asyncio.run(raw_fetch(broker.port, "bench", records, sessions=True))
     finally:
         broker.stop()
     return {"produce MB/s": mbs, "produce msgs/s": msgs, "consume MB/s (aiokafka)": c_mbs,
-            "consume msgs/s (aiokafka)": c_msgs, "raw fetch MB/s": raw,
+            "consume msgs/s (aiokafka)": c_msgs, "raw fetch MB/s": raw, "raw fetch MB/s (sessions)": raw_sessions,
             "data MB": expected * RECORD_BYTES / 1e6}
 
 
@@ -241,17 +252,25 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--window", type=int, default=8)
+    ap.add_argument("--baseline", type=Path, help="another checkout's root, run alternately with this one")
     args = ap.parse_args()
-    results = []
+    trees = [("this tree", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+    results: dict[str, list[dict[str, float]]] = {name: [] for name, _src in trees}
     for i in range(args.runs):
-        r = one_run(args)
-        results.append(r)
-        print(f"run {i + 1}: " + ", ".join(f"{k} {v:,.0f}" for k, v in r.items()), flush=True)
-    print(f"\nmedians of {args.runs} runs (1 KiB records, 100 per request, {args.connections} connections "
-          f"x {args.window} in flight):")
-    for key in results[0]:
-        values = sorted(r[key] for r in results)
-        print(f"  {key:28s} {statistics.median(values):12,.1f}   [{values[0]:,.1f} .. {values[-1]:,.1f}]")
+        for name, src in trees:  # alternating, so both see the same machine load
+            r = one_run(args, src)
+            results[name].append(r)
+            print(f"run {i + 1} ({name}): " + ", ".join(f"{k} {v:,.0f}" for k, v in r.items()), flush=True)
+    for name, runs in results.items():
+        print(f"\n{name}: medians of {args.runs} runs (1 KiB records, 100 per request, {args.connections} "
+              f"connections x {args.window} in flight):")
+        for key in runs[0]:
+            values = sorted(r[key] for r in runs)
+            line = f"  {key:28s} {statistics.median(values):12,.1f}   [{values[0]:,.1f} .. {values[-1]:,.1f}]"
+            if name != trees[0][0]:
+                ours = statistics.median(r[key] for r in results[trees[0][0]])
+                line += f"   this tree / baseline: {ours / statistics.median(values):.2f}"
+            print(line)
     print("  targets: produce >= 50 MB/s, consume >= 100 MB/s")
 
 

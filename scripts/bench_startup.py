@@ -62,15 +62,22 @@ CANNED = str(Path(__file__).resolve().parent / "canned_server.py")
 CANNED_REPLY = struct.pack(">iihi", 10, 1, 0, 0)  # size, correlation id, error, no api keys (v0)
 
 
-def one_run(canned: bool = False) -> tuple[float, float]:
-    """(spawn -> first ApiVersions answer seconds, idle VmRSS MB) of a fresh broker, or of the
-    canned-reply server with ``canned``."""
+# the HTTP surfaces of a default ``serve`` (each started after the Kafka listeners answer)
+SURFACES = {"registry": "odradek.schema.registry.listener", "console": "odradek.console.listener"}
+
+
+def one_run(canned: bool = False, off: tuple[str, ...] = ()) -> tuple[float, float]:
+    """(spawn -> first ApiVersions answer seconds, idle VmRSS MB) of a fresh broker (each HTTP surface
+    of ``SURFACES`` on a free port, those named in ``off`` turned off), or of the canned-reply
+    server with ``canned``."""
     port = free_port()
+    surfaces = [x for name, setting in SURFACES.items()
+                for x in ("--override", f"{setting}={'' if name in off else f'http://127.0.0.1:{free_port()}'}")]
     with tempfile.TemporaryDirectory() as data:
         argv = ([sys.executable, CANNED, str(port), CANNED_REPLY.hex()] if canned else
                 [sys.executable, "-m", "odradek.broker.cli", "serve",
                  "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                 "--override", f"log.dirs={data}"])
+                 "--override", f"log.dirs={data}", *surfaces])
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -145,17 +152,27 @@ def main() -> None:
     parser.add_argument("--container", metavar="IMAGE", help="also time this image (built by "
                         "scripts/container.sh build), alternating with the process runs")
     parser.add_argument("--engine", default="podman", help="podman or docker (default podman)")
+    for name in SURFACES:
+        parser.add_argument(f"--compare-{name}", action="store_true", help=f"also time brokers with the {name} "
+                            f"off ({SURFACES[name]} empty), alternating with the default runs (every surface on)")
     args = parser.parse_args()
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         print("note: PYTHONDONTWRITEBYTECODE is set: every start compiles its modules (unset it to "
               "measure what a user sees)")
     times, rsses, floors, ctimes0, crss0, ratios = [], [], [], [], [], []
     ctimes, crsses, cgroups = [], [], []
+    compared = [name for name in SURFACES if getattr(args, f"compare_{name}")]
+    off_times: dict[str, list[float]] = {name: [] for name in compared}
+    off_rsses: dict[str, list[float]] = {name: [] for name in compared}
     for _ in range(args.runs):
         floors.append(interpreter_floor())
         t, r = one_run()
         times.append(t)
         rsses.append(r)
+        for name in compared:
+            t_off, r_off = one_run(off=(name,))
+            off_times[name].append(t_off)
+            off_rsses[name].append(r_off)
         t0, r0 = one_run(canned=True)
         ctimes0.append(t0)
         crss0.append(r0)
@@ -177,6 +194,11 @@ def main() -> None:
     print(f"ratio broker/canned, pair by pair:    median {statistics.median(ratios):.2f}x "
           f"(min {min(ratios):.2f}, max {max(ratios):.2f}); target <= 1.5x")
     print(f"idle RSS: median {statistics.median(rsses):.1f} MB; target <= 40 MB")
+    for name in compared:
+        times_off, rss_off = off_times[name], off_rsses[name]
+        print(f"{name + ' off:':<38}median {statistics.median(times_off) * 1000:.0f} ms "
+              f"(min {min(times_off) * 1000:.0f}, max {max(times_off) * 1000:.0f}); idle RSS "
+              f"{statistics.median(rss_off):.1f} MB; ratio on/off {med_t / statistics.median(times_off):.2f}x")
     if args.container:
         med_c = statistics.median(ctimes)
         print(f"container {args.container} ({args.engine}):")

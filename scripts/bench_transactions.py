@@ -10,7 +10,11 @@ what the Java/kafka-python client sends, without its batching delays.  Two
 shapes: one partition, one record; ten partitions (one record each) plus
 AddOffsetsToTxn and TxnOffsetCommit v3 for one partition of a consumer
 group (consume-transform-produce).  Reported: committed transactions/s (all
-producers), and EndTxn's latency p50/p99 (request sent -> answer).
+producers), and EndTxn's latency p50/p99 (request sent -> answer).  Each shape
+runs twice side by side: the classic protocol above, and transactions v2 as a
+Kafka 4 producer runs it (KIP-890: no AddPartitionsToTxn/AddOffsetsToTxn,
+Produce v12 and TxnOffsetCommit v5 add the partitions, EndTxn v5 bumps the
+epoch the next transaction uses); the ratio is v2 / classic.
 
 Target: >= 2,000 small transactions/s with fsync never.
 
@@ -251,12 +255,12 @@ def _codes(r) -> list[int]:
 
 
 async def producer_loop(port: int, txn_id: str, topic: str, partitions: int, offsets: bool, stop_at: float,
-                        end_latencies: list[float], backoff_s: float) -> int:
+                        end_latencies: list[float], backoff_s: float, tv2: bool = False) -> int:
     """Commit transactions back to back until ``stop_at``; returns how many."""
     client = await AsyncClient.connect("127.0.0.1", port)
     try:
-        r = await _ok(client, 22, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 60000,
-                                      "producer_id": -1, "producer_epoch": -1}, "InitProducerId")
+        r = await _ok(client, 22, 5 if tv2 else 4, {"transactional_id": txn_id, "transaction_timeout_ms": 60000,
+                                                    "producer_id": -1, "producer_epoch": -1}, "InitProducerId")
         pid, epoch = r.producer_id, r.producer_epoch
         ids = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch}
         add = {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
@@ -265,25 +269,32 @@ async def producer_loop(port: int, txn_id: str, topic: str, partitions: int, off
         seq = [0] * partitions
         done = 0
         while time.perf_counter() < stop_at:
-            await _ok(client, 24, 3, add, "AddPartitionsToTxn", backoff_s)
+            if not tv2:
+                await _ok(client, 24, 3, add, "AddPartitionsToTxn", backoff_s)
             parts = []
             for p in range(partitions):
                 parts.append({"index": p, "records": encode_batch(
                     [(None, b"x" * 100)], producer_id=pid, producer_epoch=epoch, base_sequence=seq[p],
                     transactional=True)})
                 seq[p] += 1
-            await _ok(client, 0, 9, {"transactional_id": txn_id, "acks": -1, "timeout_ms": 30000,
-                                     "topic_data": [{"name": topic, "partition_data": parts}]}, "Produce")
+            await _ok(client, 0, 12 if tv2 else 9, {"transactional_id": txn_id, "acks": -1, "timeout_ms": 30000,
+                                                    "topic_data": [{"name": topic, "partition_data": parts}]},
+                      "Produce", backoff_s)
             if offsets:
-                await _ok(client, 25, 3, {**ids, "group_id": GROUP}, "AddOffsetsToTxn")
-                await _ok(client, 28, 3, {**ids, "group_id": GROUP, "generation_id": -1, "member_id": "",
+                if not tv2:
+                    await _ok(client, 25, 3, {**ids, "group_id": GROUP}, "AddOffsetsToTxn")
+                await _ok(client, 28, 5 if tv2 else 3, {**ids, "group_id": GROUP, "generation_id": -1, "member_id": "",
                                           "group_instance_id": None, "topics": [{"name": topic, "partitions": [
                                               {"partition_index": 0, "committed_offset": done,
                                                "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
                           "TxnOffsetCommit")
             t0 = time.perf_counter()
-            await _ok(client, 26, 3, {**ids, "committed": True}, "EndTxn")
+            r = await _ok(client, 26, 5 if tv2 else 3, {**ids, "committed": True}, "EndTxn")
             end_latencies.append(time.perf_counter() - t0)
+            if tv2:  # the bumped epoch; sequences start again
+                ids["producer_epoch"] = epoch = r.producer_epoch
+                pid = ids["producer_id"] = r.producer_id
+                seq = [0] * partitions
             done += 1
         return done
     finally:
@@ -291,12 +302,13 @@ async def producer_loop(port: int, txn_id: str, topic: str, partitions: int, off
 
 
 async def txn_run(port: int, topic: str, partitions: int, offsets: bool, producers: int, seconds: float,
-                  backoff_s: float) -> tuple[float, list[float]]:
+                  backoff_s: float, tv2: bool = False) -> tuple[float, list[float]]:
     stop_at = time.perf_counter() + seconds
     latencies: list[float] = []
     t0 = time.perf_counter()
-    counts = await asyncio.gather(*(producer_loop(port, f"bench-{topic}-{i}", topic, partitions, offsets, stop_at,
-                                                  latencies, backoff_s) for i in range(producers)))
+    counts = await asyncio.gather(*(producer_loop(port, f"bench-{topic}-{i}-{'v2' if tv2 else 'v1'}", topic,
+                                                  partitions, offsets, stop_at, latencies, backoff_s, tv2)
+                                    for i in range(producers)))
     return sum(counts) / (time.perf_counter() - t0), latencies
 
 
@@ -319,14 +331,18 @@ def txn_part(args) -> None:
             for topic, partitions, offsets, label in (("one", 1, False, "1 partition, 1 record"),
                                                       ("ten", 10, True, "10 partitions + offsets")):
                 backoff = args.backoff_ms / 1000
-                asyncio.run(txn_run(port, topic, partitions, offsets, args.producers, 0.5, backoff))  # warm up
-                RETRIES["CONCURRENT_TRANSACTIONS"] = 0
-                rate, lat = asyncio.run(txn_run(port, topic, partitions, offsets, args.producers, args.seconds,
-                                                backoff))
-                print(f"fsync {fsync:6s} {label:24s} {rate:7.0f} txn/s  EndTxn p50 "
-                      f"{percentile(lat, 0.5) * 1e3:6.2f} ms  p99 {percentile(lat, 0.99) * 1e3:6.2f} ms "
-                      f"({len(lat)} transactions, {args.producers} producers, "
-                      f"{RETRIES['CONCURRENT_TRANSACTIONS']} AddPartitionsToTxn retried after 51)")
+                rates = {}
+                for tv2 in (False, True):
+                    asyncio.run(txn_run(port, topic, partitions, offsets, args.producers, 0.5, backoff, tv2))
+                    RETRIES["CONCURRENT_TRANSACTIONS"] = 0
+                    rate, lat = asyncio.run(txn_run(port, topic, partitions, offsets, args.producers,
+                                                    args.seconds, backoff, tv2))
+                    rates[tv2] = rate
+                    print(f"fsync {fsync:6s} {label:24s} {'v2' if tv2 else 'v1'} {rate:7.0f} txn/s  EndTxn p50 "
+                          f"{percentile(lat, 0.5) * 1e3:6.2f} ms  p99 {percentile(lat, 0.99) * 1e3:6.2f} ms "
+                          f"({len(lat)} transactions, {args.producers} producers, "
+                          f"{RETRIES['CONCURRENT_TRANSACTIONS']} requests retried after 51)")
+                print(f"fsync {fsync:6s} {label:24s} transactions v2 / classic: {rates[True] / rates[False]:.2f}")
         finally:
             stop(proc)
             shutil.rmtree(data, ignore_errors=True)

@@ -13,6 +13,8 @@
 # Environment: ODRADEK_ENGINE (podman|docker) forces the engine, ODRADEK_BASE_IMAGE forces the base
 # image, ODRADEK_IMAGE names the image for `run`, ODRADEK_PORT the host port for `run`,
 # ODRADEK_CONTROL_PORT a host port for the test control endpoint (off unless set; capture on),
+# ODRADEK_REGISTRY_PORT the host port of the schema registry (default 8081),
+# ODRADEK_CONSOLE_PORT the host port of the web console (default 8080),
 # ODRADEK_VOLUME the data volume (default odradek-data), ODRADEK_NAME the container's name.
 # Exit status 3 means "no engine and none can be installed here" (not root, or no apt-get).
 set -euo pipefail
@@ -156,7 +158,9 @@ run() {
     eng="$(engine)"
     [ -t 0 ] && tty=(-it)
     # clients bootstrapped on the published port must be told that port (Metadata), not 9092
-    local publish=(-p "127.0.0.1:$port:9092" -e "KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:$port")
+    local publish=(-p "127.0.0.1:$port:9092" -e "KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:$port"
+                   -p "127.0.0.1:${ODRADEK_REGISTRY_PORT:-8081}:8081"  # the schema registry
+                   -p "127.0.0.1:${ODRADEK_CONSOLE_PORT:-8080}:8080")  # the web console
     if [ -n "${ODRADEK_CONTROL_PORT:-}" ]; then
         # the test control endpoint: every interface inside the container (its loopback is unreachable
         # through -p), published on the host's loopback only; capture on, as in the test fixtures
@@ -175,5 +179,5 @@ case "${1:-}" in
     base) base "$(engine)" ;;
     build) shift; build "$@" ;;
     run) shift; run "$@" ;;
-    *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -11,15 +11,19 @@ per release, the repository, ref and commit it came from and {api key:
         --git /work/.mirror/apache+kafka/repo 2.0=2.0.0 2.8=2.8.0 3.0=3.0.0 3.5=3.5.0 3.9=3.9.0-rc3 \\
         --git /work/.mirror/confluentinc+kafka/repo \\
             4.0=4ae681446f18f9a6d7a59f317013ef82379a4ba4 4.1=13f70256db3c994c590e5d262a7cc50b9e973204 \\
+            4.2=a18251bae0b825c69794a50dffd4c3100cf5ca5b 4.3=a9ce3221537b8653448750697915607dc7936cf3 \\
         > odradek/protocol/kafka_releases.py
 
 Refs: the bare clone of apache/kafka here (a snapshot of October 2024) has
 release tags up to 3.8.0 and 3.9.0-rc3 (whose message specs equal the 3.9
-branch's); 4.0 and 4.1 come from confluentinc/kafka, which carries apache's
+branch's); 4.0 to 4.3 come from confluentinc/kafka, which carries apache's
 release branches: 4.0 at 4ae68144 (the branch head when 4.0.0 was released,
 the commit before "Bump to 4.0.1-SNAPSHOT"; the 4.0 branch's specs changed on
-2025-03-06 and next on 2025-07-08, after 4.0.0) and 4.1 at 13f70256
-("Bump version to 4.1.0", the last release-candidate commit).
+2025-03-06 and next on 2025-07-08, after 4.0.0), 4.1 at 13f70256
+("Bump version to 4.1.0", the last release-candidate commit), 4.2 at a18251ba
+and 4.3 at a9ce3221 (likewise the last "Bump version to 4.2.0" / "4.3.0" commits
+of the 4.2 and 4.3 branches, 2026-02-10 and 2026-05-13; their request specs equal
+the branch heads' of 2026-08).
 """
 
 from __future__ import annotations

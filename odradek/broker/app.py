@@ -23,21 +23,32 @@ from .client_metrics import ClientMetricsManager
 from .client_metrics_config import Subscription
 from .client_quotas import QuotaStore
 from .clock import BrokerClock, Clock
-from .config import WILDCARD_HOSTS, Config, ConfigError, parse_address
+from .config import (
+    WILDCARD_HOSTS,
+    Config,
+    ConfigError,
+    basic_auth_users,
+    parse_address,
+    parse_http_address,
+    registry_address,
+)
 from .control import BrokerControl
 from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
 from .coordinator.service import Coordinator
-from .datadir import DirLock, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
+from .datadir import DirLocks, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
+from .features import TRANSACTION_VERSION, Features, parse_levels
+from .fetch_sessions import FetchSessionCache
 from .handlers import acls as acl_handlers
 from .handlers import client_quotas as quota_handlers
 from .handlers import cluster, groups, log_admin, partitions, producer_state, scram_credentials
 from .handlers import configs as config_handlers
 from .handlers import consumer_groups as consumer_group_handlers
+from .handlers import features as feature_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
 from .handlers import produce as produce_handlers
@@ -48,6 +59,7 @@ from .handlers import transactions as txn_handlers
 from .metrics import Metrics
 from .quota_enforcer import QuotaEnforcer
 from .runtime.runtime import CoordinatorRuntime
+from .schema_registry import SchemaStore
 from .security.listeners import Endpoint
 from .security.scram_store import ScramCredentialStore
 from .security.served import ServedListener, build_listeners
@@ -57,6 +69,7 @@ from .txn.markers import MarkerRouter
 
 if TYPE_CHECKING:
     from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
+    from ..web.deferred import DeferredListener
     from .security.authorizer import Authorizer
 
 log = structlog.get_logger("odradek.broker")
@@ -100,7 +113,7 @@ class BrokerApp:
         self.endpoints: dict[str, Endpoint] = {}  # what each listener advertises, by listener name
         self.listeners: list = []  # ``security.served.ServedListener``, built at start
         self.bound: list[tuple[str, int]] = []
-        self._lock: DirLock | None = None
+        self._lock: DirLocks | None = None
         self.log_config = LogConfig.from_broker_config(config.log_defaults())
         self.dynamic_config = DynamicBrokerConfig(config, self.data_dir)
         self.topics = TopicRegistry(self.data_dir, self.log_config, default_partitions=config["num.partitions"])
@@ -125,6 +138,11 @@ class BrokerApp:
         # client quotas (KIP-546): read at start, changed by AlterClientQuotas
         self.client_quotas = QuotaStore(self.data_dir)
         self.client_quotas_lock = asyncio.Lock()
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
+                                                self.clock.now_ms)  # KIP-227, Kafka's FetchSessionCache
+        # finalized feature levels (KIP-584): read at start, changed by UpdateFeatures
+        self.features = Features(self.data_dir, release, parse_levels(config["odradek.initial.features"]))
+        self.features_lock = asyncio.Lock()
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, self.clock.now_ms, config["quota.window.num"],
                                             config["quota.window.size.seconds"])
         # ACLs when authorizer.class.name names Kafka's authorizer; None: no checks at all (and
@@ -151,6 +169,7 @@ class BrokerApp:
         scram_credentials.register(self.handlers, self)
         acl_handlers.register(self.handlers, self)
         quota_handlers.register(self.handlers, self)
+        feature_handlers.register(self.handlers, self)
         # client telemetry (KIP-714): the client instances always exist (test control reads
         # them); the two APIs are served, and advertised, only when telemetry is on
         default_metrics = config["client.metrics.default.metrics"]
@@ -169,6 +188,15 @@ class BrokerApp:
         self.control = BrokerControl(self, config["odradek.control.capture.requests"])
         self.control_endpoint: ControlEndpoint | None = None
         self.control_address: tuple[str, int] | None = None
+        # the web console: its port bound after the Kafka listeners, its pages built on first use
+        self.console: DeferredListener | None = None
+        self.console_address: tuple[str, int] | None = None
+        # the schema registry: its store replays _schemas, its HTTP listener starts after the
+        # Kafka listeners answer (``_start_registry``), so start-up pays for neither
+        self.schema_store: SchemaStore | None = None
+        self.registry_listener: DeferredListener | None = None
+        self.registry_address: tuple[str, int] | None = None
+        self._registry_starting: asyncio.Task | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -179,13 +207,14 @@ class BrokerApp:
         self.loop_thread = threading.current_thread()
         for d in self.config.data_dirs:
             prepare_data_dir(d)
-        self._lock = DirLock(self.data_dir)
+        self._lock = DirLocks(self.config.data_dirs)
         self._lock.acquire()
         try:
             self.cluster_id = load_or_create_meta(self.data_dir, self.node_id)
             finish_interrupted_reset(self.config.data_dirs)  # a test's reset cut short by a crash
             self.scram_credentials.load()
             self.client_quotas.load()
+            self.features.load()
             self.client_metrics.subscriptions.load()
             self.quotas_changed()
             if self.authorizer is not None:
@@ -220,11 +249,17 @@ class BrokerApp:
                 address = parse_address(self.config["odradek.control.listener"], self.config["odradek.control.host"])
                 with _naming_the_setting("odradek.control.listener", *address):
                     self.control_address = await self.control_endpoint.start(*address)
+            if self.config["odradek.console.listener"]:
+                self._start_console()
+            if registry_address(self.config["odradek.schema.registry.listener"]) is not None:
+                self._registry_starting = asyncio.get_running_loop().create_task(self._start_registry())
             if self.config["metrics.port"] is not None:
                 with _naming_the_setting("metrics.port", self.config["metrics.host"], self.config["metrics.port"]):
                     self.metrics_port = self.metrics.serve(self.config["metrics.host"],
                                                            self.config["metrics.port"])
         except BaseException:
+            await self._stop_console()
+            await self._stop_registry()
             if self.control_endpoint is not None:
                 await self.control_endpoint.stop()
             await self.server.stop_accepting()
@@ -237,6 +272,100 @@ class BrokerApp:
                             for li, (h, p) in zip(self.listeners, self.bound, strict=True)],
                  advertised=self.bootstrap_servers, data_dir=str(self.data_dir),
                  metrics_port=self.metrics_port)
+
+    def _start_console(self) -> None:
+        """Bind the console's port; its pages (aiohttp, Jinja2, the routes) are built on the first
+        connection (``web.deferred``), so a broker whose console nobody opens pays for neither.  A
+        port it cannot bind is logged and the broker runs on without it (8080 is often taken)."""
+        from ..web.deferred import DeferredListener  # noqa: PLC0415 - the wiring starts the HTTP surfaces
+
+        host, port = parse_http_address(self.config["odradek.console.listener"])
+        listener = DeferredListener(self._console_application, "console")
+        try:
+            self.console_address = listener.bind(host, port)
+        except OSError as exc:
+            log.warning("console.not_started", host=host, port=port, error=str(exc),
+                        note="set odradek.console.listener to a free port (0 picks one), or empty for none")
+            return
+        self.console = listener
+        log.info("console.listening", url=self.console_url)
+
+    async def _console_application(self):
+        """The console's aiohttp application (its modules imported in a worker thread)."""
+        import importlib  # noqa: PLC0415
+
+        pages = await asyncio.to_thread(importlib.import_module, "odradek.web.console")
+        return pages.ConsolePages(self, read_only=self.config["odradek.console.read.only"]).application()
+
+    @property
+    def console_url(self) -> str | None:
+        """``http://host:port/`` of the console once it listens, else None."""
+        if self.console_address is None:
+            return None
+        host, port = self.console_address
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+
+    async def _stop_console(self) -> None:
+        if self.console is not None:
+            await self.console.stop()
+            self.console = None
+            self.console_address = None
+
+    async def _start_registry(self) -> None:
+        """Replay ``_schemas`` and bind the registry's port; its HTTP application (aiohttp, the
+        routes) is built on the first connection (``web.deferred``), so a broker whose registry
+        is never used pays neither the import nor its memory."""
+        from ..web.deferred import DeferredListener  # noqa: PLC0415 - the wiring starts the HTTP surfaces
+
+        setting = "odradek.schema.registry.listener"
+        host, port = registry_address(self.config[setting])
+        try:
+            store = SchemaStore(self.topics, self.dataplane, self.clock.now_ms, topic=self.config["kafkastore.topic"],
+                                default_compatibility=self.config["schema.compatibility.level"].upper())
+            await store.start()
+            self.schema_store = store
+            self.registry_listener = DeferredListener(self._registry_application, "schema-registry")
+            with _naming_the_setting(setting, host, port):
+                self.registry_address = self.registry_listener.bind(host, port)
+        except Exception as exc:
+            log.error("registry.start_failed", setting=setting, error=str(exc),
+                      note="the broker serves Kafka without the schema registry")
+            self.registry_listener = None
+            raise
+        log.info("registry.listening", url=self.registry_url)
+
+    async def _registry_application(self):
+        """The registry's aiohttp application (its modules imported in a worker thread)."""
+        import importlib  # noqa: PLC0415
+
+        routes = await asyncio.to_thread(importlib.import_module, "odradek.web.registry")
+        return routes.RegistryRoutes(self.schema_store, self.cluster_id).application(
+            basic_auth_users(self.config["odradek.schema.registry.basic.auth.users"]))
+
+    @property
+    def registry_url(self) -> str | None:
+        """``http://host:port`` of the schema registry once it listens, else None."""
+        if self.registry_address is None:
+            return None
+        host, port = self.registry_address
+        return f"http://{host}:{port}"
+
+    async def wait_registry(self) -> str:
+        """Until the schema registry listens (tests and tools): its URL; its start-up error if it failed."""
+        if self._registry_starting is None:
+            raise ConfigError("the schema registry is off (odradek.schema.registry.listener is empty)")
+        await asyncio.shield(self._registry_starting)
+        return self.registry_url  # type: ignore[return-value]
+
+    async def _stop_registry(self) -> None:
+        if self._registry_starting is not None:
+            self._registry_starting.cancel()
+            await asyncio.gather(self._registry_starting, return_exceptions=True)
+            self._registry_starting = None
+        if self.registry_listener is not None:
+            await self.registry_listener.stop()
+            self.registry_listener = None
+        self.registry_address = None
 
     def authorize_cluster(self, ctx: RequestContext, operation: str) -> bool:
         """``operation`` (an ACL operation name: DESCRIBE, ALTER, ...) on the cluster resource,
@@ -316,7 +445,8 @@ class BrokerApp:
                                       group_partition=lambda group: partition_for(group, groups),
                                       runtime=self.runtime,
                                       await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS,
-                                      offsets_topic=OFFSETS_TOPIC)
+                                      offsets_topic=OFFSETS_TOPIC,
+                                      transaction_version=lambda: self.features.level(TRANSACTION_VERSION))
 
     def _offsets_stable_offset(self, lg: Log) -> int | None:
         """The cleaner's bound on an internal topic: an offsets partition's last stable offset,
@@ -340,6 +470,8 @@ class BrokerApp:
         await self.logs.close()
 
     async def stop(self, grace: float = 5.0) -> None:
+        await self._stop_console()
+        await self._stop_registry()
         if self.control_endpoint is not None:
             await self.control_endpoint.stop()
             self.control_endpoint = None

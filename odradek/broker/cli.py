@@ -156,7 +156,8 @@ def cmd_import(args) -> int:
         print(f"odradek: {describe_error(exc)}", file=sys.stderr)
         return 1
     try:
-        stats = import_offsets(args.kafka_log_dir, data_dir, config["offsets.topic.num.partitions"])
+        stats = import_offsets(args.kafka_log_dir, data_dir, config["offsets.topic.num.partitions"],
+                               config.data_dirs[1:])
     except (ImportError_, OSError, ValueError) as exc:
         print(f"odradek: import failed: {describe_error(exc)}", file=sys.stderr)
         return 1

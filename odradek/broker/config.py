@@ -150,9 +150,19 @@ def _log_levels(text: str) -> str:
     return text.strip()
 
 
+def _feature_levels(text: str) -> str:
+    from .features import parse_levels
+
+    parse_levels(text)
+    return text.strip()
+
+
 def _listeners(text: str) -> str:
     parse_listeners(text)
     return text.strip()
+
+
+CONSOLE_DEFAULT = "http://127.0.0.1:8080"
 
 
 def parse_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
@@ -170,6 +180,41 @@ def _control_address(text: str) -> str:
     if text.strip():
         parse_address(text)
     return text.strip()
+
+
+def parse_http_address(text: str, default_host: str = "127.0.0.1") -> tuple[str, int]:
+    """``http://host:port``, ``host:port`` or ``port``: where an HTTP surface (the console) listens."""
+    text = text.strip()
+    scheme, sep, rest = text.partition("://")
+    if sep and scheme.lower() != "http":
+        raise ValueError(f"{text!r}: only http:// is served")
+    return parse_address((rest if sep else text).rstrip("/"), default_host)
+
+
+def registry_address(text: str) -> tuple[str, int] | None:
+    """``odradek.schema.registry.listener``: ``http://HOST:PORT``, ``HOST:PORT`` or ``PORT``; empty: off."""
+    return parse_http_address(text) if text.strip() else None
+
+
+def _registry_listener(text: str) -> str:
+    registry_address(text)
+    return text.strip()
+
+
+def _basic_auth_users(text: str) -> str:
+    basic_auth_users(text)
+    return text.strip()
+
+
+def basic_auth_users(text: str) -> dict[str, str]:
+    """``name:password,name2:password2``: the users HTTP basic auth lets in."""
+    users = {}
+    for item in filter(None, (i.strip() for i in text.split(","))):
+        name, sep, password = item.partition(":")
+        if not sep or not name:
+            raise ValueError(f"{item!r} is not NAME:PASSWORD")
+        users[name] = password
+    return users
 
 
 # Kafka's authorizer class names: KRaft's, the ZooKeeper-era one, and the pre-2.0 one
@@ -235,9 +280,11 @@ class Setting:
     def type_name(self) -> str:
         return {_int: "int", _bool: "boolean", _float: "double", _str: "string",
                 _listeners: "listeners", _paths: "paths", _kafka_release: "Kafka release",
+                _feature_levels: "feature=level list",
                 _log_levels: "component=level list",
                 _rebalance_protocols: "list", _consumer_assignors: "list",
-                _control_address: "host:port or port"}.get(self.parse, self.parse.__name__)
+                _control_address: "host:port or port", _registry_listener: "http://host:port, host:port or port",
+                _basic_auth_users: "name:password list"}.get(self.parse, self.parse.__name__)
 
     def convert(self, raw: Any) -> Any:
         value = raw if not isinstance(raw, str) else self.parse(raw)
@@ -349,6 +396,9 @@ SETTINGS: list[Setting] = [
     Setting("fetch.max.bytes", _int, 57671680,
             "Most record bytes one Fetch answer carries (besides one whole first batch, KIP-74).",
             low=1024, high=INT32_MAX),
+    Setting("max.incremental.fetch.session.cache.slots", _int, 1000,
+            "Most incremental fetch sessions (KIP-227) kept, split over 8 shards as Kafka's cache is.",
+            low=0),
     Setting("quota.window.num", _int, 11,
             "Samples a client quota's rate is measured over (Kafka's quota.window.num).", low=1),
     Setting("quota.window.size.seconds", _int, 1,
@@ -394,7 +444,11 @@ SETTINGS: list[Setting] = [
     Setting("odradek.emulate.kafka.version", _kafka_release, "",
             "Serve only the request versions this Kafka release served (ApiVersions and every "
             "version check), and write the __consumer_offsets value versions it wrote; "
-            "empty: every version implemented. One of 2.0, 2.8, 3.0, 3.5, 3.9, 4.0, 4.1."),
+            "empty: every version implemented. One of 2.0, 2.8, 3.0, 3.5, 3.9, 4.0, 4.1, 4.2, 4.3."),
+    Setting("odradek.initial.features", _feature_levels, "",
+            "Finalized feature levels of a fresh data dir, as kafka-storage format --feature sets them "
+            "(transaction.version=1,group.version=0); unset features take the release's default. "
+            "UpdateFeatures changes them later; its levels are kept in the data dir."),
     # topics
     Setting("auto.create.topics.enable", _bool, True,
             "Create unknown topics on Metadata/Produce requests that allow it."),
@@ -500,6 +554,35 @@ SETTINGS: list[Setting] = [
             "Interface of the control endpoint when odradek.control.listener gives only a port. The "
             "container image sets 0.0.0.0: loopback inside a container is unreachable through a "
             "published port (-p)."),
+    # the web console (web/console/): on by default, on loopback
+    Setting("odradek.console.listener", _registry_listener, CONSOLE_DEFAULT,
+            "Serve the web console (topics, messages, groups, lag, the offsets timeline, test control) "
+            "on http://HOST:PORT (or HOST:PORT, or PORT on 127.0.0.1); empty: off. Started once the Kafka "
+            "listeners answer; a port in use is logged and the broker runs on without it. The in-process "
+            "test brokers leave it off unless asked (console=True). It has no authentication: bind it "
+            "beyond loopback only where everyone who can reach it may see and change the broker's data."),
+    Setting("odradek.console.read.only", _bool, False,
+            "The console only shows: every page that changes something (create, delete, produce, "
+            "reset offsets, fault control) is refused with 403 and its forms are hidden."),
+    Setting("odradek.console.principal", _str, "User:ANONYMOUS",
+            "The principal the console's actions run as: with an authorizer on, they pass the same ACL "
+            "checks as a Kafka client's requests by this principal."),
+    # the schema registry (Confluent's REST API; docs/SCHEMA_REGISTRY.md)
+    Setting("odradek.schema.registry.listener", _registry_listener, "http://127.0.0.1:8081",
+            "Serve the schema registry (Confluent Schema Registry's REST API) at http://HOST:PORT "
+            "(HOST:PORT or a port work too); empty: off. The in-process test brokers turn it off "
+            "unless asked (schema_registry=True). Started once the Kafka listeners answer; a port "
+            "that cannot be bound is logged and the broker serves Kafka without it."),
+    Setting("odradek.schema.registry.basic.auth.users", _basic_auth_users, "",
+            "NAME:PASSWORD,...: the schema registry asks for HTTP basic auth with one of these "
+            "users; empty: no authentication.", sensitive=True),
+    Setting("kafkastore.topic", _str, "_schemas",
+            "The compacted one-partition topic the schema registry keeps its state in, in "
+            "Confluent's JSON (Confluent's setting of the same name)."),
+    Setting("schema.compatibility.level", _choice("none", "backward", "backward_transitive", "forward",
+                                                  "forward_transitive", "full", "full_transitive"),
+            "backward", "The schema registry's compatibility level where neither the subject nor "
+            "the global config sets one (Confluent's setting of the same name)."),
     Setting("odradek.control.capture.requests", _int, 0,
             "Keep the last N requests received, decoded, for tests to query (`captured`); 0: off. "
             "The in-process test brokers keep 1000.", low=0, high=10_000_000),

@@ -132,6 +132,29 @@ class DirLock:
             self._fd = None
 
 
+class DirLocks:
+    """A :class:`DirLock` on every log dir (Kafka locks each of its ``log.dirs``): a second broker
+    naming any of them refuses to start; all or none are held."""
+
+    def __init__(self, dirs: list[Path]):
+        self._locks = [DirLock(d) for d in dirs]
+
+    def acquire(self) -> None:
+        taken: list[DirLock] = []
+        try:
+            for lock in self._locks:
+                lock.acquire()
+                taken.append(lock)
+        except BaseException:
+            for lock in taken:
+                lock.release()
+            raise
+
+    def release(self) -> None:
+        for lock in self._locks:
+            lock.release()
+
+
 def parse_holder(text: str) -> dict[str, str]:
     """``pid=N host=NAME`` (or the bare pid older versions wrote) as a dict."""
     words = text.split()

@@ -25,6 +25,12 @@ class _NoResponse:
 
 
 NO_RESPONSE = _NoResponse()  # acks=0 Produce: the client expects nothing back
+# an answer's key (never encoded) holding ``fn(body)``, which turns it into what Kafka sends when the
+# request is throttled (a Fetch: no partitions, no new session; ``quota_enforcer``)
+ON_THROTTLE = "_on_throttle"
+# a decoded Fetch's key set by the ACL guard: ``fn(topic names) -> the allowed ones``, asked by the
+# handler for every partition it reads (an incremental session's cached ones included)
+AUTHORIZED_TOPICS = "_authorized_topics"
 
 
 class CloseConnection(Exception):

@@ -63,7 +63,8 @@ def emulation_markdown() -> list[str]:
         cells = [f"{c[key][0]}–{c[key][1]}" if key in c else "—" for c in columns.values()]
         lines.append(f"| {APIS[key].name} | {key} | " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Produce is listed from v0 under 4.0 and 4.1, as Kafka 4's ApiVersions does "
+    floored = [r for r, t in RELEASES.items() if t.get("produce_advertised_min") is not None]
+    lines.append(f"Produce is listed from v0 under {', '.join(floored)}, as Kafka 4's ApiVersions does "
                  "(KAFKA-18659); v0–2 are refused.")
     lines.append("")
     lines.append("Columns read from: " + ", ".join(

@@ -5,7 +5,9 @@ real Kafka partition directory and on a damaged one: a batch that fails
 validation is reported and the dump stops there, as recovery would.
 Records of ``__consumer_offsets-N`` directories are decoded into their key
 and value fields (Kafka's ``--offsets-decoder``), those of
-``__transaction_state-N`` too (``--transaction-log-decoder``).
+``__transaction_state-N`` too (``--transaction-log-decoder``), and those of
+``__share_group_state-N`` (``--share-group-state-decoder``: topic ids in
+Kafka's text form, delivery states by name).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from ..offsets.consumer_protocol import decode_assignment, decode_subscription
 from ..offsets.consumer_records import CG_RECORD_NAMES, decode_cg_record
 from ..offsets.records import GroupValue, RecordDecodeError, decode_key, decode_value
 from ..protocol.records import CorruptRecordError, Record, batch_size_at, decode_batch
+from ..registry.records import TOPIC as SCHEMAS_TOPIC
+from ..registry.records import RecordError, parse_key, parse_value
+from ..shares import records as share_records
 from ..storage.files import LOG_SUFFIX, parse_partition_dir
 from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..transactions import records as txn_records
@@ -143,7 +148,42 @@ def decode_txn_record(record: Record) -> dict:
     return out
 
 
-_DECODERS = {OFFSETS_TOPIC: decode_offsets_record, TRANSACTION_STATE_TOPIC: decode_txn_record}
+_DELIVERY_STATES = {0: "AVAILABLE", 1: "ACQUIRED", 2: "ACKNOWLEDGED", 4: "ARCHIVED"}
+
+
+def decode_share_state_record(record: Record) -> dict:
+    """The decoded key/value of one ``__share_group_state`` record (ShareSnapshot or ShareUpdate)."""
+    try:
+        key = share_records.decode_key(record.key or b"")
+        value = None if key is None else share_records.decode_value(key, record.value)
+    except share_records.ShareRecordDecodeError as exc:
+        return {"value_error": str(exc)}
+    if key is None:
+        return {"key": "unknown key type (skipped by the share coordinator)"}
+    out: dict[str, Any] = {"key": {"type": type(key).__name__, "group_id": key.group_id,
+                                   "topic_id": share_records.kafka_uuid_text(key.topic_id),
+                                   "partition": key.partition}}
+    if value is None:
+        out["value"] = None
+        return out
+    out["value"] = {**_jsonable(value), "state_batches": [
+        {**_jsonable(b), "delivery_state": _DELIVERY_STATES.get(b.delivery_state, b.delivery_state)}
+        for b in value.state_batches]}
+    return out
+
+
+def decode_schemas_record(record: Record) -> dict:
+    """One ``_schemas`` record in Confluent's JSON (the schema registry's key and value, as
+    Confluent's ``kafka-console-consumer`` on that topic would print them)."""
+    try:
+        parse_key(record.key)
+        return {"key": parse_value(record.key), "value": parse_value(record.value)}
+    except RecordError as exc:
+        return {"value_error": str(exc)}
+
+
+_DECODERS = {OFFSETS_TOPIC: decode_offsets_record, TRANSACTION_STATE_TOPIC: decode_txn_record,
+             SCHEMAS_TOPIC: decode_schemas_record, share_records.STATE_TOPIC: decode_share_state_record}
 
 
 def _starts_like_a_batch(data: bytes) -> bool:

@@ -24,16 +24,18 @@ Shape = Callable[[int, Any, int], dict | None]
 def _produce(v: int, req, code: int) -> dict | None:
     if req.acks == 0:
         return None
-    return {"responses": [{"name": t.name, "partition_responses": [
+    return {"responses": [{"name": t.name, "topic_id": t.get("topic_id"), "partition_responses": [
         {"index": p.index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
          "log_start_offset": -1} for p in t.partition_data]} for t in req.topic_data]}
 
 
 def _fetch(v: int, req, code: int) -> dict:
-    return {"error_code": code, "session_id": 0, "responses": [{"topic": t.topic, "partitions": [
-        {"partition_index": p.partition, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
-         "log_start_offset": -1, "aborted_transactions": None, "records": None}
-        for p in t.partitions]} for t in req.topics]}
+    """From v13 the top-level code alone, no partitions (``FetchRequest.getErrorResponse``)."""
+    return {"error_code": code, "session_id": req.get("session_id", 0), "responses": [] if v >= 13 else [
+        {"topic": t.topic, "partitions": [
+            {"partition_index": p.partition, "error_code": code, "high_watermark": -1, "last_stable_offset": -1,
+             "log_start_offset": -1, "aborted_transactions": None, "records": None}
+            for p in t.partitions]} for t in req.topics]}
 
 
 def _list_offsets(v: int, req, code: int) -> dict:
@@ -74,6 +76,9 @@ def _find_coordinator(v: int, req, code: int) -> dict:
 
 
 def _add_partitions_to_txn(v: int, req, code: int) -> dict:
+    """v4+ (the broker batch): the top-level error only."""
+    if v >= 4:
+        return {"error_code": code, "results_by_transaction": []}
     return {"results_by_topic_v3_and_below": [{"name": t.name, "results_by_partition": [
         {"partition_index": p, "partition_error_code": code} for p in t.partitions]}
         for t in req.v3_and_below_topics]}
@@ -193,6 +198,30 @@ def _consumer_group_describe(v: int, req, code: int) -> dict:
                        for g in req.group_ids]}
 
 
+def _alter_reassignments(v: int, req, code: int) -> dict:
+    """AlterPartitionReassignmentsRequest.getErrorResponse: the code on top and on every partition."""
+    return {"error_code": code, "error_message": None, "responses": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code,
+                                         "error_message": None} for p in t.partitions]} for t in req.topics]}
+
+
+def _list_reassignments(v: int, req, code: int) -> dict:
+    """ListPartitionReassignmentsRequest.getErrorResponse: the asked partitions, no replicas."""
+    return {"error_code": code, "error_message": None, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": i, "replicas": [], "adding_replicas": [],
+                                         "removing_replicas": []} for i in t.partition_indexes]}
+        for t in req.topics or []]}
+
+
+def _alter_replica_log_dirs(v: int, req, code: int) -> dict:
+    """AlterReplicaLogDirsRequest.getErrorResponse: every partition named, by topic."""
+    by_topic: dict[str, list[dict]] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            by_topic.setdefault(t.name, []).extend({"partition_index": p, "error_code": code} for p in t.partitions)
+    return {"results": [{"topic_name": n, "partitions": ps} for n, ps in by_topic.items()]}
+
+
 SHAPES: dict[int, Shape] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
     10: _find_coordinator,
@@ -209,9 +238,12 @@ SHAPES: dict[int, Shape] = {
     66: _top_level(unknown_state_filters=[], transaction_states=[]), 61: _describe_producers,
     50: _describe_scram, 51: _alter_scram,
     48: _top_level(error_message=None, entries=None), 49: _alter_client_quotas,
+    57: _top_level(error_message=None, results=[]),  # UpdateFeaturesResponse.createWithErrors
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
     68: _top_level(error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None),
     69: _consumer_group_describe,
+    74: _top_level(config_resources=[]), 45: _alter_reassignments, 46: _list_reassignments,
+    34: _alter_replica_log_dirs,  # ListConfigResourcesRequest.getErrorResponse
     17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),
 }
 

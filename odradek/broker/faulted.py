@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from . import partition_errors
-from .dispatch import NO_RESPONSE, CloseConnection, Later, RequestContext
+from .dispatch import NO_RESPONSE, CloseConnection, Later, RequestContext, after
 from .error_answers import error_answer
+from .leader_hints import add_leader_hints, hinted
+
+if TYPE_CHECKING:
+    from .security.listeners import Endpoint
 
 
 def apply_fault(rule: Any, api_key: int, handler: Any, ctx: RequestContext, body: Any, log: Any,
-                api: str) -> Any:
+                api: str, leader: Callable[[str], Endpoint] | None = None) -> Any:
     """Apply ``rule`` to the request ``body`` whose handler is ``handler(ctx, body)``.
 
     An error answer is Kafka's error response for the request
@@ -26,7 +32,9 @@ def apply_fault(rule: Any, api_key: int, handler: Any, ctx: RequestContext, body
     means the handler does not run either; closing after runs it (a
     commit lands) and closes instead of answering; a delay or throttle
     wraps the handler's answer in a coroutine the connection waits on,
-    as on any slow request, without blocking other connections.
+    as on any slow request, without blocking other connections.  ``leader``
+    (this node's endpoint by listener) fills KIP-951's hints beside an
+    injected NOT_LEADER_OR_FOLLOWER (``leader_hints``).
     """
     log.info("request.fault", api=api, version=ctx.api_version, rule=rule.id,
              error=rule.error, delay_ms=rule.delay_ms, close=rule.close, throttle_ms=rule.throttle_ms)
@@ -41,6 +49,8 @@ def apply_fault(rule: Any, api_key: int, handler: Any, ctx: RequestContext, body
         result = NO_RESPONSE if answer is None else answer
     else:
         result = handler(ctx, body)
+    if leader is not None and hinted(api_key, ctx.api_version, rule.error):  # KIP-951, as Kafka answers
+        result = after(result, partial(add_leader_hints, api_key, leader(ctx.listener)))
     if not rule.delay_ms and rule.close is None:
         if rule.throttle_ms is None or result is NO_RESPONSE:
             return result

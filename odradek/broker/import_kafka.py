@@ -13,6 +13,7 @@ loader applies them, ``offsets/replay.py``); KIP-848 consumer-group records
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,16 +78,25 @@ def _records_in_order(partition_dir: Path, stats: ImportStats):
     stats.aborted_txn_records += replay.dropped
 
 
-def import_offsets(kafka_dir: str | Path, data_dir: str | Path, num_partitions: int) -> ImportStats:
-    """Copy and re-partition; the target's ``__consumer_offsets`` must be absent or empty."""
+def _home(dirs: list[Path], name: str) -> Path:
+    """The partition dir ``name`` where it already is, else in the first log dir."""
+    return next((d / name for d in dirs if (d / name).is_dir()), dirs[0] / name)
+
+
+def import_offsets(kafka_dir: str | Path, data_dir: str | Path, num_partitions: int,
+                   other_dirs: Sequence[str | Path] = ()) -> ImportStats:
+    """Copy and re-partition; the target's ``__consumer_offsets`` must be absent or empty.
+
+    With several log dirs (``other_dirs`` after the first), a partition already in one of
+    them is written there: the broker finds each partition in exactly one dir."""
     kafka_dir, data_dir = Path(kafka_dir), Path(data_dir)
+    dirs = [data_dir, *map(Path, other_dirs)]
     sources = source_partitions(kafka_dir)
     if not sources:
         raise ImportError_(f"no {OFFSETS_TOPIC}-N directories under {kafka_dir}")
     stats = ImportStats(source_partitions=len(sources), target_partitions=num_partitions)
     config = offsets_topic_config(LogConfig())
-    logs = [Log.open(data_dir / partition_dir_name(OFFSETS_TOPIC, p), config)
-            for p in range(num_partitions)]
+    logs = [Log.open(_home(dirs, partition_dir_name(OFFSETS_TOPIC, p)), config) for p in range(num_partitions)]
     try:
         if any(lg.log_end_offset > 0 for lg in logs):
             raise ImportError_(f"{data_dir} already holds committed offsets; import into an empty data dir")

@@ -62,6 +62,17 @@ def parse_levels(text: str) -> dict[str, int]:
 _threshold: dict[str, int] = {}  # what configure() set: per component, and "" for the rest
 _DEFAULT_THRESHOLD = logging.INFO
 _EMBEDDED: list[list] = []  # [the processors configure_embedded() installed]: to know its own configuration
+_OURS: list[bool] = []  # [True] once configure() or configure_embedded() set structlog up
+
+# Every component that logs (``structlog.get_logger("odradek.<component>")``): the loggers
+# DescribeConfigs lists for a BROKER_LOGGER resource, beside "root" (the global level).
+# tests/unit/test_broker_loggers.py checks that each logger the package asks for is here.
+COMPONENTS = ("authorizer", "broker", "cli", "clock", "configs", "control", "coordinator", "dataplane",
+              "features", "gc", "produce", "producers", "quotas", "registry", "security", "server", "storage",
+              "telemetry", "topics", "txn", "web")
+ROOT = "root"
+_WRAPPER_FLOORS = (logging.NOTSET, logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR,
+                   logging.CRITICAL)  # the levels structlog builds a filtering logger for
 
 
 def enabled(component: str, level: int) -> bool:
@@ -81,12 +92,13 @@ def _thresholds(level: str, levels: str) -> tuple[int, dict[str, int]]:
     return default, per_component
 
 
-def _component_filter(default: int, per_component: dict[str, int], tag: bool = True):
-    """Drops events below their component's level; ``tag`` names the component in the event
-    (the standard library's records carry the logger name already)."""
+def _component_filter(tag: bool = True):
+    """Drops events below their component's level (read at each event from ``_threshold``, so a
+    level changed at run time applies at once); ``tag`` names the component in the event (the
+    standard library's records carry the logger name already)."""
     def component_filter(logger, method_name, event_dict):
         name = getattr(logger, "name", "")
-        wanted = per_component.get(name, default)
+        wanted = _threshold.get(name, _threshold.get("", _DEFAULT_THRESHOLD))
         if _METHOD_LEVELS.get(method_name, logging.INFO) < wanted:
             raise structlog.DropEvent
         if tag:
@@ -105,9 +117,10 @@ def configure(fmt: str = "auto", level: str = "info", stream=None, levels: str =
                                                            drop_missing=True))
     floor = min([default, *per_component.values()])
     _EMBEDDED.clear()
+    _OURS[:] = [True]
     structlog.configure(
         processors=[
-            _component_filter(default, per_component),
+            _component_filter(),
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -135,12 +148,13 @@ def configure_embedded(level: str = "warning", levels: str = "") -> bool:
     for name, wanted in per_component.items():
         logging.getLogger(name).setLevel(wanted)
     processors = [
-        _component_filter(default, per_component, tag=False),
+        _component_filter(tag=False),
         structlog.contextvars.merge_contextvars,
         structlog.processors.format_exc_info,
         structlog.processors.KeyValueRenderer(key_order=["event"], drop_missing=True),
     ]
     _EMBEDDED[:] = [processors]
+    _OURS[:] = [True]
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(min([default, *per_component.values()])),
@@ -148,3 +162,43 @@ def configure_embedded(level: str = "warning", levels: str = "") -> bool:
         cache_logger_on_first_use=False,
     )
     return True
+
+
+# --- levels changed at run time (IncrementalAlterConfigs of BROKER_LOGGER resources) --------
+
+def logger_names() -> list[str]:
+    """The loggers that exist: every component, those given a level, and ``root``."""
+    named = {f"odradek.{c}" for c in COMPONENTS} | {n for n in _threshold if n}
+    return [ROOT, *sorted(named)]
+
+
+def logger_level(name: str) -> int:
+    """A logger's effective level: its own, else the global one (``root``)."""
+    default = _threshold.get("", _DEFAULT_THRESHOLD)
+    return default if name == ROOT else _threshold.get(name, default)
+
+
+def set_logger_level(name: str, level: int | None) -> None:
+    """Sets (or with None removes, back to ``root``'s) a logger's level for this process.
+
+    Events are filtered twice: structlog's bound logger drops methods below the
+    lowest level in use before anything else runs, then the component filter
+    applies each logger's own level.  The first floor is rebuilt here, so a
+    lowered level reaches the output; the standard library's loggers (embedded
+    brokers) get the level too.
+    """
+    if name == ROOT:
+        if level is None:
+            raise ValueError("the root logger always has a level")
+        _threshold[""] = level
+        logging.getLogger("odradek").setLevel(level)
+    elif level is None:
+        _threshold.pop(name, None)
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    else:
+        _threshold[name] = level
+        logging.getLogger(name).setLevel(level)
+    if _OURS and structlog.is_configured():
+        floor = min([_threshold.get("", _DEFAULT_THRESHOLD), *_threshold.values()])
+        floor = max(lv for lv in _WRAPPER_FLOORS if lv <= floor)  # TRACE (5): nothing filtered
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(floor))

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..storage.log_manager import LogManager
     from .client_metrics import ClientMetricsManager
     from .coordinator.service import Coordinator
+    from .fetch_sessions import FetchSessionCache
     from .server import KafkaServer
 
 
@@ -33,6 +34,7 @@ class MetricServices(Protocol):
     logs: LogManager
     coordinator: Coordinator | None
     client_metrics: ClientMetricsManager
+    fetch_sessions: FetchSessionCache
 
 
 class Figures(Protocol):
@@ -107,6 +109,7 @@ def _families(app: MetricServices, metrics: Figures) -> list:
         c.add_metric([], events[name])
         out.append(c)
     out.extend(_log_families(app))
+    out.extend(_fetch_session_families(app.fetch_sessions))
     out.extend(_telemetry_families(app))
     if app.coordinator is not None:
         out.extend(_coordinator_families(app))
@@ -162,6 +165,20 @@ def _log_families(app: MetricServices) -> list:
         size.add_metric(labels, log.size_bytes)
         end.add_metric(labels, log.log_end_offset)
     return [size, end]
+
+
+def _fetch_session_families(cache: FetchSessionCache) -> list:
+    """Kafka's FetchSessionCache gauges and eviction meter (NumIncrementalFetchSessions,
+    NumIncrementalFetchPartitionsCached, IncrementalFetchSessionEvictionsPerSec)."""
+    sessions = GaugeMetricFamily("odradek_incremental_fetch_sessions", "Incremental fetch sessions cached (KIP-227)")
+    sessions.add_metric([], len(cache))
+    cached = GaugeMetricFamily("odradek_incremental_fetch_partitions_cached",
+                               "Partitions held by the incremental fetch sessions")
+    cached.add_metric([], cache.partitions_cached())
+    evictions = CounterMetricFamily("odradek_incremental_fetch_session_evictions",
+                                    "Fetch sessions evicted to make room for a new one")
+    evictions.add_metric([], cache.evictions)
+    return [sessions, cached, evictions]
 
 
 def _telemetry_families(app: MetricServices) -> list:

@@ -20,6 +20,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol.fastcodec import EncodedArray
 from ..protocol.registry import APIS
 from ..protocol.schema import F
 
@@ -122,12 +123,15 @@ def merge(layout: Layout, answer: dict, chosen: list, code: int) -> dict:
     topics = list(answer.get(layout.answer_topics) or [])
     for req_topic, indexes in chosen:
         ident = {k: req_topic[k] for k in layout.answer_identity if req_topic.get(k) is not None}
-        if not any(k in ident for k in TOPIC_NAMES) and (name := _topic_name(req_topic)) is not None:
-            ident[next(k for k in layout.answer_identity if k in TOPIC_NAMES)] = name
+        name_field = next((k for k in layout.answer_identity if k in TOPIC_NAMES), None)  # none: by id
+        if name_field is not None and name_field not in ident and (name := _topic_name(req_topic)) is not None:
+            ident[name_field] = name
         parts = [{layout.answer_index: i, layout.answer_error: code} for i in indexes]
         for n, existing in enumerate(topics):
             if all(existing.get(k) == v for k, v in ident.items()):
-                topics[n] = {**existing, layout.answer_partitions: [*existing[layout.answer_partitions], *parts]}
+                written = existing[layout.answer_partitions]
+                merged = written.extended(parts) if type(written) is EncodedArray else [*written, *parts]
+                topics[n] = {**existing, layout.answer_partitions: merged}
                 break
         else:
             topics.append({**ident, layout.answer_partitions: parts})

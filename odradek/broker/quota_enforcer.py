@@ -24,7 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
-from .dispatch import NO_RESPONSE, after
+from .dispatch import NO_RESPONSE, ON_THROTTLE, after
 
 if TYPE_CHECKING:
     from .client_quotas import Entity, QuotaStore
@@ -142,6 +142,9 @@ class QuotaEnforcer:
         ms = self.record(CONSUMER_BYTE_RATE, user, client, size)
         if ms > 0:  # Kafka's getThrottledResponse: no data, the bytes not counted
             self.unrecord(CONSUMER_BYTE_RATE, user, client, size)
+            throttled = body.pop(ON_THROTTLE, None)  # the fetch session's answer (no new session)
+            if throttled is not None:
+                throttled(body)
             body["responses"] = []
         return ms
 

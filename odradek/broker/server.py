@@ -20,7 +20,7 @@ import struct
 import time
 from collections import Counter, deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -33,8 +33,10 @@ from .dispatch import NO_RESPONSE, CloseConnection, HandlerTable, Later, Request
 from .error_answers import error_answer
 from .faulted import apply_fault
 from .runtime.runtime import CoordinatorRuntime
-from .security import authenticator as authn
 from .security.principal import ANONYMOUS, PrincipalMappingError, ssl_principal, subject_dn
+
+if TYPE_CHECKING:
+    from .security import authenticator as authn  # loaded for SASL listeners only (Connection)
 
 log = structlog.get_logger("odradek.server")
 
@@ -433,6 +435,8 @@ class Connection(asyncio.Protocol):
                     return
                 self.log.info("tls.client_certificate", principal=self.principal)
         if listener.sasl is not None:
+            from .security import authenticator as authn  # noqa: PLC0415 - SASL code for SASL listeners only
+
             self.sasl = authn.SaslAuthenticator(listener.sasl, self.server.now_ms)
             self.frame_limit = min(listener.sasl.max_receive_size, self.server.max_request_bytes)
             self.process = self._sasl_process
@@ -748,7 +752,8 @@ class Connection(asyncio.Protocol):
                 return self._api_versions_fallback(correlation_id, self.server.handlers.get(api_key).versions.hi,
                                                    rule.error)
             else:
-                result = apply_fault(rule, route.api_key, route.fn, ctx, body, self.log, route.name)
+                result = apply_fault(rule, route.api_key, route.fn, ctx, body, self.log, route.name,
+                                     control.leader_endpoint)
             quotas = self.server.quotas
             if quotas is not None:
                 result = quotas.throttle(self.mute, ctx, len(frame) + 4, result, started)
@@ -772,6 +777,8 @@ class Connection(asyncio.Protocol):
         The authenticator says what each frame is for (``SaslAuthenticator.receive``);
         the connection decodes, encodes, logs and closes.
         """
+        from .security import authenticator as authn  # noqa: PLC0415 - loaded by connection_made
+
         auth = self.sasl
         step = auth.receive(frame)
         action = step.action
@@ -817,7 +824,9 @@ class Connection(asyncio.Protocol):
         return route, body
 
     def _sasl_handshake(self, frame: bytes, version: int, correlation_id: int) -> Any:
-        route, body = self._sasl_decode(frame, authn.SASL_HANDSHAKE_KEY, version)
+        from .security.authenticator import SASL_HANDSHAKE_KEY  # noqa: PLC0415 - loaded by connection_made
+
+        route, body = self._sasl_decode(frame, SASL_HANDSHAKE_KEY, version)
         started = time.perf_counter()
         reply = self.sasl.handshake(body.mechanism, version)
         answer = self._answer(reply.answer, route, version, correlation_id, started)
@@ -829,7 +838,9 @@ class Connection(asyncio.Protocol):
         raise FailAuthentication(reply.failure.reason, answer)
 
     def _sasl_authenticate(self, frame: bytes, version: int, correlation_id: int) -> Any:
-        route, body = self._sasl_decode(frame, authn.SASL_AUTHENTICATE_KEY, version)
+        from .security.authenticator import SASL_AUTHENTICATE_KEY  # noqa: PLC0415 - loaded by connection_made
+
+        route, body = self._sasl_decode(frame, SASL_AUTHENTICATE_KEY, version)
         started = time.perf_counter()
         reply = self.sasl.authenticate(bytes(body.auth_bytes))
         self._sasl_outcome(reply)

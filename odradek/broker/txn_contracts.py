@@ -22,6 +22,9 @@ class TxnMarker:
     producer_epoch: int
     coordinator_epoch: int
     commit: bool  # COMMIT (control type 1) or ABORT (0)
+    # the transaction's version (WriteTxnMarkers v2's TransactionVersion): from 2 on the marker's epoch
+    # is the bumped one and must be above the producer's (ProducerAppendInfo.checkProducerEpoch)
+    transaction_version: int = 0
 
 
 class MarkerTarget(Protocol):

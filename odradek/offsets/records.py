@@ -37,7 +37,6 @@ with ``Message.parse``/``build``; the tests hold both paths to the same bytes.
 from __future__ import annotations
 
 import struct
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -45,6 +44,7 @@ from odradek.protocol.primitives import ProtocolError
 from odradek.protocol.schema import F, Message
 
 from ..protocol.fastcodec import CodecCache, compile_reader, compile_writer
+from ..protocol.javahash import java_partition, java_string_hash
 
 __all__ = [
     "OFFSET_COMMIT_KEY", "OFFSET_COMMIT_VALUE", "GROUP_METADATA_KEY", "GROUP_METADATA_VALUE",
@@ -362,20 +362,6 @@ def _value_error(key: OffsetKey | GroupKey, data: bytes, exc: Exception) -> Reco
 
 # --- group -> offsets partition ------------------------------------------------------------
 
-_UTF16 = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
-
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode``: over UTF-16 code units, signed 32-bit wrap-around.
-
-    Characters outside the BMP count as their two surrogates, as in Java.
-    """
-    h = 0
-    for unit in memoryview(s.encode(_UTF16, "surrogatepass")).cast("H"):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
 @lru_cache(maxsize=8192)
 def partition_for(group_id: str, n: int) -> int:
     """The ``__consumer_offsets`` partition owning ``group_id``, exactly as Kafka.
@@ -385,5 +371,4 @@ def partition_for(group_id: str, n: int) -> int:
     """
     if n <= 0:
         raise ValueError(f"number of offsets partitions must be positive, got {n}")
-    h = java_string_hash(group_id)
-    return (0 if h == -0x80000000 else abs(h)) % n
+    return java_partition(group_id, n)

@@ -234,12 +234,16 @@ class TxnOffsets:
             return ErrorCode.INVALID_PRODUCER_EPOCH
         return ErrorCode.NONE
 
-    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> ErrorCode:
-        """Kafka's ``ProducerAppendInfo.appendEndTxnMarker`` checks: producer epoch, then coordinator epoch."""
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     transaction_version: int = 0) -> ErrorCode:
+        """Kafka's ``ProducerAppendInfo.appendEndTxnMarker`` checks: producer epoch, then coordinator epoch.
+        A transactions-v2 marker's epoch (the bumped one) must be above the producer's, or equal to
+        it with nothing pending (a retried marker)."""
         seen = self.producers.get(producer_id)
         if seen is None:
             return ErrorCode.NONE
-        if producer_epoch < seen[0]:
+        if producer_epoch < seen[0] or (transaction_version >= 2 and producer_epoch == seen[0]
+                                        and self.pending.get(producer_id)):
             return ErrorCode.INVALID_PRODUCER_EPOCH
         if coordinator_epoch < seen[1]:
             return ErrorCode.TRANSACTION_COORDINATOR_FENCED

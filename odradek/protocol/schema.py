@@ -112,7 +112,7 @@ class Message(Declaration):
         and the same ``Container``/dict shapes as the construct struct,
         without a stream object or a call per field (an OffsetCommit request
         parses in a third of the time).  Declarations beyond its scope
-        (declared tagged fields, uuids, plain nested structs) get the
+        (declared tagged fields, nullable uuids, plain nested structs) get the
         construct struct behind the same signatures.
         """
         fc = self._fast.get(version)

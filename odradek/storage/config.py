@@ -13,6 +13,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..protocol import compression
+
 LONG_MAX = (1 << 63) - 1
 
 
@@ -29,8 +31,11 @@ DELETE = "delete"
 CREATE_TIME = "CreateTime"
 LOG_APPEND_TIME = "LogAppendTime"
 PRODUCER = "producer"
-# Kafka's BrokerCompressionType names: a codec batches are stored in, or ``producer`` (as sent)
-COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", PRODUCER)
+# Kafka's BrokerCompressionType names of a codec batches are stored in, with the codec's id
+TOPIC_CODECS = {"uncompressed": compression.NONE, "zstd": compression.ZSTD, "lz4": compression.LZ4,
+                "snappy": compression.SNAPPY, "gzip": compression.GZIP}
+# ... or ``producer`` (each batch as sent): the values of a topic's compression.type
+COMPRESSION_TYPES = (*TOPIC_CODECS, PRODUCER)
 
 
 @dataclass(frozen=True, slots=True)

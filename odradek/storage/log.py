@@ -104,6 +104,7 @@ class Log:
         self.durability = Durability(directory, min(recovery_point, self._next_offset), clock())
         self.cleaner_checkpoint = max(cleaner_checkpoint, self.log_start_offset)
         self.closed = False  # no read or append starts any more
+        self.frozen = False  # appends refused (LogClosedError) while a move switches dirs
         self._readers = 0  # reads in flight (``reading``), under _lock
         self._release_files = False  # closed: the last reader out closes the files
         self._files_open = True
@@ -247,6 +248,8 @@ class Log:
         False leaves flushing to the caller (``append_async``).
         """
         self._check_open()
+        if self.frozen:
+            raise LogClosedError(f"log {self.directory.name} is moving to another log dir")
         if self.durability.failed is not None:
             raise self.durability.failed
         buf = bytearray(records)
@@ -302,6 +305,8 @@ class Log:
         records are at ``timestamp``, or at ``timestamps[i]`` each.
         """
         self._check_open()
+        if self.frozen:
+            raise LogClosedError(f"log {self.directory.name} is moving to another log dir")
         if self.durability.failed is not None:
             raise self.durability.failed
         config = self._config

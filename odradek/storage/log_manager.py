@@ -2,8 +2,9 @@
 
 Start-up opens every ``<topic>-<partition>/`` directory (recovery uses the
 per-dir ``recovery-point-offset-checkpoint``; compaction resumes from
-``cleaner-offset-checkpoint``).  New partitions go to the first log dir
-unless told otherwise.  One asyncio task drives the schedule; every piece of
+``cleaner-offset-checkpoint``).  With several log dirs (Kafka's JBOD) a new
+partition goes to the dir holding the fewest partitions, as Kafka's
+``LogManager.nextLogDirs`` chooses (ties: the first in ``log.dirs``).  One asyncio task drives the schedule; every piece of
 disk work (retention, compaction, checkpoints, fsync) runs in worker threads,
 compaction in its own single thread so it never starves fsync rounds.
 """
@@ -15,8 +16,10 @@ import contextlib
 import os
 import shutil
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
@@ -32,8 +35,25 @@ from odradek.storage.checkpoint import (
 )
 from odradek.storage.config import COMPACT, LogConfig
 from odradek.storage.errors import CleaningAborted
-from odradek.storage.files import DELETE_DIR_SUFFIX, parse_partition_dir, partition_dir_name
+from odradek.storage.files import (
+    DELETE_DIR_SUFFIX,
+    delete_dir_name,
+    fsync_dir,
+    parse_partition_dir,
+    partition_dir_name,
+)
 from odradek.storage.log import Clock, Log, wall_clock_ms
+from odradek.storage.log_move import (
+    MOVE_FILE,
+    LogCopier,
+    MoveCancelled,
+    future_dir_name,
+    future_dir_partition,
+    is_future_dir,
+    read_move_file,
+    resolve_duplicates,
+    write_move_file,
+)
 
 logger = structlog.get_logger("odradek.storage")
 
@@ -49,6 +69,29 @@ class _DirCheckpoints(NamedTuple):
     recovery_points: tuple[tuple[TopicPartition, int], ...]
     cleaner_offsets: tuple[tuple[TopicPartition, int], ...]
     log_starts: tuple[tuple[TopicPartition, int], ...]
+
+
+@dataclass
+class Move:
+    """A partition on its way to another log dir (Kafka's future replica)."""
+
+    dest: Path
+    future: Path
+    copied_offset: int = 0  # the log end offset the copy had reached (DescribeLogDirs' lag)
+    switching: bool = False  # appends held, the dirs being swapped: too late to call off
+    then: Path | None = None  # asked for another dir while switching: moved there next
+    keep_future: bool = False  # stopped by a shutdown: the next start resumes it
+    renamed: bool = False  # the copy is in the partition's place: the old log must stay held
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    copier: LogCopier | None = None
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def copied_bytes(self) -> int:
+        return 0 if self.copier is None else self.copier.copied_bytes
+
+
+_SMALL_DELTA = 1 << 20  # bytes left to copy once appends are held
 
 
 class CheckpointSnapshot(NamedTuple):
@@ -81,6 +124,9 @@ class LogManager:
         self.flush_check_interval_ms = flush_check_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._logs: dict[TopicPartition, Log] = {}
+        self._moves: dict[TopicPartition, Move] = {}
+        self._resume: dict[TopicPartition, Path] = {}  # moves a crash or shutdown cut short
+        self._preferred: dict[TopicPartition, Path] = {}  # LogManager.preferredLogDirs
         self._task: asyncio.Task[None] | None = None
         self._cleaner_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-cleaner")
         self._create_pool = ThreadPoolExecutor(max_workers=_CREATE_THREADS, thread_name_prefix="odradek-create")
@@ -133,12 +179,16 @@ class LogManager:
     # --- open / create / delete ------------------------------------------------------------
 
     def open(self) -> None:
-        """Recover and open every partition directory (blocking; start() runs it in a thread)."""
+        """Recover and open every partition directory (blocking; start() runs it in a thread).
+
+        With several dirs, what a move cut short left is settled first (``log_move``): an
+        unfinished future dir goes (the move resumes after start), and of a partition found
+        in two dirs the copy that was switched in stays.
+        """
+        found: dict[TopicPartition, Path] = {}
+        futures: list[Path] = []
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-            rp = read_checkpoint(d / RECOVERY_POINT_FILE)
-            cleaned = read_checkpoint(d / CLEANER_FILE)
-            starts = read_checkpoint(d / LOG_START_FILE)
             for entry in sorted(os.listdir(d)):
                 path = d / entry
                 if not path.is_dir():
@@ -146,16 +196,41 @@ class LogManager:
                 if entry.endswith(DELETE_DIR_SUFFIX):
                     shutil.rmtree(path, ignore_errors=True)
                     continue
+                if is_future_dir(entry):
+                    futures.append(path)
+                    continue
                 tp = parse_partition_dir(entry)
                 if tp is None:
                     continue
-                if tp in self._logs:
-                    raise RuntimeError(f"partition {entry} found in both {self._logs[tp].directory.parent} and {d}")
+                if tp in found:
+                    keep, drop = resolve_duplicates(found[tp], path)
+                    _remove_dir(drop, tp)
+                    found[tp] = keep
+                else:
+                    found[tp] = path
+        for path in futures:
+            tp = future_dir_partition(path.name)
+            if tp is not None and tp in found and found[tp].parent != path.parent:
+                self._resume[tp] = path.parent
+            shutil.rmtree(path, ignore_errors=True)
+        several = len(self.log_dirs) > 1
+        for d in self.log_dirs:
+            rp = read_checkpoint(d / RECOVERY_POINT_FILE)
+            cleaned = read_checkpoint(d / CLEANER_FILE)
+            starts = read_checkpoint(d / LOG_START_FILE)
+            for tp, path in found.items():
+                if path.parent != d:
+                    continue
+                start, cleaner = starts.get(tp, 0), cleaned.get(tp, 0)
+                moved = read_move_file(path) if several else None
+                if moved:  # switched in before this dir's checkpoints named it
+                    start = max(start, int(moved.get("log_start", 0)))
+                    cleaner = max(cleaner, int(moved.get("cleaner_checkpoint", 0)))
                 # a log compacted once keeps its offset gaps below the cleaner checkpoint, even if
                 # compaction was switched off since (AlterConfigs): recover it as a compacted one
-                gapped = cleaned.get(tp, 0) > starts.get(tp, 0)
+                gapped = cleaner > start
                 log = Log.open(path, self.config_for(tp[0]), recovery_point=rp.get(tp, 0),
-                               log_start_offset=starts.get(tp, 0), cleaner_checkpoint=cleaned.get(tp, 0),
+                               log_start_offset=start, cleaner_checkpoint=cleaner,
                                clock=self.clock, gapped=gapped)
                 log.on_truncate = self._after_truncate
                 self._logs[tp] = log
@@ -168,6 +243,11 @@ class LogManager:
         if not self._opened:
             await asyncio.to_thread(self.open)
         self._task = asyncio.create_task(self._scheduler(), name="odradek-log-maintenance")
+        resume, self._resume = self._resume, {}
+        for (topic, partition), dest in resume.items():
+            if (topic, partition) in self._logs and dest in self.log_dirs:
+                logger.info("log.move_resumed", topic=topic, partition=partition, dir=str(dest))
+                await self.move(topic, partition, dest)
 
     def get(self, topic: str, partition: int) -> Log | None:
         return self._logs.get((topic, partition))
@@ -181,15 +261,34 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
+        if log_dir is None and self._preferred:
+            log_dir = self._preferred.pop((topic, partition), None)
         log = self.open_new(topic, partition, config, log_dir=log_dir)
         self._logs[(topic, partition)] = log
         return log
+
+    def next_log_dirs(self, count: int = 1) -> list[Path]:
+        """The dirs for ``count`` new partitions, each to the dir with the fewest partitions at
+        that point (``LogManager.nextLogDirs``, counting those placed before it)."""
+        if len(self.log_dirs) == 1:
+            return self.log_dirs * count
+        held = dict.fromkeys(self.log_dirs, 0)
+        for lg in self._logs.values():
+            parent = lg.directory.parent
+            if parent in held:
+                held[parent] += 1
+        out = []
+        for _ in range(count):
+            chosen = min(self.log_dirs, key=held.__getitem__)  # min keeps the first of equals
+            held[chosen] += 1
+            out.append(chosen)
+        return out
 
     def open_new(self, topic: str, partition: int, config: LogConfig | None = None, *,
                  log_dir: str | os.PathLike[str] | None = None) -> Log:
         """Open (creating it if needed) a partition's log without registering it (blocking;
         any thread: ``create_many`` runs it in worker threads, then registers on the loop)."""
-        parent = Path(log_dir) if log_dir is not None else self.log_dirs[0]
+        parent = Path(log_dir) if log_dir is not None else self.next_log_dirs()[0]
         log = Log.open(parent / partition_dir_name(topic, partition), config or self.config_for(topic),
                        clock=self.clock)
         log.on_truncate = self._after_truncate
@@ -208,15 +307,18 @@ class LogManager:
         for seconds; threads overlap those waits.
         """
         out: dict[TopicPartition, Log | Exception] = {}
-        todo: list[tuple[str, int, LogConfig]] = []
+        new: list[tuple[str, int, LogConfig]] = []
         for topic, partition, config in wanted:
             found = self._logs.get((topic, partition))
             if found is not None:
                 out[(topic, partition)] = found
             else:
-                todo.append((topic, partition, config))
-        if not todo:
+                new.append((topic, partition, config))
+        if not new:
             return out
+        # placed on the loop, before any opens: the threads must not race for the emptiest dir
+        todo = [(*item, self._preferred.pop(item[:2], d) if self._preferred else d)
+                for item, d in zip(new, self.next_log_dirs(len(new)), strict=True)]
         loop = asyncio.get_running_loop()
         n = min(_CREATE_THREADS, len(todo))
         chunks = await asyncio.gather(*(loop.run_in_executor(self._create_pool, self._open_chunk, todo[i::n], on_new)
@@ -232,13 +334,13 @@ class LogManager:
                 out[key] = error if error is not None else opened  # type: ignore[assignment]
         return out
 
-    def _open_chunk(self, chunk: list[tuple[str, int, LogConfig]], on_new: Callable[[Log], None] | None
+    def _open_chunk(self, chunk: list[tuple[str, int, LogConfig, Path]], on_new: Callable[[Log], None] | None
                     ) -> list[tuple[TopicPartition, Log | None, Exception | None]]:
         opened: list[tuple[TopicPartition, Log | None, Exception | None]] = []
-        for topic, partition, config in chunk:
+        for topic, partition, config, log_dir in chunk:
             log = None
             try:
-                log = self.open_new(topic, partition, config)
+                log = self.open_new(topic, partition, config, log_dir=log_dir)
                 if on_new is not None:
                     on_new(log)
             except Exception as exc:  # e.g. out of file descriptors: that partition's error
@@ -251,6 +353,8 @@ class LogManager:
         """Forget every log at once (a test's reset): nothing finds them any more, none takes an
         append; the caller moves their directories away and closes them."""
         logs, self._logs = list(self._logs.values()), {}
+        for m in self._moves.values():
+            m.cancelled.set()
         for log in logs:
             log.closed = True
             log.stop_cleaning.set()
@@ -267,12 +371,151 @@ class LogManager:
         return self._rounds
 
     async def delete(self, topic: str, partition: int) -> bool:
-        """Remove a partition and its directory (topic deletion)."""
+        """Remove a partition and its directory (topic deletion); a move of it is called off
+        first (or, switching already, finishes first)."""
+        m = self._moves.get((topic, partition))
+        if m is not None and m.task is not None:
+            m.cancelled.set()
+            await asyncio.gather(m.task, return_exceptions=True)
+        self._preferred.pop((topic, partition), None)
         log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
         await log.delete()
         return True
+
+    # --- moves between log dirs (AlterReplicaLogDirs) ----------------------------------------
+
+    def moves(self) -> dict[TopicPartition, Move]:
+        return dict(self._moves)
+
+    def _moving(self, log: Log) -> bool:
+        return (log.topic, log.partition) in self._moves
+
+    def prefer(self, topic: str, partition: int, dest: Path) -> None:
+        """A partition not hosted yet is created in ``dest`` (``maybeUpdatePreferredLogDir``)."""
+        self._preferred[(topic, partition)] = dest
+
+    async def move(self, topic: str, partition: int, dest: Path) -> None:
+        """Move a hosted partition to the log dir ``dest`` in the background.
+
+        As Kafka's ``alterReplicaLogDirs``: the current dir cancels a move in
+        progress; the dir a move is already heading to changes nothing; another
+        dir replaces the move (or, once switching, follows it).  The future dir
+        exists when this returns (Kafka creates the future log before it
+        answers), so a crash after the answer resumes the move at the next start.
+        """
+        tp = (topic, partition)
+        log = self._logs[tp]
+        current = self._moves.get(tp)
+        if current is not None:
+            if current.dest == dest:
+                return
+            if current.switching:
+                current.then = dest
+                return
+            current.cancelled.set()
+        if log.directory.parent == dest:
+            return
+        m = Move(dest, dest / future_dir_name(topic, partition, uuid.uuid4().hex))
+        m.copier = LogCopier(log.directory, m.future, m.cancelled)
+        previous = current.task if current is not None else None
+        self._moves[tp] = m
+        try:
+            await asyncio.to_thread(m.copier.begin, topic, partition)
+        except OSError:
+            self._forget_move(tp, m)
+            raise
+        m.task = asyncio.create_task(self._run_move(tp, m, previous), name=f"odradek-move-{topic}-{partition}")
+
+    async def _run_move(self, tp: TopicPartition, m: Move, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        log = self._logs.get(tp)
+        if log is None or m.cancelled.is_set():
+            self._forget_move(tp, m)
+            return
+        await asyncio.to_thread(log._maint.acquire)  # no retention, compaction or truncation meanwhile
+        try:
+            moved = await self._copy_and_switch(tp, log, m)
+        except MoveCancelled:
+            moved = None
+        except Exception as exc:  # the partition stays where it is; the future copy goes
+            logger.error("log.move_failed", topic=tp[0], partition=tp[1], dir=str(m.dest), error=repr(exc))
+            moved = None
+        finally:
+            if not m.renamed:
+                log.frozen = False
+            log._maint.release()
+        if moved is None and not m.keep_future:
+            await asyncio.to_thread(shutil.rmtree, m.future, True)
+        self._forget_move(tp, m)
+        if moved is not None:
+            await self._after_switch(tp, log, moved, m)
+
+    def _forget_move(self, tp: TopicPartition, m: Move) -> None:
+        if self._moves.get(tp) is m:
+            del self._moves[tp]
+
+    async def _copy_and_switch(self, tp: TopicPartition, log: Log, m: Move) -> Log | None:
+        copier = m.copier
+        assert copier is not None
+        copier.source = log.directory
+        for _round in range(4):  # copy while appends go on, until little is left
+            m.copied_offset = log.log_end_offset
+            if await asyncio.to_thread(copier.sync_logs, _lengths(log)) < _SMALL_DELTA:
+                break
+        if self._logs.get(tp) is not log or log.closed:
+            raise MoveCancelled(str(m.future))
+        m.switching = True
+        log.frozen = True  # appends answer NOT_LEADER_OR_FOLLOWER (retriable) until the switch
+        await log.durability.drain()
+        lengths, end = _lengths(log), log.log_end_offset
+        start, cleaner = log.log_start_offset, log.cleaner_checkpoint
+        final = m.dest / partition_dir_name(*tp)
+        new = await asyncio.to_thread(self._switch_files, copier, log, lengths, final, end, start, cleaner, m)
+        m.copied_offset = end
+        if self._logs.get(tp) is not log:  # detached meanwhile (a reset): it goes with the rest
+            new.discard()
+            return None
+        new.on_truncate = self._after_truncate
+        new.config = log.config  # an AlterConfigs meanwhile
+        self._logs[tp] = new
+        log.closed = True  # a read or append that still holds it retries and finds the new one
+        if log.log_start_offset > new.log_start_offset:  # a DeleteRecords meanwhile
+            new.advance_start(log.log_start_offset)
+        return new
+
+    def _switch_files(self, copier: LogCopier, log: Log, lengths: dict[str, int], final: Path, end: int,
+                      start: int, cleaner: int, m: Move) -> Log:
+        """With appends held: the rest of the copy, the future dir switched in, the old dir
+        marked for deletion, the new log opened (blocking; the order is what start-up relies on)."""
+        copier.sync_all(lengths)
+        write_move_file(copier.target, topic=log.topic, partition=log.partition, state="switched",
+                        log_start=start, cleaner_checkpoint=cleaner)
+        fsync_dir(copier.target)
+        os.replace(copier.target, final)
+        m.renamed = True  # from here a failure leaves the partition held (appends refused) until a
+        fsync_dir(final.parent)  # restart opens it from its new place
+        trash = log.directory.with_name(delete_dir_name(log.topic, log.partition, uuid.uuid4().hex))
+        os.replace(log.directory, trash)
+        fsync_dir(trash.parent)
+        log.directory = trash
+        return Log.open(final, log.config, recovery_point=end, log_start_offset=start,
+                        cleaner_checkpoint=cleaner, clock=self.clock, gapped=cleaner > start)
+
+    async def _after_switch(self, tp: TopicPartition, old: Log, new: Log, m: Move) -> None:
+        """The old copy goes once its reads are done; the checkpoints name the partition in its
+        new dir, then its move file goes; a dir asked for while switching comes next."""
+        logger.info("log.moved", topic=tp[0], partition=tp[1], dir=str(new.directory.parent),
+                    bytes=m.copied_bytes)
+        await old.durability.drain()
+        cleanup = asyncio.ensure_future(asyncio.to_thread(_discard, old))
+        self.track(cleanup)
+        await self.checkpoint()
+        await asyncio.to_thread(_unlink_move_file, new.directory)
+        if m.then is not None and tp in self._logs and m.then != new.directory.parent:
+            await self.move(tp[0], tp[1], m.then)
 
     # --- checkpoints -----------------------------------------------------------------------
 
@@ -334,7 +577,7 @@ class LogManager:
     async def run_retention(self) -> int:
         freed = 0
         for log in list(self._logs.values()):
-            if log.config.delete and not log.closed:
+            if log.config.delete and not log.closed and not (self._moves and self._moving(log)):
                 log.roll_if_past_retention()  # on the loop, where appends and rolls happen
                 freed += await asyncio.to_thread(log.delete_old_segments)
         return freed
@@ -344,7 +587,8 @@ class LogManager:
         loop = asyncio.get_running_loop()
         cleaned = 0
         for log in list(self._logs.values()):
-            if log.closed or not log.config.compact or not (force or log.needs_cleaning()):
+            if log.closed or not log.config.compact or not (force or log.needs_cleaning()) \
+                    or (self._moves and self._moving(log)):
                 continue
             try:
                 stable = await self.stable_offset(log) if self.stable_offset is not None else None
@@ -420,6 +664,12 @@ class LogManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        for m in self._moves.values():
+            m.keep_future = True
+            m.cancelled.set()
+        moving = [m.task for m in self._moves.values() if m.task is not None]
+        if moving:
+            await asyncio.gather(*moving, return_exceptions=True)
         for log in self._logs.values():
             log.stop_cleaning.set()
         if self._background:
@@ -438,3 +688,26 @@ class LogManager:
         self.write_checkpoints()
         self._cleaner_pool.shutdown(wait=True)
         self._create_pool.shutdown(wait=True)
+
+
+def _lengths(log: Log) -> dict[str, int]:
+    """Segment file name -> the bytes appends have finished writing (read on the loop)."""
+    return {seg.path.name: seg.size for seg in log.segments}
+
+
+def _discard(log: Log) -> None:
+    log.discard()
+    shutil.rmtree(log.directory, ignore_errors=True)
+
+
+def _unlink_move_file(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        (directory / MOVE_FILE).unlink()
+
+
+def _remove_dir(path: Path, tp: TopicPartition) -> None:
+    """A partition dir that lost to its other copy (start-up): marked, then removed."""
+    trash = path.with_name(delete_dir_name(tp[0], tp[1], uuid.uuid4().hex))
+    os.replace(path, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+    logger.warning("log.duplicate_removed", dir=str(path))

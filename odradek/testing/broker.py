@@ -53,9 +53,11 @@ LOG_LEVEL = "warning"  # a test's output shows what went wrong, not every reques
 def _config(data_dir: Path, port: int, overrides: Mapping[str, Any], protocol: str = "PLAINTEXT",
             port_wins: bool = False) -> Config:
     """``port_wins``: the caller asked for this port, so it replaces the port of the first listener
-    and of its advertised entry even where ``overrides`` name them (``odradek serve --port``)."""
+    and of its advertised entry even where ``overrides`` name them (``odradek serve --port``).
+    The web console is off unless ``overrides`` set ``odradek.console.listener``."""
     settings = {"listeners": f"{protocol}://127.0.0.1:{port}", "log.dirs": str(data_dir),
-                "odradek.control.capture.requests": str(CAPTURE_REQUESTS), "log.level": LOG_LEVEL}
+                "odradek.control.capture.requests": str(CAPTURE_REQUESTS), "log.level": LOG_LEVEL,
+                "odradek.console.listener": ""}
     settings.update({k: str(v) for k, v in overrides.items()})
     config = Config.load(None, overrides=settings, environ={})
     if port_wins:
@@ -64,6 +66,11 @@ def _config(data_dir: Path, port: int, overrides: Mapping[str, Any], protocol: s
 
 
 Security = str | Mapping[str, Any] | None
+
+
+def _loopback(port: int | None) -> str:
+    """An HTTP surface's listener setting: ``http://127.0.0.1:PORT`` (0: a free port), or off (None)."""
+    return "" if port is None else f"http://127.0.0.1:{port}"
 
 
 def _security_settings(security: Security, directory: Path) -> tuple[dict[str, str], ClientSecurity]:
@@ -84,11 +91,16 @@ class Broker(ControlApi):
     """
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
-                 overrides: Mapping[str, Any] | None = None, security: Security = None):
+                 overrides: Mapping[str, Any] | None = None, security: Security = None,
+                 schema_registry: bool = False, console: bool = False):
         """``security``: ``"SSL"``, ``"SASL_SSL"`` or ``"SASL_PLAINTEXT"`` (or a dict of
         ``make_security`` options) serves that protocol with throw-away certificates and a PLAIN
         user; ``client`` then says how to connect (``client.kafka_python()``, ``.aiokafka()``,
-        ``.confluent()``)."""
+        ``.confluent()``).  ``schema_registry``: serve the schema registry too, on a free port
+        of 127.0.0.1 (``schema_registry_url``); off by default.  ``console``: serve the web
+        console too (``console_url``); off by default."""
+        self._registry_port: int | None = 0 if schema_registry else None
+        self._console_port: int | None = 0 if console else None  # a restart keeps the console's port
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-"))
         self._security_dir: Path | None = None
@@ -116,6 +128,20 @@ class Broker(ControlApi):
         assert self.app is not None, "broker not started"
         return self.app.endpoint.port
 
+    @property
+    def console_url(self) -> str | None:
+        """``http://127.0.0.1:PORT/`` of the web console (``console=True``), None when it is off."""
+        assert self.app is not None, "broker not started"
+        return self.app.console_url
+
+    @property
+    def schema_registry_url(self) -> str:
+        """``http://127.0.0.1:PORT`` of the schema registry (``Broker(schema_registry=True)``)."""
+        assert self.app is not None, "broker not started"
+        if self.app.registry_url is None:
+            raise RuntimeError("the schema registry is off: start the broker with schema_registry=True")
+        return self.app.registry_url
+
     def control(self, name: str, **kwargs: Any) -> Any:
         """Call a ``BrokerControl`` operation by name (this is the broker's loop)."""
         assert self.app is not None, "broker not started"
@@ -129,11 +155,22 @@ class Broker(ControlApi):
                 for mechanism in SCRAM_MECHANISMS:
                     await add_scram_user(None, self.data_dir, name, password, mechanism, 4096)
             self._scram_added = True
-        config = _config(self.data_dir, self._port, self.overrides, self._protocol, port_wins=self._port_given)
+        overrides = {"odradek.schema.registry.listener": _loopback(self._registry_port),
+                      "odradek.console.listener": _loopback(self._console_port), **self.overrides}
+        config = _config(self.data_dir, self._port, overrides, self._protocol, port_wins=self._port_given)
         logging_setup.configure_embedded(config["log.level"], config["log.levels"])
         self.app = BrokerApp(config)
         await self.app.start()
         self._port = self.app.endpoint.port  # a restart comes back on the same port
+        if self._registry_port is not None:
+            try:
+                await self.app.wait_registry()
+            except BaseException:
+                await self.stop()
+                raise
+            self._registry_port = self.app.registry_address[1]  # ... and so does the registry
+        if self._console_port is not None and self.app.console_address is not None:
+            self._console_port = self.app.console_address[1]  # ... and the console
 
     async def stop(self) -> None:
         if self.app is not None:
@@ -170,8 +207,9 @@ class ThreadedBroker(ControlApi):
     """The same broker on a private event loop in a daemon thread."""
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
-                 overrides: Mapping[str, Any] | None = None, security: Security = None):
-        self.broker = Broker(data_dir, port, overrides, security)
+                 overrides: Mapping[str, Any] | None = None, security: Security = None,
+                 schema_registry: bool = False, console: bool = False):
+        self.broker = Broker(data_dir, port, overrides, security, schema_registry, console)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="odradek-broker",
                                         daemon=True)
@@ -201,6 +239,16 @@ class ThreadedBroker(ControlApi):
     def client(self) -> ClientSecurity:
         """How a client connects (security protocol, CA file, client certificate, user)."""
         return self.broker.client
+
+    @property
+    def console_url(self) -> str | None:
+        """See ``Broker.console_url``."""
+        return self.broker.console_url
+
+    @property
+    def schema_registry_url(self) -> str:
+        """See ``Broker.schema_registry_url``."""
+        return self.broker.schema_registry_url
 
     @property
     def app(self) -> BrokerApp | None:

@@ -24,9 +24,13 @@ class BrokerHandle(ControlApi):
     (``fault``, ``coordinator_unavailable``, ``broker_down``, ``captured``; see ``control.py``)."""
 
     def __init__(self, data_dir: str | Path | None = None,
-                 overrides: Mapping[str, Any] | None = None, security: Security = None, port: int = 0):
-        """``port``: listen (and advertise) on this port instead of a free one."""
-        self._broker = ThreadedBroker(data_dir=data_dir, port=port, overrides=overrides, security=security)
+                 overrides: Mapping[str, Any] | None = None, security: Security = None, port: int = 0,
+                 schema_registry: bool = False, console: bool = False):
+        """``port``: listen (and advertise) on this port instead of a free one; ``schema_registry``:
+        serve the schema registry too (``schema_registry_url``); ``console``: serve the web console
+        on a free loopback port too (``console_url``)."""
+        self._broker = ThreadedBroker(data_dir=data_dir, port=port, overrides=overrides, security=security,
+                                      schema_registry=schema_registry, console=console)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -45,6 +49,12 @@ class BrokerHandle(ControlApi):
         return "consumer" if self._broker.app.coordinator_config.consumer_protocol else "classic"
 
     @property
+    def schema_registry_url(self) -> str:
+        """The schema registry's URL (``BrokerHandle(schema_registry=True)``), for
+        ``SchemaRegistryClient({"url": ...})``."""
+        return self._broker.schema_registry_url
+
+    @property
     def host(self) -> str:
         return self.bootstrap_servers.rsplit(":", 1)[0]
 
@@ -55,6 +65,12 @@ class BrokerHandle(ControlApi):
     @property
     def data_dir(self) -> Path:
         return self._broker.data_dir
+
+    @property
+    def console_url(self) -> str | None:
+        """The web console's ``http://127.0.0.1:PORT/`` (``console=True``, or the setting
+        ``odradek.console.listener``), else None."""
+        return self._broker.console_url
 
     @property
     def app(self):

@@ -25,6 +25,12 @@ The broker runs in a background thread on 127.0.0.1 with an ephemeral port
 and a temporary data directory, so it serves synchronous and asyncio clients
 alike.
 
+Schema registry: ``--kafka-broker-schema-registry`` (or the ini option
+``kafka_broker_schema_registry = true``) serves Confluent's Schema Registry API beside the
+fixture brokers; ``kafka_broker.schema_registry_url`` is its URL (off by default).  The web
+console likewise: ``--kafka-broker-console`` (ini ``kafka_broker_console = true``),
+``kafka_broker.console_url``.
+
 Security: ``--kafka-broker-security=SASL_SSL`` (or the ini option
 ``kafka_broker_security``; also SSL, SASL_PLAINTEXT) serves that protocol with
 a throw-away CA and a PLAIN user; ``kafka_broker.client`` holds the client
@@ -40,6 +46,9 @@ import pytest
 
 from .handle import BrokerHandle
 
+# the HTTP surfaces a fixture broker serves when asked: BrokerHandle's keyword -> what it is
+SURFACES = {"schema_registry": "the schema registry", "console": "the web console"}
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("odradek", "in-process Kafka-protocol broker")
@@ -51,6 +60,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kafka-broker-security", default=None,
                     help="serve the fixture brokers over SSL, SASL_SSL or SASL_PLAINTEXT (throw-away CA, PLAIN user)")
     parser.addini("kafka_broker_security", "SSL, SASL_SSL or SASL_PLAINTEXT (default PLAINTEXT)", default="")
+    for name, what in SURFACES.items():
+        group.addoption(f"--kafka-broker-{name.replace('_', '-')}", action="store_true", default=None,
+                        help=f"serve {what} beside the fixture brokers ({name}_url)")
+        parser.addini(f"kafka_broker_{name}", f"serve {what} beside the fixture brokers", type="bool",
+                      default=False)
     group.addoption("--kafka-broker-port", default=None,
                     help="port of the kafka_broker fixture (default: a free one); under xdist, plus the worker number")
     parser.addini("kafka_broker_port", "port of the kafka_broker fixture (default: a free one)", default="")
@@ -115,6 +129,12 @@ def _port(config: pytest.Config) -> int:
     return int(value) + int(worker) if int(value) and worker.isdigit() else int(value)
 
 
+def _surfaces(config: pytest.Config) -> dict[str, bool]:
+    """BrokerHandle's keywords for the HTTP surfaces the options ask for."""
+    return {name: bool(config.getoption(f"--kafka-broker-{name.replace('_', '-')}")
+                       or config.getini(f"kafka_broker_{name}")) for name in SURFACES}
+
+
 def _security(config: pytest.Config):
     value = config.getoption("--kafka-broker-security") or config.getini("kafka_broker_security")
     return None if not value or value.upper() == "PLAINTEXT" else value
@@ -125,7 +145,7 @@ def kafka_broker(request: pytest.FixtureRequest):
     """A running broker; ``.bootstrap_servers``, ``.client``, ``.create_topic()``, ``.restart()``."""
     overrides = _test_overrides(request) if request.scope == "function" else _overrides(request.config)
     with BrokerHandle(overrides=overrides, security=_security(request.config),
-                      port=_port(request.config)) as handle:
+                      port=_port(request.config), **_surfaces(request.config)) as handle:
         yield handle
 
 
@@ -142,5 +162,6 @@ def fresh_kafka_broker(request: pytest.FixtureRequest):
     and the test's ``kafka_broker_overrides`` marker; its security: an indirect parameter, else
     the session's)."""
     security = getattr(request, "param", None) or _security(request.config)
-    with BrokerHandle(overrides=_test_overrides(request), security=security) as handle:
+    with BrokerHandle(overrides=_test_overrides(request), security=security,
+                      **_surfaces(request.config)) as handle:
         yield handle

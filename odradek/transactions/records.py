@@ -4,13 +4,16 @@ Declared once, as Kafka's ``TransactionLogKey.json`` / ``TransactionLogValue.jso
 
 - key: ``int16 version (0)`` + ``string transactional_id``; only version 0
   exists (Kafka 4 calls the int16 the coordinator record type, also 0).
-- value: ``int16 version`` + struct.  v0 (classic, non-flexible) is what we
-  write: producer id, epoch, timeout, the state byte, the partitions
-  (nullable int32-counted array of ``topic`` + ``[]int32``), last update and
-  start timestamps.  v1 (flexible, written by Kafka 4 once
-  ``transaction.version`` >= 1) is read too; its tagged fields are
-  ignored here since we never run the TV2 protocol.  A null value is a
-  tombstone (the id expired).
+- value: ``int16 version`` + struct.  v0 (classic, non-flexible): producer
+  id, epoch, timeout, the state byte, the partitions (nullable
+  int32-counted array of ``topic`` + ``[]int32``), last update and start
+  timestamps.  v1 is the same, flexible, with tagged fields; Kafka writes it
+  once the cluster's ``transaction.version`` is 1 or more
+  (``TransactionVersion.transactionLogValueVersion``), and so do we.  Of the
+  tags Kafka's writer (``TransactionLog.valueToBytes``) only ever sets the
+  client's transaction version (tag 2: 2 for a transactions-v2 client,
+  written when not 0); the previous and next producer ids (tags 0, 1) are
+  read and never written.  A null value is a tombstone (the id expired).
 
 Empty records carry a null partition list, every other state a list
 (Complete* an empty one), as Kafka writes them.  Partitions are kept as a
@@ -51,7 +54,7 @@ TRANSACTION_LOG_VALUE = Message("TransactionLogValue", [
 ], valid="0-1", flexible="1+")
 
 KEY_VERSION = 0
-VALUE_VERSION = 0  # what we write: Kafka's value at transaction.version 0 (classic protocol)
+VALUE_VERSION = 0  # written while the cluster's transaction.version is 0; 1 from level 1 on
 _INT16 = struct.Struct(">h")
 
 
@@ -75,6 +78,7 @@ class TxnValue:
     partitions: tuple[TopicPartition, ...] | None  # None: Empty's null list
     last_update_ms: int
     start_ms: int
+    client_tv: int = 0  # the transaction version of the client that last changed it (tag 2, v1 only)
 
 
 def encode_key(key: TxnKey) -> bytes:
@@ -96,7 +100,12 @@ def decode_key(data: bytes) -> TxnKey | None:
     return TxnKey(body.transactional_id)
 
 
-def encode_value(value: TxnValue | None) -> bytes | None:
+def value_version(transaction_version: int) -> int:
+    """The value version Kafka writes at a finalized ``transaction.version``."""
+    return 1 if transaction_version >= 1 else 0
+
+
+def encode_value(value: TxnValue | None, version: int = VALUE_VERSION) -> bytes | None:
     if value is None:
         return None
     partitions = None
@@ -111,8 +120,9 @@ def encode_value(value: TxnValue | None) -> bytes | None:
         "transaction_partitions": partitions,
         "transaction_last_update_timestamp_ms": value.last_update_ms,
         "transaction_start_timestamp_ms": value.start_ms,
+        "client_transaction_version": value.client_tv,
     }
-    return _INT16.pack(VALUE_VERSION) + TRANSACTION_LOG_VALUE.build(body, VALUE_VERSION)
+    return _INT16.pack(version) + TRANSACTION_LOG_VALUE.build(body, version)
 
 
 def decode_value(data: bytes | None) -> TxnValue | None:
@@ -135,4 +145,5 @@ def decode_value(data: bytes | None) -> TxnValue | None:
     return TxnValue(producer_id=body.producer_id, producer_epoch=body.producer_epoch,
                     timeout_ms=body.transaction_timeout_ms, state=state, partitions=partitions,
                     last_update_ms=body.transaction_last_update_timestamp_ms,
-                    start_ms=body.transaction_start_timestamp_ms)
+                    start_ms=body.transaction_start_timestamp_ms,
+                    client_tv=body.client_transaction_version if version >= 1 else 0)

@@ -37,10 +37,12 @@ class TxnMetadata:
     partitions: set[TopicPartition] = field(default_factory=set)
     last_update_ms: int = -1
     start_ms: int = -1
+    client_tv: int = 0  # transaction version of the client's last change (Kafka's clientTransactionVersion)
     # memory only
     pending_state: TxnState | None = None
     last_epoch: int = NO_EPOCH
     previous_producer_id: int = NO_PRODUCER_ID
+    next_producer_id: int = NO_PRODUCER_ID  # TV2: the id an end that exhausted the epoch continues with
 
     def apply(self, value: TxnValue) -> None:
         self.producer_id = value.producer_id
@@ -50,6 +52,7 @@ class TxnMetadata:
         self.partitions = set(value.partitions or ())
         self.last_update_ms = value.last_update_ms
         self.start_ms = value.start_ms
+        self.client_tv = value.client_tv
         self.pending_state = None
 
     def persisted(self) -> TxnValue:
@@ -57,11 +60,11 @@ class TxnMetadata:
         return TxnValue(producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                         timeout_ms=self.timeout_ms, state=self.state,
                         partitions=None if self.state is TxnState.EMPTY else tuple(sorted(self.partitions)),
-                        last_update_ms=self.last_update_ms, start_ms=self.start_ms)
+                        last_update_ms=self.last_update_ms, start_ms=self.start_ms, client_tv=self.client_tv)
 
     def value(self, *, state: TxnState, producer_id: int | None = None, producer_epoch: int | None = None,
               timeout_ms: int | None = None, partitions: set[TopicPartition] | None = None,
-              now: int, start_ms: int | None = None) -> TxnValue:
+              now: int, start_ms: int | None = None, client_tv: int | None = None) -> TxnValue:
         """The record of a transition from this state (unchanged fields carried over)."""
         parts = self.partitions if partitions is None else partitions
         return TxnValue(
@@ -71,7 +74,8 @@ class TxnMetadata:
             state=state,
             partitions=None if state is TxnState.EMPTY else tuple(sorted(parts)),
             last_update_ms=now,
-            start_ms=self.start_ms if start_ms is None else start_ms)
+            start_ms=self.start_ms if start_ms is None else start_ms,
+            client_tv=self.client_tv if client_tv is None else client_tv)
 
 
 def replay(txns: dict[str, TxnMetadata], key: TxnKey | None, value: TxnValue | None) -> None:

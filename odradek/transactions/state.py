@@ -2,9 +2,10 @@
 
 The ids are the ``TransactionStatus`` byte of ``__transaction_state`` values;
 the names are what DescribeTransactions and ListTransactions show.  The table
-of allowed sources per target is Kafka's (``TransactionMetadata.isValidTransition``
-for the classic protocol): a transition outside it is a bug, not bad input,
-so the coordinator checks requests before it ever asks for one.
+of allowed sources per target is Kafka's (``TransactionState.validPreviousStates``):
+a transition outside it is a bug, not bad input, so the coordinator checks
+requests before it ever asks for one.  Transactions v2 may abort from Empty,
+CompleteCommit and CompleteAbort too (an EndTxn v5 abort with nothing added).
 """
 
 from __future__ import annotations
@@ -48,12 +49,13 @@ _NAMES = {
 _BY_NAME = {name: state for state, name in _NAMES.items()}
 
 S = TxnState
-# target -> the states it may be entered from (classic protocol)
+# target -> the states it may be entered from
 ALLOWED_SOURCES: dict[TxnState, frozenset[TxnState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.EMPTY, S.ONGOING, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT,
+                                S.COMPLETE_ABORT}),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),

@@ -10,13 +10,16 @@ setting names another host, and has no authentication.
 
 Answers are JSON: ``{"result": ...}`` with status 200, or ``{"error": "..."}``
 with 400 (bad arguments: the operation's ``ValueError``/``TypeError``), 404
-(no such operation), 409 (not in this state: ``captured`` while capture is off) or 500.  Served on the broker's event loop, one request
-per connection.
+(no such operation), 409 (not in this state: ``captured`` while capture is off) or 500.
+Served by the HTTP surfaces' one stack (aiohttp on the broker's loop, ``web/http.py``); the
+port is bound at start and aiohttp loaded on its first connection (``web/deferred.py``), so
+turning the endpoint on costs the broker's start-up nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import json
 from typing import Any
@@ -24,12 +27,11 @@ from typing import Any
 import structlog
 
 from ..broker.control.capture import CaptureOff, to_plain
+from .deferred import DeferredListener
 
 log = structlog.get_logger("odradek.control")
 
 MAX_BODY = 1 << 20
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
-            500: "Internal Server Error"}
 
 
 class ControlEndpoint:
@@ -37,57 +39,45 @@ class ControlEndpoint:
 
     def __init__(self, control: Any) -> None:
         self.control = control
-        self._server: asyncio.base_events.Server | None = None
+        self._listener = DeferredListener(self._application, "control")
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
-        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
-        bound = self._server.sockets[0].getsockname()
+        bound = self._listener.bind(host, port)
         log.warning("control.listening", host=bound[0], port=bound[1],
                     note="test control endpoint: fault injection for tests, never for production")
-        return bound[0], bound[1]
+        return bound
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        await self._listener.stop()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            status, payload = await self._handle(reader)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
-            status, payload = 400, {"error": "malformed HTTP request"}
-        body = json.dumps(payload).encode()
-        head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
-        try:
-            writer.write(head + body)
-            await writer.drain()
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
+    async def _application(self) -> Any:
+        web = await asyncio.to_thread(importlib.import_module, "aiohttp.web")
+        application = web.Application(client_max_size=MAX_BODY)
+        application.router.add_route("*", "/{tail:.*}", self._serve)
+        return application
 
-    async def _handle(self, reader: asyncio.StreamReader) -> tuple[int, dict]:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
-        lines = head.decode("latin-1").split("\r\n")
-        method, path, _version = lines[0].split(" ", 2)
-        headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
-        length = int(headers.get("content-length", "0"))
-        if length > MAX_BODY:
-            return 400, {"error": "body too large"}
-        raw = await asyncio.wait_for(reader.readexactly(length), timeout=10) if length else b""
-        name = path.split("?", 1)[0].strip("/").removeprefix("v1").strip("/")
+    async def _serve(self, request: Any) -> Any:
+        from aiohttp import web  # noqa: PLC0415 - loaded by _application already
+
+        try:
+            status, payload = await self._handle(request)
+        except web.HTTPRequestEntityTooLarge:
+            status, payload = 400, {"error": "body too large"}
+        return web.Response(body=json.dumps(payload).encode(), status=status, content_type="application/json")
+
+    async def _handle(self, request: Any) -> tuple[int, dict]:
+        name = request.path.strip("/").removeprefix("v1").strip("/")
         operations = self.control.operations()
         if not name:
             return 200, {"result": operations}
-        if method != "POST":
+        if request.method != "POST":
             return 405, {"error": "use POST with a JSON object of arguments"}
         if name not in operations:
             return 404, {"error": f"no operation {name!r}; operations: {', '.join(operations)}"}
+        raw = await request.read()
         try:
             kwargs = json.loads(raw or b"{}")
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return 400, {"error": f"body is not JSON: {exc}"}
         if not isinstance(kwargs, dict):
             return 400, {"error": "body must be a JSON object of keyword arguments"}

@@ -644,6 +644,22 @@ def test_every_api_answers_kafkas_denial_to_a_principal_with_no_rights(tmp_path)
         assert request(b, 43, 2, {"election_type": 0, "topic_partitions": None, "timeout_ms": 1000}
                        ).error_code == CLUSTER_DENIED
         assert request(b, 35, 4, {"topics": None}).error_code == CLUSTER_DENIED
+        moved = request(b, 45, 1, {"timeout_ms": 1000, "allow_replication_factor_change": True, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "replicas": [1]}]}]})
+        assert (moved.error_code, moved.responses[0].partitions[0].error_code) == (CLUSTER_DENIED, CLUSTER_DENIED)
+        assert request(b, 46, 0, {"timeout_ms": 1000, "topics": None}).error_code == CLUSTER_DENIED
+        moved = request(b, 34, 2, {"dirs": [{"path": "/nowhere", "topics": [{"name": topic, "partitions": [0]}]}]})
+        assert [(t.topic_name, [p.error_code for p in t.partitions]) for t in moved.results] == [
+            (topic, [CLUSTER_DENIED])]
+        listed = request(b, 74, 1, {"resource_types": []})
+        assert (listed.error_code, list(listed.config_resources)) == (CLUSTER_DENIED, [])
+        loggers = request(b, 32, 4, {"resources": [{"resource_type": 8, "resource_name": "1",
+                                                    "configuration_keys": None}],
+                                     "include_synonyms": False, "include_documentation": False}).results
+        assert [r.error_code for r in loggers] == [CLUSTER_DENIED]
+        altered = request(b, 44, 1, {"resources": [{"resource_type": 8, "resource_name": "1", "configs": [
+            {"name": "root", "config_operation": 0, "value": "DEBUG"}]}], "validate_only": False})
+        assert [r.error_code for r in altered.responses] == [CLUSTER_DENIED]
         described = request(b, 75, 0, {"topics": [{"name": topic}], "response_partition_limit": 10,
                                        "cursor": None}).topics[0]
         assert described.error_code == TOPIC_DENIED

@@ -408,3 +408,49 @@ def test_offset_commit_and_fetch_v10_resolve_topic_ids_before_the_acls(tmp_path,
                 for t in fetched.topics} == {ids[readable]: (0, 0), unknown: (100, -1), ids[hidden]: (29, -1)}
     finally:
         b.close()
+
+
+def test_fetch_v16_by_topic_id_checks_read_on_every_partition_it_reads(tmp_path, admin_of):
+    """Kafka's handleFetchRequest: ids are resolved first (an unknown one is UNKNOWN_TOPIC_ID, never an ACL
+    error), a topic without READ is TOPIC_AUTHORIZATION_FAILED with the top-level code 0, and an incremental
+    fetch checks the session's cached partitions too: READ revoked after the session opened refuses them."""
+    from kafka.admin import ACLFilter, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
+
+    b = sasl_broker(tmp_path)
+    try:
+        readable, hidden = unique("t"), unique("t")
+        admin = admin_of(b)
+        read = ("User:alice", ACLOperation.READ, ACLPermissionType.ALLOW, ResourceType.TOPIC, readable)
+        grant(admin, read)
+        with SyncClient("127.0.0.1", b.app.endpoint.port) as c:
+            c.authenticate_plain("admin", USERS["admin"])
+            for name in (readable, hidden):
+                assert c.request(19, 5, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": -1,
+                                                     "assignments": [], "configs": []}],
+                                         "timeout_ms": 5000, "validate_only": False}).topics[0].error_code == 0
+            md = c.request(3, 12, {"topics": [{"name": readable}, {"name": hidden}],
+                                   "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+            ids = {t.name: t.topic_id for t in md.topics}
+        unknown = uuid.uuid4()
+
+        def fetch(c, topic_ids, session_id=0, epoch=0):
+            return c.request(1, 16, {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                                     "session_id": session_id, "session_epoch": epoch, "rack_id": "",
+                                     "forgotten_topics_data": [], "topics": [
+                                         {"topic_id": tid, "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                                           "partition_max_bytes": 1 << 20}]}
+                                         for tid in topic_ids]})
+
+        with SyncClient("127.0.0.1", b.app.endpoint.port) as c:
+            c.authenticate_plain("alice", USERS["alice"])
+            r = fetch(c, [ids[readable], unknown, ids[hidden]])
+            assert r.error_code == 0 and r.session_id != 0
+            assert {t.topic_id: t.partitions[0].error_code for t in r.responses} == {
+                ids[readable]: 0, unknown: 100, ids[hidden]: 29}
+            rule = ACLFilter(read[0], "*", read[1], read[2], ResourcePattern(read[3], read[4]))
+            admin.delete_acls([rule])
+            again = fetch(c, [], r.session_id, 1)  # names nothing: the session's partitions are read
+            assert {t.topic_id: t.partitions[0].error_code for t in again.responses} == {
+                ids[readable]: 29, unknown: 100, ids[hidden]: 29}
+    finally:
+        b.close()

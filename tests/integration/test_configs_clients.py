@@ -359,7 +359,7 @@ def test_bad_input_gets_kafka_error_codes_and_changes_nothing(broker):
         (incremental, [(BROKER, "1", [("log.retention.bytes", APPEND, "5")])], INVALID_REQUEST),
         (incremental, [(BROKER, "2", [("log.retention.ms", SET, "1")])], INVALID_REQUEST),
         (incremental, [(BROKER, "one", [("log.retention.ms", SET, "1")])], INVALID_REQUEST),
-        (incremental, [(8, "1", [("root", SET, "DEBUG")])], INVALID_REQUEST),
+        (incremental, [(8, "1", [("root", DELETE, None)])], INVALID_REQUEST),  # root keeps a level
         (legacy, [(TOPIC, topic, {"retention.ms": None})], INVALID_REQUEST),
         (legacy, [(TOPIC, topic, {"bogus": "1"})], INVALID_CONFIG),
         (legacy, [(TOPIC, topic, {"retention.ms": "1"}), (TOPIC, topic, {"segment.ms": "1"})], INVALID_REQUEST),

@@ -119,3 +119,25 @@ def test_vector_keys_decode_to_known_types():
         k = decode_key(key)
         assert isinstance(k, OffsetKey | GroupKey)
         assert decode_value(k, value) is not None
+
+
+def test_import_with_several_log_dirs_writes_each_partition_where_it_is(kafka_dir, tmp_path):
+    """A broker on two log dirs placed some offsets partitions in the second: the import writes
+    those there, so the broker finds each partition in one dir and loads every group."""
+    from odradek.testing import ThreadedBroker
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    dirs = {"log.dirs": f"{a},{b}", "offsets.topic.num.partitions": "4"}
+    with ThreadedBroker(a, overrides=dirs):
+        pass  # creates the empty offsets partitions, spread over both dirs
+    assert any(p.name.startswith("__consumer_offsets-") for p in b.iterdir())
+    args = [x for k, v in dirs.items() for x in ("--override", f"{k}={v}")]
+    out = subprocess.run(ODRADEK + ["import", str(kafka_dir), *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    for p in range(4):
+        assert [d.name for d in (a, b) if (d / f"__consumer_offsets-{p}").is_dir()] in (["a"], ["b"]), p
+    with ThreadedBroker(a, overrides=dirs) as broker:  # one copy of each partition: it starts
+        broker._call(broker.app.wait_loaded())
+        ends = broker.call(lambda: sum(broker.app.logs.get("__consumer_offsets", p).log_end_offset
+                                       for p in range(4)))
+    assert ends >= 10  # the ten imported records (and what the load wrote: expired offsets)

@@ -53,10 +53,14 @@ UNNEEDED = [
     "odradek.broker.security.tls",  # TLS only for a TLS listener
     "odradek.broker.security.oauthbearer",  # SASL only for a SASL listener
     "odradek.broker.security.plain",
+    "odradek.broker.security.authenticator",
+    "odradek.broker.security.mechanism",
+    "odradek.broker.security.jaas",
+    "odradek.broker.security.scram",  # also for SCRAM credentials: only once a user exists
     "odradek.broker.security.authorizer",  # ACLs only with authorizer.class.name
     "odradek.broker.security.guards",
     "odradek.broker.security.acls",
-    "odradek.broker.control.endpoint",  # only with odradek.control.listener
+    "odradek.web.control",  # only with odradek.control.listener
     "odradek.storage.cleaner",  # only when a log needs cleaning
     "odradek.broker.otlp",  # client telemetry: protobuf only on the first PushTelemetry
     "google.protobuf",
@@ -64,6 +68,13 @@ UNNEEDED = [
     "crc32c",  # only on the first checksum
     "odradek.pipeline",
     "pyspark",
+    "aiohttp",  # the schema registry (on by default): its HTTP stack on its first connection
+    "odradek.web.http",
+    "odradek.web.registry",
+    "jinja2",  # the web console (on by default): built on its first connection too
+    "odradek.web.console",
+    "fastavro",  # ... and its parsers on the first schema of their type
+    "jsonschema",
 ]
 
 
@@ -86,6 +97,12 @@ def test_default_serve_does_not_import_unneeded_modules(tmp_path):
     assert [m for m in UNNEEDED if m in loaded] == []
 
 
+def test_the_control_endpoint_binds_without_loading_aiohttp(tmp_path):
+    loaded = loaded_modules(tmp_path, "odradek.control.listener=0")
+    assert "odradek.web.control" in loaded and "aiohttp" not in loaded
+
+
 def test_metrics_port_loads_the_exporter(tmp_path):
     loaded = loaded_modules(tmp_path, "metrics.port=0")
     assert "prometheus_client" in loaded
+

@@ -74,4 +74,8 @@ def test_main_series_move(metered):
     assert after['odradek_consumer_lag{group="metered-group",partition="0",topic="metered"}'] == 6
     assert after['odradek_log_end_offset{partition="0",topic="metered"}'] == 10
     assert after["odradek_connections"] >= 1
+    # kafka-python fetches in an incremental fetch session (KIP-227)
+    assert after["odradek_incremental_fetch_sessions"] >= 1
+    assert after["odradek_incremental_fetch_partitions_cached"] >= 1
+    assert after["odradek_incremental_fetch_session_evictions_total"] == 0
     assert 'odradek_offsets_load_seconds{partition="0"}' in after

@@ -87,3 +87,19 @@ def test_an_api_without_per_partition_errors_is_refused_at_once(broker):
         broker.fault("Heartbeat", error="UNKNOWN_MEMBER_ID", per_partition=True)
     with pytest.raises(ValueError, match="give error"):
         broker.fault("OffsetCommit", delay_ms=10, per_partition=True)
+
+
+def test_a_partial_offset_fetch_fails_one_partition_and_answers_the_others(broker):
+    """OffsetFetch's handler writes its partitions ahead (an ``EncodedArray``): the chosen
+    partition is added to the same topic's encoded rows, each with its error."""
+    topic, group = _name("pp-fetch"), _name("pp-fetch-g")
+    _create(broker, topic, 3)
+    with _wire(broker) as c:
+        assert all(p.error_code == 0 for t in _commit(c, group, topic, {0: 10, 1: 11, 2: 12}).topics
+                   for p in t.partitions)
+        with broker.fault("OffsetFetch", error="UNSTABLE_OFFSET_COMMIT", topic=topic, partition=1,
+                          per_partition=True, times=1, versions="1-7"):
+            answer = c.request(9, 3, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1, 2]}]})
+        assert [(t.name, p.partition_index, p.error_code) for t in answer.topics for p in t.partitions] == \
+            [(topic, 0, 0), (topic, 2, 0), (topic, 1, 88)]
+        assert [p.committed_offset for p in answer.topics[0].partitions][:2] == [10, 12]

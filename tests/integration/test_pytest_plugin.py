@@ -231,3 +231,41 @@ def test_the_group_protocol_option(pytester):
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "--kafka-group-protocol=classic",
                                            timeout=120)
     result.assert_outcomes(passed=1)
+
+
+REGISTRY_SAMPLE = '''
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+
+def test_the_registry_is_beside_the_broker(kafka_broker):
+    registry = SchemaRegistryClient({"url": kafka_broker.schema_registry_url})
+    assert registry.register_schema("users-value", Schema('"string"', "AVRO")) == 1
+'''
+
+
+def test_one_option_serves_the_schema_registry_beside_the_fixture_broker(pytester):
+    pytester.makepyfile(test_registry=REGISTRY_SAMPLE)
+    off = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=120)
+    off.assert_outcomes(failed=1)
+    assert "schema_registry=True" in off.stdout.str()
+    on = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "--kafka-broker-schema-registry",
+                                       timeout=120)
+    on.assert_outcomes(passed=1)
+
+
+CONSOLE_SAMPLE = '''
+import urllib.request
+
+
+def test_the_console_is_beside_the_broker(kafka_broker):
+    assert kafka_broker.console_url is not None
+    assert urllib.request.urlopen(kafka_broker.console_url + "topics").status == 200
+'''
+
+
+def test_one_option_serves_the_console_beside_the_fixture_broker(pytester):
+    pytester.makepyfile(test_console=CONSOLE_SAMPLE)
+    off = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=120)
+    off.assert_outcomes(failed=1)
+    on = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "--kafka-broker-console", timeout=120)
+    on.assert_outcomes(passed=1)

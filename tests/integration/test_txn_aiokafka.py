@@ -11,12 +11,15 @@ import pytest
 
 from odradek.testing import Broker
 
+from .txn_versions import overrides
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
-@pytest.fixture
-async def tbroker(tmp_path):
-    async with Broker(data_dir=tmp_path) as b:
+@pytest.fixture(params=[1, 2], ids=["tv1", "tv2"])
+async def tbroker(tmp_path, request):
+    """Under both transaction.version levels (``txn_versions``)."""
+    async with Broker(data_dir=tmp_path, overrides=overrides(request.param)) as b:
         await b.app.wait_loaded()
         yield b
 

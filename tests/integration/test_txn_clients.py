@@ -16,7 +16,10 @@ import pytest
 
 from odradek.broker.wire_client import SyncClient
 
+from . import txn_versions
+
 pytestmark = pytest.mark.integration
+broker = txn_versions.broker  # every test under transaction.version 1 and 2
 
 
 def _id(prefix: str) -> str:

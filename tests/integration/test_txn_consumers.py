@@ -10,7 +10,10 @@ import uuid
 
 import pytest
 
+from . import txn_versions
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+broker = txn_versions.broker  # every test under transaction.version 1 and 2
 
 
 def unique(prefix: str) -> str:

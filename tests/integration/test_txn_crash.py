@@ -48,13 +48,18 @@ def test_the_checker_notices_what_kafka_would_not_do():
     assert crash.check(ledger, {(tid, 1): 2}, offsets, producers)  # offsets of an invisible transaction
 
 
-def test_one_crash_cycle(tmp_path):
-    """A short run: one kill, the restart, the checks (not slow: a few seconds)."""
-    assert _script().run(cycles=1, seconds=20, fsync="always", producers=2, data_dir=tmp_path) == []
+@pytest.mark.parametrize("transaction_version", [1, 2])
+def test_one_crash_cycle(tmp_path, transaction_version):
+    """A short run: one kill, the restart, the checks (not slow: a few seconds); the classic
+    protocol, and transactions v2 as Kafka 4's producer runs it (EndTxn v5, Produce v12's add)."""
+    assert _script().run(cycles=1, seconds=20, fsync="always", producers=2, data_dir=tmp_path,
+                         transaction_version=transaction_version) == []
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("transaction_version", [1, 2])
 @pytest.mark.parametrize("fsync", ["always", "never"])
-def test_transactions_end_as_kafkas_after_kill_9(tmp_path, fsync):
-    assert _script().run(cycles=5, seconds=60, fsync=fsync, producers=3, data_dir=tmp_path) == []
+def test_transactions_end_as_kafkas_after_kill_9(tmp_path, fsync, transaction_version):
+    assert _script().run(cycles=5, seconds=60, fsync=fsync, producers=3, data_dir=tmp_path,
+                         transaction_version=transaction_version) == []

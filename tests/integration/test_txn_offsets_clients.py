@@ -16,7 +16,10 @@ import pytest
 
 from tests.integration.group_helpers import kafka_python_subscriber
 
+from . import txn_versions
+
 pytestmark = pytest.mark.integration
+broker = txn_versions.broker  # every test under transaction.version 1 and 2
 
 
 def _id(prefix: str) -> str:

@@ -164,12 +164,13 @@ async def test_every_served_version_and_its_error_mapping(tmp_path):
     async with Broker(tmp_path) as b:
         c = await AsyncClient.connect("127.0.0.1", b.port)
         r = await c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
-        assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}[28] == (0, 3)
+        assert {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}[28] == (0, 5)
         await create_topic(c, "in")
-        for v in range(4):
+        for v in range(6):
             group = f"g{v}"
             txn = await Txn(c).init()
-            await txn.add_offsets(group)
+            if v < 5:  # v5 (transactions v2) adds the offsets partition itself
+                await txn.add_offsets(group)
             assert await txn.commit_offsets(v, group, "in", {0: 10 + v}) == [0]
             assert await txn.commit_offsets(v, group, "nope", {0: 1}) == [E.UNKNOWN_TOPIC_OR_PARTITION]
             await txn.end(commit=True)
@@ -181,6 +182,7 @@ async def test_every_served_version_and_its_error_mapping(tmp_path):
         txn = await Txn(c).init()
         # KIP-890: the offsets partition must be in the transaction (AddOffsetsToTxn)
         assert await txn.commit_offsets(3, "fresh", "in", {0: 1}) == [E.INVALID_TXN_STATE]
+        assert await txn.commit_offsets(4, "fresh", "in", {0: 1}) == [E.TRANSACTION_ABORTABLE]
         await txn.add_offsets("fresh")
         # v3's KIP-447 fields: an unknown group with a generation is refused
         assert await txn.commit_offsets(3, "fresh", "in", {0: 1}, generation=2, member="m") == [

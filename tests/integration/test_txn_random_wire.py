@@ -21,7 +21,10 @@ from odradek.broker.wire_client import SyncClient
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.records import encode_batch
 
+from . import txn_versions
+
 pytestmark = pytest.mark.integration
+broker = txn_versions.broker  # every test under transaction.version 1 and 2
 
 PARTITIONS = 2
 TIMEOUT_MS = 20_000

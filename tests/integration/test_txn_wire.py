@@ -13,9 +13,11 @@ from odradek.broker.wire_client import SyncClient
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.records import encode_batch
 
+from . import txn_versions
 from .wire_helpers import create_topic
 
 pytestmark = pytest.mark.integration
+broker = txn_versions.broker  # every test under transaction.version 1 and 2
 
 FIND, INIT, ADD_PARTS, ADD_OFFSETS, END, DESCRIBE, LIST = 10, 22, 24, 25, 26, 65, 66
 

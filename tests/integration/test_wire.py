@@ -36,7 +36,7 @@ def test_api_versions_every_version_lists_served_apis(broker):
             served = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
             assert served[18] == (0, 4)
             assert served[3] == (0, 13)  # Metadata v0 as Kafka 3.9 (empty list = all), v13 as 4.2
-            assert (served[0], served[1], served[2]) == ((0, 9), (0, 12), (0, 11))
+            assert (served[0], served[1], served[2]) == ((0, 13), (0, 18), (0, 11))
             assert served[10] == (0, 6)
 
 

@@ -81,3 +81,17 @@ def test_run_publishes_the_control_endpoint_when_asked(tmp_path):
     assert env["KAFKA_ODRADEK_CONTROL_LISTENER"] == "0.0.0.0:9644"
     assert int(env["KAFKA_ODRADEK_CONTROL_CAPTURE_REQUESTS"]) > 0
     assert "KAFKA_ODRADEK_CONTROL_LISTENER" not in _env_of(_run_command(tmp_path))
+
+
+def test_run_publishes_the_schema_registry(tmp_path):
+    """The image serves the schema registry on 8081: published on the host's loopback, at
+    ODRADEK_REGISTRY_PORT when given."""
+    assert "127.0.0.1:8081:8081" in _run_command(tmp_path)
+    assert "127.0.0.1:18081:8081" in _run_command(tmp_path, ODRADEK_REGISTRY_PORT="18081")
+
+
+def test_run_publishes_the_console(tmp_path):
+    """The image serves the web console on 8080: published on the host's loopback, at
+    ODRADEK_CONSOLE_PORT when given."""
+    assert "127.0.0.1:8080:8080" in _run_command(tmp_path)
+    assert "127.0.0.1:18080:8080" in _run_command(tmp_path, ODRADEK_CONSOLE_PORT="18080")

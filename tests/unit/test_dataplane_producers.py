@@ -129,3 +129,21 @@ async def test_producer_ids_never_repeat_across_restarts(tmp_path):
     more = [await again.allocate() for _ in range(2)]
     assert min(more) > max(ids)
     assert len(set(ids + more)) == 6
+
+
+def test_a_transactions_v2_marker_needs_an_epoch_above_the_producers():
+    """ProducerAppendInfo.checkProducerEpoch: TV2 markers carry the bumped epoch (KAFKA-19999)."""
+    state = PartitionProducers()
+    state.loaded = True
+    h = read_batch_header(encode_batch([(None, b"v")], producer_id=1, producer_epoch=3, base_sequence=0,
+                                       transactional=True))
+    appended(state, h, 0)
+    state.check_marker(1, 3, 0)  # classic: the producer's own epoch
+    with pytest.raises(SequenceError) as e:
+        state.check_marker(1, 3, 0, transaction_version=2)  # TV2: the same epoch, a transaction open
+    assert e.value.code == E.INVALID_PRODUCER_EPOCH
+    state.check_marker(1, 4, 0, transaction_version=2)
+    state.complete(1, 4, 0, True, 1, 0)
+    state.check_marker(1, 4, 0, transaction_version=2)  # the same marker again, nothing open: a retry
+    with pytest.raises(SequenceError):
+        state.check_marker(1, 3, 0, transaction_version=2)

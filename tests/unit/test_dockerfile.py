@@ -33,7 +33,9 @@ def test_image_runs_non_root_with_a_volume_health_check_and_env_config():
     assert "ARG BASE_IMAGE=python:3.11-slim" in text
     assert "USER 10001:10001" in text
     assert 'VOLUME ["/var/lib/odradek"]' in text
-    assert "EXPOSE 9092" in text
+    assert "EXPOSE 9092 8080 8081" in text  # Kafka, the web console and the schema registry
+    assert "KAFKA_ODRADEK_SCHEMA_REGISTRY_LISTENER=http://0.0.0.0:8081" in text
+    assert "KAFKA_ODRADEK_CONSOLE_LISTENER=http://0.0.0.0:8080" in text
     assert 'HEALTHCHECK' in text and '"odradek", "health"' in text
     assert "KAFKA_LISTENERS=PLAINTEXT://0.0.0.0:9092" in text
     assert "KAFKA_LOG_DIRS=/var/lib/odradek" in text

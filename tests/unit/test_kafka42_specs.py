@@ -15,7 +15,8 @@ from odradek.protocol.registry import APIS
 from odradek.protocol.schema import Versions
 
 SPECS = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-spec" / "kafka-4.2" / "messages"
-RAISED = {3: 13, 8: 10, 9: 10, 2: 11, 15: 6, 60: 2, 66: 2}  # api key -> Kafka 4.2's top version
+RAISED = {0: 13, 1: 18, 3: 13, 8: 10, 9: 10, 2: 11, 15: 6, 60: 2, 66: 2,  # api key -> 4.2's top version
+          45: 1, 46: 0, 74: 1, 34: 2}  # and the APIs added for it
 
 pytestmark = [pytest.mark.shared,
               pytest.mark.skipif(not SPECS.is_dir(), reason=f"Kafka 4.2's message specs not found at {SPECS} "

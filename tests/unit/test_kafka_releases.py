@@ -36,7 +36,28 @@ def test_limits_and_value_versions_per_release():
     assert value_versions("2.0") == (1, 1)
     for release in ("2.8", "3.0", "3.5", "3.9", "4.0"):
         assert value_versions(release) == (None, None)
-    assert value_versions("4.1") == (4, None)
+    for release in ("4.1", "4.2", "4.3"):
+        assert value_versions(release) == (4, None)
+    assert api_limits("4.2")[0] == (3, 13) and api_limits("4.2")[1] == (4, 18)  # KIP-896 floors
+    assert api_limits("4.3")[19] == (2, 7) and api_limits("4.3")[22] == (0, 5)  # InitProducerId v6 unstable
+
+
+def test_a_4x_profile_is_cut_to_what_this_broker_serves():
+    """Keys a 4.2/4.3 broker serves that are not implemented here (the share group protocol's)
+    stay unserved (UpdateFeatures and the consumer group protocol are served now); versions above ours are cut to ours; KIP-896's
+    minimums apply; and the default profile keeps the old versions old clients send."""
+    from odradek.broker.doc_tables import _served
+
+    default = _served({})
+    assert default[0][0] == 0 and default[1][0] == 0 and default[2][0] == 0  # old tools' versions
+    for release in ("4.2", "4.3"):
+        served = _served({"odradek.emulate.kafka.version": release})
+        assert not {76, 77, 78, 79} & set(served)
+        assert {57, 68, 69} <= set(served)
+        for key, (lo, hi) in served.items():
+            rlo, rhi = RELEASES[release]["apis"][key][1:3]
+            assert (lo, hi) == (max(rlo, default[key][0]), min(rhi, default[key][1])), key
+        assert served[1][0] == 4 and served[19][0] == 2 and served[32][0] == 1
 
 
 def test_an_unknown_release_stops_start_up_naming_the_setting():

@@ -21,10 +21,12 @@ ALLOWED = {
     "storage": {"protocol"},
     "offsets": {"protocol", "storage"},
     "transactions": {"protocol", "storage", "offsets"},
-    "broker": {"protocol", "storage", "offsets", "transactions"},
-    "web": {"protocol", "storage", "offsets", "transactions", "broker"},
+    "registry": {"protocol", "storage"},
+    "shares": {"protocol", "storage"},
+    "broker": {"protocol", "storage", "offsets", "transactions", "registry", "shares"},
+    "web": {"protocol", "storage", "offsets", "transactions", "registry", "shares", "broker"},
     "pipeline": {"protocol", "storage", "offsets"},
-    "testing": {"protocol", "storage", "offsets", "transactions", "broker", "web"},
+    "testing": {"protocol", "storage", "offsets", "transactions", "registry", "shares", "broker", "web"},
 }
 
 

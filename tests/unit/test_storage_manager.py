@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,57 @@ def _batches(log):
     from odradek.protocol.records import iter_records
 
     return [list(iter_records(log.read(0, 1 << 20)))]
+
+
+async def test_new_partitions_go_to_the_dir_with_the_fewest(tmp_path: Path) -> None:
+    """LogManager.nextLogDirs: each new partition to the emptiest dir, ties to the first listed;
+    a batch of new partitions spreads as if placed one by one."""
+    dirs = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
+    mgr = LogManager(dirs, LogConfig())
+    await mgr.start()
+    try:
+        mgr.create("t", 0, log_dir=dirs[1])
+        mgr.create("t", 1, log_dir=dirs[1])
+        created = await mgr.create_many([("u", p, LogConfig()) for p in range(5)])
+        placed = {p: created[("u", p)].directory.parent for p in range(5)}
+        assert sorted(placed.values()).count(dirs[0]) == 3 and list(placed.values()).count(dirs[2]) == 2
+        assert mgr.create("v", 0).directory.parent == dirs[1]  # a=3, b=2, c=2: b, the first of the least
+    finally:
+        await mgr.close()
+
+
+async def test_start_up_settles_what_a_crashed_move_left(tmp_path: Path) -> None:
+    """A future dir whose partition is still in place goes, and the move runs again; a partition
+    in two dirs keeps the copy whose move file says it was switched in, with that file's start."""
+    from odradek.storage.log_move import future_dir_partition, write_move_file
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    mgr = LogManager([a, b], LogConfig())
+    await mgr.start()
+    one = mgr.create("one", 0, log_dir=a)
+    two = mgr.create("two", 0, log_dir=a)
+    for i in range(5):
+        one.append(batch(b"k%d" % i))
+        two.append(batch(b"k%d" % i))
+    await mgr.close()
+    # "one": a copy cut short in b; "two": switched into b, the old dir still in a
+    unfinished = b / "one-0.0123abcd-future"
+    shutil.copytree(a / "one-0", unfinished)
+    assert future_dir_partition(unfinished.name) == ("one", 0)
+    shutil.copytree(a / "two-0", b / "two-0")
+    write_move_file(b / "two-0", topic="two", partition=0, state="switched", log_start=3, cleaner_checkpoint=0)
+
+    mgr = LogManager([a, b], LogConfig())
+    await mgr.start()
+    try:
+        assert mgr.get("two", 0).directory == b / "two-0" and not (a / "two-0").exists()
+        assert mgr.get("two", 0).log_start_offset == 3 and mgr.get("two", 0).log_end_offset == 5
+        assert not unfinished.exists()
+        for _ in range(200):  # the move of "one" resumed
+            if not mgr.moves():
+                break
+            await asyncio.sleep(0.02)
+        assert mgr.get("one", 0).directory == b / "one-0" and mgr.get("one", 0).log_end_offset == 5
+        assert not (a / "one-0").exists()
+    finally:
+        await mgr.close()

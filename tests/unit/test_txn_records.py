@@ -22,6 +22,7 @@ from odradek.transactions.records import (
     decode_value,
     encode_key,
     encode_value,
+    value_version,
 )
 from odradek.transactions.replay import TxnMetadata, replay
 from odradek.transactions.state import ALLOWED_SOURCES, IllegalTransition, TxnState, check_transition
@@ -66,7 +67,26 @@ def test_v1_values_are_read_with_their_tagged_fields():
             + b"\x00" + struct.pack(">qq", 11, 10) + bytes([1, 2, 2]) + struct.pack(">h", 2))
     value = decode_value(struct.pack(">h", 1) + body)
     assert (value.producer_id, value.producer_epoch, value.timeout_ms, value.state, value.partitions,
-            value.last_update_ms, value.start_ms) == (9, 1, 500, TxnState.ONGOING, (("t", 3),), 11, 10)
+            value.last_update_ms, value.start_ms, value.client_tv) == (9, 1, 500, TxnState.ONGOING,
+                                                                         (("t", 3),), 11, 10, 2)
+    # and written back byte for byte, as Kafka's TransactionLog.valueToBytes at transaction.version >= 1
+    assert encode_value(value, value_version(2)) == struct.pack(">h", 1) + body
+
+
+def test_v1_values_written_by_a_classic_client_carry_no_tag():
+    value = TxnValue(producer_id=9, producer_epoch=1, timeout_ms=500, state=TxnState.EMPTY, partitions=None,
+                     last_update_ms=11, start_ms=-1)
+    assert encode_value(value, value_version(1)) == (struct.pack(">hqhib", 1, 9, 1, 500, 0) + b"\x00"
+                                                     + struct.pack(">qq", 11, -1) + b"\x00")
+    assert value_version(0) == 0 and encode_value(value, 0) == encode_value(value)
+
+
+def test_v1_previous_and_next_producer_ids_are_read_and_dropped():
+    # tags 0 and 1 (Kafka reads them; its writer never sets them)
+    body = (struct.pack(">qhib", 9, 0, 500, 0) + b"\x00" + struct.pack(">qq", 11, -1)
+            + bytes([2, 0, 8]) + struct.pack(">q", 7) + bytes([1, 8]) + struct.pack(">q", 8))
+    value = decode_value(struct.pack(">h", 1) + body)
+    assert (value.producer_id, value.client_tv) == (9, 0)
 
 
 def test_unknown_key_versions_are_skipped_and_bad_values_refused():

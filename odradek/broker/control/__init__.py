@@ -20,12 +20,13 @@ from ..dispatch import RequestContext
 from . import clock_ops
 from .capture import CapturedRequest, CaptureOff, RequestCapture
 from .clock_ops import ClockServices
-from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule
+from .faults import FaultRule, FaultRules, api_key_of, error_code_of, make_rule, name_topics_by_id
 from .reset import ResetServices, reset_broker
 
 if TYPE_CHECKING:
     from ..client_metrics import ClientMetricsManager
     from ..dispatch import HandlerTable
+    from ..security.listeners import Endpoint
     from ..server import KafkaServer
 
 # the requests a group coordinator answers (what a coordinator move makes fail)
@@ -44,6 +45,9 @@ class ControlServices(ResetServices, ClockServices, Protocol):
     server: KafkaServer
     handlers: HandlerTable
     client_metrics: ClientMetricsManager
+    cluster_id: str  # topics by id: the internal topics' derived ids
+
+    def endpoint_for(self, listener: str) -> Endpoint: ...
 
 
 class BrokerControl:
@@ -60,7 +64,10 @@ class BrokerControl:
     # --- the request path (called by the server, only while a rule or the capture is on) -----
 
     def on_request(self, ctx: RequestContext, body: Any) -> FaultRule | None:
-        """Record the request if capturing; the fault rule it matches, if any."""
+        """Record the request if capturing; the fault rule it matches, if any.  Topics named only by
+        id get their names first, so both filter on topic names at every version."""
+        app = self._app
+        name_topics_by_id(ctx.api_key, ctx.api_version, body, lambda topic_id: app.topics.name_by_id(topic_id, app.cluster_id))
         if self._capture.enabled:
             self._capture.record(ctx.api_key, ctx.api_version, ctx.client_id, ctx.connection_id,
                                  ctx.correlation_id, self._app.clock.now_ms(), body)
@@ -70,6 +77,10 @@ class BrokerControl:
         if rule is not None:
             self._sync()  # a spent rule may have been the last
         return rule
+
+    def leader_endpoint(self, listener: str) -> Endpoint:
+        """This node's endpoint on ``listener``: the leader a fault's KIP-951 hint names."""
+        return self._app.endpoint_for(listener)
 
     def on_answer(self, connection: int, correlation_id: int, body: bytes) -> None:
         """The encoded answer to a request (paired with its capture, if capturing)."""
@@ -90,7 +101,7 @@ class BrokerControl:
     def operations(cls) -> list[str]:
         """The names callable from outside: every public method of this class."""
         return sorted(name for name, fn in inspect.getmembers(cls, inspect.isfunction)
-                      if not name.startswith("_") and name not in ("on_request", "on_answer"))
+                      if not name.startswith("_") and name not in ("on_request", "on_answer", "leader_endpoint"))
 
     def add_fault(self, api: str | int | list, *, error: str | int | None = None, versions: Any = None,
                   group_id: str | None = None, topic: str | None = None, partition: int | None = None,
@@ -191,7 +202,7 @@ class BrokerControl:
 
     async def reset(self) -> dict:
         """Back to an empty broker in one call: topics, groups, committed offsets, producer
-        state, fault rules and captured requests; crash-safe, connections stay open.  Returns
+        state, fetch sessions, fault rules and captured requests; crash-safe, connections stay open.  Returns
         what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
         faults = self.clear_faults()  # first: no rule may fail the clients' first requests after
         gone = await reset_broker(self._app, self._reset_lock)

@@ -17,7 +17,7 @@ API, a version the broker does not serve, an error the API cannot return
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,35 @@ def request_keys(request: Any) -> RequestKeys:
         for key in request.get("coordinator_keys") or ():  # v4+: a batch of keys of one type
             (keys.transactional_id if request["key_type"] == 1 else keys.group_id).add(key)
     return keys
+
+
+TOPIC_LISTS = ("topics", "topic_data", "forgotten_topics_data")
+# the APIs whose requests name topics only by id, from this version: Produce, Fetch, OffsetCommit,
+# OffsetFetch (KIP-516, KIP-848)
+BY_ID_FROM = {0: 13, 1: 13, 8: 10, 9: 10}
+
+
+def name_topics_by_id(api_key: int, version: int, request: Any, name_of: Callable[[Any], str | None]) -> None:
+    """Give each topic a request names only by id (``BY_ID_FROM``) the name of its topic (None:
+    no topic has the id), so fault rules, their per-partition errors and capture queries filter
+    on topic names at every version; the handlers resolve the ids themselves too."""
+    if version < BY_ID_FROM.get(api_key, version + 1):
+        return
+    for list_name in TOPIC_LISTS:
+        for item in request.get(list_name) or ():
+            _name_item(item, name_of)
+    for group in request.get("groups") or ():
+        if isinstance(group, dict):
+            for item in group.get("topics") or ():
+                _name_item(item, name_of)
+
+
+def _name_item(item: Any, name_of: Callable[[Any], str | None]) -> None:
+    if not isinstance(item, dict) or item.get("topic_id") is None:
+        return
+    field = "name" if "name" in item else "topic"
+    if item.get(field) == "":
+        item[field] = name_of(item["topic_id"])
 
 
 def _walk(obj: Any, keys: RequestKeys, in_topic: bool) -> None:

@@ -1,8 +1,8 @@
 """Reset: the running broker back to empty in one call, for a broker shared by many tests.
 
 Gone: every topic and its logs, every group and committed offset, producer
-state, broker settings changed at runtime (AlterConfigs on the broker: back to
-the static configuration), client quotas (AlterClientQuotas); ``BrokerControl.reset`` also clears the fault rules
+state, fetch sessions, broker settings changed at runtime (AlterConfigs on the broker: back to
+the static configuration), client quotas (AlterClientQuotas), feature levels (UpdateFeatures); ``BrokerControl.reset`` also clears the fault rules
 and the captured requests.  Kept: the listeners and their connections, the
 cluster id, the producer-id block (ids never repeat), the clock (time only
 moves forward; a frozen clock runs again) and the static configuration.
@@ -47,6 +47,7 @@ from ...storage.log_manager import CheckpointSnapshot
 from ..coordinator import rebalance
 from ..dataplane.topics import REGISTRY_FILE
 from ..dynamic_config import FILE as DYNAMIC_CONFIG_FILE
+from ..features import forget_levels
 
 if TYPE_CHECKING:
     from ...storage.config import LogConfig
@@ -57,7 +58,10 @@ if TYPE_CHECKING:
     from ..coordinator.service import Coordinator
     from ..dataplane import DataPlane, TopicRegistry
     from ..dynamic_config import DynamicBrokerConfig
+    from ..features import Features
+    from ..fetch_sessions import FetchSessionCache
     from ..runtime.runtime import CoordinatorRuntime
+    from ..schema_registry import SchemaStore
     from ..txn import TransactionCoordinator
 
 log = structlog.get_logger("odradek.control")
@@ -78,8 +82,12 @@ class ResetServices(Protocol):
     dynamic_config: DynamicBrokerConfig
     client_quotas: QuotaStore
     client_quotas_lock: asyncio.Lock
+    features: Features
+    features_lock: asyncio.Lock
     coordinator: Coordinator | None
     txn_coordinator: TransactionCoordinator | None
+    fetch_sessions: FetchSessionCache
+    schema_store: SchemaStore | None
 
     async def wait_loaded(self) -> None: ...
 
@@ -101,10 +109,12 @@ async def reset_broker(app: ResetServices, lock: asyncio.Lock) -> dict[str, Any]
         await app.wait_loaded()
         await _forget_dynamic_config(app)
         await _forget_client_quotas(app)
+        await _forget_features(app)
         async with app.logs.maintenance:  # no retention or cleaning round on the old logs
             await app.topics.drain()  # no create or delete half-way
             old_txn = app.txn_coordinator
             old_logs, topics, groups, old_coordinator = _switch(app)
+            app.fetch_sessions.clear()  # incremental fetches of the old topics: FETCH_SESSION_ID_NOT_FOUND
         await old_coordinator.stop()
         if old_txn is not None:
             await old_txn.stop()
@@ -128,6 +138,16 @@ async def _forget_dynamic_config(app: ResetServices) -> None:
     if dynamic.node or dynamic.default:
         await dynamic.change(True, lambda _old: {})
         app.set_log_defaults(await dynamic.change(False, lambda _old: {}))
+
+
+async def _forget_features(app: ResetServices) -> None:
+    """Feature levels a test changed (UpdateFeatures) go back to the fresh cluster's; the epoch
+    still grows, so clients notice."""
+    features = app.features
+    async with app.features_lock:
+        if features.levels != features.defaults:
+            await asyncio.to_thread(features.save, dict(features.defaults), features.epoch + 1)
+            features.apply(dict(features.defaults))
 
 
 async def _forget_client_quotas(app: ResetServices) -> None:
@@ -157,6 +177,8 @@ def _switch(app: ResetServices) -> tuple[list[Log], list[str], int, Any]:
         os.replace(lg.directory, target)
         lg.directory = target
     app.dataplane.forget_all(topics)
+    if app.schema_store is not None:  # the schema registry's subjects went with _schemas
+        app.schema_store.forget()
     app.reopen_coordinators()  # fresh offsets partitions, Loading until load(); transactional ids go too
     return old_logs, topics, groups, old_coordinator
 
@@ -199,7 +221,8 @@ def finish_interrupted_reset(data_dirs: list[Path]) -> bool:
     """At start, before any log opens: a reset cut short by a crash is finished (blocking).
 
     Removes every partition directory (internal topics included), the topic
-    registry, the runtime broker settings and the log checkpoints, then the marker; run again if cut
+    registry, the runtime broker settings and the log checkpoints, puts the feature levels
+    back to the defaults, then the marker; run again if cut
     short again.  Returns True if there was a reset to finish.
     """
     first = data_dirs[0]
@@ -217,6 +240,7 @@ def finish_interrupted_reset(data_dirs: list[Path]) -> bool:
         fsync_dir(d)
     (first / REGISTRY_FILE).unlink(missing_ok=True)
     (first / DYNAMIC_CONFIG_FILE).unlink(missing_ok=True)
+    forget_levels(first)
     fsync_dir(first)
     _remove_marker(first)
     log.warning("broker.reset_finished_at_start", data_dirs=[str(d) for d in data_dirs])

@@ -102,12 +102,18 @@ def _verify(shard: Shard, request: TxnCommitRequest, verifier: Any) -> ErrorCode
         return _E.NONE
     error = verifier.verify_partition(request.transactional_id, request.producer_id, request.producer_epoch,
                                       OFFSETS_TOPIC, shard.partition)
+    return verification_error(error, request.version)
+
+
+def verification_error(error: ErrorCode, version: int) -> ErrorCode:
+    """A coordinator's answer to the verification (or, from v5, the implicit add) of the offsets
+    partition, as the TxnOffsetCommit client of ``version`` gets it."""
     if error == _E.NONE:
         return _E.NONE
     if error == _E.PRODUCER_FENCED:
         return _E.INVALID_PRODUCER_EPOCH
-    if error == _TRANSACTION_ABORTABLE:
-        return error if request.version >= 4 else _E.INVALID_TXN_STATE
+    if error in (_TRANSACTION_ABORTABLE, _E.INVALID_TXN_STATE):  # not in the transaction
+        return _TRANSACTION_ABORTABLE if version >= 4 else _E.INVALID_TXN_STATE
     if error == _E.NETWORK_EXCEPTION:
         return _E.COORDINATOR_LOAD_IN_PROGRESS
     return error
@@ -185,7 +191,8 @@ def write_marker(coordinator: GroupShards, topic: str, partition: int, marker: T
     shard = coordinator.shards[partition]
     if shard.status is not ShardStatus.ACTIVE:
         return Promise.resolved(_E.NOT_LEADER_OR_FOLLOWER)
-    error = shard.txn.check_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch)
+    error = shard.txn.check_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                                   marker.transaction_version)
     if error is not _E.NONE:
         log.warning("coordinator.txn_marker_refused", partition=partition, producer_id=marker.producer_id,
                     producer_epoch=marker.producer_epoch, coordinator_epoch=marker.coordinator_epoch,

@@ -249,15 +249,23 @@ class PartitionProducers:
             entry.txn_first_offset = first_offset
             self.open_txns[h.producer_id] = first_offset
 
-    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
-        """Kafka's marker checks (``ProducerAppendInfo.appendEndTxnMarker``); raises SequenceError."""
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     transaction_version: int = 0) -> None:
+        """Kafka's marker checks (``ProducerAppendInfo.appendEndTxnMarker``); raises SequenceError.
+
+        A transactions-v2 marker carries the epoch the coordinator bumped, so it must be above
+        the producer's; the same epoch with no transaction open is a retried marker, accepted
+        (``checkProducerEpoch``, KAFKA-19999).  Older markers may carry the producer's epoch."""
         entry = self.entries.get(producer_id)
         if entry is None:
             return
-        if producer_epoch < entry.epoch:
+        tv2 = transaction_version >= 2
+        if producer_epoch < entry.epoch or (tv2 and producer_epoch == entry.epoch
+                                            and entry.txn_first_offset != NO_OFFSET):
             raise SequenceError(ErrorCode.INVALID_PRODUCER_EPOCH,
-                                f"marker of producer {producer_id} has epoch {producer_epoch}, "
-                                f"older than {entry.epoch}")
+                                f"Epoch of producer {producer_id} is {producer_epoch}, which is "
+                                f"{'<=' if tv2 else '<'} the last seen epoch {entry.epoch} "
+                                f"(TV{transaction_version})")
         if coordinator_epoch < entry.coordinator_epoch:
             raise SequenceError(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
                                 f"marker of producer {producer_id} has coordinator epoch {coordinator_epoch}, "

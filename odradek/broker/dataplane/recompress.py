@@ -40,10 +40,9 @@ from ...protocol.records import (
     encode_batch,
     read_batch_header,
 )
-from ...storage.config import PRODUCER
+from ...storage.config import PRODUCER, TOPIC_CODECS
 from .batches import BatchRejected
 
-CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 _CRC = struct.Struct(">I")
@@ -51,7 +50,7 @@ _CRC = struct.Struct(">I")
 
 def target_codec(compression_type: str, source: int) -> int:
     """The codec a batch compressed with ``source`` is stored in under ``compression_type``."""
-    return source if compression_type == PRODUCER else CODECS[compression_type]
+    return source if compression_type == PRODUCER else TOPIC_CODECS[compression_type]
 
 
 def recompress(data: bytes, codec: int) -> tuple[bytes, BatchHeader]:

@@ -31,6 +31,7 @@ from ...storage.txn_index import AbortedTxn
 from ..txn_contracts import TxnMarker, TxnVerifier
 from . import topic_configs
 from .batches import BatchRejected, Prechecked, precheck, validate_batch
+from .implicit_add import IMPLICIT_ADD_FROM_VERSION
 from .producers import PartitionProducers, ProducerIdAllocator, ProducerStates, SequenceError
 from .recompress import recompress, target_codec
 from .topics import INTERNAL_TOPICS, TopicRegistry
@@ -199,6 +200,12 @@ class DataPlane:
         state = self.producers.get(log.topic, log.partition)
         if h.is_transactional and not state.in_txn(h.producer_id, h.producer_epoch):
             _verify(log, h.producer_id, h.producer_epoch, transactional_id, verifier, api_version)
+            if api_version >= IMPLICIT_ADD_FROM_VERSION and h.base_sequence != 0 \
+                    and h.producer_id not in state.entries:  # ProducerAppendInfo.checkSequence, TV2
+                raise BatchRejected(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                    f"Invalid sequence number for producer {h.producer_id}: {h.base_sequence} "
+                                    f"(incoming seq. number). Expected sequence 0 for transactions v2 "
+                                    f"idempotent producer with no existing state.")
         if h.producer_id >= 0:
             try:
                 dup = state.check(h)
@@ -217,6 +224,20 @@ class DataPlane:
             state.record(h, first, append_time)
         self.waiters.notify(log.topic, log.partition)
         return AppendResult(first, append_time, log.log_start_offset)
+
+    async def append_pairs(self, log: Log, pairs: list[tuple[bytes | None, bytes | None]], timestamp: int) -> int:
+        """Records a broker-side writer builds (the schema registry's ``_schemas``) as one batch,
+        no producer id: long polls woken; returns once durable as an ``acks=-1`` produce would
+        (fsync ``always``: fsynced).  Raises the log's errors (too large, closed, storage)."""
+        state = await self.ensure_loaded(log)
+        active = log.active_segment
+        first, _last = log.append_records(pairs, timestamp)
+        if log.active_segment is not active:
+            self._snapshot(log, first, state.snapshot_entries(), active.base_offset)
+        self.waiters.notify(log.topic, log.partition)
+        if self.needs_sync(log, -1):
+            await log.sync()
+        return first
 
     # --- transactions --------------------------------------------------------------------
 
@@ -246,7 +267,8 @@ class DataPlane:
 
     def _append_marker(self, log: Log, state: PartitionProducers, marker: TxnMarker) -> None:
         try:
-            state.check_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch)
+            state.check_marker(marker.producer_id, marker.producer_epoch, marker.coordinator_epoch,
+                               marker.transaction_version)
         except SequenceError as exc:
             raise BatchRejected(exc.code, exc.message) from None
         now = log.clock()

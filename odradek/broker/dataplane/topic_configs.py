@@ -167,7 +167,7 @@ class ConfigEntry:
     value: str | None
     source: ConfigSource
     type: ConfigType
-    doc: str
+    doc: str | None
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
 
 

@@ -19,12 +19,15 @@ from ..error_answers import error_answer
 from .topics import MetadataServices, topic_metadata
 
 if TYPE_CHECKING:
+    from ..features import Features
     from ..security.listeners import Endpoint
 
 
 class ClusterServices(MetadataServices, Protocol):
     """What these handlers use of the broker (``BrokerApp`` wires it): who this node is and what
-    each listener advertises, and what topic metadata reads."""
+    each listener advertises, what topic metadata reads, and the cluster's feature levels."""
+
+    features: Features
 
     def endpoint_for(self, listener: str) -> Endpoint: ...
 
@@ -38,19 +41,23 @@ TRANSACTION_KEY_TYPE = 1
 
 
 def register(table: HandlerTable, app: ClusterServices) -> None:
-    table.register(18, partial(api_versions, table))
+    table.register(18, partial(api_versions, table, app))
     table.register(3, partial(metadata, app))
     table.register(10, partial(find_coordinator, app))
     table.register(60, partial(describe_cluster, app))
 
 
-def api_versions(table: HandlerTable, ctx: RequestContext, req) -> dict:
-    return {
+def api_versions(table: HandlerTable, app: ClusterServices, ctx: RequestContext, req) -> dict:
+    """The versions served and, from v3, the features (``DefaultApiVersionManager``)."""
+    answer = {
         "error_code": ErrorCode.NONE,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
                      for k, lo, hi in table.advertised()],
         "throttle_time_ms": 0,
     }
+    if ctx.api_version >= 3:
+        answer.update(app.features.api_versions_fields(ctx.api_version))
+    return answer
 
 
 def _brokers(app: ClusterServices, ctx: RequestContext) -> list[dict]:

@@ -1,5 +1,8 @@
 """DescribeConfigs (v0-v4), AlterConfigs (v0-v2), IncrementalAlterConfigs (v0-v1).
 
+Resources: topics, this broker and the cluster default, client-metrics
+subscriptions, and this broker's loggers (BROKER_LOGGER, ``runtime_loggers``).
+
 Topic configs: an override is DYNAMIC_TOPIC_CONFIG; otherwise the broker
 setting it falls back to reports its own source (this node's dynamic value,
 the cluster-wide dynamic default, the static setting, the built-in default).
@@ -18,13 +21,16 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from ...protocol.errors import ErrorCode
+from .. import runtime_loggers
 from ..client_metrics_config import DEFAULT_INTERVAL_MS, ClientMetricsConfigError
 from ..client_metrics_config import KEYS as CLIENT_METRICS_KEYS
 from ..client_metrics_config import LIST_KEYS as CLIENT_METRICS_LISTS
 from ..config import SETTINGS
 from ..config_ops import (
     BROKER,
+    BROKER_LOGGER,
     CLIENT_METRICS,
+    GROUP,
     TOPIC,
     ConfigOpError,
     Op,
@@ -71,6 +77,33 @@ def register(table: HandlerTable, app: ConfigServices) -> None:
     table.register(32, partial(describe_configs, app))
     table.register(33, partial(alter_configs, app, incremental=False))
     table.register(44, partial(alter_configs, app, incremental=True))
+    table.register(74, partial(list_config_resources, app))
+
+
+# --- ListConfigResources ----------------------------------------------------------------
+
+# ListConfigResourcesRequest.supportedResourceTypes: v0 client-metrics only, v1 every type
+_LISTED = {0: (CLIENT_METRICS,), 1: (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)}
+
+
+def list_config_resources(app: ConfigServices, ctx: RequestContext, req) -> dict:
+    """``KafkaApis.handleListConfigResources``: the resources of the types asked for (none
+    named: every type the version knows); a type it does not know is UNSUPPORTED_VERSION.
+    Groups are listed when they have group configs, which are not served here: none."""
+    supported = _LISTED[min(ctx.api_version, 1)]
+    wanted = list(req.resource_types or []) if ctx.api_version >= 1 else []
+    if any(t not in supported for t in wanted):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_VERSION, "config_resources": []}
+    wanted = wanted or list(supported)
+    found: list[tuple[str, int]] = []  # in Kafka's order: groups, client metrics, loggers, brokers, topics
+    if CLIENT_METRICS in wanted:
+        found += [(n, CLIENT_METRICS) for n in sorted(app.client_metrics.subscriptions.resources)]
+    found += [(str(app.node_id), t) for t in (BROKER_LOGGER, BROKER) if t in wanted]
+    if TOPIC in wanted:
+        names = set(app.topics.names()) | {n for n in INTERNAL_TOPICS if app.topics.partition_count(n)}
+        found += [(n, TOPIC) for n in sorted(names)]
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+            "config_resources": [{"resource_name": n, "resource_type": t} for n, t in found]}
 
 
 # --- DescribeConfigs -------------------------------------------------------------------
@@ -81,7 +114,7 @@ def describe_configs(app: ConfigServices, ctx: RequestContext, req) -> dict:
         try:
             entries = _entries(app, r.resource_type, r.resource_name)
             error, message = ErrorCode.NONE, None
-        except TopicError as exc:
+        except (TopicError, ConfigOpError) as exc:
             entries, error, message = [], exc.code, exc.message
         wanted = None if not r.configuration_keys else set(r.configuration_keys)
         configs = [_config(ctx.api_version, e, req, read_only=ro)
@@ -103,6 +136,9 @@ def _entries(app: ConfigServices, resource_type: int, name: str) -> list[tuple[C
         return _broker_entries(app)
     if resource_type == CLIENT_METRICS:
         return [(e, False) for e in _client_metrics_entries(app, name)]
+    if resource_type == BROKER_LOGGER:
+        runtime_loggers.check_node(name, app.node_id, describe=True)
+        return [(e, False) for e in runtime_loggers.entries()]
     raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported")
 
 
@@ -208,6 +244,9 @@ async def alter_configs(app: ConfigServices, ctx: RequestContext, req, *, increm
             elif r.resource_type == CLIENT_METRICS:
                 await _alter_client_metrics(app, r.resource_name, ops, legacy=not incremental,
                                             validate_only=req.validate_only)
+            elif r.resource_type == BROKER_LOGGER and incremental:  # legacy AlterConfigs: unknown type
+                runtime_loggers.check_node(r.resource_name, app.node_id, describe=False)
+                runtime_loggers.alter(ops, validate_only=req.validate_only)
             else:
                 raise ConfigOpError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {r.resource_type}")
             code, message = ErrorCode.NONE, None

@@ -1,4 +1,4 @@
-"""Fetch (v0-v12) and ListOffsets (v0-v7).
+"""Fetch (v0-v18) and ListOffsets (v0-v11).
 
 Fetch returns stored batches as they are, from the one holding the fetch
 offset, within partition_max_bytes and the response's limit, the smaller of
@@ -22,11 +22,14 @@ A topic whose ``compression.type`` is zstd answers Fetch below v10
 UNSUPPORTED_COMPRESSION_TYPE, as Kafka's ``maybeConvertFetchedData`` does
 (those fetchers predate zstd).
 
-Fetch sessions (KIP-227) are not kept: every reply says session_id 0, which
-all clients read as "no session, send full requests" (kafka-python starts a
-new session each time, librdkafka and aiokafka ask for none), and every
-requested partition is in every reply, as kafka-python checks for a full
-response.
+Fetch sessions (KIP-227) are kept as Kafka keeps them (``fetch_sessions.py``): a full
+fetch with epoch 0 opens one, incremental fetches read every partition of the session and are
+answered only the partitions that changed.  From v13 topics come by id (KIP-516): an id no
+topic has (the zero uuid included) is UNKNOWN_TOPIC_ID on its partitions, a session's id
+whose topic was since re-created under the same name INCONSISTENT_TOPIC_ID, and the answer is
+keyed by id.  v15 moves the replica id into a tagged ReplicaState, v16 adds the KIP-951
+leader hints (set by Kafka only beside NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH, which
+this always-leading node never answers itself), v17/v18 only tagged follower fields.
 """
 
 from __future__ import annotations
@@ -40,11 +43,13 @@ from ...protocol.record_conversion import ConversionError, down_convert
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError
 from ...storage.log import Log, wall_clock_ms
 from ..dataplane.service import BIG_READ_BYTES
-from ..dispatch import HandlerTable, RequestContext
+from ..dispatch import AUTHORIZED_TOPICS, ON_THROTTLE, HandlerTable, RequestContext
+from ..fetch_sessions import TOPIC_ID_VERSION, ZERO_UUID, FetchContext, Key, Wanted
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..dataplane import DataPlane, TopicRegistry
+    from ..fetch_sessions import FetchSessionCache
 
 
 class FetchServices(Protocol):
@@ -54,6 +59,8 @@ class FetchServices(Protocol):
     config: Config
     topics: TopicRegistry
     dataplane: DataPlane
+    fetch_sessions: FetchSessionCache
+    cluster_id: str  # the internal topics' derived ids (``TopicRegistry.name_by_id``)
 
 
 READ_COMMITTED = 1
@@ -100,71 +107,144 @@ class _Pass:
         self.first = True  # no data yet: the next batch goes out whole whatever the limits (KIP-74)
 
 
-def fetch_partitions(req) -> list[tuple[str, list]]:
-    """The requested partitions once each, grouped by topic as Kafka's response is.
+def fetch_partitions(app: FetchServices, version: int, req) -> list[Wanted]:
+    """The requested partitions once each, in Kafka's order.
 
     Kafka reads the request into a ``LinkedHashMap`` keyed by topic-partition
     (``FetchRequest.fetchData``): a repeated partition keeps its first place
-    and takes the last occurrence's fetch offset and limits.  Its response
-    then starts a new topic entry wherever the topic changes from the
-    previous partition's.
+    and takes the last occurrence's fetch offset and limits.  From v13 topics
+    come by id, resolved to names as ``metadataCache.topicIdsToNames`` (None:
+    no topic has the id).
     """
-    wanted: dict[tuple[str, int], object] = {}
-    for t in req.topics:
-        for p in t.partitions:
-            wanted[(t.topic, p.partition)] = p
-    out: list[tuple[str, list]] = []
-    for (topic, _index), p in wanted.items():
-        if not out or out[-1][0] != topic:
-            out.append((topic, []))
-        out[-1][1].append(p)
-    return out
+    by_id = version >= TOPIC_ID_VERSION
+    wanted: dict = {}
+    for t in req["topics"]:  # item access: a decoded Container's attribute access costs ten times more
+        if by_id:
+            topic_id = t["topic_id"]
+            name = app.topics.name_by_id(topic_id, app.cluster_id)
+            key = topic_id if topic_id != ZERO_UUID else None
+        else:
+            topic_id, name = ZERO_UUID, t["topic"]
+            key = name
+        for p in t["partitions"]:
+            index = p["partition"]
+            wanted[(key, index)] = Wanted((key, index), name, topic_id, index, p["fetch_offset"],
+                                          p["partition_max_bytes"], p["current_leader_epoch"],
+                                          p["log_start_offset"], p["last_fetched_epoch"])
+    return list(wanted.values())
+
+
+def _forgotten(version: int, req) -> list[Key]:
+    """The partitions a session is to forget: by name (v7-12), by topic id (v13+)."""
+    forgotten = req["forgotten_topics_data"] if version >= 7 else None
+    if not forgotten:
+        return []
+    by_id = version >= TOPIC_ID_VERSION
+    return [(t["topic_id"] if by_id else t["topic"], p) for t in forgotten for p in t["partitions"]]
+
+
+def _follower(version: int, req) -> bool:
+    """A replica's fetch (``FetchRequest.replicaId`` >= 0): its session is privileged."""
+    return (req["replica_state"]["replica_id"] if version >= 15 else req["replica_id"]) >= 0
+
+
+def fetch_context(app: FetchServices, version: int, req) -> FetchContext:
+    """The request's session context (KIP-227); below v7 every fetch is sessionless."""
+    wanted = fetch_partitions(app, version, req)
+    if version < 7:
+        return FetchContext(app.fetch_sessions, wanted)
+    context = app.fetch_sessions.context(version, req["session_id"], req["session_epoch"], _follower(version, req),
+                                         wanted, _forgotten(version, req))
+    if version >= TOPIC_ID_VERSION and context.session is not None:  # maybeResolveUnknownName
+        for w in context.wanted:
+            if w.topic is None:
+                w.topic = app.topics.name_by_id(w.topic_id, app.cluster_id)
+    return context
 
 
 async def fetch(app: FetchServices, ctx: RequestContext, req) -> dict:
     """Answer once min_bytes are there, on an error, or at max_wait_ms; appends wake us early."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
-    limit = min(req.max_bytes, app.config["fetch.max.bytes"])
-    wanted = fetch_partitions(req)
+    version = ctx.api_version
+    deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000
+    limit = min(req["max_bytes"], app.config["fetch.max.bytes"])
+    min_bytes = req["min_bytes"]
+    committed = version >= 4 and req["isolation_level"] == READ_COMMITTED
+    context = fetch_context(app, version, req)
+    wanted = context.wanted
+    denied = _denied(req, wanted)
     await app.dataplane.barrier(ctx.connection_id)
     while True:
         state = _Pass(limit)
-        responses = [{"topic": topic, "partitions": [await _read(app, req, topic, p, state, ctx.api_version)
-                                                     for p in parts]}
-                     for topic, parts in wanted]
+        answers = [_partition_error(w.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+                   if denied and w.topic in denied else await _read(app, committed, w, state, version)
+                   for w in wanted]
         remaining = deadline - loop.time()
-        if state.bytes >= req.min_bytes or state.errors or not state.waitable or remaining <= 0:
+        if state.bytes >= min_bytes or state.errors or not state.waitable or remaining <= 0:
             break
         await app.dataplane.waiters.wait(state.waitable, remaining)
-    if ctx.api_version < 4:
-        convert = partial(_down_convert, responses, wanted, 0 if ctx.api_version < 2 else 1)
+    if version < 4:
+        convert = partial(_down_convert, answers, wanted, 0 if version < 2 else 1)
         if state.bytes > BIG_READ_BYTES:  # a big answer is converted off the event loop
             await asyncio.to_thread(convert)
         else:
             convert()
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+    error, session_id, kept = context.finish(list(zip(wanted, answers, strict=True)))
+    return {"throttle_time_ms": 0, "error_code": error, "session_id": session_id, "responses": _by_topic(kept),
+            ON_THROTTLE: partial(_throttled, context)}
 
 
-def _down_convert(responses: list[dict], wanted: list[tuple[str, list]], magic: int) -> None:
+def _denied(req, wanted: list[Wanted]) -> set[str]:
+    """The topics the guard's ACL check refuses READ on, among all the fetch reads (a session's
+    too, as Kafka checks each partition of the context): TOPIC_AUTHORIZATION_FAILED, never waited on."""
+    authorized = req.get(AUTHORIZED_TOPICS)
+    if authorized is None:
+        return set()
+    names = {w.topic for w in wanted if w.topic is not None}
+    return names - authorized(names)
+
+
+def _throttled(context: FetchContext, body: dict) -> None:
+    """A fetch over its quota answers no partitions (``getThrottledResponse``)."""
+    body["error_code"], body["session_id"] = context.throttled()
+    body["responses"] = []
+
+
+def _by_topic(answers: list[tuple[Wanted, dict]]) -> list[dict]:
+    """Kafka's response topics: a new entry wherever the topic changes from the previous partition's."""
+    out: list[dict] = []
+    last = None
+    for w, answer in answers:
+        key = w.key[0]
+        if not out or key != last:
+            out.append({"topic": w.topic, "topic_id": w.topic_id, "partitions": []})
+            last = key
+        out[-1]["partitions"].append(answer)
+    return out
+
+
+def _down_convert(answers: list[dict], wanted: list[Wanted], magic: int) -> None:
     """Fetch v0-1 read magic 0, v2-3 magic 1: stored batches are converted as Kafka's
     ``RecordsUtil.downConvert`` does (headers dropped); zstd cannot be, so that
     partition gets UNSUPPORTED_COMPRESSION_TYPE (``KafkaApis.maybeConvertFetchedData``)."""
-    for topic, (_name, parts) in zip(responses, wanted, strict=True):
-        for answer, p in zip(topic["partitions"], parts, strict=True):
-            if not answer["records"]:
-                continue
-            try:
-                answer["records"] = down_convert(answer["records"], magic, p.fetch_offset)
-            except ConversionError:
-                answer.update(_partition_error(p.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None))
+    for answer, w in zip(answers, wanted, strict=True):
+        if not answer["records"]:
+            continue
+        try:
+            answer["records"] = down_convert(answer["records"], magic, w.fetch_offset)
+        except ConversionError:
+            answer.update(_partition_error(w.partition, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, None))
 
 
-async def _read(app: FetchServices, req, topic: str, p, state: _Pass, version: int) -> dict:
-    committed = version >= 4 and req.isolation_level == READ_COMMITTED
+async def _read(app: FetchServices, committed: bool, p: Wanted, state: _Pass, version: int) -> dict:
     aborted: list | None = [] if committed else None
+    topic = p.topic
+    if topic is None:  # an id no topic has: answered, never waited on (Kafka's ``erroneous``)
+        return _partition_error(p.partition, ErrorCode.UNKNOWN_TOPIC_ID, aborted)
     log = app.topics.log(topic, p.partition)
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None else _epoch_error(p.current_leader_epoch)
+    if code is None and p.topic_id != ZERO_UUID and app.topics.id_by_name(topic, app.cluster_id) != p.topic_id:
+        code = ErrorCode.INCONSISTENT_TOPIC_ID  # a session's topic since re-created (ReplicaManager.read)
     if code is None and version < ZSTD_FETCH_VERSION and log.config.compression_type == "zstd":  # type: ignore[union-attr]
         code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE  # KafkaApis.maybeConvertFetchedData
     if code is None and not log.log_start_offset <= p.fetch_offset <= log.log_end_offset:  # type: ignore[union-attr]

@@ -1,4 +1,4 @@
-"""Log-level APIs: DeleteRecords, OffsetForLeaderEpoch, DescribeLogDirs.
+"""Log-level APIs: DeleteRecords, OffsetForLeaderEpoch, DescribeLogDirs, AlterReplicaLogDirs.
 
 DeleteRecords moves log start offsets (Kafka's ``ReplicaManager.deleteRecords``
 and ``UnifiedLog.maybeIncrementLogStartOffset``): the new starts are written
@@ -11,6 +11,10 @@ EARLIEST answers the start, both by reading ``Log.log_start_offset``.
 OffsetForLeaderEpoch answers from the leader-epoch cache Kafka would hold on
 one node whose leader epoch never changed: a single entry (epoch 0 -> the
 log start offset), ``LeaderEpochFileCache.endOffsetFor`` over it.
+
+AlterReplicaLogDirs moves partitions between ``log.dirs`` in the background
+(``LogManager.move``, Kafka's future replica); DescribeLogDirs lists a
+partition being moved in its target dir too, as Kafka lists a future log.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import structlog
@@ -25,6 +30,7 @@ import structlog
 from ...protocol.errors import ErrorCode
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError
 from ...storage.log import Log
+from ...storage.log_move import future_name_fits
 from ..dataplane.topics import INTERNAL_TOPICS
 from ..dispatch import HandlerTable, RequestContext
 from .fetch import LEADER_EPOCH
@@ -53,6 +59,7 @@ def register(table: HandlerTable, app: LogAdminServices) -> None:
     table.register(21, partial(delete_records, app))
     table.register(23, partial(offset_for_leader_epoch, app))
     table.register(35, partial(describe_log_dirs, app))
+    table.register(34, partial(alter_replica_log_dirs, app))
 
 
 # --- DeleteRecords ------------------------------------------------------------------------
@@ -177,24 +184,84 @@ def end_offset_for(requested: int, start_offset: int, log_end: int) -> tuple[int
 # --- DescribeLogDirs ----------------------------------------------------------------------
 
 async def describe_log_dirs(app: LogAdminServices, ctx: RequestContext, req) -> dict:
-    """One result per configured log dir, with the requested partitions (null = all) it holds."""
+    """One result per configured log dir, with the requested partitions (null = all) it holds,
+    a partition on its way there as a future entry (``ReplicaManager.describeLogDirs``)."""
     wanted: set[tuple[str, int]] | None = None
     if req.topics is not None:
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
     logs = app.logs.logs()
+    entries: dict[Path, list[tuple[str, dict]]] = {d: [] for d in app.logs.log_dirs}
+    for (topic, p), lg in sorted(logs.items()):
+        if wanted is None or (topic, p) in wanted:
+            entries.setdefault(lg.directory.parent, []).append(
+                (topic, {"partition_index": p, "partition_size": lg.size_bytes, "offset_lag": 0,
+                         "is_future_key": False}))
+    for (topic, p), m in sorted(app.logs.moves().items()):
+        lg = logs.get((topic, p))
+        if lg is not None and (wanted is None or (topic, p) in wanted):
+            entries.setdefault(m.dest, []).append(
+                (topic, {"partition_index": p, "partition_size": m.copied_bytes,
+                         "offset_lag": max(lg.log_end_offset - m.copied_offset, 0), "is_future_key": True}))
     results = []
     for d in app.logs.log_dirs:
         by_topic: dict[str, list[dict]] = {}
-        for (topic, p), lg in sorted(logs.items()):
-            if lg.directory.parent != d or (wanted is not None and (topic, p) not in wanted):
-                continue
-            by_topic.setdefault(topic, []).append({"partition_index": p, "partition_size": lg.size_bytes,
-                                                   "offset_lag": 0, "is_future_key": False})
+        for topic, part in entries.get(d, []):
+            by_topic.setdefault(topic, []).append(part)
         total, usable = await asyncio.to_thread(_volume, d)
         results.append({"error_code": ErrorCode.NONE, "log_dir": str(d.resolve()),
                         "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()],
                         "total_bytes": total, "usable_bytes": usable})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
+
+
+# --- AlterReplicaLogDirs -------------------------------------------------------------------
+
+async def alter_replica_log_dirs(app: LogAdminServices, ctx: RequestContext, req) -> dict:
+    """``ReplicaManager.alterReplicaLogDirs``: each partition to its dir (the last one named
+    wins, as Kafka's map of partition to dir); errors per partition, grouped by topic."""
+    target: dict[tuple[str, int], str] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            for p in t.partitions:
+                target[(t.name, p)] = d.path
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, p), path in target.items():
+        code = await _move(app, topic, p, path)
+        if code != ErrorCode.NONE:
+            log.info("log.move_refused", topic=topic, partition=p, dir=path, error=code.name, client=ctx.client_id)
+        by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": code})
+    return {"throttle_time_ms": 0,
+            "results": [{"topic_name": n, "partitions": ps} for n, ps in by_topic.items()]}
+
+
+async def _move(app: LogAdminServices, topic: str, partition: int, path: str) -> ErrorCode:
+    if not future_name_fits(topic, partition):
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
+    dest = _configured_dir(app, path)
+    if dest is None:
+        return ErrorCode.LOG_DIR_NOT_FOUND
+    lg = app.topics.log(topic, partition)
+    if lg is None or lg.closed:
+        if app.topics.partition_count(topic) is not None:  # a partition created later goes there
+            app.logs.prefer(topic, partition, dest)
+        return ErrorCode.REPLICA_NOT_AVAILABLE
+    if lg.directory.parent != dest and topic in INTERNAL_TOPICS:
+        # their coordinators write through the partition's log object: not moved here
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    try:
+        await app.logs.move(topic, partition, dest)
+    except OSError as exc:  # the target dir cannot take the future log
+        log.error("log.move_failed", topic=topic, partition=partition, dir=str(dest), error=str(exc))
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.NONE
+
+
+def _configured_dir(app: LogAdminServices, path: str) -> Path | None:
+    """The log dir named by its absolute path (as DescribeLogDirs reports it, or as configured)."""
+    for d in app.logs.log_dirs:
+        if path in (str(d.resolve()), str(d.absolute())):
+            return d
+    return None
 
 
 def _volume(directory) -> tuple[int, int]:

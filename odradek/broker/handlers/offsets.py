@@ -16,8 +16,11 @@ version expects them:
 - OffsetCommit v0 likewise stores into ``__consumer_offsets`` (Kafka: ZooKeeper).
 - TxnOffsetCommit v0-v1 answer COORDINATOR_NOT_AVAILABLE where v2+ answer
   COORDINATOR_LOAD_IN_PROGRESS (``KafkaApis.handleTxnOffsetCommitRequest``:
-  clients before Kafka 2.0 crashed on it).  v4 (KIP-890's
-  TRANSACTION_ABORTABLE) is not served: clients then use v3.
+  clients before Kafka 2.0 crashed on it).  v4 answers KIP-890's
+  TRANSACTION_ABORTABLE where older versions get INVALID_TXN_STATE; v5
+  (transactions v2) first adds the group's offsets partition to the
+  transaction itself (``txnOffsetCommitRequestVersionToTransactionSupportedOperation``:
+  ADD_PARTITION), as AddOffsetsToTxn would.
 
 Responses that wait on a write are answered when the coordinator's promise
 completes, i.e. once the batch is durable (``log.fsync.mode=always``: after
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode
 from ...protocol.fastcodec import CodecCache, EncodedArray, compile_row_writer
+from ...protocol.messages.offset_commit import RESPONSE as OFFSET_COMMIT_RESPONSE
 from ...protocol.messages.offset_fetch import RESPONSE as OFFSET_FETCH_RESPONSE
 from ..coordinator.offsets import (
     CommitRequest,
@@ -40,9 +44,10 @@ from ..coordinator.offsets import (
     fetch_offset_rows,
     validate_consumer_fetch,
 )
-from ..coordinator.txn_offsets import TxnCommitRequest, commit_txn_offsets
+from ..coordinator.txn_offsets import TxnCommitRequest, commit_txn_offsets, verification_error
 from ..dispatch import HandlerTable, Later, RequestContext, answer_when
 from ..runtime.promise import Promise
+from ..txn.coordinator import TV2
 
 if TYPE_CHECKING:
     from ..coordinator.service import Coordinator
@@ -66,7 +71,7 @@ OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT, OFFSET_DELETE = 8, 9, 28, 47
 def register(table: HandlerTable, app: OffsetServices) -> None:
     table.register(OFFSET_COMMIT, partial(offset_commit, app))
     table.register(OFFSET_FETCH, partial(offset_fetch, app))
-    table.register(TXN_OFFSET_COMMIT, partial(txn_offset_commit, app), "0-3")
+    table.register(TXN_OFFSET_COMMIT, partial(txn_offset_commit, app))
     table.register(OFFSET_DELETE, partial(offset_delete, app))
 
 
@@ -102,21 +107,35 @@ def offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
         request = CommitRequest(req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
                                 req["group_instance_id"], req["retention_time_ms"], ctx.api_version)
         promise = commit_offsets(coordinator, request, partitions, partition_counter(app))
+    version = ctx.api_version
     if promise.done:  # fsync never/interval: answered at once
-        return commit_response(req, promise.result())
-    return Later(promise, lambda errors: commit_response(req, errors))
+        return commit_response(req, promise.result(), version)
+    return Later(promise, lambda errors: commit_response(req, errors, version))
 
 
-def commit_response(req, errors: list[ErrorCode]) -> dict:
+# OffsetCommitResponse's partition struct, written row by row as OffsetFetch's (no dict per partition)
+_COMMITTED_ROWS = CodecCache(lambda v: compile_row_writer(OFFSET_COMMIT_RESPONSE, v, ("topics", "partitions")),
+                             OFFSET_COMMIT_RESPONSE.valid)
+
+
+def commit_response(req, errors: list[ErrorCode], version: int) -> dict:
     """Per-partition errors in the request's own shape and order (v10: by topic id; a topic no id
     resolved to was not committed: UNKNOWN_TOPIC_ID)."""
+    row = _COMMITTED_ROWS[version]
     it = iter(errors)
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t["name"], "topic_id": t["topic_id"], "partitions": [
-            {"partition_index": p["partition_index"],
-             "error_code": next(it) if t["name"] is not None else ErrorCode.UNKNOWN_TOPIC_ID}
-            for p in t["partitions"]]}
-        for t in req["topics"]]}
+    topics = []
+    for t in req["topics"]:
+        parts = t["partitions"]
+        chunks: list[bytes] = []
+        ap = chunks.append
+        if t["name"] is not None:
+            for p in parts:
+                row(ap, p["partition_index"], next(it))
+        else:
+            for p in parts:
+                row(ap, p["partition_index"], ErrorCode.UNKNOWN_TOPIC_ID)
+        topics.append({"name": t["name"], "topic_id": t["topic_id"], "partitions": _partitions(len(parts), chunks)})
+    return {"throttle_time_ms": 0, "topics": topics}
 
 
 # --- TxnOffsetCommit ---------------------------------------------------------------------------------
@@ -135,8 +154,30 @@ def txn_offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
         verifier = getattr(app, "txn_coordinator", None)
         if verifier is not None and not hasattr(verifier, "verify_partition"):
             verifier = None
-        promise = commit_txn_offsets(coordinator, request, partitions, partition_counter(app), verifier)
+        commit = partial(commit_txn_offsets, coordinator, request, partitions, partition_counter(app), verifier)
+        promise = commit() if version < IMPLICIT_ADD_VERSION or verifier is None else \
+            _after_implicit_add(verifier, req, version, len(partitions), commit)
     return answer_when(promise, partial(txn_commit_response, req, version))
+
+
+IMPLICIT_ADD_VERSION = 5
+
+
+def _after_implicit_add(txn_coordinator: Any, req, version: int, count: int, commit: Any) -> Promise:
+    """TxnOffsetCommit v5: the group's offsets partition joins the transaction first (a v2 client's
+    add); then the commit, or the add's error on every partition."""
+    out = Promise()
+
+    def added(error: ErrorCode) -> None:
+        code = verification_error(error, version)
+        if code != ErrorCode.NONE:
+            out.set([code] * count)
+            return
+        commit().add_done_callback(out.set)
+
+    txn_coordinator.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id,
+                                client_tv=TV2).add_done_callback(added)
+    return out
 
 
 def txn_commit_response(req, version: int, errors: list[ErrorCode]) -> dict:
@@ -221,35 +262,24 @@ def _fetch(app: OffsetServices, group_id: str, topics, require_stable: bool, ver
     """(group-level error, the response's topics, their partitions already encoded for ``version``)."""
     if app.coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    error, rows = fetch_offset_rows(app.coordinator, group_id, topics, require_stable, _row_writer(version))
-    return error, [{"name": topic, "partitions": _partitions(n, parts, version)} for topic, n, parts in rows]
+    error, rows = fetch_offset_rows(app.coordinator, group_id, topics, require_stable, _FETCHED_ROWS[version])
+    return error, [{"name": topic, "partitions": _partitions(n, parts)} for topic, n, parts in rows]
 
 
-def _row_writer(version: int):
-    return _mapping_row if version >= 10 else _FETCHED_ROWS[version]
-
-
-def _mapping_row(ap, partition: int, offset: int, epoch: int, metadata: str | None, error: ErrorCode) -> None:
-    """v10's topics carry a uuid, which the generated codec does not write: its partitions travel
-    as mappings, encoded with the response (a KIP-848 consumer's fetch, not the classic hot path)."""
-    ap({"partition_index": partition, "committed_offset": offset, "committed_leader_epoch": epoch,
-        "metadata": metadata, "error_code": error})
-
-
-def _partitions(n: int, parts: list, version: int):
-    return parts if version >= 10 else EncodedArray(n, b"".join(parts))
+def _partitions(n: int, parts: list) -> EncodedArray:
+    return EncodedArray(n, b"".join(parts))
 
 
 def _error_rows(topics, error: ErrorCode, version: int) -> list[dict]:
     """Every requested partition carrying ``error``, grouped under its topic (first-seen order)."""
-    row = _row_writer(version)
+    row = _FETCHED_ROWS[version]
     by_topic: dict[str, list] = {}
     for name, indexes in topics:
         entry = by_topic.setdefault(name, [0, []])
         entry[0] += len(indexes)
         for p in indexes:
             row(entry[1].append, p, -1, -1, "", error)
-    return [{"name": name, "partitions": _partitions(n, parts, version)} for name, (n, parts) in by_topic.items()]
+    return [{"name": name, "partitions": _partitions(n, parts)} for name, (n, parts) in by_topic.items()]
 
 
 # --- OffsetDelete -------------------------------------------------------------------------------------

@@ -1,9 +1,13 @@
-"""Partition-level admin APIs: CreatePartitions, ElectLeaders, DescribeTopicPartitions.
+"""Partition-level admin APIs: CreatePartitions, ElectLeaders, DescribeTopicPartitions,
+AlterPartitionReassignments and ListPartitionReassignments.
 
 One node leads every partition with the constant leader epoch of
 ``topics.py``, so a valid manual assignment is ``[node_id]`` per new
 partition and every election is ``ELECTION_NOT_NEEDED``, as Kafka answers
-when the desired leader already leads.  Consumer groups notice new
+when the desired leader already leads.  Reassignments are answered as
+Kafka's controller answers them for a cluster of one registered broker: the
+only valid target is ``[node_id]``, already the replica set, so a change is
+a no-op success and nothing is ever in progress.  Consumer groups notice new
 partitions through Metadata, as with Kafka (their leader rejoins when a
 subscribed topic's partition count changes); the broker pushes nothing.
 """
@@ -47,6 +51,8 @@ def register(table: HandlerTable, app: PartitionServices) -> None:
     table.register(37, partial(create_partitions, app))
     table.register(43, partial(elect_leaders, app))
     table.register(75, partial(describe_topic_partitions, app))
+    table.register(45, partial(alter_partition_reassignments, app))
+    table.register(46, list_partition_reassignments)
 
 
 # --- CreatePartitions -------------------------------------------------------------------
@@ -85,7 +91,7 @@ def _check_assignment(node_id: int, brokers: list[int]) -> None:
     if not brokers:
         raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          "The manual partition assignment includes an empty replica list.")
-    for b in brokers:
+    for b in sorted(brokers):  # validateManualPartitionAssignment checks them sorted
         if b != node_id:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              f"The manual partition assignment includes broker {b}, but no such broker "
@@ -93,6 +99,49 @@ def _check_assignment(node_id: int, brokers: list[int]) -> None:
     if len(brokers) > 1:
         raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          f"The manual partition assignment includes the broker {node_id} more than once.")
+
+
+# --- AlterPartitionReassignments / ListPartitionReassignments -------------------------------
+
+def alter_partition_reassignments(app: PartitionServices, ctx: RequestContext, req) -> dict:
+    """``ReplicationControlManager.alterPartitionReassignments``: each partition on its own."""
+    allow_rf_change = req.allow_replication_factor_change if ctx.api_version >= 1 else True
+    responses = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                _reassign(app, t.name, p.partition_index, p.replicas, allow_rf_change)
+                code, message = ErrorCode.NONE, None
+            except TopicError as exc:
+                code, message = exc.code, exc.message
+                log.info("partitions.reassignment_refused", topic=t.name, partition=p.partition_index,
+                         replicas=p.replicas, error=code.name, reason=message, client=ctx.client_id)
+            parts.append({"partition_index": p.partition_index, "error_code": code, "error_message": message})
+        responses.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf_change,
+            "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
+
+
+def _reassign(app: PartitionServices, topic: str, partition: int, replicas: list[int] | None,
+              allow_rf_change: bool) -> None:
+    count = app.topics.partition_count(topic)
+    if count is None:
+        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}.")
+    if not 0 <= partition < count:
+        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{partition}.")
+    if replicas is None:  # cancel: nothing is ever in progress on one broker
+        raise TopicError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
+    _check_assignment(app.node_id, list(replicas))
+    if not allow_rf_change and len(replicas) != 1:  # validatePartitionReplicationFactorUnchanged
+        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                         f"The replication factor is changed from 1 to {len(replicas)}")
+    # the target is the current replica set: no change record, success
+
+
+def list_partition_reassignments(ctx: RequestContext, req) -> dict:
+    """Only partitions being reassigned are listed; on one broker there are none."""
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
 
 
 # --- ElectLeaders ------------------------------------------------------------------------

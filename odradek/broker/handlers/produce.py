@@ -1,4 +1,4 @@
-"""Produce (v0-v9); InitProducerId is served with the transactional APIs (``transactions.py``).
+"""Produce (v0-v13); InitProducerId is served with the transactional APIs (``transactions.py``).
 
 Produce v0-2 carry magic 0/1 message sets: they are up-converted to one
 magic-2 batch before validation (``protocol/record_conversion.py``).
@@ -9,10 +9,19 @@ Transactional batches (Kafka's ``KafkaApis.handleProduceRequest`` and
 whole request, as Kafka's authorisation check answers) and may carry only one
 producer id (else INVALID_PRODUCER_ID_MAPPING); each partition is verified
 with the transaction coordinator before the producer's first batch of a
-transaction there (``DataPlane.append_now``).  Idempotent producers: ids from
+transaction there (``DataPlane.append_now``); from v12 (transactions v2) such a
+partition is first added to the transaction, as the producer no longer sends
+AddPartitionsToTxn (``dataplane/implicit_add.py``).  Idempotent producers: ids from
 InitProducerId, sequence checks and dedupe on Produce.  acks=0 gets no
 response at all, as clients expect (errors are logged; Kafka would close the
 connection).
+
+Produce v13 names topics by id (KIP-516): each is resolved to its name first, as
+``KafkaApis.handleProduceRequest`` does through ``metadataCache.getTopicName``; an id no
+topic has (the zero uuid included) is UNKNOWN_TOPIC_ID for its partitions, never
+auto-created, and the answer is keyed by the request's ids.  v10's leader hints (KIP-951)
+go only beside NOT_LEADER_OR_FOLLOWER, which this one always-leading node never answers
+itself; v12 has v11's layout, and in a transaction adds its partitions (above).
 """
 
 from __future__ import annotations
@@ -27,15 +36,17 @@ import structlog
 from ...protocol.errors import ErrorCode
 from ...protocol.record_conversion import is_legacy, up_convert
 from ...protocol.records import (
-    ATTRIBUTES_OFFSET,
-    HEADER_SIZE,
-    MAGIC_OFFSET,
-    TRANSACTIONAL_MASK,
     CorruptRecordError,
 )
 from ...storage.log import Log
 from ..dataplane import AppendResult
 from ..dataplane.batches import BatchRejected, Prechecked, is_heavy
+from ..dataplane.implicit_add import (
+    IMPLICIT_ADD_FROM_VERSION,
+    add_implicitly,
+    partitions_to_add,
+    transactional_producer,
+)
 from ..dataplane.topics import INTERNAL_TOPICS, TopicError
 from ..dispatch import NO_RESPONSE, HandlerTable, RequestContext
 
@@ -55,11 +66,14 @@ class ProduceServices(Protocol):
     dataplane: DataPlane
     logs: LogManager  # a new partition's config before its log exists
     txn_coordinator: TransactionCoordinator | None  # verifies a transactional batch's partition (KIP-890)
+    cluster_id: str  # the internal topics' derived ids (``TopicRegistry.name_by_id``)
 
 
 log = structlog.get_logger("odradek.produce")
 
 TXN_ERROR = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+TOPIC_ID_VERSION = 13  # Produce names topics by id from here on (KIP-516)
+UNKNOWN_ID = (ErrorCode.UNKNOWN_TOPIC_ID, None)  # Kafka's PartitionResponse(UNKNOWN_TOPIC_ID): no message
 PRODUCER_ID_OFFSET = 43
 _PID = struct.Struct(">q")
 
@@ -81,6 +95,8 @@ def _partition(index: int, code: ErrorCode = ErrorCode.NONE, message: str | None
 
 def produce(app: ProduceServices, ctx: RequestContext, req):
     """Answer synchronously on the common path (no await needed), else through a task."""
+    if ctx.api_version >= TOPIC_ID_VERSION:  # a topic no id resolved to keeps name None
+        app.topics.name_items_by_id(req.topic_data, app.cluster_id)
     refused = _refused(req)
     if refused is not None:
         code, message = refused
@@ -88,23 +104,28 @@ def produce(app: ProduceServices, ctx: RequestContext, req):
                                   for td in req.topic_data])
     if ctx.api_version < 3:
         _up_convert(req)
-    heavy = [(td.name, pd) for td in req.topic_data for pd in td.partition_data
+    heavy = [(td.name, pd) for td in req.topic_data if td.name is not None for pd in td.partition_data
              if isinstance(pd.records, (bytes, bytearray, memoryview)) and is_heavy(pd.records)]
-    if heavy or app.dataplane.turn_pending(ctx.connection_id):
-        return _produce_checked(app, ctx, req, heavy)
+    adds = _implicit_adds(app, ctx, req)
+    if heavy or adds or app.dataplane.turn_pending(ctx.connection_id):
+        return _produce_checked(app, ctx, req, heavy, adds)
     plan = _plan(app, req)
     if plan is not None and app.dataplane.fast_path_ok(_logs(plan)):
         return _finish(app, req, _append_all(app, plan, ctx.api_version, req))
     return _produce_ordered(app, ctx, req)
 
 
-async def _produce_checked(app: ProduceServices, ctx: RequestContext, req, heavy: list) -> dict:
-    """A request with big batches to check (in worker threads, ``DataPlane.precheck``), or one
-    behind such a request on its connection: appended in the connection's order once checked."""
+async def _produce_checked(app: ProduceServices, ctx: RequestContext, req, heavy: list,
+                           adds: list | None = None) -> dict:
+    """A request with big batches to check (in worker threads, ``DataPlane.precheck``), or with
+    partitions to add to its transaction first (``adds``), or one behind such a request on its
+    connection: appended in the connection's order once checked."""
     dp = app.dataplane
     async with dp.connection_turn(ctx.connection_id) as wait_earlier:
         results = await asyncio.gather(*(_precheck(app, ctx.api_version, name, pd) for name, pd in heavy))
-        checked = {id(pd): result for (_name, pd), result in zip(heavy, results, strict=True)}
+        checked: dict = {id(pd): result for (_name, pd), result in zip(heavy, results, strict=True)}
+        if adds:
+            checked.update(await _add_to_transaction(app, req.transactional_id, adds))
         await wait_earlier()
         plan = _plan(app, req, checked=checked)
         if plan is not None and dp.fast_path_ok(_logs(plan)):
@@ -124,6 +145,29 @@ async def _precheck(app: ProduceServices, version: int, topic: str, pd) -> Prech
 
 class _Refusal(tuple):
     """(code, message) standing in for a partition's records that cannot be appended."""
+
+
+def _implicit_adds(app: ProduceServices, ctx: RequestContext, req) -> list:
+    """Produce v12+ in a transaction (transactions v2): the partitions to add to it before the
+    append (``implicit_add.partitions_to_add``)."""
+    coordinator = app.txn_coordinator
+    if ctx.api_version < IMPLICIT_ADD_FROM_VERSION or req.transactional_id is None or coordinator is None:
+        return []
+    return partitions_to_add(app.dataplane, coordinator, req.transactional_id,
+                             [(td.name, pd) for td in req.topic_data if td.name is not None
+                              for pd in td.partition_data])
+
+
+async def _add_to_transaction(app: ProduceServices, transactional_id: str, adds: list) -> dict:
+    """Add the partitions (one coordinator call, as Kafka's one AddPartitionsToTxn per
+    transaction); the ones that failed refused with the leader's code, by ``id`` of their data."""
+    _name, _pd, pid, epoch = adds[0]
+    error = await add_implicitly(app.txn_coordinator, transactional_id, pid, epoch,
+                                 [(name, pd.index) for name, pd, _p, _e in adds])
+    if error == ErrorCode.NONE:
+        return {}
+    message = "Partition was not added to the transaction" if error == ErrorCode.INVALID_TXN_STATE else None
+    return {id(pd): _Refusal((error, message)) for _n, pd, _p, _e in adds}
 
 
 def _up_convert(req) -> None:
@@ -154,14 +198,8 @@ def _refused(req) -> tuple[ErrorCode, str] | None:
 
 def _transactional_producers(req) -> set[int]:
     """Producer ids of the request's transactional magic-2 batches (header bytes only)."""
-    pids = set()
-    for td in req.topic_data:
-        for pd in td.partition_data:
-            data = pd.records
-            if (isinstance(data, (bytes, bytearray, memoryview)) and len(data) >= HEADER_SIZE
-                    and data[MAGIC_OFFSET] == 2 and data[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK):
-                pids.add(_PID.unpack_from(data, PRODUCER_ID_OFFSET)[0])
-    return pids
+    return {p[0] for td in req.topic_data for pd in td.partition_data
+            if (p := transactional_producer(pd.records)) is not None}
 
 
 Plan = list[tuple[str, list[tuple[int, "Log | tuple[ErrorCode, str]", bytes | None]]]]
@@ -173,6 +211,9 @@ def _plan(app: ProduceServices, req, *, may_create: bool = True, checked: dict |
     partition data (the request itself is left as it came: the capture shows it)."""
     plan: Plan = []
     for td in req.topic_data:
+        if td.name is None:  # v13: an id no topic has
+            plan.append((td.name, [(pd.index, UNKNOWN_ID, None) for pd in td.partition_data]))
+            continue
         topic = app.topics.get(td.name)
         if topic is None:
             err = _topic_refusal(app, td.name)
@@ -186,9 +227,10 @@ def _plan(app: ProduceServices, req, *, may_create: bool = True, checked: dict |
             lg = app.topics.log(td.name, pd.index) if 0 <= pd.index < topic.partitions else None
             target = lg if lg is not None else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                 f"{td.name} has no partition {pd.index}")
-            if lg is not None and isinstance(pd.records, _Refusal):
-                target = pd.records
-            parts.append((pd.index, target, checked.get(id(pd), pd.records) if checked else pd.records))
+            data = checked.get(id(pd), pd.records) if checked else pd.records
+            if lg is not None and isinstance(data, _Refusal):
+                target = data
+            parts.append((pd.index, target, data))
         plan.append((td.name, parts))
     return plan
 
@@ -222,7 +264,7 @@ async def _append_ordered(app: ProduceServices, ctx: RequestContext, req,
     dp = app.dataplane
     async with dp.ordered():
         for td in req.topic_data:
-            if app.topics.get(td.name) is None and _topic_refusal(app, td.name) is None:
+            if td.name is not None and app.topics.get(td.name) is None and _topic_refusal(app, td.name) is None:
                 try:
                     await app.topics.ensure(td.name)
                 except TopicError as exc:
@@ -265,7 +307,14 @@ def _finish(app: ProduceServices, req, results):
         return NO_RESPONSE
     if any(app.dataplane.needs_sync(lg, req.acks) for lg in _ok_logs(app, results)):
         return _await_durable(app, req, results)
-    return {"responses": [{"name": n, "partition_responses": p} for n, p in results], "throttle_time_ms": 0}
+    return _body(req, results)
+
+
+def _body(req, results) -> dict:
+    """The answer: one entry per request topic, in its order, by name (v0-12) or id (v13)."""
+    return {"responses": [{"name": n, "topic_id": td.get("topic_id"), "partition_responses": p}
+                          for td, (n, p) in zip(req.topic_data, results, strict=True)],
+            "throttle_time_ms": 0}
 
 
 async def _await_durable(app: ProduceServices, req, results):
@@ -280,7 +329,7 @@ async def _await_durable(app: ProduceServices, req, results):
                 if exc is not None:
                     code = exc.code if isinstance(exc, BatchRejected) else ErrorCode.KAFKA_STORAGE_ERROR
                     parts[i] = _partition(p["index"], code, str(exc))
-    return {"responses": [{"name": n, "partition_responses": p} for n, p in results], "throttle_time_ms": 0}
+    return _body(req, results)
 
 
 def _ok_logs(app: ProduceServices, results) -> list[Log]:

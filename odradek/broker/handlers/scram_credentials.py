@@ -24,7 +24,6 @@ import structlog
 
 from ...protocol.errors import ErrorCode
 from ..dispatch import HandlerTable, RequestContext
-from ..security.scram import BY_TYPE, MAX_ITERATIONS, credential_from_salted_password
 
 if TYPE_CHECKING:
     from ..security.scram_store import ScramCredentialStore
@@ -93,6 +92,8 @@ def describe_user_scram_credentials(app: ScramServices, ctx: RequestContext, req
 
 
 def _type_of(name: str) -> int:
+    from ..security.scram import BY_TYPE  # noqa: PLC0415 - SCRAM code on the first request about it
+
     return next(m.type for m in BY_TYPE.values() if m.name == name)
 
 
@@ -104,6 +105,8 @@ def _user_error(user: str, code: ErrorCode, message: str) -> dict:
 
 def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[ErrorCode, str] | None:
     """``ScramControlManager.validateScramUsernameAndMechanism``."""
+    from ..security.scram import BY_TYPE  # noqa: PLC0415 - see _type_of
+
     if not name:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
     if mechanism not in BY_TYPE:
@@ -112,6 +115,8 @@ def _check_name_and_mechanism(name: str, mechanism: int) -> tuple[ErrorCode, str
 
 
 def _check_upsertion(u) -> tuple[ErrorCode, str] | None:
+    from ..security.scram import BY_TYPE, MAX_ITERATIONS  # noqa: PLC0415 - see _type_of
+
     error = _check_name_and_mechanism(u.name, u.mechanism)
     if error is not None:
         return error
@@ -124,6 +129,8 @@ def _check_upsertion(u) -> tuple[ErrorCode, str] | None:
 
 def _plan(store, req) -> tuple[dict, dict, dict]:
     """(deletions, upsertions, errors) by user, as ``alterCredentials`` sorts them."""
+    from ..security.scram import BY_TYPE  # noqa: PLC0415 - see _type_of
+
     deletions: dict = {}
     upserts: dict = {}
     errors: dict[str, tuple[ErrorCode, str]] = {}
@@ -160,6 +167,8 @@ async def alter_user_scram_credentials(app: ScramServices, ctx: RequestContext, 
         return {"throttle_time_ms": 0, "results": [
             {"user": u, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": AUTHZ_DENIED}
             for u in users]}
+    from ..security.scram import BY_TYPE, credential_from_salted_password  # noqa: PLC0415 - see _type_of
+
     store = app.scram_credentials
     async with store.lock:  # one change at a time: validation and write see the same state
         deletions, upserts, errors = _plan(store, req)

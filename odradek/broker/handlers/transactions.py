@@ -7,6 +7,12 @@ versions get what Kafka's ``KafkaApis`` rewrites them to (PRODUCER_FENCED is
 INVALID_PRODUCER_EPOCH for InitProducerId v0-3 and for
 AddPartitions/AddOffsets/EndTxn v0-1).  InitProducerId without a
 transactional id is the idempotent producer's: a fresh producer id, epoch 0.
+
+Transactions v2 (KIP-890) is chosen by the request version, as Kafka's
+``TransactionVersion.transactionVersionForEndTxn`` does: EndTxn v5 ends with
+an epoch bump and answers the producer id and epoch to continue with;
+AddPartitionsToTxn v4+ is the broker-to-broker batch (each transaction
+verified, or added to as a v2 client's).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import structlog
 from ...protocol.errors import ErrorCode
 from ..dataplane.topics import INTERNAL_TOPICS
 from ..dispatch import HandlerTable, RequestContext, answer_when
-from ..txn.coordinator import NEED_PRODUCER_ID, wait_promise
+from ..txn.coordinator import NEED_PRODUCER_ID, TV2, wait_promise
 
 if TYPE_CHECKING:
     from ..dataplane import DataPlane, TopicRegistry
@@ -107,19 +113,20 @@ def _partitions_response(topics: dict[str, dict[int, ErrorCode]]) -> dict:
         for name, parts in topics.items()]}
 
 
-def add_partitions_to_txn(app: TxnServices, ctx: RequestContext, req):
-    """Pre-checks per partition (internal topics 29, unknown 3, the others then 55), then one
-    coordinator answer for every partition (``KafkaApis.handleAddPartitionsToTxnRequest``)."""
+def _prechecked(app: TxnServices, topics, internal_allowed: bool) -> tuple[dict[str, dict[int, ErrorCode]], bool]:
+    """Each requested partition with its pre-check error (internal topics 29 from clients, unknown
+    3, the others then 55) and whether any failed."""
     requested: dict[str, dict[int, ErrorCode]] = {}
-    for t in req.v3_and_below_topics:
+    for t in topics:
         parts = requested.setdefault(t.name, {})
         for p in t.partitions:
             parts[p] = E.NONE
     failed = False
     for name, parts in requested.items():
-        count = app.topics.partition_count(name) if name not in INTERNAL_TOPICS else None
+        internal = name in INTERNAL_TOPICS
+        count = app.topics.partition_count(name) if internal_allowed or not internal else None
         for p in parts:
-            if name in INTERNAL_TOPICS:
+            if internal and not internal_allowed:
                 parts[p] = E.TOPIC_AUTHORIZATION_FAILED
             elif count is None or not 0 <= p < count:
                 parts[p] = E.UNKNOWN_TOPIC_OR_PARTITION
@@ -131,6 +138,16 @@ def add_partitions_to_txn(app: TxnServices, ctx: RequestContext, req):
             for p, code in parts.items():
                 if code == E.NONE:
                     parts[p] = E.OPERATION_NOT_ATTEMPTED
+    return requested, failed
+
+
+def add_partitions_to_txn(app: TxnServices, ctx: RequestContext, req):
+    """Pre-checks per partition, then one coordinator answer for every partition
+    (``KafkaApis.handleAddPartitionsToTxnRequest``); v4+ per transaction of the batch."""
+    if ctx.api_version >= 4:
+        return _add_partitions_batch(app, req)
+    requested, failed = _prechecked(app, req.v3_and_below_topics, internal_allowed=False)
+    if failed:
         return _partitions_response(requested)
     coordinator = app.txn_coordinator
     version = ctx.api_version
@@ -145,6 +162,38 @@ def add_partitions_to_txn(app: TxnServices, ctx: RequestContext, req):
     return answer_when(coordinator.add_partitions(req.v3_and_below_transactional_id,
                                                   req.v3_and_below_producer_id,
                                                   req.v3_and_below_producer_epoch, tps), shape)
+
+
+def _topic_results(topics: dict[str, dict[int, ErrorCode]]) -> list[dict]:
+    return [{"name": name, "results_by_partition": [{"partition_index": p, "partition_error_code": code}
+                                                    for p, code in parts.items()]}
+            for name, parts in topics.items()]
+
+
+async def _add_partitions_batch(app: TxnServices, req) -> dict:
+    """v4+: each transaction verified (``verify_only``) or added to as a v2 client's; one result
+    per transaction.  (An empty batch is answered at once; Kafka never answers it.)"""
+    results = []
+    for txn in req.transactions:
+        requested, failed = _prechecked(app, txn.topics, internal_allowed=True)
+        if not failed:
+            requested = await _batch_entry(app, txn, requested)
+        results.append({"transactional_id": txn.transactional_id, "topic_results": _topic_results(requested)})
+    return {"throttle_time_ms": 0, "error_code": E.NONE, "results_by_transaction": results}
+
+
+async def _batch_entry(app: TxnServices, txn, requested: dict[str, dict[int, ErrorCode]]) -> dict:
+    coordinator = app.txn_coordinator
+    tps = [(name, p) for name, parts in requested.items() for p in parts]
+    if coordinator is None:
+        codes = dict.fromkeys(tps, E.COORDINATOR_NOT_AVAILABLE)
+    elif txn.verify_only:
+        codes = coordinator.verify_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, tps)
+    else:
+        error = await wait_promise(coordinator.add_partitions(txn.transactional_id, txn.producer_id,
+                                                              txn.producer_epoch, tps, client_tv=TV2))
+        codes = dict.fromkeys(tps, error)
+    return {name: {p: codes[(name, p)] for p in parts} for name, parts in requested.items()}
 
 
 # --- AddOffsetsToTxn / EndTxn ------------------------------------------------------------------
@@ -168,9 +217,33 @@ def end_txn(app: TxnServices, ctx: RequestContext, req):
     if coordinator is None:
         return _error_response(E.COORDINATOR_NOT_AVAILABLE)
     version = ctx.api_version
+    if version >= 5:
+        answer = coordinator.end_txn_v2(req.transactional_id, req.producer_id, req.producer_epoch,
+                                        bool(req.committed))
+        if answer is NEED_PRODUCER_ID:  # the epoch is exhausted: a new producer id first (an await)
+            return _end_txn_v2(app, coordinator, req)
+        return answer_when(answer, _end_txn_v2_response)
     return answer_when(coordinator.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
                                            bool(req.committed)),
                        lambda error: _error_response(_fenced(error, version, 2)))
+
+
+def _end_txn_v2_response(answer: tuple[ErrorCode, int, int]) -> dict:
+    error, pid, epoch = answer
+    return {"throttle_time_ms": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
+
+
+async def _end_txn_v2(app: TxnServices, coordinator: TransactionCoordinator, req) -> dict:
+    """EndTxn v5 (transactions v2) whose epoch is exhausted: a new producer id first, then the end
+    (the answer carries that id at epoch 0)."""
+    fresh = await _allocate(app)
+    if fresh is None:
+        return _error_response(E.COORDINATOR_NOT_AVAILABLE)
+    answer = coordinator.end_txn_v2(req.transactional_id, req.producer_id, req.producer_epoch,
+                                    bool(req.committed), fresh_pid=fresh)
+    if answer is NEED_PRODUCER_ID:  # cannot happen: a fresh id was given
+        return _error_response(E.UNKNOWN_SERVER_ERROR)
+    return _end_txn_v2_response(answer.result() if answer.done else await wait_promise(answer))
 
 
 # --- DescribeTransactions / ListTransactions -----------------------------------------------

@@ -171,8 +171,8 @@ class ShardWriter:
         # writes staged or appended, not yet fsynced (await_fsync), in write order
         self._in_flight: dict[_Write, None] = {}
         # staged requests of the open turn: (encoded records, timestamp, the write waiting for fsync,
-        # the producer of a transactional write)
-        self._staged: list[tuple[list[EncodedRecord], int, _Write | None, TxnBatch | None]] = []
+        # the producer of a transactional write, the bound of the records' size in a batch)
+        self._staged: list[tuple[list[EncodedRecord], int, _Write | None, TxnBatch | None, int]] = []
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -199,8 +199,9 @@ class ShardWriter:
         pairs = self.encode(records)
         runtime = self.runtime
         if runtime.open and self.log.writable:
-            if pairs_batch_size_bound(pairs) <= self.log.config.max_message_bytes:
-                return self._stage(records, pairs, now, txn, replay_now)
+            bound = pairs_batch_size_bound(pairs)
+            if bound <= self.log.config.max_message_bytes:
+                return self._stage(records, pairs, now, txn, bound - HEADER_SIZE, replay_now)
             if self._staged and not self.flush_staged():  # the log keeps the order state saw
                 runtime.failed.append(shard.partition)
                 return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
@@ -226,12 +227,13 @@ class ShardWriter:
         return w.promise
 
     def _stage(self, records: list[Record], pairs: list[EncodedRecord], now: int,
-               txn: TxnBatch | None, replay_now: bool = False) -> Promise:
-        """Keep the request for the turn's append (it is in the page cache before any answer)."""
+               txn: TxnBatch | None, size: int, replay_now: bool = False) -> Promise:
+        """Keep the request for the turn's append (it is in the page cache before any answer);
+        ``size`` bounds its records' bytes in a batch (the batch header not counted)."""
         if not self._staged:
             self.runtime.stage(self)
         w = self._settle(records, replay_now)
-        self._staged.append((pairs, now, w, txn))
+        self._staged.append((pairs, now, w, txn, size))
         return _WRITTEN if w is None else w.promise
 
     def _settle(self, records: list[Record], replay_now: bool = False) -> _Write | None:
@@ -267,10 +269,10 @@ class ShardWriter:
         limit = self.log.config.max_message_bytes
         pairs: list[EncodedRecord] = []
         stamps: list[int] = []
-        waiting = [w for _pairs, _now, w, _txn in staged if w is not None]
+        waiting = [w for _pairs, _now, w, _txn, _size in staged if w is not None]
         size = 0
         try:
-            for request_pairs, now, _w, txn in staged:
+            for request_pairs, now, _w, txn, more in staged:
                 if txn is not None:  # a batch of its own, in its place in the order
                     if pairs:
                         self._append(pairs, stamps)
@@ -278,7 +280,6 @@ class ShardWriter:
                     self._append_txn(request_pairs, now, txn)
                     continue
                 # each request's bound fits (checked when staged); the header is counted once
-                more = pairs_batch_size_bound(request_pairs) - HEADER_SIZE
                 if pairs and size + more > limit:
                     self._append(pairs, stamps)
                     pairs, stamps = [], []

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode
 from ...protocol.primitives import ZERO_UUID
-from ..dispatch import NO_RESPONSE, HandlerTable, RequestContext, after
+from ..dispatch import AUTHORIZED_TOPICS, NO_RESPONSE, HandlerTable, RequestContext, after
 from ..error_answers import error_answer
 from .acls import AclOperation as Op
 from .acls import ResourceType as R
@@ -151,18 +151,24 @@ def produce(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     if txn is not None or _transactional(req):
         if txn is None or not g.authz.allowed(ctx, Op.WRITE, R.TRANSACTIONAL_ID, txn):
             return _denied(ctx, req, TXN_DENIED)
+    if ctx.api_version >= 13:  # by topic id: resolved before the ACLs, an unknown id is UNKNOWN_TOPIC_ID
+        g.app.topics.name_items_by_id(req.topic_data, g.app.cluster_id)
     return _split(g, ctx, req, "topic_data", lambda t: t.name, Op.WRITE, R.TOPIC, TOPIC_DENIED,
                   "responses")
 
 
 @guard(1)
 def fetch(g: Guarded, ctx: RequestContext, req: Any) -> Any:
-    """A replica's fetch needs CLUSTER_ACTION; a consumer's READ on each topic."""
-    if req.replica_id >= 0:
+    """A replica's fetch needs CLUSTER_ACTION; a consumer's READ on each topic it reads, checked
+    by the handler (``AUTHORIZED_TOPICS``) once topic ids are resolved and a session's partitions
+    known; a denied one is TOPIC_AUTHORIZATION_FAILED there (``KafkaApis.handleFetchRequest``)."""
+    replica = req.replica_state.replica_id if ctx.api_version >= 15 else req.replica_id
+    if replica >= 0:
         if not g.authz.cluster(ctx, Op.CLUSTER_ACTION):
             return _denied(ctx, req, TOPIC_DENIED)
         return g.inner(ctx, req)
-    return _split(g, ctx, req, "topics", lambda t: t.topic, Op.READ, R.TOPIC, TOPIC_DENIED, "responses")
+    req[AUTHORIZED_TOPICS] = partial(g.authz.allowed_names, ctx, Op.READ, R.TOPIC)
+    return g.inner(ctx, req)
 
 
 @guard(2)
@@ -364,19 +370,20 @@ def create_partitions(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     return _split(g, ctx, req, "topics", lambda t: t.name, Op.ALTER, R.TOPIC, TOPIC_DENIED, "results")
 
 
-@guard(43)
-def elect_leaders(g: Guarded, ctx: RequestContext, req: Any) -> Any:
-    if not g.authz.cluster(ctx, Op.ALTER):
-        return _denied(ctx, req, CLUSTER_DENIED)
-    return g.inner(ctx, req)
+# APIs that need one operation on the cluster, else Kafka's whole-request error answer:
+# ElectLeaders (ALTER), client quotas (DESCRIBE_CONFIGS / ALTER_CONFIGS, as
+# ``KafkaApis.handleDescribeClientQuotasRequest`` / ``ControllerApis.handleAlterClientQuotas``),
+# ListConfigResources (DESCRIBE_CONFIGS, ``KafkaApis.handleListConfigResources``), reassignments
+# (ALTER to change, DESCRIBE to list: ``ControllerApis.handleAlterPartitionReassignments``)
+# AlterReplicaLogDirs (ALTER, ``KafkaApis.handleAlterReplicaLogDirsRequest``) and UpdateFeatures
+# (ALTER, ``ControllerApis.handleUpdateFeatures``)
+CLUSTER_OPERATIONS = {43: Op.ALTER, 48: Op.DESCRIBE_CONFIGS, 49: Op.ALTER_CONFIGS, 74: Op.DESCRIBE_CONFIGS,
+                      45: Op.ALTER, 46: Op.DESCRIBE, 34: Op.ALTER, 57: Op.ALTER}
 
 
-@guard(48, 49)
-def client_quotas(g: Guarded, ctx: RequestContext, req: Any) -> Any:
-    """DESCRIBE_CONFIGS (describe) or ALTER_CONFIGS (alter) on the cluster, as
-    ``KafkaApis.handleDescribeClientQuotasRequest`` / ``ControllerApis.handleAlterClientQuotas``."""
-    op = Op.DESCRIBE_CONFIGS if ctx.api_key == 48 else Op.ALTER_CONFIGS
-    if not g.authz.cluster(ctx, op):
+@guard(*CLUSTER_OPERATIONS)
+def cluster_operation(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    if not g.authz.cluster(ctx, CLUSTER_OPERATIONS[ctx.api_key]):
         return _denied(ctx, req, CLUSTER_DENIED)
     return g.inner(ctx, req)
 

@@ -19,9 +19,12 @@ import asyncio
 import base64
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...storage.files import atomic_write_text
-from .scram import BY_TYPE, SCRAM_MECHANISMS, ScramCredential
+
+if TYPE_CHECKING:
+    from .scram import ScramCredential
 
 FILE_NAME = "scram-credentials.json"
 VERSION = 1
@@ -47,6 +50,9 @@ class ScramCredentialStore:
         self._users = {}
         if self.path is None or not self.path.exists():
             return
+        # SCRAM code only once a credential exists (a broker without users starts without it)
+        from .scram import SCRAM_MECHANISMS, ScramCredential  # noqa: PLC0415
+
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
             for user, mechs in data["users"].items():
@@ -68,6 +74,8 @@ class ScramCredentialStore:
     def mechanisms(self, user: str) -> dict[str, ScramCredential]:
         """The user's credentials by mechanism name, in type order (SHA-256 first)."""
         held = self._users.get(user, {})
+        from .scram import BY_TYPE  # noqa: PLC0415 - see load()
+
         return {m.name: held[m.name] for m in sorted(BY_TYPE.values(), key=lambda m: m.type) if m.name in held}
 
     def __contains__(self, user: str) -> bool:

@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ..config import Config, ConfigError
-from .authenticator import SaslListener
-from .jaas import JaasError, options_for, parse_jaas, parse_jaas_file
 from .listeners import ListenerSpec, listener_specs
-from .mechanism import MECHANISMS, SaslSettings
 from .principal import parse_mapping_rules
 
 if TYPE_CHECKING:
     import ssl
+
+    from .authenticator import SaslListener
 
 log = structlog.get_logger("odradek.security")
 
@@ -63,8 +62,11 @@ def build_listeners(config: Config, credentials: Any = None,
 
 def _sasl_listener(config: Config, listener: str, credentials: Any,
                    now_ms: Callable[[], int] | None) -> SaslListener:
-    # SASL code only for a SASL listener: importing a mechanism's module registers it
+    # SASL code only for a SASL listener (a PLAINTEXT broker starts without it): importing a
+    # mechanism's module registers it
     from . import oauthbearer, plain, scram  # noqa: F401, PLC0415
+    from .authenticator import SaslListener  # noqa: PLC0415
+    from .mechanism import MECHANISMS, SaslSettings  # noqa: PLC0415
 
     known = MECHANISMS
     enabled = [m.strip().upper() for m in config.for_listener(listener, "sasl.enabled.mechanisms").split(",")
@@ -109,6 +111,8 @@ def _jaas_options(config: Config, listener: str, mechanism: str) -> dict[str, st
     """The JAAS options for (listener, mechanism), in Kafka's order (``JaasContext.loadServerContext``):
     ``listener.name.<l>.<mechanism>.sasl.jaas.config`` (here also the bare ``sasl.jaas.config``),
     else the JAAS file's ``<l>.KafkaServer`` section, else its ``KafkaServer`` section."""
+    from .jaas import JaasError, options_for, parse_jaas, parse_jaas_file  # noqa: PLC0415 - SASL only
+
     text = config.for_mechanism(listener, mechanism, "sasl.jaas.config")
     if text:
         try:

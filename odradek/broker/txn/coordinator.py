@@ -18,6 +18,17 @@ partition of the transaction (``MarkerTarget``), and then the
 CompleteCommit/CompleteAbort record.  A shard loaded with transactions in
 Prepare* finishes them the same way.
 
+Transactions v2 (KIP-890): EndTxn v5 takes the TV2 path (``end_txn_v2``,
+Kafka's ``endTransaction`` for a client at TransactionVersion 2): every end
+bumps the epoch (the Prepare record carries epoch+1, the markers too, and
+the answer returns it; an exhausted epoch moves to a new producer id at
+epoch 0 in the Complete record), an abort with nothing added is allowed, and
+a retry is recognised by its epoch.  A partition added by a TV2 client
+(Produce v12+, TxnOffsetCommit v5+, AddPartitionsToTxn v4+) records client
+version 2.  The coordinator's own aborts (fence, timeout) use the cluster's
+finalized ``transaction.version``, as Kafka's ``txnManager.transactionVersionLevel``,
+which also picks the value version written (v1 from level 1).
+
 All timers (sweeps, marker retries) go through the broker clock, so tests
 move time instead of sleeping.
 """
@@ -33,7 +44,7 @@ import structlog
 
 from ...offsets.records import partition_for
 from ...protocol.errors import ErrorCode
-from ...transactions.records import TopicPartition, TxnKey, TxnValue
+from ...transactions.records import TopicPartition, TxnKey, TxnValue, value_version
 from ...transactions.replay import NO_EPOCH, NO_PRODUCER_ID, TxnMetadata
 from ...transactions.state import TxnState
 from ..clock import Clock
@@ -49,6 +60,7 @@ S = TxnState
 E = ErrorCode
 INT16_MAX = 32767
 EPOCH_EXHAUSTED = INT16_MAX - 1  # Kafka's TransactionMetadata.isEpochExhausted: >= Short.MaxValue - 1
+TV2 = 2  # TransactionVersion.TV_2: supportsEpochBump
 COORDINATOR_EPOCH = 0  # one node, never re-elected: a constant (non-decreasing) coordinator epoch
 NEED_PRODUCER_ID = object()  # InitProducerId needs a fresh producer id: allocate, then call again
 
@@ -85,9 +97,11 @@ class TransactionCoordinator:
     def __init__(self, clock: Clock, config: TxnConfig, logs: list[Any], *,
                  markers: MarkerTarget, group_partition: Callable[[str], int],
                  runtime: CoordinatorRuntime | None = None, await_fsync: bool = False,
-                 offsets_topic: str = "__consumer_offsets") -> None:
+                 offsets_topic: str = "__consumer_offsets",
+                 transaction_version: Callable[[], int] = lambda: 0) -> None:
         """``logs[p]`` is the Log of ``__transaction_state-p``; ``markers`` writes a marker to a
-        partition; ``group_partition(group)`` is the group's ``__consumer_offsets`` partition."""
+        partition; ``group_partition(group)`` is the group's ``__consumer_offsets`` partition;
+        ``transaction_version()`` the cluster's finalized ``transaction.version``."""
         if len(logs) != config.num_partitions:
             raise ValueError("one log per __transaction_state partition")
         self.clock = clock
@@ -96,7 +110,9 @@ class TransactionCoordinator:
         self.group_partition = group_partition
         self.offsets_topic = offsets_topic
         self.runtime = runtime if runtime is not None else CoordinatorRuntime()
-        self.shards = [TxnShard(p, lg, clock, runtime=self.runtime, await_fsync=await_fsync)
+        self.transaction_version = transaction_version
+        self.shards = [TxnShard(p, lg, clock, runtime=self.runtime, await_fsync=await_fsync,
+                                value_version=lambda: value_version(transaction_version()))
                        for p, lg in enumerate(logs)]
         # transactional id -> partitions whose marker is still to be written (Prepare* only)
         self.pending_markers: dict[str, set[TopicPartition]] = {}
@@ -218,9 +234,10 @@ class TransactionCoordinator:
     # --- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition]) -> Promise:
+                       partitions: Iterable[TopicPartition], client_tv: int = 0) -> Promise:
         """AddPartitionsToTxn's coordinator part (``handleAddPartitionsToTransaction``): a promise
-        of one error code for the whole request."""
+        of one error code for the whole request.  ``client_tv``: 2 for a transactions-v2 client
+        (an implicit add, AddPartitionsToTxn v4+), recorded in the Ongoing record."""
         if transactional_id == "":
             return Promise.resolved(E.INVALID_REQUEST)
         shard, meta, error = self._lookup(transactional_id, producer_id)
@@ -237,27 +254,28 @@ class TransactionCoordinator:
             return Promise.resolved(E.INVALID_TXN_STATE)
         now = self.clock.now_ms()
         if meta.state is S.ONGOING:
-            value = meta.value(state=S.ONGOING, partitions=meta.partitions | wanted, now=now)
+            value = meta.value(state=S.ONGOING, partitions=meta.partitions | wanted, now=now, client_tv=client_tv)
         else:  # a new transaction starts with its first partition
-            value = meta.value(state=S.ONGOING, partitions=wanted, now=now, start_ms=now)
+            value = meta.value(state=S.ONGOING, partitions=wanted, now=now, start_ms=now, client_tv=client_tv)
         return self._transition(shard, meta, value)
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                    group_id: str) -> Promise:
+                    group_id: str, client_tv: int = 0) -> Promise:
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
         if transactional_id == "":
             return Promise.resolved(E.INVALID_REQUEST)
         partition = (self.offsets_topic, self.group_partition(group_id))
-        return self.add_partitions(transactional_id, producer_id, producer_epoch, [partition])
+        return self.add_partitions(transactional_id, producer_id, producer_epoch, [partition], client_tv)
 
-    def _lookup(self, transactional_id: str,
-                producer_id: int) -> tuple[TxnShard | None, TxnMetadata | None, ErrorCode]:
-        """The id's shard and metadata, checked for load state, existence and producer id."""
+    def _lookup(self, transactional_id: str, producer_id: int,
+                allow_previous: bool = False) -> tuple[TxnShard | None, TxnMetadata | None, ErrorCode]:
+        """The id's shard and metadata, checked for load state, existence and producer id
+        (``allow_previous``: the caller checks the producer id itself)."""
         shard, error = self._shard(transactional_id)
         if shard is None:
             return None, None, error
         meta = shard.txns.get(transactional_id)
-        if meta is None or meta.last_update_ms == -1 or meta.producer_id != producer_id:
+        if meta is None or meta.last_update_ms == -1 or (meta.producer_id != producer_id and not allow_previous):
             return shard, None, E.INVALID_PRODUCER_ID_MAPPING
         return shard, meta, E.NONE
 
@@ -288,14 +306,79 @@ class TransactionCoordinator:
             return Promise.resolved(E.INVALID_TXN_STATE if commit else E.NONE)
         return Promise.resolved(E.INVALID_TXN_STATE)  # Empty (nothing to end), Dead
 
-    def _end(self, shard: TxnShard, meta: TxnMetadata, commit: bool, epoch: int | None = None) -> Promise:
-        """Write Prepare*; once durable start the markers.  A promise of NONE or the append error."""
+    def end_txn_v2(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                   fresh_pid: int | None = None) -> Any:
+        """EndTxn v5 (Kafka's ``endTransaction`` for a TransactionVersion 2 client): a promise of
+        ``(error, producer_id, epoch)`` to continue with, or NEED_PRODUCER_ID when the epoch is
+        exhausted and a new producer id is needed first (then call again with ``fresh_pid``)."""
+        if transactional_id == "":
+            return _init_answer(E.INVALID_REQUEST)
+        shard, meta, error = self._lookup(transactional_id, producer_id, allow_previous=True)
+        if meta is None:
+            return _init_answer(error)
+        retry_on_overflow = (meta.previous_producer_id == producer_id and producer_epoch == EPOCH_EXHAUSTED
+                             and meta.producer_epoch == 0)
+        retry_on_bump = meta.producer_epoch == producer_epoch + 1
+        retry = retry_on_bump or retry_on_overflow
+        state = meta.state
+        if state.is_prepare:
+            valid = retry_on_bump
+        elif state.is_complete:
+            valid = retry or producer_epoch == meta.producer_epoch
+        else:
+            valid = producer_epoch == meta.producer_epoch
+        if meta.pending_state is not None:
+            return _init_answer(E.CONCURRENT_TRANSACTIONS)
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            return _init_answer(E.INVALID_PRODUCER_ID_MAPPING)
+        if not valid:
+            return _init_answer(E.PRODUCER_FENCED)
+        current = Promise.resolved((E.NONE, meta.producer_id, meta.producer_epoch))
+        if state is S.ONGOING:
+            return self._end_v2(shard, meta, commit, fresh_pid)
+        if state is S.COMPLETE_COMMIT and commit or state is S.COMPLETE_ABORT and not commit:
+            if retry:
+                return current
+            if commit:
+                return _init_answer(E.INVALID_TXN_STATE)
+        if state.is_prepare:
+            same = (state is S.PREPARE_COMMIT) == commit
+            return _init_answer(E.CONCURRENT_TRANSACTIONS if same else E.INVALID_TXN_STATE)
+        if not commit and (state is S.EMPTY or state.is_complete) and not retry:
+            return self._end_v2(shard, meta, commit, fresh_pid, nothing_added=True)
+        return _init_answer(E.INVALID_TXN_STATE)
+
+    def _end_v2(self, shard: TxnShard, meta: TxnMetadata, commit: bool, fresh_pid: int | None,
+                nothing_added: bool = False, fence: bool = False) -> Any:
+        """``prepareAbortOrCommit`` at TV2: the epoch bumped (a new producer id allocated for the
+        Complete record when it is exhausted, not on a fence), then ``_end``; a promise of the
+        (error, producer id, epoch) the Complete record will carry."""
+        next_pid = NO_PRODUCER_ID
+        if not fence and exhausted(meta.producer_epoch):
+            if fresh_pid is None:
+                return NEED_PRODUCER_ID
+            next_pid = fresh_pid
+        epoch = meta.producer_epoch + 1
+        now = self.clock.now_ms()
+        answer = (next_pid, 0) if next_pid != NO_PRODUCER_ID else (meta.producer_id, epoch)
+        return _then(self._end(shard, meta, commit, epoch, tv=TV2, next_pid=next_pid,
+                               start_ms=now if nothing_added else None),
+                     lambda error: (E.NONE, *answer) if error is E.NONE else _init_tuple(error))
+
+    def _end(self, shard: TxnShard, meta: TxnMetadata, commit: bool, epoch: int | None = None,
+             tv: int = 0, next_pid: int = NO_PRODUCER_ID, start_ms: int | None = None) -> Promise:
+        """Write Prepare*; once durable start the markers.  A promise of NONE or the append error.
+        ``tv``: the transaction version of this end (2: the epoch is bumped, ``epoch``)."""
         value = meta.value(state=S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, producer_epoch=epoch,
-                           now=self.clock.now_ms())
+                           now=self.clock.now_ms(), start_ms=start_ms,
+                           client_tv=tv)  # the classic path records TV_0 (endTransactionWithTV1)
+        old_epoch = meta.producer_epoch
 
         def prepared(error: ErrorCode) -> ErrorCode:
             if error is E.NONE:
-                if epoch is not None:
+                if tv >= TV2:  # lastProducerEpoch: the epoch before the bump
+                    meta.last_epoch, meta.next_producer_id = old_epoch, next_pid
+                elif epoch is not None:
                     meta.last_epoch = NO_EPOCH
                 self._start_completion(shard, meta)
             return error
@@ -304,10 +387,13 @@ class TransactionCoordinator:
 
     def _fence_and_abort(self, shard: TxnShard, meta: TxnMetadata) -> Promise:
         """Abort the open transaction with the epoch raised by one, which fences its producer
-        (``prepareFenceProducerEpoch``; the in-memory PrepareEpochFence step is never written)."""
+        (``prepareFenceProducerEpoch``; the in-memory PrepareEpochFence step is never written).
+        The abort is at the cluster's transaction version (TV2: recorded as a v2 end)."""
         epoch = meta.producer_epoch + 1 if meta.producer_epoch < INT16_MAX else meta.producer_epoch
         log.info("txn.fence", transactional_id=meta.transactional_id, producer_id=meta.producer_id,
                  epoch=epoch)
+        if self.transaction_version() >= TV2 and meta.producer_epoch < INT16_MAX:
+            return _then(self._end_v2(shard, meta, False, None, fence=True), lambda answer: answer[0])
         return self._end(shard, meta, False, epoch)
 
     # --- markers, then the Complete record ---------------------------------------------------
@@ -333,7 +419,7 @@ class TransactionCoordinator:
         """
         tid = meta.transactional_id
         commit = meta.state is S.PREPARE_COMMIT
-        marker = TxnMarker(meta.producer_id, meta.producer_epoch, COORDINATOR_EPOCH, commit)
+        marker = TxnMarker(meta.producer_id, meta.producer_epoch, COORDINATOR_EPOCH, commit, meta.client_tv)
         pending = self.pending_markers.get(tid, set())
         try:
             if self.parallel_markers:
@@ -346,15 +432,27 @@ class TransactionCoordinator:
                 if shard.status is not ShardStatus.ACTIVE or shard.txns.get(tid) is not meta \
                         or meta.state is not (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
                     return  # unloaded or superseded: a reload finishes it
-                value = meta.value(state=target, partitions=set(), now=self.clock.now_ms())
+                value = self._complete_value(meta, target)
+                old_pid = meta.producer_id
                 error = await wait_promise(self._transition(shard, meta, value))
                 if error is E.NONE:
+                    if old_pid != meta.producer_id:  # TV2 epoch overflow: a new producer id
+                        meta.previous_producer_id = old_pid
+                    meta.next_producer_id = NO_PRODUCER_ID
                     log.debug("txn.completed", transactional_id=tid, commit=commit)
                     return
                 await self._sleep(self.config.marker_retry_backoff_ms)
         finally:
             if self.pending_markers.get(tid) is pending:
                 del self.pending_markers[tid]
+
+    def _complete_value(self, meta: TxnMetadata, target: TxnState) -> TxnValue:
+        """``prepareComplete``: a TV2 end that exhausted the epoch continues with the next
+        producer id at epoch 0."""
+        if meta.client_tv >= TV2 and meta.next_producer_id != NO_PRODUCER_ID:
+            return meta.value(state=target, producer_id=meta.next_producer_id, producer_epoch=0,
+                              partitions=set(), now=self.clock.now_ms())
+        return meta.value(state=target, partitions=set(), now=self.clock.now_ms())
 
     async def _send_marker(self, tid: str, tp: TopicPartition, marker: TxnMarker,
                            pending: set[TopicPartition]) -> None:
@@ -400,6 +498,21 @@ class TransactionCoordinator:
         if meta.state is S.ONGOING and (topic, partition) in meta.partitions:
             return E.NONE
         return E.INVALID_TXN_STATE
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn v4+ with ``verify_only`` (``handleVerifyPartitionsInTransaction``):
+        per partition NONE or TRANSACTION_ABORTABLE, or one coordinator error for all."""
+        wanted = list(partitions)
+        if transactional_id == "":
+            return dict.fromkeys(wanted, E.INVALID_REQUEST)
+        out = {}
+        for topic, partition in wanted:
+            code = self.verify_partition(transactional_id, producer_id, producer_epoch, topic, partition)
+            if code not in (E.NONE, E.INVALID_TXN_STATE):
+                return dict.fromkeys(wanted, code)
+            out[(topic, partition)] = E.TRANSACTION_ABORTABLE if code == E.INVALID_TXN_STATE else E.NONE
+        return out
 
     # --- DescribeTransactions / ListTransactions ---------------------------------------------
 

@@ -31,21 +31,24 @@ log = structlog.get_logger("odradek.txn")
 Record = tuple[TxnKey, TxnValue | None]
 
 
-def encode_records(records: list[Record]) -> list[EncodedRecord]:
-    return [(_encode_key(k), _encode_value(v)) for k, v in records]
+def encode_records(records: list[Record], value_version: int = 0) -> list[EncodedRecord]:
+    return [(_encode_key(k), _encode_value(v, value_version)) for k, v in records]
 
 
 class TxnShard:
     """The transaction coordinator's shard (Kafka's ``TransactionStateManager`` per partition)."""
 
     def __init__(self, partition: int, log_, clock: Clock, *, runtime: CoordinatorRuntime,
-                 await_fsync: bool = False) -> None:
+                 await_fsync: bool = False, value_version: Callable[[], int] = lambda: 0) -> None:
+        """``value_version()``: the value version to write now (1 once the cluster's
+        transaction.version is 1 or more, ``TransactionVersion.transactionLogValueVersion``)."""
         self.partition = partition
         self.log = log_
         self.clock = clock
         self.status = ShardStatus.LOADING
         self.txns: dict[str, TxnMetadata] = {}
-        self.writer = runtime.writer(self, log_, encode_records, clock.now_ms, await_fsync=await_fsync)
+        self.writer = runtime.writer(self, log_, lambda records: encode_records(records, value_version()),
+                                     clock.now_ms, await_fsync=await_fsync)
         # tests replace it to hold or fail writes (as the group shard's)
         self.write: Callable[..., Promise] = self.writer.write
         self.loaded_records = 0

@@ -1,8 +1,9 @@
 """EndTxn (key 26): commit or abort the producer's transaction.
 
-Served 0-4: the classic protocol.  v5 is the KIP-890 (transaction.version 2)
-protocol that bumps the epoch on every end; the Java client uses it only when
-the cluster finalizes that feature, which this broker never does.
+v3 is flexible, v4 only adds TRANSACTION_ABORTABLE.  v5 is transactions v2
+(KIP-890): the coordinator bumps the epoch at every end and the answer carries
+the producer id and epoch to continue with (a new producer id, epoch 0, once
+the epoch is exhausted).
 """
 
 from ..schema import F, Message
@@ -12,9 +13,11 @@ REQUEST = Message("EndTxnRequest", [
     F("producer_id", "int64", "0+"),
     F("producer_epoch", "int16", "0+"),
     F("committed", "bool", "0+"),
-], valid="0-4", flexible="3+")
+], valid="0-5", flexible="3+")
 
 RESPONSE = Message("EndTxnResponse", [
     F("throttle_time_ms", "int32", "0+"),
     F("error_code", "int16", "0+"),
-], valid="0-4", flexible="3+")
+    F("producer_id", "int64", "5+", default=-1),
+    F("producer_epoch", "int16", "5+", default=-1),
+], valid="0-5", flexible="3+")

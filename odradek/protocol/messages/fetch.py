@@ -2,9 +2,9 @@
 
 v0-3 get batches down-converted to magic 0 (v0-1) or 1 (v2-3), as Kafka 3.9;
 v4 brings isolation_level/last_stable_offset (librdkafka and kafkajs
-default to read_committed) and v13+ addresses topics by ID only,
-which the broker does not track (KIP-516).  Fields of later
-versions are declared anyway so the declaration stays a copy of Kafka's.
+default to read_committed), v7 fetch sessions (KIP-227), v13 topics by id
+(KIP-516), v15 the tagged ReplicaState (KIP-903), v16 the leader hints
+(KIP-951), v17/v18 tagged follower fields (KIP-853, KIP-1166).
 """
 
 from ..schema import F, Message
@@ -33,6 +33,7 @@ REQUEST = Message("FetchRequest", [
             F("log_start_offset", "int64", "5+", default=-1),
             F("partition_max_bytes", "int32"),
             F("replica_directory_id", "uuid", "17+", tag=0),
+            F("high_watermark", "int64", "18+", tag=1, default=9223372036854775807),
         ]),
     ]),
     F("forgotten_topics_data", "[]", "7+", fields=[
@@ -41,7 +42,7 @@ REQUEST = Message("FetchRequest", [
         F("partitions", "[]int32", "7+"),
     ]),
     F("rack_id", "string", "11+"),
-], valid="0-12", flexible="12+")
+], valid="0-18", flexible="12+")
 
 RESPONSE = Message("FetchResponse", [
     F("throttle_time_ms", "int32", "1+"),
@@ -82,4 +83,4 @@ RESPONSE = Message("FetchResponse", [
         F("port", "int32", "16+"),
         F("rack", "string", "16+", nullable="16+", default=None),
     ]),
-], valid="0-12", flexible="12+")
+], valid="0-18", flexible="12+")

@@ -2,8 +2,10 @@
 
 ``records`` stays opaque bytes here; storage validates and stamps batches.
 v0-2 carry magic 0/1 message sets (up-converted on append, as Kafka 3.9);
-v3 is the first version carrying RecordBatch v2 (Kafka 4.0 dropped 0-2).  The v10+ tagged leader hints (KIP-951) are declared too, so
-the declaration stays a copy of Kafka's and raising the ceiling is one line.
+v3 is the first version carrying RecordBatch v2 (Kafka 4.0 dropped 0-2).  v10 adds the
+tagged leader hints of KIP-951 (filled only beside NOT_LEADER_OR_FOLLOWER), v11 may answer
+TRANSACTION_ABORTABLE, v12 has v11's layout (in a transaction under transactions v2 it adds
+the partition implicitly, KIP-890) and v13 names topics by id instead of name (KIP-516).
 """
 
 from ..schema import F, Message
@@ -13,17 +15,19 @@ REQUEST = Message("ProduceRequest", [
     F("acks", "int16"),
     F("timeout_ms", "int32"),
     F("topic_data", "[]", fields=[
-        F("name", "string"),
+        F("name", "string", "0-12"),
+        F("topic_id", "uuid", "13+"),
         F("partition_data", "[]", fields=[
             F("index", "int32"),
             F("records", "records", nullable="0+"),
         ]),
     ]),
-], valid="0-9", flexible="9+")
+], valid="0-13", flexible="9+")
 
 RESPONSE = Message("ProduceResponse", [
     F("responses", "[]", fields=[
-        F("name", "string"),
+        F("name", "string", "0-12"),
+        F("topic_id", "uuid", "13+"),
         F("partition_responses", "[]", fields=[
             F("index", "int32"),
             F("error_code", "int16"),
@@ -48,4 +52,4 @@ RESPONSE = Message("ProduceResponse", [
         F("port", "int32", "10+"),
         F("rack", "string", "10+", nullable="10+", default=None),
     ]),
-], valid="0-9", flexible="9+")
+], valid="0-13", flexible="9+")

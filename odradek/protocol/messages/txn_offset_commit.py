@@ -3,7 +3,8 @@
 Sent to the group coordinator after AddOffsetsToTxn.  v2 adds the committed
 leader epoch, v3 (KIP-447) the consumer's member id, generation and group
 instance id and is flexible; v4 only adds the TRANSACTION_ABORTABLE error
-(KIP-890).
+(KIP-890); v5 (transactions v2) adds the group's offsets partition to the
+transaction itself, with no AddOffsetsToTxn before it.
 """
 
 from ..schema import F, Message
@@ -25,7 +26,7 @@ REQUEST = Message("TxnOffsetCommitRequest", [
             F("committed_metadata", "string", nullable="0+"),
         ]),
     ]),
-], valid="0-4", flexible="3+")
+], valid="0-5", flexible="3+")
 
 RESPONSE = Message("TxnOffsetCommitResponse", [
     F("throttle_time_ms", "int32"),
@@ -36,4 +37,4 @@ RESPONSE = Message("TxnOffsetCommitResponse", [
             F("error_code", "int16"),
         ]),
     ]),
-], valid="0-4", flexible="3+")
+], valid="0-5", flexible="3+")

@@ -1,0 +1,253 @@
+"""The web console over HTTP (no browser): what it refuses, what it asks before acting, whose ACLs
+its actions pass, and that it is off unless asked.  The pages as a user sees them are in
+tests/browser/."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+
+import aiohttp
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from odradek.testing import Broker
+from odradek.testing.handle import BrokerHandle
+
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+async def _topics(b: Broker) -> list[str]:
+    return sorted(b.app.topics.names())
+
+
+async def _post(url: str, action: str, http_headers: dict | None = None, **form: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as http, http.post(f"{url}action/{action}", data=form,
+                                                          headers=http_headers or {}) as r:
+        return r.status, await r.text()
+
+
+async def _get(url: str, path: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as http, http.get(url + path) as r:
+        return r.status, await r.text()
+
+
+async def test_the_test_brokers_have_no_console_unless_asked():
+    async with Broker() as b:
+        assert b.console_url is None and b.app.console is None
+    async with Broker(console=True) as b:
+        url = b.console_url
+        assert url.startswith("http://127.0.0.1:")
+        status, html = await _get(url, "")
+        assert status == 200 and b.app.cluster_id in html
+        await b.restart()  # the console comes back at the same address
+        assert b.console_url == url and (await _get(url, ""))[0] == 200
+
+
+async def test_a_change_is_made_only_once_confirmed():
+    async with Broker(console=True) as b:
+        status, html = await _post(b.console_url, "create-topic", name="orders", partitions="2")
+        assert status == 200 and "Create topic orders with 2 partition(s)?" in html
+        assert await _topics(b) == []
+        status, html = await _post(b.console_url, "create-topic", name="orders", partitions="2", confirm="yes")
+        assert status == 200 and "created topic orders with 2 partition(s)" in html
+        assert await _topics(b) == ["orders"]
+        status, html = await _post(b.console_url, "create-topic", name="orders", partitions="1", confirm="yes")
+        assert status == 409 and "TOPIC_ALREADY_EXISTS" in html  # Kafka's answer, as a client gets it
+
+
+async def test_a_post_from_another_site_is_refused():
+    async with Broker(console=True) as b:
+        for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+            status, _ = await _post(b.console_url, "create-topic", headers, name="x", partitions="1", confirm="yes")
+            assert status == 403
+        assert await _topics(b) == []
+
+
+async def test_read_only_shows_but_never_changes():
+    async with Broker(console=True, overrides={"odradek.console.read.only": "true"}) as b:
+        status, _ = await _post(b.console_url, "create-topic", name="x", partitions="1", confirm="yes")
+        assert status == 403 and await _topics(b) == []
+        status, html = await _get(b.console_url, "topics")
+        assert status == 200 and "create-topic" not in html and "read-only" in html
+
+
+@pytest.mark.parametrize("principal, allowed", [("User:ANONYMOUS", False), ("User:admin", True)])
+async def test_actions_pass_the_same_acls_as_a_client(principal, allowed):
+    overrides = {"authorizer.class.name": STANDARD, "super.users": "User:admin",
+                 "odradek.console.principal": principal}
+    async with Broker(console=True, overrides=overrides) as b:
+        status, html = await _post(b.console_url, "create-topic", name="guarded", partitions="1", confirm="yes")
+        if allowed:
+            assert status == 200 and await _topics(b) == ["guarded"]
+        else:
+            assert status == 409 and "TOPIC_AUTHORIZATION_FAILED" in html and await _topics(b) == []
+
+
+async def test_a_console_port_in_use_leaves_the_broker_serving():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        async with Broker(overrides={"odradek.console.listener": f"http://127.0.0.1:{port}"}) as b:
+            assert b.console_url is None
+            await b.app.wait_loaded()
+            assert b.app.endpoint.port  # the Kafka listener serves (the clients' tests cover it)
+
+
+async def test_a_partition_is_browsed_a_page_at_a_time():
+    async with Broker(console=True) as b:
+        await _post(b.console_url, "create-topic", name="big", partitions="1", confirm="yes")
+        producer = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, linger_ms=50)
+        await producer.start()
+        try:  # 300 records of 1 KiB
+            for i in range(300):
+                await producer.send("big", f"{i:04d}".encode() + b"." * 1020, partition=0)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        status, html = await _get(b.console_url, "messages?topic=big&partition=0&order=newest")
+        assert status == 200 and html.count('class="message"') == 50
+        assert ">0299." in html and ">0250." in html and ">0249." not in html
+        assert 'id="next" href="/messages?topic=big&amp;partition=0&amp;order=newest&amp;format=text&amp;at=250"' in html
+        status, html = await _get(b.console_url, "messages?topic=big&partition=0&at=120")
+        assert html.count('class="message"') == 50 and ">0120." in html and ">0169." in html
+
+
+def test_schemas_and_registered_values_are_shown():
+    """The Schemas page lists what a Confluent client registered, and browsing decodes a value the
+    Confluent Avro serializer wrote (wire format: magic 0, schema id, Avro) with its schema."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    schema = ('{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "int"}, '
+              '{"name": "note", "type": "string"}]}')
+    with BrokerHandle(schema_registry=True, console=True) as b:
+        b.create_topic("orders")
+        registry = SchemaRegistryClient({"url": b.schema_registry_url})
+        serialize = AvroSerializer(registry, schema)
+        value = serialize({"id": 7, "note": "<b>seven</b>"}, SerializationContext("orders", MessageField.VALUE))
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers})
+        producer.produce("orders", value=value, partition=0)
+        assert producer.flush(10) == 0
+
+        status, html = asyncio.run(_get(b.console_url, "schemas"))
+        assert status == 200 and "orders-value" in html and "BACKWARD" in html
+        status, html = asyncio.run(_get(b.console_url, "schemas?subject=orders-value"))
+        assert "&#34;Order&#34;" in html or "&quot;Order&quot;" in html
+        status, html = asyncio.run(_get(b.console_url, "messages?topic=orders&partition=0"))
+        assert "schema id 1: orders-value v1 (AVRO)" in html
+        assert "&#34;note&#34;: &#34;&lt;b&gt;seven&lt;/b&gt;&#34;" in html  # decoded, and escaped
+
+
+async def test_long_lists_come_a_page_at_a_time():
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    async with Broker(console=True) as b:
+        admin = AIOKafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(f"t{i:03d}", 1, 1) for i in range(130)])
+        finally:
+            await admin.close()
+        status, html = await _get(b.console_url, "topics")
+        total = int(re.search(r"1–100 of (\d+)", html).group(1))  # with the internal topics, listed first
+        assert total >= 130 and html.count('href="/topic?name=') == 100
+        assert 'href="?start=100"' in html and ">t129<" not in html
+        status, html = await _get(b.console_url, "topics?start=100")
+        assert html.count('href="/topic?name=') == total - 100 and ">t129<" in html
+        status, html = await _get(b.console_url, "")
+        assert f'<td class="n" id="topic-count">{total}</td>' in html
+
+
+async def test_the_test_view_shows_faults_and_moves_the_clock():
+    async with Broker(console=True) as b:
+        rule = b.control("add_fault", api="OffsetCommit", error="NOT_COORDINATOR", group_id="g<script>")
+        status, html = await _get(b.console_url, "test")
+        assert status == 200 and "NOT_COORDINATOR" in html and "g&lt;script&gt;" in html
+        before = b.control("clock")["now_ms"]
+        status, html = await _post(b.console_url, "advance-clock", ms="60000", confirm="yes")
+        assert status == 200 and b.control("clock")["now_ms"] >= before + 60000
+        status, _ = await _post(b.console_url, "remove-fault", id=str(rule), confirm="yes")
+        assert status == 200 and b.control("faults") == []
+        await _post(b.console_url, "create-topic", name="gone-soon", partitions="1", confirm="yes")
+        status, html = await _post(b.console_url, "reset-broker", confirm="yes")
+        assert status == 200 and await _topics(b) == []
+
+
+async def test_topic_and_group_changes_are_what_clients_then_see():
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    async with Broker(console=True) as b:
+        url = b.console_url
+        await _post(url, "create-topic", name="ops", partitions="1", confirm="yes")
+        producer = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers)
+        await producer.start()
+        try:
+            for i in range(10):
+                await producer.send_and_wait("ops", f"v{i}".encode(), partition=0, timestamp_ms=1_000 * (i + 1))
+        finally:
+            await producer.stop()
+
+        status, html = await _get(url, "messages?topic=ops&partition=0&start=timestamp&at=5000")
+        assert ">v4<" in html and ">v3<" not in html  # the first record at or after the timestamp
+        assert (await _post(url, "add-partitions", name="ops", count="3", confirm="yes"))[0] == 200
+        assert (await _post(url, "alter-config", name="ops", key="retention.ms", value="123456", confirm="yes"))[0] == 200
+        status, html = await _post(url, "delete-records", name="ops", partition="0", before="5", confirm="yes")
+        assert status == 200 and "ops-0 now starts at offset 5" in html
+        status, html = await _post(url, "produce", topic="ops", partition="2", key="k", value="hello",
+                                   headers="trace: abc", confirm="yes")
+        assert status == 200 and "written to ops-2 at offset 0" in html
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        await admin.start()
+        try:
+            described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "ops")])
+            assert ("retention.ms", "123456") in [(c[0], c[1]) for c in described[0].resources[0][4]]
+            consumer = AIOKafkaConsumer(bootstrap_servers=b.bootstrap_servers, group_id="ops-readers",
+                                        enable_auto_commit=False, auto_offset_reset="earliest")
+            await consumer.start()
+            try:
+                assert len(consumer.partitions_for_topic("ops") or await _partitions(consumer)) == 3
+                consumer.assign([TopicPartition("ops", 0), TopicPartition("ops", 2)])
+                got = await consumer.getmany(timeout_ms=5000)
+                firsts = {tp.partition: records[0] for tp, records in got.items()}
+                assert firsts[0].offset == 5 and firsts[2].value == b"hello"
+                assert firsts[2].key == b"k" and list(firsts[2].headers) == [("trace", b"abc")]
+                await consumer.commit({TopicPartition("ops", 0): 7})
+            finally:
+                await consumer.stop()
+            other = AIOKafkaConsumer(bootstrap_servers=b.bootstrap_servers, group_id="ops-others",
+                                     enable_auto_commit=False)
+            await other.start()
+            try:
+                other.assign([TopicPartition("ops", 0)])
+                await other.commit({TopicPartition("ops", 0): 6})
+            finally:
+                await other.stop()
+        finally:
+            await admin.close()
+
+        status, html = await _post(url, "delete-group", group="ops-readers", confirm="yes")
+        assert status == 200 and "deleted group ops-readers" in html
+        groups = (await _get(url, "groups"))[1]
+        assert ">ops-readers<" not in groups and ">ops-others<" in groups
+        status, html = await _post(url, "delete-offsets", group="ops-others", topic="ops", confirm="yes")
+        assert status == 200 and "deleted the offsets of ops-others for ops" in html
+        assert 'class="lag-row"' not in (await _get(url, "group?id=ops-others"))[1]
+
+
+async def _partitions(consumer) -> set[int]:
+    await consumer._client.force_metadata_update()
+    return consumer.partitions_for_topic("ops")
+
+
+@pytest.mark.kafka_broker_overrides({"odradek.console.listener": "http://127.0.0.1:0"})
+def test_a_fixture_broker_serves_the_console_when_its_settings_ask(fresh_kafka_broker):
+    status, html = asyncio.run(_get(fresh_kafka_broker.console_url, "topics"))
+    assert status == 200 and "__consumer_offsets" in html
