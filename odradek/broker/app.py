@@ -41,7 +41,7 @@ from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
-from .features import TRANSACTION_VERSION, Features, parse_levels
+from .features import GROUP_VERSION, TRANSACTION_VERSION, Features, parse_levels
 from .fetch_sessions import FetchSessionCache
 from .handlers import acls as acl_handlers
 from .handlers import client_quotas as quota_handlers
@@ -429,6 +429,9 @@ class BrokerApp:
         topics.lookup = self._topic_shape
         topics.names = self.topics.names
         topics.version = lambda: self.topics.version
+        features = self.features
+        coordinator.group_version = lambda: (features.level(GROUP_VERSION) if GROUP_VERSION in features.supported
+                                             else None)
         return coordinator
 
     def _topic_shape(self, name: str) -> tuple | None:

@@ -46,7 +46,8 @@ class BrokerHandle(ControlApi):
         """What a consumer's ``group.protocol`` should be here: ``consumer`` when the broker serves
         KIP-848 groups (``--kafka-group-protocol``, ``group.coordinator.rebalance.protocols``), else
         ``classic``."""
-        return "consumer" if self._broker.app.coordinator_config.consumer_protocol else "classic"
+        return "consumer" if self._broker.call(lambda: self._broker.app.coordinator.consumer_protocol_enabled()) \
+            else "classic"
 
     @property
     def schema_registry_url(self) -> str:

@@ -57,3 +57,12 @@ def test_a_classic_only_broker_refuses_the_consumer_protocol():
     with ThreadedBroker(overrides={"group.coordinator.rebalance.protocols": "classic"}) as b, \
             SyncClient("127.0.0.1", b.app.endpoint.port) as c:
         assert c.request(68, 1, join("g", "m", "t")).error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_group_version_0_turns_the_consumer_protocol_off():
+    """Kafka 4 serves the protocol only with the finalized feature group.version >= 1."""
+    with ThreadedBroker(overrides={"odradek.initial.features": "group.version=0"}) as b, \
+            SyncClient("127.0.0.1", b.app.endpoint.port) as c:
+        assert c.request(68, 1, join("g", "m", "t")).error_code == ErrorCode.UNSUPPORTED_VERSION
+        [d] = c.request(69, 1, {"group_ids": ["g"], "include_authorized_operations": False}).groups
+        assert d.error_code == ErrorCode.UNSUPPORTED_VERSION

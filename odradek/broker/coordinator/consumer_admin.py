@@ -42,7 +42,7 @@ def _error(group_id: str, error: ErrorCode, message: str | None = None) -> dict:
 
 
 def _describe_one(coordinator: GroupShards, group_id: str, with_ops: bool) -> dict:
-    if not coordinator.config.consumer_protocol:
+    if not coordinator.consumer_protocol_enabled():
         return _error(group_id, ErrorCode.UNSUPPORTED_VERSION)
     if group_id == "":
         return _error(group_id, ErrorCode.INVALID_GROUP_ID)

@@ -187,7 +187,7 @@ def _compiled(regex: str) -> Any:
 def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: HeartbeatRequest) -> Promise:
     """A promise of a :class:`HeartbeatResult` once the request's records are durable and replayed."""
     config = coordinator.config
-    if not config.consumer_protocol:
+    if not coordinator.consumer_protocol_enabled():
         return _fail(E.UNSUPPORTED_VERSION, "The consumer group protocol is not enabled.")
     shard, error = coordinator.check(req.group_id, allow_empty=False)
     if error is E.NONE:  # a steady heartbeat passes every validation by construction (see _steady)

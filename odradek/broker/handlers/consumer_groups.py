@@ -44,7 +44,7 @@ def handle_consumer_group_heartbeat(app: ConsumerGroupServices, ctx: RequestCont
     if owned is None and req["rebalance_timeout_ms"] == -1 and req["subscribed_topic_names"] is None \
             and req["subscribed_topic_regex"] is None and req["server_assignor"] is None and req["rack_id"] is None:
         shard, error = coordinator.check(req["group_id"], allow_empty=False)  # the steady heartbeat: hot
-        if error is ErrorCode.NONE and coordinator.config.consumer_protocol:
+        if error is ErrorCode.NONE and coordinator.consumer_protocol_enabled():
             steady = steady_heartbeat(shard, coordinator.topics, req["group_id"], req["member_id"],
                                       req["member_epoch"], req["instance_id"], ctx.client_id or "", ctx.client_host)
             if steady is not None:
