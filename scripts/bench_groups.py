@@ -26,7 +26,17 @@ machine); the client is one asyncio process.  Printed figures are medians of
    median, p90, max, and how many runs exceeded 500 ms (a second round a
    member learns of only at its next heartbeat, 3 s).
 
-    python scripts/bench_groups.py [--runs 5] [--seconds 3] [--formations 50] [--only formation]
+4. The consumer protocol (KIP-848, ConsumerGroupHeartbeat v1) side by side with the classic one,
+   against one broker: (a) reconciliation -- N = 100 raw members join a new group on a topic of
+   200 partitions (pipelined over 32 connections; every join bumps the epoch and computes a target,
+   timed too); the clock starts when the last join has been answered and stops when the group is
+   Stable (every member at the group epoch with its target),
+   the members heartbeating back to back with what they own (no heartbeat interval waited: the
+   broker's work only); beside it the classic rebalance of 100 members of section 1; (b)
+   heartbeats/s from 1000 reconciled members (steady-state heartbeats: epoch only) beside classic
+   Heartbeat v3 from 1000 members, alternating runs.
+
+    python scripts/bench_groups.py [--runs 5] [--seconds 3] [--formations 50] [--only formation|consumer]
 """
 
 from __future__ import annotations
@@ -379,6 +389,143 @@ async def formations(args) -> None:
           f"runs over 500 ms: {sum(t > 0.5 for t in times)}")
 
 
+# --- the consumer protocol (KIP-848) ---------------------------------------------------------------
+
+CG_V = 1
+CG_TOPIC = "orders"
+
+
+def cg_body(group: str, member: str, epoch: int, *, join: bool = False, owned: list | None = None) -> dict:
+    return {"group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 60000 if join else -1, "subscribed_topic_names": [CG_TOPIC] if join else None,
+            "subscribed_topic_regex": None, "server_assignor": None,
+            "topic_partitions": [] if join else owned}
+
+
+async def create_topic(port: int, name: str, partitions: int) -> None:
+    c = await AsyncClient.connect("127.0.0.1", port)
+    try:
+        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                            "configs": []}], "timeout_ms": 10000, "validate_only": False}
+        [t] = (await c.request(19, 4, body)).topics
+        assert t.error_code in (0, 36), t.error_code
+    finally:
+        await c.close()
+
+
+class ConsumerGroup_:
+    """N raw consumer-protocol members: each heartbeats with its epoch and what it owns."""
+
+    def __init__(self, group_id: str, clients: list[AsyncClient], control: AsyncClient, n: int) -> None:
+        self.group_id, self.clients, self.control, self.n = group_id, clients, control, n
+        self.members = [f"{group_id}-{i:05d}-member-id-x" for i in range(n)]
+        self.epochs = [0] * n
+        self.owned: list[list] = [[] for _ in range(n)]
+
+    def conn(self, i: int) -> AsyncClient:
+        return self.clients[i % len(self.clients)]
+
+    async def _round(self, join: bool) -> None:
+        for i in range(self.n):
+            self.conn(i).send(68, CG_V, cg_body(self.group_id, self.members[i], self.epochs[i], join=join,
+                                                owned=self.owned[i]))
+        per_conn: dict[int, list[int]] = {}
+        for i in range(self.n):
+            per_conn.setdefault(i % len(self.clients), []).append(i)
+
+        async def drain(c: int, members: list[int]) -> None:
+            for i in members:
+                r = (await self.clients[c].recv(68, CG_V))[1]
+                assert r.error_code == 0, r.error_code
+                self.epochs[i] = r.member_epoch
+                if r.assignment is not None:
+                    self.owned[i] = [{"topic_id": t.topic_id, "partitions": list(t.partitions)}
+                                     for t in r.assignment.topic_partitions]
+        await asyncio.gather(*(drain(c, ms) for c, ms in per_conn.items()))
+
+    async def state(self) -> str:
+        [g] = (await self.control.request(69, 1, {"group_ids": [self.group_id],
+                                                  "include_authorized_operations": False})).groups
+        return g.group_state
+
+    async def reconcile(self) -> tuple[float, float]:
+        """(seconds the N pipelined joins took, seconds from the last join answered to a Stable group)."""
+        started = time.perf_counter()
+        await self._round(join=True)
+        joined = time.perf_counter()
+        rounds = 0
+        while await self.state() != "Stable":
+            await self._round(join=False)
+            rounds += 1
+            assert rounds < 50, "no convergence"
+        return joined - started, time.perf_counter() - joined
+
+
+async def consumer_reconcile_times(port: int, n: int, runs: int) -> list[tuple[float, float]]:
+    await create_topic(port, CG_TOPIC, 2 * n)
+    clients = await connect(port, min(n, MAX_CONNECTIONS) + 1)
+    try:
+        return [await ConsumerGroup_(f"cg-{n}-{run}", clients[1:], clients[0], n).reconcile()
+                for run in range(runs + 1)][1:]  # the first is a warm-up
+    finally:
+        for c in clients:
+            await c.close()
+
+
+async def consumer_heartbeat_rate(port: int, members: int, seconds: float, window: int,
+                                  connections: int = 16) -> float:
+    # a partition for one member in ten: the steady heartbeat does not depend on it, and forming a
+    # group of 1000 one join at a time rewrites every changed target at each join (as Kafka does)
+    await create_topic(port, CG_TOPIC, members // 10)
+    clients = await connect(port, MAX_CONNECTIONS + 1)
+    try:
+        group = ConsumerGroup_("cg-heartbeat", clients[1:], clients[0], members)
+        await group.reconcile()
+        frames = [encode(68, CG_V, 1, cg_body(group.group_id, m, e)) for m, e in zip(group.members, group.epochs,
+                                                                                     strict=True)]
+        per_conn = [frames[i::connections] for i in range(connections)]
+        rate, sample = await closed_loop(port, per_conn, window, seconds)
+        # correlation id, the flexible header's empty tags, throttle, then the error code
+        assert sample is not None and sample[9:11] == b"\x00\x00", sample
+        return rate
+    finally:
+        for c in clients:
+            await c.close()
+
+
+async def consumer_protocol(args) -> None:
+    classic_times, consumer_times = [], []
+    rates: dict[str, list[float]] = {"classic": [], "consumer": []}
+    broker = BrokerProcess()
+    try:
+        classic_times = await rebalance_times(broker.port, 100, args.runs)
+        consumer_times = await consumer_reconcile_times(broker.port, 100, args.runs)
+    finally:
+        broker.stop()
+    for _ in range(args.runs):  # alternate, so both see the same background load
+        for kind in ("classic", "consumer"):
+            broker = BrokerProcess()
+            try:
+                rate = heartbeat_rate if kind == "classic" else consumer_heartbeat_rate
+                rates[kind].append(await rate(broker.port, 1000, args.seconds, args.window))
+            finally:
+                broker.stop()
+    c = statistics.median(classic_times)
+    joins = statistics.median(j for j, _r in consumer_times)
+    k = [r for _j, r in consumer_times]
+    print(f"consumer protocol vs classic, 100 members (median of {args.runs}):")
+    print(f"  classic rebalance (rejoin + sync)      {c * 1000:8.1f} ms")
+    print(f"  consumer: 100 joins (pipelined)        {joins * 1000:8.1f} ms   (an epoch and a target each)")
+    print(f"  consumer: last join -> Stable          {statistics.median(k) * 1000:8.1f} ms   "
+          f"(min {min(k) * 1000:.1f}, max {max(k) * 1000:.1f})")
+    hc, hk = statistics.median(rates["classic"]), statistics.median(rates["consumer"])
+    print(f"heartbeats, 1000 members, 16 connections x {args.window} in flight (median of {args.runs} x "
+          f"{args.seconds}s):")
+    print(f"  classic Heartbeat v{HEARTBEAT_V}               {hc:10,.0f} req/s")
+    print(f"  ConsumerGroupHeartbeat v{CG_V}           {hk:10,.0f} req/s")
+    print(f"  ratio consumer / classic             {hk / hc:10.2f}")
+
+
 def child(argv: list[str]) -> None:
     """``--child canned serve ...``: the broker, with a Heartbeat handler that always says 0."""
     from odradek.broker import cli
@@ -400,7 +547,7 @@ def main() -> None:
     parser.add_argument("--formations", type=int, default=50)
     parser.add_argument("--initial-delay-ms", type=int, help="group.initial.rebalance.delay.ms "
                         "for the formation runs (default: the broker's default)")
-    parser.add_argument("--only", choices=["rebalance", "heartbeat", "formation"])
+    parser.add_argument("--only", choices=["rebalance", "heartbeat", "formation", "consumer"])
     args = parser.parse_args()
     if args.only in (None, "rebalance"):
         asyncio.run(rebalances(args))
@@ -408,6 +555,8 @@ def main() -> None:
         asyncio.run(heartbeats(args))
     if args.only in (None, "formation"):
         asyncio.run(formations(args))
+    if args.only in (None, "consumer"):
+        asyncio.run(consumer_protocol(args))
 
 
 if __name__ == "__main__":

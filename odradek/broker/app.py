@@ -41,12 +41,13 @@ from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
-from .features import TRANSACTION_VERSION, Features, parse_levels
+from .features import GROUP_VERSION, TRANSACTION_VERSION, Features, parse_levels
 from .fetch_sessions import FetchSessionCache
 from .handlers import acls as acl_handlers
 from .handlers import client_quotas as quota_handlers
 from .handlers import cluster, groups, log_admin, partitions, producer_state, scram_credentials
 from .handlers import configs as config_handlers
+from .handlers import consumer_groups as consumer_group_handlers
 from .handlers import features as feature_handlers
 from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
@@ -156,6 +157,7 @@ class BrokerApp:
         sasl_handlers.register(self.handlers)
         offset_handlers.register(self.handlers, self)
         groups.register(self.handlers, self)
+        consumer_group_handlers.register(self.handlers, self)
         topic_handlers.register(self.handlers, self)
         produce_handlers.register(self.handlers, self)
         txn_handlers.register(self.handlers, self)
@@ -421,8 +423,21 @@ class BrokerApp:
         logs = self._coordinator_logs(OFFSETS_TOPIC, self.coordinator_config.num_partitions,
                                       "offsets.topic.segment.bytes")
         self.coordinator_config = dataclasses.replace(self.coordinator_config, num_partitions=len(logs))
-        return Coordinator(self.clock, self.coordinator_config, logs, runtime=self.runtime,
-                           await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS)
+        coordinator = Coordinator(self.clock, self.coordinator_config, logs, runtime=self.runtime,
+                                  await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS)
+        topics = coordinator.topics  # what consumer groups know of topics: the data plane's registry
+        topics.lookup = self._topic_shape
+        topics.names = self.topics.names
+        topics.version = lambda: self.topics.version
+        features = self.features
+        coordinator.group_version = lambda: (features.level(GROUP_VERSION) if GROUP_VERSION in features.supported
+                                             else None)
+        return coordinator
+
+    def _topic_shape(self, name: str) -> tuple | None:
+        """(topic id, partition count) of a topic consumer groups may subscribe to, else None."""
+        topic = self.topics.get(name)
+        return None if topic is None else (topic.topic_id, topic.partitions)
 
     def _open_txn_coordinator(self) -> TransactionCoordinator:
         logs = self._coordinator_logs(TRANSACTION_STATE_TOPIC, self.txn_config.num_partitions,

@@ -113,6 +113,28 @@ def _kafka_release(text: str) -> str:
     return value
 
 
+def _rebalance_protocols(text: str) -> str:
+    """``group.coordinator.rebalance.protocols``: classic (always) and consumer (KIP-848)."""
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ("classic", "consumer")]
+    if unknown:
+        raise ValueError(f"unknown rebalance protocol(s) {', '.join(unknown)} (classic, consumer)")
+    if "classic" not in names:
+        raise ValueError("the classic protocol cannot be disabled")
+    return ",".join(dict.fromkeys(names))
+
+
+def _consumer_assignors(text: str) -> str:
+    """``group.consumer.assignors``: server assignors by name or Kafka class name; the first is the default."""
+    from .coordinator.assignors import ASSIGNORS, CLASS_NAMES
+
+    names = [CLASS_NAMES.get(n.strip(), n.strip().lower()) for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ASSIGNORS]
+    if unknown or not names:
+        raise ValueError(f"unknown assignor(s) {', '.join(unknown) or '(none)'} (uniform, range)")
+    return ",".join(dict.fromkeys(names))
+
+
 def _opt(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """An optional setting: unset (None) by default, else parsed."""
     def parse_opt(text: str) -> Any:
@@ -260,6 +282,7 @@ class Setting:
                 _listeners: "listeners", _paths: "paths", _kafka_release: "Kafka release",
                 _feature_levels: "feature=level list",
                 _log_levels: "component=level list",
+                _rebalance_protocols: "list", _consumer_assignors: "list",
                 _control_address: "host:port or port", _registry_listener: "http://host:port, host:port or port",
                 _basic_auth_users: "name:password list"}.get(self.parse, self.parse.__name__)
 
@@ -454,6 +477,23 @@ SETTINGS: list[Setting] = [
             kafka_default=3000, low=0),
     Setting("group.max.size", _int, INT32_MAX, "Most members a group may have.", low=1,
             high=INT32_MAX),
+    Setting("group.coordinator.rebalance.protocols", _rebalance_protocols, "classic,consumer",
+            "Group protocols served: classic always, consumer (KIP-848, ConsumerGroupHeartbeat) "
+            "when listed (Kafka 4's default lists both)."),
+    Setting("group.consumer.heartbeat.interval.ms", _int, 5000,
+            "Heartbeat interval given to consumer-protocol members.", low=1, high=INT32_MAX),
+    Setting("group.consumer.session.timeout.ms", _int, 45000,
+            "Session timeout of consumer-protocol members (chosen by the broker, not the client).",
+            low=1, high=INT32_MAX),
+    Setting("group.consumer.assignors", _consumer_assignors, "uniform,range",
+            "Server assignors of consumer groups (uniform, range, or Kafka's class names); the first "
+            "is the default."),
+    Setting("group.consumer.max.size", _int, INT32_MAX, "Most members a consumer group may have.", low=1,
+            high=INT32_MAX),
+    Setting("group.consumer.migration.policy", _choice("bidirectional", "upgrade", "downgrade", "disabled"),
+            "bidirectional", "Conversion of non-empty groups between the protocols; an empty group "
+            "converts whatever it says (online migration of a non-empty group is not built: it is "
+            "refused as with disabled)."),
     Setting("offsets.topic.num.partitions", _int, 1,
             "Partitions of __consumer_offsets (the coordinator's shards); fixed once created.",
             kafka_default=50, low=1, high=10000),

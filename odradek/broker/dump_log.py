@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..offsets.consumer_protocol import decode_assignment, decode_subscription
+from ..offsets.consumer_records import CG_RECORD_NAMES, decode_cg_record
 from ..offsets.records import GroupValue, RecordDecodeError, decode_key, decode_value
 from ..protocol.records import CorruptRecordError, Record, batch_size_at, decode_batch
 from ..registry.records import TOPIC as SCHEMAS_TOPIC
@@ -69,8 +71,12 @@ def _jsonable(obj: Any) -> Any:
         return "base64:" + base64.b64encode(obj).decode()
     if isinstance(obj, list | tuple):
         return [_jsonable(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, set | frozenset):
+        return sorted(_jsonable(v) for v in obj)
+    if isinstance(obj, dict):  # a KIP-848 assignment is keyed by topic id
+        return {str(k) if isinstance(k, uuid.UUID) else k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, uuid.UUID):
+        return str(obj)
     return obj
 
 
@@ -95,7 +101,7 @@ def decode_offsets_record(record: Record) -> dict:
     except RecordDecodeError as exc:
         return {"key_error": str(exc)}
     if key is None:
-        return {"key": "unknown key type (skipped by the coordinator)"}
+        return _decode_consumer_group_record(record)
     out: dict[str, Any] = {"key": {"type": type(key).__name__, **_jsonable(key)}}
     try:
         value = decode_value(key, record.value)
@@ -109,6 +115,19 @@ def decode_offsets_record(record: Record) -> dict:
     else:
         out["value"] = _jsonable(value)
     return out
+
+
+def _decode_consumer_group_record(record: Record) -> dict:
+    """A KIP-848 consumer-group record (key types 3-8, 16), named after Kafka's record types."""
+    try:
+        decoded = decode_cg_record(record.key, record.value)
+    except RecordDecodeError as exc:
+        return {"value_error": str(exc)}
+    if decoded is None:
+        return {"key": "unknown key type (skipped by the coordinator)"}
+    key, value = decoded
+    return {"key": {"type": CG_RECORD_NAMES[type(key)], **_jsonable(key)},
+            "value": None if value is None else _jsonable(value)}
 
 
 def decode_txn_record(record: Record) -> dict:

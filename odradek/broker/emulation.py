@@ -68,6 +68,13 @@ def state_filter_mode(release: str) -> str:
     return "lower-trim"
 
 
+def consumer_protocol_by_default(release: str) -> bool:
+    """Whether ``group.coordinator.rebalance.protocols`` lists ``consumer`` by default: from Kafka 4.0
+    (3.7-3.9 defaulted to ``classic``; ConsumerGroupHeartbeat was listed but answered
+    UNSUPPORTED_VERSION, as ``KafkaApis.isConsumerGroupProtocolEnabled`` decides)."""
+    return not release or not _before(release, (4, 0))
+
+
 def _before(release: str, version: tuple[int, int]) -> bool:
     major, minor = (int(x) for x in release.split(".")[:2])
     return (major, minor) < version

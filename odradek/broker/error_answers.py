@@ -192,6 +192,12 @@ def _delete_acls(v: int, req, code: int) -> dict:
                                for _ in req.filters]}
 
 
+def _consumer_group_describe(v: int, req, code: int) -> dict:
+    return {"groups": [{"error_code": code, "error_message": None, "group_id": g, "group_state": "",
+                        "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []}
+                       for g in req.group_ids]}
+
+
 def _alter_reassignments(v: int, req, code: int) -> dict:
     """AlterPartitionReassignmentsRequest.getErrorResponse: the code on top and on every partition."""
     return {"error_code": code, "error_message": None, "responses": [
@@ -234,6 +240,8 @@ SHAPES: dict[int, Shape] = {
     48: _top_level(error_message=None, entries=None), 49: _alter_client_quotas,
     57: _top_level(error_message=None, results=[]),  # UpdateFeaturesResponse.createWithErrors
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
+    68: _top_level(error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None),
+    69: _consumer_group_describe,
     74: _top_level(config_resources=[]), 45: _alter_reassignments, 46: _list_reassignments,
     34: _alter_replica_log_dirs,  # ListConfigResourcesRequest.getErrorResponse
     17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),

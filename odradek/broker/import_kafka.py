@@ -6,8 +6,9 @@ broker with 1 (or any n).  Records of one group all live in one source
 partition, so per-group order -- all that replay needs -- is preserved.
 Transactional offset commits are imported only if their transaction
 committed, where its marker stands and only over older values (as Kafka's
-loader applies them, ``offsets/replay.py``); records of unknown key
-types (KIP-848, share groups) are skipped.
+loader applies them, ``offsets/replay.py``); KIP-848 consumer-group records
+(key types 3-8, 16) are imported like the others; records of other key types
+(share and streams groups) are skipped.
 """
 
 from __future__ import annotations

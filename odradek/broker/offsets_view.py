@@ -40,6 +40,7 @@ from ..storage.checkpoint import CLEANER_FILE, read_checkpoint
 from ..storage.files import parse_base_offset, parse_partition_dir
 from ..storage.log_manager import OFFSETS_TOPIC
 from .clock import ManualClock
+from .coordinator.consumer_group import ConsumerGroup
 from .coordinator.expiry import group_rule
 from .coordinator.group import ClassicGroup
 from .coordinator.shard import Shard
@@ -76,6 +77,13 @@ class View:
             for group_id in sorted(pv.shard.groups):
                 if only is None or group_id == only:
                     yield pv, pv.shard.groups[group_id]
+
+    def consumer_groups(self, only: str | None = None) -> Iterator[tuple[PartitionView, ConsumerGroup]]:
+        """The KIP-848 consumer groups the records rebuild."""
+        for pv in self.partitions:
+            for group_id in sorted(pv.shard.consumer_groups):
+                if only is None or group_id == only:
+                    yield pv, pv.shard.consumer_groups[group_id]
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -251,17 +259,38 @@ def parse_time(text: str) -> int:
 
 
 def group_json(pv: PartitionView, g: ClassicGroup) -> dict:
-    offsets = pv.shard.offsets.get(g.group_id) or {}
     return {
         "group": g.group_id, "partition": pv.partition, "state": g.state.value,
         "protocol_type": g.protocol_type, "protocol": g.protocol_name, "generation": g.generation,
         "leader": g.leader_id, "members": sorted(g.members),
         # a simple group has no state timestamp of its own (rebuild stamps it "now")
         "current_state_timestamp": g.current_state_timestamp if g.protocol_type is not None else None,
-        "offsets": [{"topic": t, "partition": p, "offset": v.offset, "leader_epoch": v.leader_epoch,
-                     "metadata": v.metadata, "commit_timestamp": v.commit_timestamp,
-                     "expire_timestamp": v.expire_timestamp}
-                    for (t, p), v in sorted(offsets.items())],
+        "offsets": _offsets_json(pv, g.group_id),
+    }
+
+
+def _offsets_json(pv: PartitionView, group_id: str) -> list[dict]:
+    return [{"topic": t, "partition": p, "offset": v.offset, "leader_epoch": v.leader_epoch,
+             "metadata": v.metadata, "commit_timestamp": v.commit_timestamp, "expire_timestamp": v.expire_timestamp}
+            for (t, p), v in sorted((pv.shard.offsets.get(group_id) or {}).items())]
+
+
+def consumer_group_json(pv: PartitionView, g: ConsumerGroup) -> dict:
+    """A KIP-848 group: epochs, members with their epoch, state and partitions (by topic name)."""
+    names = {t.topic_id: t.topic_name for t in g.subscription_metadata.values()}
+
+    def parts(assignment: dict) -> dict:
+        return {names.get(t, str(t)): sorted(ps) for t, ps in assignment.items() if ps}
+    return {
+        "group": g.group_id, "partition": pv.partition, "type": "consumer", "state": g.state,
+        "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
+        "members": {m.member_id: {"member_epoch": m.member_epoch, "state": int(m.state),
+                                  "instance_id": m.meta.instance_id,
+                                  "subscribed_topic_names": list(m.meta.subscribed_topic_names),
+                                  "subscribed_topic_regex": m.meta.subscribed_topic_regex,
+                                  "assigned": parts(m.assigned), "target": parts(g.targets.get(m.member_id, {}))}
+                    for m in g.members.values()},
+        "offsets": _offsets_json(pv, g.group_id),
     }
 
 
@@ -273,7 +302,8 @@ def partition_json(pv: PartitionView) -> dict:
 def write_json(view: View, out: TextIO, group: str | None, preview: list[Expiry] | None) -> None:
     doc: dict[str, Any] = {"as_of_ms": view.now_ms,
                            "partitions": [partition_json(pv) for pv in view.partitions],
-                           "groups": [group_json(pv, g) for pv, g in view.groups(group)]}
+                           "groups": [group_json(pv, g) for pv, g in view.groups(group)]
+                           + [consumer_group_json(pv, g) for pv, g in view.consumer_groups(group)]}
     if preview is not None:
         doc["expiry_preview"] = [{"at_ms": e.at_ms, "at": iso(e.at_ms), "group": e.group,
                                   "topic": e.topic, "partition": e.partition, "reason": e.reason,
@@ -292,10 +322,13 @@ def write_text(view: View, out: TextIO, group: str | None, preview: list[Expiry]
     for pv, g in view.groups(group):
         shown += 1
         out.write(_group_line(pv, g))
-        _table(out, ["TOPIC", "PARTITION", "OFFSET", "LEADER-EPOCH", "COMMITTED", "EXPIRES", "METADATA"],
-               [[t, p, v.offset, v.leader_epoch, iso(v.commit_timestamp), iso(v.expire_timestamp),
-                 json.dumps(v.metadata)]
-                for (t, p), v in sorted((pv.shard.offsets.get(g.group_id) or {}).items())])
+        _offsets_table(out, pv, g.group_id)
+    for pv, cg in view.consumer_groups(group):
+        shown += 1
+        out.write(f"\ngroup {cg.group_id!r} ({OFFSETS_TOPIC}-{pv.partition}): {cg.state}, group epoch "
+                  f"{cg.group_epoch}, assignment epoch {cg.assignment_epoch}, consumer (KIP-848), "
+                  f"{len(cg.members)} members\n")
+        _offsets_table(out, pv, cg.group_id)
     if not shown:
         out.write("no groups" + (f" named {group!r}" if group is not None else "") + "\n")
     if preview is not None:
@@ -314,6 +347,12 @@ def _group_line(pv: PartitionView, g: ClassicGroup) -> str:
         since = f", empty since {iso(g.current_state_timestamp)}"
     return (f"\ngroup {g.group_id!r} ({OFFSETS_TOPIC}-{pv.partition}): {g.state.value}, "
             f"generation {g.generation}, {kind}, {len(g.members)} members{since}\n")
+
+
+def _offsets_table(out: TextIO, pv: PartitionView, group_id: str) -> None:
+    _table(out, ["TOPIC", "PARTITION", "OFFSET", "LEADER-EPOCH", "COMMITTED", "EXPIRES", "METADATA"],
+           [[t, p, v.offset, v.leader_epoch, iso(v.commit_timestamp), iso(v.expire_timestamp), json.dumps(v.metadata)]
+            for (t, p), v in sorted((pv.shard.offsets.get(group_id) or {}).items())])
 
 
 def _table(out: TextIO, head: list[str], rows: list[list[Any]]) -> None:

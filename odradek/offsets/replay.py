@@ -68,7 +68,7 @@ class OffsetsReplay:
                 txn.park(key.producer_id, key.producer_epoch, key.key, value, record)
                 return True
             key = key.key  # a transactional tombstone removes like any other
-        if kind is not GroupKey and txn.groups:
+        if (kind is OffsetKey or kind is TxnOffsetKey) and txn.groups:
             txn.plain(key, value)
         self._apply(key, value, record)
         return True

@@ -49,6 +49,7 @@ from ..protocol.records import (
     parse_control_key,
     parse_end_txn_marker,
 )
+from .consumer_records import decode_cg_record
 from .records import (
     GroupKey,
     OffsetKey,
@@ -100,8 +101,8 @@ def decode_record(header: Any, record: Any) -> tuple[Any, Any] | None:
         return (MarkerKey(header.producer_id, header.producer_epoch,
                           control.type == ControlRecordType.COMMIT), epoch)
     key = decode_key(record.key)
-    if key is None:
-        return None  # KIP-848/share-group key types: not ours
+    if key is None:  # KIP-848 consumer-group records; share/streams key types are not ours
+        return decode_cg_record(record.key, record.value)
     value = decode_value(key, record.value)
     if header.is_transactional and type(key) is OffsetKey:
         return TxnOffsetKey(header.producer_id, header.producer_epoch, key), value

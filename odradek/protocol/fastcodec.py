@@ -126,7 +126,7 @@ class _Plan:
 
     __slots__ = ("f", "present", "compact", "nullable")
 
-    def __init__(self, f: F, version: int, flexible: bool):
+    def __init__(self, f: F, version: int, flexible: bool, writer: bool = False):
         self.f = f
         self.present = version in f.versions
         self.compact = flexible and (f.flexible is None or version in f.flexible)
@@ -138,7 +138,7 @@ class _Plan:
         if f.fields is None and f.elem_type not in _FIXED and f.elem_type not in _VAR and \
                 (f.type != "uuid" or self.nullable):
             raise UnsupportedDeclaration(f"{f.name}: type {f.type} is not supported")
-        if f.fields is not None and not f.is_array:
+        if f.fields is not None and not f.is_array and not (writer and self.nullable and f.default is None):
             raise UnsupportedDeclaration(f"{f.name}: nested structs outside arrays are not supported")
         if not isinstance(f.default, int | float | str | bytes | list | uuid.UUID | None):
             raise UnsupportedDeclaration(f"{f.name}: default {f.default!r} has no literal form")
@@ -413,7 +413,7 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
     """``mapping``: read fields with ``o.get(name, default)`` (dicts), else as attributes;
     ``positional``: the fields are the function's own arguments, in declared order (a row
     writer: ``write(ap, *fields)``)."""
-    plans = [_Plan(f, g.version, g.flexible) for f in fields]
+    plans = [_Plan(f, g.version, g.flexible, writer=True) for f in fields]
     fname = g.name("write_")
     body: list[str] = []
     run: list[tuple[str, str]] = [] if prefix is None else [("h", str(prefix))]
@@ -463,6 +463,15 @@ def _gen_writer(g: _Gen, fields: list[F], nested: Mapping[str, type], where: str
         if not pl.present:
             continue  # every such field is ignorable in the records we declare
         what = f"{where}.{f.name}"
+        if f.fields is not None and not f.is_array:  # a nullable struct: int8 -1 (null) or 1, then it
+            if positional:
+                raise UnsupportedDeclaration(f"{what}: a row writer's struct has no nested structs")
+            flush()
+            src = g.name("s")
+            sub = _gen_writer(g, f.fields, nested, what, None, mapping)
+            body.extend([f"{src} = {get(f)}", f"if {src} is None:", "    ap(b'\\xff')", "else:",
+                         "    ap(b'\\x01')", f"    {sub}({src}, ap)"])
+            continue
         if f.fields is None and not f.is_array:
             if f.type in _FIXED:
                 run.append((_FIXED[f.type][0], get(f)))

@@ -92,6 +92,8 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(61, "DescribeProducers", "describe_producers", "0"),
     _spec(65, "DescribeTransactions", "describe_transactions", "0"),
     _spec(66, "ListTransactions", "list_transactions", "0-2"),
+    _spec(68, "ConsumerGroupHeartbeat", "consumer_group_heartbeat", "0-1"),
+    _spec(69, "ConsumerGroupDescribe", "consumer_group_describe", "0-1"),
     _spec(71, "GetTelemetrySubscriptions", "get_telemetry_subscriptions", "0"),
     _spec(72, "PushTelemetry", "push_telemetry", "0"),
     _spec(74, "ListConfigResources", "list_config_resources", "0-1"),

@@ -42,6 +42,14 @@ class BrokerHandle(ControlApi):
         return self._broker.client
 
     @property
+    def group_protocol(self) -> str:
+        """What a consumer's ``group.protocol`` should be here: ``consumer`` when the broker serves
+        KIP-848 groups (``--kafka-group-protocol``, ``group.coordinator.rebalance.protocols``), else
+        ``classic``."""
+        return "consumer" if self._broker.call(lambda: self._broker.app.coordinator.consumer_protocol_enabled()) \
+            else "classic"
+
+    @property
     def schema_registry_url(self) -> str:
         """The schema registry's URL (``BrokerHandle(schema_registry=True)``), for
         ``SchemaRegistryClient({"url": ...})``."""

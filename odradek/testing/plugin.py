@@ -68,6 +68,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kafka-broker-port", default=None,
                     help="port of the kafka_broker fixture (default: a free one); under xdist, plus the worker number")
     parser.addini("kafka_broker_port", "port of the kafka_broker fixture (default: a free one)", default="")
+    group.addoption("--kafka-group-protocol", default=None, choices=("classic", "consumer"),
+                    help="the group protocol the fixture brokers offer: consumer (Kafka 4's default: "
+                         "KIP-848 and classic) or classic only")
+    parser.addini("kafka_group_protocol", "consumer (default) or classic: see --kafka-group-protocol", default="")
 
 
 MARKER = "kafka_broker_overrides"
@@ -84,6 +88,11 @@ def _scope(fixture_name: str, config: pytest.Config) -> str:
 
 def _overrides(config: pytest.Config) -> dict[str, str]:
     out = {}
+    protocol = config.getoption("--kafka-group-protocol") or config.getini("kafka_group_protocol")
+    if protocol:
+        if protocol not in ("classic", "consumer"):
+            raise pytest.UsageError(f"kafka_group_protocol: {protocol!r} is not classic or consumer")
+        out["group.coordinator.rebalance.protocols"] = "classic" if protocol == "classic" else "classic,consumer"
     for line in config.getini("kafka_broker_overrides"):
         key, sep, value = line.partition("=")
         if not sep:

@@ -21,7 +21,7 @@ from odradek.protocol.primitives import Reader
 from odradek.protocol.registry import APIS
 from odradek.testing import ThreadedBroker
 from tests.hostile_requests import present_error_codes, sample
-from tests.unit.test_codec_crosscheck import KP, ApiMessage
+from tests.unit.test_codec_crosscheck import BEYOND_KAFKA_PYTHON, KP, ApiMessage
 
 pytestmark = pytest.mark.integration
 
@@ -69,9 +69,10 @@ def test_an_injected_error_decodes_with_both_codecs_and_carries_the_code(served_
     top_level = any(f.name == "error_code" and answer_version in f.versions for f in APIS[api_key].response.fields)
     if top_level:
         assert found, "the version carries a top-level error code"
-    theirs = ApiMessage.decode.__func__(KP[(api_key, "response")], raw, version=answer_version)
-    if top_level:
-        assert theirs.error_code == code
+    if api_key not in BEYOND_KAFKA_PYTHON:  # kafka-python has no schema for these (our codec decoded it)
+        theirs = ApiMessage.decode.__func__(KP[(api_key, "response")], raw, version=answer_version)
+        if top_level:
+            assert theirs.error_code == code
     assert served_broker.faults() == []  # the rule fired once
 
 

@@ -219,6 +219,20 @@ def test_the_fixture_port_option_fixes_the_port(pytester):
     result.assert_outcomes(passed=1)
 
 
+def test_the_group_protocol_option(pytester):
+    """--kafka-group-protocol: the fixture broker offers KIP-848 groups (the default) or only classic
+    ones; ``group_protocol`` says what a consumer should set."""
+    pytester.makepyfile(test_protocol='''
+        def test_protocol(kafka_broker, request):
+            wanted = request.config.getoption("--kafka-group-protocol") or "consumer"
+            assert kafka_broker.group_protocol == wanted
+    ''')
+    pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=120).assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", "--kafka-group-protocol=classic",
+                                           timeout=120)
+    result.assert_outcomes(passed=1)
+
+
 REGISTRY_SAMPLE = '''
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 

@@ -108,7 +108,7 @@ KP = _kp_classes()
 
 # APIs newer than kafka-python's bundled schemas (it stops at Kafka 3.x's set): only our own
 # round trip (construct compiled and interpreted, the generated fast path) checks them here
-BEYOND_KAFKA_PYTHON = {71, 72}  # GetTelemetrySubscriptions, PushTelemetry (KIP-714)
+BEYOND_KAFKA_PYTHON = {68, 69, 71, 72}  # ConsumerGroupHeartbeat/Describe (KIP-848), GetTelemetrySubscriptions, PushTelemetry (KIP-714)
 
 
 def kp_class(spec: ApiSpec, side: str) -> type:
@@ -462,10 +462,13 @@ def test_declarations_beyond_kafka_python_match_kafka_42(key: int, side: str) ->
     def snake(name: str) -> str:
         return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
+    common = {c["name"]: c["fields"] for c in raw.get("commonStructs", [])}  # shared struct types
+
     def walk(ours, theirs, where: str) -> None:
         assert [f.name for f in ours] == [snake(f["name"]) for f in theirs], where
         for mine, kafka in zip(ours, theirs, strict=True):
             assert mine.versions == Versions.parse(kafka["versions"]), f"{where}.{mine.name}"
-            walk(getattr(mine, "fields", None) or [], kafka.get("fields", []), f"{where}.{mine.name}")
+            nested = kafka.get("fields") or common.get(kafka["type"].removeprefix("[]"), [])
+            walk(getattr(mine, "fields", None) or [], nested, f"{where}.{mine.name}")
 
     walk(msg.fields, raw["fields"], spec.name)

@@ -116,6 +116,11 @@ ALLOWED: dict[int, set[E]] = {
     65: _TXN | {E.TRANSACTIONAL_ID_NOT_FOUND},  # DescribeTransactions
     66: {E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR},  # ListTransactions
     61: _TOPIC | {E.NOT_LEADER_OR_FOLLOWER, E.TOPIC_AUTHORIZATION_FAILED},  # DescribeProducers
+    # KIP-848 consumer groups (GroupMetadataManager.consumerGroupHeartbeat / consumerGroupDescribe)
+    68: _COORDINATOR | {E.UNKNOWN_MEMBER_ID, E.FENCED_MEMBER_EPOCH, E.FENCED_INSTANCE_ID,
+                        E.UNRELEASED_INSTANCE_ID, E.GROUP_MAX_SIZE_REACHED, E.UNSUPPORTED_ASSIGNOR,
+                        E.GROUP_ID_NOT_FOUND, E.INVALID_REGULAR_EXPRESSION, E.TOPIC_AUTHORIZATION_FAILED},
+    69: _COORDINATOR | {E.GROUP_ID_NOT_FOUND},
     # client telemetry (ClientMetricsManager): too early, a stale subscription, bad payloads
     71: {E.THROTTLING_QUOTA_EXCEEDED, E.UNKNOWN_SUBSCRIPTION_ID},  # GetTelemetrySubscriptions
     72: {E.THROTTLING_QUOTA_EXCEEDED, E.UNKNOWN_SUBSCRIPTION_ID, E.UNSUPPORTED_COMPRESSION_TYPE,  # Push

@@ -93,7 +93,7 @@ def _walk(obj: Any, keys: RequestKeys, in_topic: bool) -> None:
             keys.transactional_id.add(value)  # AddPartitionsToTxn v0-3 spells it with a prefix
         elif name == "transactional_ids" and isinstance(value, list):  # DescribeTransactions
             keys.transactional_id.update(v for v in value if isinstance(v, str))
-        elif name in ("groups", "groups_names") and isinstance(value, list):
+        elif name in ("groups", "groups_names", "group_ids") and isinstance(value, list):
             for item in value:
                 if isinstance(item, str):
                     keys.group_id.add(item)
@@ -132,7 +132,7 @@ def applicable_filters(api_key: int) -> set[str]:
     """Which filters can ever match a request of ``api_key`` (read from its declaration)."""
     names = _field_names(APIS[api_key].request.fields, set())
     out = set()
-    if names & {"group_id", "groups", "groups_names"} or api_key == 10:
+    if names & {"group_id", "groups", "groups_names", "group_ids"} or api_key == 10:
         out.add("group_id")
     if names & {"topics", "topic_data", "topic_names", "v3_and_below_topics"} and api_key not in (10, 65):
         out.add("topic")

@@ -17,9 +17,11 @@ from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus
 from .api import GroupDescription, GroupOverview, MemberDescription
+from .consumer_admin import delete_consumer_group
+from .consumer_group import CONSUMER_STATES
 from .group import ClassicGroup
 from .shard import Record, Shard
-from .state import GroupState, parse_state_filter
+from .state import _JAVA_TRIM, GroupState, parse_state_filter
 
 if TYPE_CHECKING:
     from .shards import GroupShards
@@ -27,6 +29,13 @@ if TYPE_CHECKING:
 log = structlog.get_logger("odradek.coordinator")
 
 CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
+
+
+def consumer_state_filter(names: list[str]) -> set[str]:
+    """A ListGroups states filter read for consumer groups: lower-cased and trimmed (Kafka 4)."""
+    wanted = {n.lower().strip(_JAVA_TRIM) for n in names}
+    return {s for s in CONSUMER_STATES if s.lower() in wanted}
 
 
 # --- DescribeGroups ---------------------------------------------------------------------
@@ -42,7 +51,7 @@ def describe_group(coordinator: GroupShards, group_id: str) -> GroupDescription:
     if error is not ErrorCode.NONE:
         return GroupDescription(error, group_id, "", "", "")
     group = shard.groups.get(group_id)
-    if group is None or group.state is GroupState.DEAD:
+    if group is None or group.state is GroupState.DEAD:  # a consumer group too (KIP-1043: v6 answers 69)
         return GroupDescription(ErrorCode.NONE, group_id, GroupState.DEAD.value, "", "")
     stable = group.state is GroupState.STABLE
     members = [MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -63,12 +72,20 @@ def list_groups(coordinator: GroupShards, states: list[str] | None = None,
     As Kafka's GroupMetadataManager.listGroups: an empty filter does not
     filter; both filters must match.  Type names are lower-cased (not trimmed)
     and parsed to classic/consumer/share, anything else is an unknown type that
-    matches no group.  Every group here is classic.
+    matches no group.  KIP-848 groups list as type and protocol type ``consumer``
+    with their own state names (Assigning, Reconciling).
     """
     wanted_states = parse_state_filter(states, coordinator.config.state_filter_mode) if states else None
-    if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
-        return _loading_error(coordinator), []
+    wanted_types = {t.lower() for t in types} if types else None
     out = []
+    if wanted_types is None or CONSUMER_GROUP_TYPE in wanted_types:
+        consumer_states = consumer_state_filter(states) if states else None
+        for shard in coordinator.shards:
+            for cg in shard.consumer_groups.values():
+                if consumer_states is None or cg.state in consumer_states:
+                    out.append(GroupOverview(cg.group_id, "consumer", cg.state, CONSUMER_GROUP_TYPE))
+    if wanted_types is not None and CLASSIC_GROUP_TYPE not in wanted_types:
+        return _loading_error(coordinator), out
     for shard in coordinator.shards:
         for group in shard.groups.values():
             if group.state is GroupState.DEAD:
@@ -132,6 +149,12 @@ def _delete_one(coordinator: GroupShards, group_id: str) -> tuple[ErrorCode, Pro
     shard, error = coordinator.check(group_id, allow_empty=True)
     if error is not ErrorCode.NONE:
         return error, None
+    if group_id in shard.consumer_groups:
+        error, records = delete_consumer_group(shard, shard.consumer_groups[group_id])
+        if error is not ErrorCode.NONE:
+            return error, None
+        log.info("group.deleted", group=group_id, kind="consumer")
+        return ErrorCode.NONE, shard.run(CoordinatorResult(records, None), replay_now=True)
     group = shard.groups.get(group_id)
     if group is None or group.state is GroupState.DEAD:
         return ErrorCode.GROUP_ID_NOT_FOUND, None

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...offsets.records import OffsetValue
-from ..emulation import state_filter_mode, value_versions
+from ..emulation import consumer_protocol_by_default, state_filter_mode, value_versions
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,12 @@ class CoordinatorConfig:
     offset_value_version: int | None = None
     group_value_version: int | None = None
     state_filter_mode: str = "lower-trim"  # ListGroups states_filter (state.parse_state_filter)
+    # KIP-848 consumer groups (Kafka's GroupCoordinatorConfig names in from_config)
+    consumer_protocol: bool = True
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_session_timeout_ms: int = 45000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_max_size: int = 2**31 - 1
 
     @classmethod
     def from_config(cls, config: Any) -> CoordinatorConfig:
@@ -41,6 +47,13 @@ class CoordinatorConfig:
             **dict(zip(("offset_value_version", "group_value_version"),
                        value_versions(config["odradek.emulate.kafka.version"]), strict=True)),
             state_filter_mode=state_filter_mode(config["odradek.emulate.kafka.version"]),
+            consumer_protocol="consumer" in config["group.coordinator.rebalance.protocols"].split(",") and (
+                config.sources.get("group.coordinator.rebalance.protocols", "default") != "default"
+                or consumer_protocol_by_default(config["odradek.emulate.kafka.version"])),
+            consumer_heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+            consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
+            consumer_assignors=tuple(config["group.consumer.assignors"].split(",")),
+            consumer_max_size=config["group.consumer.max.size"],
         )
 
     @property

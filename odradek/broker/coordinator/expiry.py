@@ -23,6 +23,7 @@ import structlog
 from ...offsets.expiry import Rule, expires_at, rule_for
 from ...offsets.records import OffsetValue
 from ..runtime.runtime import ShardStatus
+from .consumer_admin import expire_consumer_offsets
 from .group import ClassicGroup
 from .offsets import remove_offsets, run_removal
 from .shard import Shard, TopicPartition
@@ -75,7 +76,11 @@ def sweep_shard(shard: Shard, now_ms: int, retention_ms: int) -> tuple[int, int,
                                               now_ms, retention_ms)
     removed = remove_offsets(shard, selection)
     run_removal(shard, removed, "expired")
-    return len(selection), removed.offsets, len(removed.groups)
+    groups, offsets, gone = len(selection), removed.offsets, len(removed.groups)
+    if shard.consumer_groups:  # KIP-848 groups expire by their own rule
+        g, o, r = expire_consumer_offsets(shard, now_ms, retention_ms)
+        groups, offsets, gone = groups + g, offsets + o, gone + r
+    return groups, offsets, gone
 
 
 class OffsetExpiry:

@@ -13,6 +13,7 @@ import structlog
 from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
 from .api import LeaveMember, LeaveResult, SyncRequest, SyncResult
+from .consumer_heartbeat import remove_members
 from .group import ClassicGroup, Member, validate_member
 from .rebalance import (
     hold_leader_sync,
@@ -133,6 +134,10 @@ def leave_group(coordinator: GroupShards, group_id: str, members: list[LeaveMemb
     shard, error = coordinator.check(group_id, allow_empty=False)
     if error is not ErrorCode.NONE:
         return LeaveResult(error)
+    consumer = shard.consumer_groups.get(group_id)
+    if consumer is not None:  # a KIP-848 group: the admin's "remove members" fences them
+        errors = remove_members(shard, consumer, [(m.member_id, m.group_instance_id) for m in members])
+        return LeaveResult(ErrorCode.NONE, list(zip(members, errors, strict=True)))
     group = shard.groups.get(group_id)
     if group is None:
         return LeaveResult(ErrorCode.NONE, [(m, ErrorCode.UNKNOWN_MEMBER_ID) for m in members])

@@ -30,6 +30,8 @@ from ...offsets.records import GroupKey, OffsetKey, offset_key, offset_value
 from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus
+from .consumer_admin import delete_consumer_offsets
+from .consumer_group import validate_consumer_commit
 from .group import ClassicGroup, validate_member
 from .rebalance import reset_session
 from .shard import Record, Shard, TopicPartition
@@ -157,6 +159,9 @@ def validate_commit(shard: Shard, request: CommitRequest) -> ErrorCode:
     An absent group with generation < 0 passes: the caller creates a simple
     group once it has something to write.
     """
+    if shard.consumer_groups and request.group_id in shard.consumer_groups:
+        return validate_consumer_commit(shard.consumer_groups[request.group_id], request.member_id,
+                                        request.generation, request.version)
     group = shard.groups.get(request.group_id)
     generation = request.generation
     if group is None:
@@ -236,6 +241,19 @@ def _as_tuple(ap: Callable[[Any], None], *fields: Any) -> None:
 Row = Callable[..., None]  # row(ap, partition, offset, leader_epoch, metadata, error)
 
 
+def validate_consumer_fetch(coordinator: GroupShards, group_id: str, member_id: str | None, epoch: int) -> ErrorCode:
+    """OffsetFetch v9 on a consumer group (``ConsumerGroup.validateOffsetFetch``): the member must
+    exist (UNKNOWN_MEMBER_ID) with that epoch (STALE_MEMBER_EPOCH); other groups are not checked."""
+    shard, error = coordinator.check(group_id, allow_empty=True)
+    group = shard.consumer_groups.get(group_id) if error is ErrorCode.NONE else None
+    if group is None:
+        return ErrorCode.NONE
+    member = group.members.get(member_id or "")
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return ErrorCode.NONE if member.member_epoch == epoch else ErrorCode.STALE_MEMBER_EPOCH
+
+
 def fetch_offset_rows(coordinator: GroupShards, group_id: str | None,
                       topics: list[tuple[str, list[int]]] | None, require_stable: bool,
                       row: Row) -> tuple[ErrorCode, list[tuple[str, int, list]]]:
@@ -294,6 +312,8 @@ def delete_offsets(coordinator: GroupShards, group_id: str | None, topics: list[
                 errors[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     shard, error = coordinator.check(group_id, allow_empty=False)
     group = None
+    if error is ErrorCode.NONE and group_id in shard.consumer_groups:
+        return delete_consumer_offsets(shard, shard.consumer_groups[group_id], topics, candidates, errors)
     if error is ErrorCode.NONE:
         group = shard.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:

@@ -18,7 +18,7 @@ from ..clock import Clock
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorRuntime, ShardStatus
 from ..txn_contracts import TxnMarker
-from . import rebalance
+from . import consumer_heartbeat, rebalance
 from .config import CoordinatorConfig
 from .expiry import OffsetExpiry
 from .offsets import delete_topic_offsets
@@ -40,7 +40,8 @@ class Coordinator(GroupShards):
         self.expiry = OffsetExpiry(self)  # KIP-211 sweep; started by load()
         # run in order when a shard has replayed its log: expiry sweep, session timers
         self.load_listeners: list[Callable[[Shard], None]] = [self.expiry.on_shard_loaded,
-                                                              rebalance.on_shard_loaded]
+                                                              rebalance.on_shard_loaded,
+                                                              consumer_heartbeat.on_shard_loaded]
 
     def spare_active(self, heard_since_real_ms: int, shift_ms: int) -> int:
         """Before a sparing advance: members heard from since then keep their session time left."""
@@ -95,6 +96,7 @@ class Coordinator(GroupShards):
         self.expiry.stop()
         for shard in self.shards:
             rebalance.unload_shard(shard)  # no group timer may outlive the coordinator
+            consumer_heartbeat.unload_shard(shard)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -30,6 +30,7 @@ from typing import Any
 
 import structlog
 
+from ...offsets.consumer_records import encode_cg_key, encode_cg_value, is_cg_key
 from ...offsets.records import (
     GroupKey,
     GroupValue,
@@ -50,6 +51,7 @@ from ..runtime.loading import iter_log_batches
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus, TxnBatch
 from .config import CoordinatorConfig
+from .consumer_group import ConsumerGroup, TopicsView, persisted, replay_consumer
 from .group import ClassicGroup
 from .state import GroupState
 
@@ -69,7 +71,16 @@ def encode_records(records: list[Record]) -> list[EncodedRecord]:
     first = type(records[0][0])
     if first is TxnOffsetKey or first is MarkerKey:
         return encode_txn_records(records)
-    return [(encode_key(k), encode_value(v)) for k, v in records]
+    if first is OffsetKey and type(records[-1][0]) is OffsetKey:  # commits (a deletion ends with its group)
+        return [(encode_key(k), encode_value(v)) for k, v in records]
+    return [_encode_any(k, v) for k, v in records]
+
+
+def _encode_any(key: Any, value: Any, version: int | None = None) -> EncodedRecord:
+    """A record of a write that may mix kinds (a consumer group's records, a group's deletion)."""
+    if is_cg_key(key):
+        return encode_cg_key(key), encode_cg_value(key, value)
+    return encode_key(key), encode_value(value, version)
 
 
 def emulated_encoder(config: CoordinatorConfig) -> Callable[[list[Record]], list[EncodedRecord]]:
@@ -80,7 +91,7 @@ def emulated_encoder(config: CoordinatorConfig) -> Callable[[list[Record]], list
         first = type(records[0][0])
         if first is TxnOffsetKey or first is MarkerKey:
             return encode_txn_records(records, version)
-        return [(encode_key(k), encode_value(v, version(v))) for k, v in records]
+        return [_encode_any(k, v, version(v)) for k, v in records]
     return encode
 
 
@@ -100,6 +111,9 @@ class Shard:
         self.status = ShardStatus.LOADING
         # live state
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 consumer groups: rebuilt by replay alone (``consumer_group.replay_consumer``)
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.topics = TopicsView()  # what consumer groups know of topics (the coordinator shares its own)
         self.stats: Counter[str] = Counter()  # events for metrics: rebalances, offset_commits
         # persisted view (what replay builds; what a reload must reproduce)
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
@@ -149,6 +163,7 @@ class Shard:
             group_id = key.group
             if value is None:
                 self.group_records.pop(group_id, None)
+                self.consumer_groups.pop(group_id, None)  # it removes a group of either kind (Kafka's replay)
             else:
                 self.group_records[group_id] = value
         elif kind is TxnOffsetKey:
@@ -159,6 +174,14 @@ class Shard:
             group_id = key.key.group
         elif kind is MarkerKey:
             self._replay_marker(key, value)
+            return
+        elif is_cg_key(key):
+            group_id = replay_consumer(self.consumer_groups, key, value)
+            if group_id is not None and self.status is not _LOADING:
+                if group_id in self.consumer_groups:
+                    self._drop_simple(group_id)
+                else:  # the consumer group went: its offsets stay with a simple group
+                    self.reconcile(group_id)
             return
         else:
             return
@@ -191,6 +214,10 @@ class Shard:
         protocol type) when it only has offsets.
         """
         group = self.groups.get(group_id)
+        if group_id in self.consumer_groups:  # its offsets belong to the consumer group
+            if group is not None and group_id not in self.group_records:
+                self.remove_group(group_id)
+            return
         if group is None:
             value = self.group_records.get(group_id)
             if value is not None:
@@ -200,6 +227,12 @@ class Shard:
                     ClassicGroup(group_id, current_state_timestamp=self.clock.now_ms()))
         elif (group.state is GroupState.EMPTY and group_id not in self.offsets
               and group_id not in self.group_records and group_id not in self.txn.groups):
+            self.remove_group(group_id)
+
+    def _drop_simple(self, group_id: str) -> None:
+        """A consumer group took the id: a simple (offsets-only) classic group there goes."""
+        group = self.groups.get(group_id)
+        if group is not None and group_id not in self.group_records:
             self.remove_group(group_id)
 
     def replay_record(self, key: OffsetKey | GroupKey, value: Any, _record: Any) -> None:
@@ -216,6 +249,10 @@ class Shard:
         return ({g: v for g, v in self.group_records.items()},
                 {g: dict(o) for g, o in self.offsets.items() if o})
 
+    def consumer_view(self) -> dict:
+        """The consumer groups as the log says (``consumer_group.persisted``)."""
+        return {g: persisted(group) for g, group in self.consumer_groups.items()}
+
     def txn_view(self) -> tuple[dict, dict]:
         """(pending transactional offsets per producer, producer epochs) as the log says."""
         return self.txn.state()
@@ -230,7 +267,7 @@ class Shard:
                 commits += 1
         self.stats["offset_commits"] += commits
 
-    def run(self, result: CoordinatorResult, now: int | None = None) -> Promise:
+    def run(self, result: CoordinatorResult, now: int | None = None, *, replay_now: bool = False) -> Promise:
         """Write an operation's records as one batch; a promise of its answer once they are replayed.
 
         ``now`` is the operation's reading of the clock, if it took one.  A
@@ -241,7 +278,10 @@ class Shard:
         if not records:
             return Promise.resolved(result.response)
         try:
-            written = self.write(records, now) if result.txn is None else self.write(records, now, txn=result.txn)
+            if replay_now:
+                written = self.write(records, now, replay_now=True)
+            else:
+                written = self.write(records, now) if result.txn is None else self.write(records, now, txn=result.txn)
         except RecordEncodeError as exc:  # e.g. a string too long for its int16 length prefix
             log.warning("coordinator.write_unencodable", partition=self.partition, error=str(exc))
             written = Promise.resolved(ErrorCode.INVALID_RECORD)
@@ -362,6 +402,8 @@ class Shard:
     def rebuild(self) -> None:
         """Build the live groups from the persisted view: the end of every load (``reconcile``)."""
         self.groups = {}
+        for group_id in self.consumer_groups:
+            self._drop_simple(group_id)
         for group_id in self.group_records:
             self.reconcile(group_id)
         for group_id in self.offsets:

@@ -14,6 +14,7 @@ coordinator, below the ``Coordinator`` (``service.py``) that wires them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ...offsets.records import partition_for
@@ -21,6 +22,7 @@ from ...protocol.errors import ErrorCode
 from ..clock import Clock
 from ..runtime.runtime import CoordinatorRuntime, ShardStatus
 from .config import CoordinatorConfig
+from .consumer_group import TopicsView
 from .shard import Shard
 
 
@@ -42,6 +44,23 @@ class GroupShards:
         self.runtime = runtime if runtime is not None else CoordinatorRuntime()
         self.shards = [Shard(p, lg, clock, runtime=self.runtime, await_fsync=await_fsync, config=config)
                        for p, lg in enumerate(logs)]
+        # topics as consumer groups see them (the broker wires the data plane's in)
+        self.topics = TopicsView()
+        for shard in self.shards:
+            shard.topics = self.topics
+        # the finalized group.version (the broker wires its features in); None: a release without
+        # that feature (3.x), where the setting alone decides
+        self.group_version: Callable[[], int | None] = lambda: None
+
+    def consumer_protocol_enabled(self) -> bool:
+        """``KafkaApis.isConsumerGroupProtocolEnabled``: ``consumer`` is in
+        ``group.coordinator.rebalance.protocols`` and the finalized ``group.version`` is at least 1
+        (UpdateFeatures can lower it); otherwise ConsumerGroupHeartbeat/Describe answer
+        UNSUPPORTED_VERSION."""
+        if not self.config.consumer_protocol:
+            return False
+        level = self.group_version()
+        return level is None or level >= 1
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)

@@ -26,6 +26,7 @@ from ...storage.log_manager import OFFSETS_TOPIC
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus, TxnBatch
 from ..txn_contracts import TxnMarker
+from .consumer_group import validate_consumer_commit
 from .group import validate_member
 from .offsets import _COMMIT_WRITE_ERRORS, PartitionCount, metadata_too_large, partition_exists
 from .shard import Shard
@@ -126,6 +127,9 @@ def validate_txn_commit(shard: Shard, request: TxnCommitRequest) -> ErrorCode:
     group coordinator answers.  No session is reset and no group state
     other than Dead refuses: the producer is not a member's heartbeat.
     """
+    if shard.consumer_groups and request.group_id in shard.consumer_groups:
+        return validate_consumer_commit(shard.consumer_groups[request.group_id], request.member_id,
+                                        request.generation, 0, transactional=True)
     group = shard.groups.get(request.group_id)
     generation = request.generation
     if group is None:

@@ -173,6 +173,9 @@ class TopicRegistry:
         # deleted topics' committed offsets go too (the broker wires in the coordinator)
         self.forget_offsets: Callable[[list[str]], Awaitable[None]] | None = None
         self._interrupted: set[str] = set()  # deletes found under way at start, logs gone
+        # moves on every create, delete and partition-count change: consumer groups refresh
+        # their subscribed topics' metadata when it moved (KIP-848)
+        self.version = 0
 
     # --- lookups (event loop) -----------------------------------------------------------
 
@@ -515,6 +518,7 @@ class TopicRegistry:
                                  f"adding partitions to {name!r} failed: {exc}") from exc
             self._growing.pop(name, None)
             topic.partitions = count  # the same object: whoever holds it sees the growth
+            self.version += 1
             log.info("topic.partitions_added", topic=name, partitions=count, before=before)
             return topic
 
@@ -634,6 +638,7 @@ class TopicRegistry:
     # --- internals ----------------------------------------------------------------------
 
     def _publish(self, topic: Topic) -> None:
+        self.version += 1
         self._topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
         self._collisions[_collision_key(topic.name)] = topic.name
@@ -641,6 +646,7 @@ class TopicRegistry:
             self._log_configs[topic.name] = self.defaults.with_topic_config(topic.configs)
 
     def _unpublish(self, topic: Topic) -> None:
+        self.version += 1
         self._topics.pop(topic.name, None)
         self._by_id.pop(topic.topic_id, None)
         self._collisions.pop(_collision_key(topic.name), None)

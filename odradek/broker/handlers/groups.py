@@ -177,16 +177,20 @@ def handle_describe_groups(app: GroupServices, ctx: RequestContext, req) -> dict
     groups = [_described(d, with_ops) for d in described]
     if ctx.api_version >= 6:
         for g in groups:
-            _not_found_when_dead(g)
+            _not_found_when_dead(g, app.coordinator)
     return {"throttle_time_ms": 0, "groups": groups}
 
 
-def _not_found_when_dead(group: dict) -> None:
-    """v6+ (KIP-1043): a group that does not exist is GROUP_ID_NOT_FOUND with the exception's
-    message, still "Dead" (Kafka's ``GroupMetadataManager.describeGroups``); v0-5 keep error 0."""
+def _not_found_when_dead(group: dict, coordinator: Coordinator | None) -> None:
+    """v6+ (KIP-1043): a group that does not exist, or is not a classic group (a KIP-848 one), is
+    GROUP_ID_NOT_FOUND with the exception's message, still "Dead" (Kafka's
+    ``GroupMetadataManager.describeGroups``); v0-5 keep error 0."""
     if group["error_code"] == ErrorCode.NONE and group["group_state"] == GroupState.DEAD.value:
+        group_id = group["group_id"]
         group["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
-        group["error_message"] = f"Group {group['group_id']} not found."
+        consumer = coordinator is not None and group_id in coordinator.shard_for(group_id).consumer_groups
+        group["error_message"] = f"Group {group_id} is not a classic group." if consumer \
+            else f"Group {group_id} not found."
 
 
 def _described(d: GroupDescription, with_ops: bool) -> dict:

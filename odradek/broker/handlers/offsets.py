@@ -42,6 +42,7 @@ from ..coordinator.offsets import (
     commit_offsets,
     delete_offsets,
     fetch_offset_rows,
+    validate_consumer_fetch,
 )
 from ..coordinator.txn_offsets import TxnCommitRequest, commit_txn_offsets, verification_error
 from ..dispatch import HandlerTable, Later, RequestContext, answer_when
@@ -197,7 +198,8 @@ def offset_fetch(app: OffsetServices, ctx: RequestContext, req) -> dict:
     version = ctx.api_version
     if version >= 8:
         return {"throttle_time_ms": 0,
-                "groups": [_fetch_group(app, g.group_id, g.topics, req.require_stable, version)
+                "groups": [_member_refused(app, g, version)
+                           or _fetch_group(app, g.group_id, g.topics, req.require_stable, version)
                            for g in req.groups]}
     topics = _wanted(req.topics)
     error, parts = _fetch(app, req.group_id, topics, req.require_stable, version)
@@ -207,6 +209,14 @@ def offset_fetch(app: OffsetServices, ctx: RequestContext, req) -> dict:
         # v0/v1 have no top-level error: every requested partition carries it
         parts = _error_rows(topics or (), error, version)
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "topics": parts}
+
+
+def _member_refused(app: OffsetServices, g, version: int) -> dict | None:
+    """v9+ (KIP-848): a fetch naming a member of a consumer group must carry its current epoch."""
+    if version < 9 or app.coordinator is None or (g["member_id"] is None and g["member_epoch"] < 0):
+        return None
+    error = validate_consumer_fetch(app.coordinator, g["group_id"], g["member_id"], g["member_epoch"])
+    return None if error is ErrorCode.NONE else {"group_id": g["group_id"], "error_code": error, "topics": []}
 
 
 def _fetch_group(app: OffsetServices, group_id: str, topics, require_stable: bool, version: int) -> dict:

@@ -176,7 +176,8 @@ class ShardWriter:
 
     # --- writing ---------------------------------------------------------------------------
 
-    def write(self, records: list[Record], now: int | None = None, txn: TxnBatch | None = None) -> Promise:
+    def write(self, records: list[Record], now: int | None = None, txn: TxnBatch | None = None, *,
+              replay_now: bool = False) -> Promise:
         """Append ``records`` as one batch; the promise yields None or an ErrorCode.
 
         On success the records have been replayed before the promise
@@ -184,7 +185,10 @@ class ShardWriter:
         one.  While a turn is open the request is staged and appended with the
         turn's others before any answer is sent.  ``txn``: the records form
         a transactional batch of that producer (or its marker), never shared
-        with another write.  Raises what ``encode`` raises for a record that
+        with another write.  ``replay_now``: the records are replayed as soon as the write is
+        accepted even when its answer waits for fsync -- Kafka's runtime applies records to its
+        (uncommitted) state at once and holds only the answer, which the next request of a
+        consumer group must see; a failed append fails the shard, as for staged writes.  Raises what ``encode`` raises for a record that
         cannot be encoded (nothing is written).
         """
         shard = self.shard
@@ -197,7 +201,7 @@ class ShardWriter:
         if runtime.open and self.log.writable:
             bound = pairs_batch_size_bound(pairs)
             if bound <= self.log.config.max_message_bytes:
-                return self._stage(records, pairs, now, txn, bound - HEADER_SIZE)
+                return self._stage(records, pairs, now, txn, bound - HEADER_SIZE, replay_now)
             if self._staged and not self.flush_staged():  # the log keeps the order state saw
                 runtime.failed.append(shard.partition)
                 return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
@@ -214,7 +218,7 @@ class ShardWriter:
         except (OSError, StorageError) as exc:
             log.error("coordinator.write_failed", partition=shard.partition, error=str(exc))
             return Promise.resolved(ErrorCode.KAFKA_STORAGE_ERROR)
-        w = self._settle(records)
+        w = self._settle(records, replay_now)
         if w is None:
             return _WRITTEN
         # group commit: one fsync round covers every write made before it started, and
@@ -223,16 +227,16 @@ class ShardWriter:
         return w.promise
 
     def _stage(self, records: list[Record], pairs: list[EncodedRecord], now: int,
-               txn: TxnBatch | None, size: int) -> Promise:
+               txn: TxnBatch | None, size: int, replay_now: bool = False) -> Promise:
         """Keep the request for the turn's append (it is in the page cache before any answer);
         ``size`` bounds its records' bytes in a batch (the batch header not counted)."""
         if not self._staged:
             self.runtime.stage(self)
-        w = self._settle(records)
+        w = self._settle(records, replay_now)
         self._staged.append((pairs, now, w, txn, size))
         return _WRITTEN if w is None else w.promise
 
-    def _settle(self, records: list[Record]) -> _Write | None:
+    def _settle(self, records: list[Record], replay_now: bool = False) -> _Write | None:
         """Apply an accepted write now (None) if written means durable, else the write that waits.
 
         It waits for the fsync round that covers it (``_durable``) with fsync
@@ -241,11 +245,13 @@ class ShardWriter:
         """
         if self.on_accept is not None:
             self.on_accept(records)
-        if not self.await_fsync and not self._in_flight:
+        if replay_now or (not self.await_fsync and not self._in_flight):
             replay = self.shard.replay
             for key, value in records:
                 replay(key, value)
-            return None
+            if not self.await_fsync:
+                return None
+            records = []  # applied: the fsync round only releases the answer
         w = _Write(records)
         self._in_flight[w] = None
         return w

@@ -488,6 +488,30 @@ def group_member(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     return g.inner(ctx, req)
 
 
+@guard(68)
+def consumer_group_heartbeat(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """READ on the group, then DESCRIBE on every subscribed topic name (KafkaApis
+    ``handleConsumerGroupHeartbeat``: TOPIC_AUTHORIZATION_FAILED otherwise)."""
+    if not g.authz.allowed(ctx, Op.READ, R.GROUP, req.group_id):
+        return _denied(ctx, req, GROUP_DENIED)
+    names = list(req.subscribed_topic_names or [])
+    if names and len(g.authz.allowed_names(ctx, Op.DESCRIBE, R.TOPIC, names)) < len(set(names)):
+        return _denied(ctx, req, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return g.inner(ctx, req)
+
+
+@guard(69)
+def consumer_group_describe(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """DESCRIBE on each group (the others answered GROUP_AUTHORIZATION_FAILED)."""
+    def ops(body: dict) -> dict:
+        for d in body["groups"]:
+            if d.get("authorized_operations", OMITTED) != OMITTED:
+                d["authorized_operations"] = g.authz.operations(ctx, R.GROUP, d["group_id"])
+        return body
+    return after(_split(g, ctx, req, "group_ids", lambda n: n, Op.DESCRIBE, R.GROUP, GROUP_DENIED, "groups"),
+                 ops)
+
+
 @guard(15)
 def describe_groups(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     def ops(body: dict) -> dict:

@@ -1,0 +1,88 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe (keys 68, 69; KIP-848): wire glue over
+``coordinator/consumer_heartbeat.py`` and ``coordinator/consumer_admin.py``.
+
+The answer of a heartbeat leaves once its records are durable and replayed (a ``Later``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
+
+from ...protocol.errors import ErrorCode
+from ..coordinator.consumer_admin import describe_consumer_groups
+from ..coordinator.consumer_heartbeat import (
+    HeartbeatRequest,
+    HeartbeatResult,
+    consumer_heartbeat,
+    steady_heartbeat,
+)
+from ..dispatch import HandlerTable, RequestContext, answer_when
+
+if TYPE_CHECKING:
+    from ..coordinator.service import Coordinator
+
+
+class ConsumerGroupServices(Protocol):
+    """What these handlers use of the broker: the group coordinator (None until it starts)."""
+
+    coordinator: Coordinator | None
+
+
+def register(table: HandlerTable, app: ConsumerGroupServices) -> None:
+    table.register(68, partial(handle_consumer_group_heartbeat, app))
+    table.register(69, partial(handle_consumer_group_describe, app))
+
+
+def handle_consumer_group_heartbeat(app: ConsumerGroupServices, ctx: RequestContext,
+                                    req) -> dict | asyncio.Future:
+    coordinator = app.coordinator
+    if coordinator is None:
+        return heartbeat_response(HeartbeatResult.failed(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    owned = req["topic_partitions"]
+    if owned is None and req["rebalance_timeout_ms"] == -1 and req["subscribed_topic_names"] is None \
+            and req["subscribed_topic_regex"] is None and req["server_assignor"] is None and req["rack_id"] is None:
+        shard, error = coordinator.check(req["group_id"], allow_empty=False)  # the steady heartbeat: hot
+        if error is ErrorCode.NONE and coordinator.consumer_protocol_enabled():
+            steady = steady_heartbeat(shard, coordinator.topics, req["group_id"], req["member_id"],
+                                      req["member_epoch"], req["instance_id"], ctx.client_id or "", ctx.client_host)
+            if steady is not None:
+                return heartbeat_response(steady)
+    request = HeartbeatRequest(
+        group_id=req["group_id"], member_id=req["member_id"], member_epoch=req["member_epoch"],
+        instance_id=req["instance_id"], rack_id=req["rack_id"], rebalance_timeout_ms=req["rebalance_timeout_ms"],
+        subscribed_topic_names=None if req["subscribed_topic_names"] is None else list(req["subscribed_topic_names"]),
+        subscribed_topic_regex=req["subscribed_topic_regex"], server_assignor=req["server_assignor"],
+        owned=None if owned is None else _assignment(owned),
+        version=ctx.api_version, client_id=ctx.client_id or "", client_host=ctx.client_host)
+    return answer_when(consumer_heartbeat(coordinator, coordinator.topics, request), heartbeat_response)
+
+
+def _assignment(rows) -> dict:
+    out: dict = {}
+    for r in rows:
+        out[r["topic_id"]] = out.get(r["topic_id"], frozenset()) | frozenset(r["partitions"])
+    return out
+
+
+def heartbeat_response(result: HeartbeatResult) -> dict:
+    assignment = None
+    if result.assignment is not None:  # the whole set the member may own now, by topic id
+        assignment = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
+                                           for t, ps in sorted(result.assignment.items(), key=lambda i: i[0].bytes)
+                                           if ps]}
+    return {"throttle_time_ms": 0, "error_code": result.error, "error_message": result.message,
+            "member_id": result.member_id, "member_epoch": result.member_epoch,
+            "heartbeat_interval_ms": result.heartbeat_interval_ms, "assignment": assignment}
+
+
+def handle_consumer_group_describe(app: ConsumerGroupServices, ctx: RequestContext, req) -> dict:
+    coordinator = app.coordinator
+    ids = list(req["group_ids"])
+    if coordinator is None:
+        groups = [{"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "group_id": g, "group_state": "",
+                   "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []} for g in ids]
+    else:
+        groups = describe_consumer_groups(coordinator, ids, bool(req["include_authorized_operations"]))
+    return {"throttle_time_ms": 0, "groups": groups}

@@ -1,0 +1,68 @@
+"""Test control reaches KIP-848 groups over TCP: a fault rule matches ConsumerGroupHeartbeat by group,
+capture decodes it with its answer, ``reset`` forgets consumer groups, ConsumerGroupDescribe and
+ListGroups v5 show them, and a broker that lists only the classic protocol answers UNSUPPORTED_VERSION."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from odradek.broker.wire_client import SyncClient
+from odradek.protocol.errors import ErrorCode
+from odradek.testing import ThreadedBroker
+from tests.integration.group_helpers import create_topic_kafka_python
+
+pytestmark = pytest.mark.integration
+
+
+def join(group: str, member: str, topic: str) -> dict:
+    return {"group_id": group, "member_id": member, "member_epoch": 0, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic], "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": []}
+
+
+@pytest.fixture(scope="module")
+def kbroker():
+    with ThreadedBroker() as b:
+        yield b
+
+
+def test_faults_capture_describe_list_and_reset(kbroker):
+    topic = f"t-{uuid.uuid4().hex[:6]}"
+    create_topic_kafka_python(kbroker.bootstrap_servers, topic, 3)
+    kbroker.fault("ConsumerGroupHeartbeat", error="GROUP_MAX_SIZE_REACHED", group_id="faulted", times=1)
+    with SyncClient("127.0.0.1", kbroker.app.endpoint.port) as c:
+        assert c.request(68, 1, join("faulted", "m0", topic)).error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
+        r = c.request(68, 1, join("cg", "m1", topic))
+        assert (r.error_code, r.member_epoch, r.member_id) == (0, 1, "m1")
+        assert sorted(r.assignment.topic_partitions[0].partitions) == [0, 1, 2]
+        [d] = c.request(69, 1, {"group_ids": ["cg"], "include_authorized_operations": False}).groups
+        assert (d.group_state, d.group_epoch, d.members[0].member_type) == ("Stable", 1, 1)
+        [classic_view] = c.request(15, 6, {"groups": ["cg"], "include_authorized_operations": False}).groups
+        assert (classic_view.error_code, classic_view.error_message, classic_view.group_state) == (
+            ErrorCode.GROUP_ID_NOT_FOUND, "Group cg is not a classic group.", "Dead")
+        listed = c.request(16, 5, {"states_filter": [], "types_filter": ["consumer"]}).groups
+        assert [(g.group_id, g.group_type, g.group_state) for g in listed] == [("cg", "consumer", "Stable")]
+    [captured] = kbroker.captured("ConsumerGroupHeartbeat", group_id="cg")
+    assert captured.answer["member_epoch"] == 1
+    assert kbroker.faults() == []
+    kbroker.reset()
+    with SyncClient("127.0.0.1", kbroker.app.endpoint.port) as c:
+        [d] = c.request(69, 1, {"group_ids": ["cg"], "include_authorized_operations": False}).groups
+        assert d.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_a_classic_only_broker_refuses_the_consumer_protocol():
+    with ThreadedBroker(overrides={"group.coordinator.rebalance.protocols": "classic"}) as b, \
+            SyncClient("127.0.0.1", b.app.endpoint.port) as c:
+        assert c.request(68, 1, join("g", "m", "t")).error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_group_version_0_turns_the_consumer_protocol_off():
+    """Kafka 4 serves the protocol only with the finalized feature group.version >= 1."""
+    with ThreadedBroker(overrides={"odradek.initial.features": "group.version=0"}) as b, \
+            SyncClient("127.0.0.1", b.app.endpoint.port) as c:
+        assert c.request(68, 1, join("g", "m", "t")).error_code == ErrorCode.UNSUPPORTED_VERSION
+        [d] = c.request(69, 1, {"group_ids": ["g"], "include_authorized_operations": False}).groups
+        assert d.error_code == ErrorCode.UNSUPPORTED_VERSION
