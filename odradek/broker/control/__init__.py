@@ -202,11 +202,11 @@ class BrokerControl:
 
     async def reset(self) -> dict:
         """Back to an empty broker in one call: topics, groups, committed offsets, producer
-        state, fetch sessions, fault rules and captured requests; crash-safe, connections stay open.  Returns
-        what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
+        state, fetch sessions, runtime broker settings, client quotas, feature levels, client-metrics
+        resources, fault rules and captured requests; crash-safe (a start finishes a reset cut short),
+        connections stay open; SCRAM credentials and ACLs stay.  Returns what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
         faults = self.clear_faults()  # first: no rule may fail the clients' first requests after
         gone = await reset_broker(self._app, self._reset_lock)
-        await self._app.client_metrics.reset()  # instances and client-metrics resources
         self.clear_capture()  # last: what was captured during the reset goes too
         return {**gone, "faults": faults}
 
