@@ -143,9 +143,9 @@ def test_a_heavy_batch_for_a_topic_of_another_codec_is_recompressed_off_the_loop
     threads: list[str] = []
     real = service.recompress
 
-    def watched(data, codec):
+    def watched(data, codec, level=None):
         threads.append(threading.current_thread().name)
-        return real(data, codec)
+        return real(data, codec, level)
 
     monkeypatch.setattr(service, "recompress", watched)
     with ThreadedBroker(tmp_path) as b:

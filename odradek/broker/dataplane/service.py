@@ -22,7 +22,7 @@ import structlog
 from ...protocol.errors import ErrorCode
 from ...protocol.records import HEADER_SIZE, BatchHeader, encode_end_txn_batch
 from ...storage import producer_snapshot, txn_index
-from ...storage.config import PRODUCER, FsyncMode
+from ...storage.config import FsyncMode, LogConfig
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
 from ...storage.log import Log
 from ...storage.log_manager import LogManager
@@ -40,6 +40,7 @@ from .waiters import AppendWaiters
 logger = structlog.get_logger("odradek.dataplane")
 
 _MAX_TS = struct.Struct(">q")
+_NO_RECOMPRESSION = LogConfig()  # compression.type producer: every batch stored as sent
 MAX_TIMESTAMP_OFFSET = 35
 BIG_READ_BYTES = 64 << 10  # reads that may return more than this go to a worker thread
 BIG_READ_LAG = 64  # ... when the reader is at least this many offsets behind the end
@@ -122,12 +123,14 @@ class DataPlane:
     # Kafka, which handles a connection's requests one at a time, appends them.
 
     async def precheck(self, data: bytes, *, api_version: int, max_bytes: int,
-                       compression_type: str = PRODUCER) -> Prechecked:
+                       config: LogConfig = _NO_RECOMPRESSION) -> Prechecked:
         """``batches.precheck`` in a worker thread, within the bound on concurrent checks; the
-        batch is recompressed there too when the topic's ``compression.type`` asks."""
+        batch is recompressed there too when the topic's ``compression.type`` (``config``) asks."""
         def stored(batch: bytes, h: BatchHeader):
-            target = target_codec(compression_type, h.compression)
-            return None if target == h.compression else (*recompress(batch, target), target)
+            target = target_codec(config.compression_type, h.compression)
+            if target == h.compression:
+                return None
+            return (*recompress(batch, target, config.compression_level(target)), target)
 
         async with self._heavy_slots:
             return await asyncio.to_thread(precheck, data, api_version=api_version, max_bytes=max_bytes,
@@ -217,7 +220,7 @@ class DataPlane:
         if stored is not None and stored[2] == target:  # recompressed with the off-loop check (the
             data, h, _ = stored                          # topic's codec unchanged meanwhile)
         elif target != h.compression:  # the topic's codec differs from the batch's (LogValidator)
-            data, h = recompress(data, target)  # type: ignore[arg-type]
+            data, h = recompress(data, target, config.compression_level(target))  # type: ignore[arg-type]
         first = self._append(log, state, data)  # type: ignore[arg-type]
         append_time = _stamped_time(log, h.size) if config.log_append_time else -1
         if h.producer_id >= 0:
