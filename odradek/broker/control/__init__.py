@@ -121,9 +121,15 @@ class BrokerControl:
         self._next_id += 1
         self._rules.add(rule)
         if rule.expires is not None:  # on the broker's clock: an advance expires it, a freeze keeps it
-            self._app.clock.call_at(rule.expires, lambda: self.remove_fault(rule.id))
+            rule.timer = self._app.clock.call_at(rule.expires, lambda: self._expire_fault(rule))
         self._sync()
         return rule.id
+
+    def _expire_fault(self, rule: FaultRule) -> None:
+        """The rule's timer: it has fired, so removing the rule must not cancel it (a fired
+        timer cancelled would be counted as one still pending)."""
+        rule.timer = None
+        self.remove_fault(rule.id)
 
     def remove_fault(self, rule_id: int) -> bool:
         """Remove a rule; False if it was already gone (spent, expired or removed)."""
