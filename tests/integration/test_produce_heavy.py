@@ -157,3 +157,19 @@ def test_a_heavy_batch_for_a_topic_of_another_codec_is_recompressed_off_the_loop
     segment = next(tmp_path.rglob("gz-0/*.log")).read_bytes()
     h, records = decode_batch(segment, 0)
     assert h.compression == 1 and len(records) == len(HEAVY)
+
+
+def test_an_in_process_broker_leaves_the_switch_interval_as_it_found_it(tmp_path):
+    """The 1 ms GIL switch interval is for the broker's clients while it runs; a test process
+    that ran a broker gets its own interval back when the (last) broker stops."""
+    import sys  # noqa: PLC0415
+
+    from odradek.broker.dataplane.service import GIL_SWITCH_S  # noqa: PLC0415
+
+    before = sys.getswitchinterval()  # CPython's 5 ms, unless a broker of this session runs
+    with ThreadedBroker(tmp_path / "a"):
+        assert sys.getswitchinterval() <= GIL_SWITCH_S
+        with ThreadedBroker(tmp_path / "b"):
+            assert sys.getswitchinterval() <= GIL_SWITCH_S
+        assert sys.getswitchinterval() <= GIL_SWITCH_S  # the first one still runs
+    assert sys.getswitchinterval() == before

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import struct
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,40 @@ BIG_READ_BYTES = 64 << 10  # reads that may return more than this go to a worker
 BIG_READ_LAG = 64  # ... when the reader is at least this many offsets behind the end
 HEAVY_CHECKS = 1  # heavy batches checked at once (a core's worth), each holding at most one decompressed area
 GIL_SWITCH_S = 0.001  # the longest a worker thread's Python keeps the loop waiting for the GIL
+
+
+class _SwitchInterval:
+    """The process's GIL switch interval, shortened while any broker of the process runs.
+
+    A heavy check's record walk is Python in a worker thread: each time the loop wants the GIL
+    back it waits up to the switch interval, and CPython's 5 ms would be added to every other
+    client's request while a heavy batch is being checked.  The interval is process-wide, so
+    an in-process test broker must not leave it changed: the last broker to stop puts back
+    what the first found (unless someone changed it since).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._saved = 0.0
+        self._set = 0.0
+
+    def shorten(self) -> None:
+        with self._lock:
+            if self._running == 0:
+                self._saved = sys.getswitchinterval()
+                self._set = min(self._saved, GIL_SWITCH_S)
+                sys.setswitchinterval(self._set)
+            self._running += 1
+
+    def restore(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._running == 0 and sys.getswitchinterval() == self._set:
+                sys.setswitchinterval(self._saved)
+
+
+SWITCH_INTERVAL = _SwitchInterval()
 
 # What a transactional Produce answers when the coordinator says the partition is not in the
 # producer's transaction (Kafka's ``AddPartitionsToTxnManager`` / ``ReplicaManager``): retriable
@@ -81,13 +116,19 @@ class DataPlane:
         # the cleaner's bound on an internal topic, from the coordinator that writes it (set by the app)
         self.internal_stable_offset: Callable[[Log], int | None] | None = None
         logs.before_close = self._snapshot_all
+        self._switch_shortened = False
 
     async def start(self) -> None:
-        # A heavy check's record walk is Python in a worker thread: each time the loop wants the
-        # GIL back it waits up to the switch interval, and CPython's 5 ms would be added to every
-        # other client's request while a heavy batch is being checked.
-        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
+        if not self._switch_shortened:
+            SWITCH_INTERVAL.shorten()
+            self._switch_shortened = True
         await self.topics.reconcile(self.logs)
+
+    def stop(self) -> None:
+        """The broker stops: the process's GIL switch interval back when no other broker runs."""
+        if self._switch_shortened:
+            self._switch_shortened = False
+            SWITCH_INTERVAL.restore()
 
     # --- produce --------------------------------------------------------------------------
     #
