@@ -57,14 +57,17 @@ def target_codec(compression_type: str, source: int) -> int:
     return source if compression_type == PRODUCER else TOPIC_CODECS[compression_type]
 
 
-def recompress(data: bytes, codec: int, level: int | None = None) -> tuple[bytes, BatchHeader]:
+def recompress(data: bytes, codec: int, level: int | None = None,
+               area: bytes | bytearray | memoryview | None = None) -> tuple[bytes, BatchHeader]:
     """The one (validated) batch in ``data`` in ``codec`` at ``level`` (the topic's
-    ``compression.<codec>.level``; None: Kafka's default), and its header."""
+    ``compression.<codec>.level``; None: Kafka's default), and its header.  ``area``: the
+    records area already decompressed (by the check in the worker thread), not done again."""
     h = read_batch_header(data, 0)
     try:
-        area = data[HEADER_SIZE:h.size]
-        if h.compression:
-            area = decompress(h.compression, area)
+        if area is None:
+            area = data[HEADER_SIZE:h.size]
+            if h.compression:
+                area = decompress(h.compression, area)
         if not _offsets_in_order(area, h.records_count):
             data = _rebuild(data)
             area = data[HEADER_SIZE:]

@@ -167,11 +167,11 @@ class DataPlane:
                        config: LogConfig = _NO_RECOMPRESSION) -> Prechecked:
         """``batches.precheck`` in a worker thread, within the bound on concurrent checks; the
         batch is recompressed there too when the topic's ``compression.type`` (``config``) asks."""
-        def stored(batch: bytes, h: BatchHeader):
+        def stored(batch: bytes, h: BatchHeader, area):
             target = target_codec(config.compression_type, h.compression)
             if target == h.compression:
                 return None
-            return (*recompress(batch, target, config.compression_level(target)), target)
+            return (*recompress(batch, target, config.compression_level(target), area), target)
 
         async with self._heavy_slots:
             return await asyncio.to_thread(precheck, data, api_version=api_version, max_bytes=max_bytes,
