@@ -482,6 +482,7 @@ class BrokerApp:
         await self.server.close_all(grace=min(grace, 0.5))
         await self.server.finish_orphans(grace)
         await self.topics.drain()  # a create or delete under way ends before the logs close
+        self.dataplane.stop()
         self.metrics.close()
         await self._close_storage()
         if self._lock is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..storage.config import COMPRESSION_TYPES, PRODUCER
+from ..storage.config import COMPRESSION_TYPES, GZIP_LEVELS, LZ4_LEVELS, PRODUCER, ZSTD_LEVELS
 
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})  # listen on every interface
 
@@ -100,6 +100,19 @@ def _choice(*options: str) -> Callable[[str], str]:
             raise ValueError(f"{text!r} is not one of {', '.join(options)}")
         return value
     parse.__name__ = "one of " + "|".join(options)
+    return parse
+
+
+def _level(levels: tuple[int, int, int]) -> Callable[[str], int]:
+    """A compression level in Kafka's range (``lowest..highest``), or its default (gzip's -1)."""
+    low, high, default = levels
+
+    def parse(text: str) -> int:
+        value = _int(text)
+        if not low <= value <= high and value != default:
+            raise ValueError(f"{value} is outside {low}..{high}")
+        return value
+    parse.__name__ = f"int {low}..{high}" + ("" if low <= default <= high else f" or {default}")
     return parse
 
 
@@ -298,6 +311,9 @@ class Setting:
 
 
 INT32_MAX = 2**31 - 1
+# the broker settings of the codec batches are stored in, beside the log.* ones (LogConfig)
+_CODEC_SETTINGS = ("compression.type", "compression.gzip.level", "compression.lz4.level",
+                   "compression.zstd.level")
 
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 
@@ -441,6 +457,13 @@ SETTINGS: list[Setting] = [
     Setting("compression.type", _choice(*COMPRESSION_TYPES), PRODUCER,
             "Codec batches are stored in (recompressed on append when it differs from the "
             "batch's), or producer: as the producer sent them."),
+    Setting("compression.gzip.level", _level(GZIP_LEVELS), GZIP_LEVELS[2],
+            "Level of batches the broker recompresses into gzip: 1..9, or -1 (zlib's default, 6)."),
+    Setting("compression.lz4.level", _level(LZ4_LEVELS), LZ4_LEVELS[2],
+            "Level of batches the broker recompresses into lz4: 1..17; accepted, every level "
+            "compresses as the default 9 (lz4's fast compressor: cramjam has no high-compression one)."),
+    Setting("compression.zstd.level", _level(ZSTD_LEVELS), ZSTD_LEVELS[2],
+            "Level of batches the broker recompresses into zstd: -131072..22."),
     Setting("odradek.emulate.kafka.version", _kafka_release, "",
             "Serve only the request versions this Kafka release served (ApiVersions and every "
             "version check), and write the __consumer_offsets value versions it wrote; "
@@ -694,7 +717,7 @@ class Config:
     def log_defaults(self) -> dict[str, Any]:
         """The broker-wide ``log.*`` settings that are set, for storage's LogConfig."""
         names = [s.name for s in SETTINGS if s.name.startswith("log.") or s.name in ("message.max.bytes",
-                                                                                   "compression.type")]
+                                                                                   *_CODEC_SETTINGS)]
         out = {n: self._values[n] for n in names if self._values[n] is not None}
         out["log.message.timestamp.type"] = {"createtime": "CreateTime",
                                              "logappendtime": "LogAppendTime"}[

@@ -38,6 +38,7 @@ DYNAMIC_SETTINGS = frozenset({
     "log.cleanup.policy", "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio",
     "log.cleaner.min.compaction.lag.ms", "log.flush.interval.messages", "log.flush.interval.ms",
     "log.message.timestamp.type", "log.index.interval.bytes", "message.max.bytes", "compression.type",
+    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
 })
 LIST_SETTINGS = frozenset({"log.cleanup.policy"})  # ConfigDef.Type.LIST in Kafka: APPEND/SUBTRACT allowed
 

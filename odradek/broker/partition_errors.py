@@ -10,8 +10,9 @@ partitions with an error code (Produce, Fetch, ListOffsets, OffsetCommit,
 OffsetFetch v1-7, DeleteRecords, OffsetForLeaderEpoch, AddPartitionsToTxn
 v0-3, TxnOffsetCommit, ElectLeaders, DescribeProducers ...).  ``split``
 takes the chosen partitions out of the request, the handler answers the
-rest, and ``merge`` adds the chosen ones to its answer with the error (every
-other field of theirs takes the declaration's default).
+rest, and ``merge`` adds the chosen ones to its answer with the error, and in
+their other fields what Kafka puts in an error partition (``ERROR_VALUES``)
+where that is not the declaration's default.
 """
 
 from __future__ import annotations
@@ -28,6 +29,16 @@ TOPIC_NAMES = ("name", "topic")
 TOPIC_IDENTITY = (*TOPIC_NAMES, "topic_id")
 PARTITION_KEYS = ("partition_index", "index", "partition", "partition_id")
 ERROR_FIELDS = ("error_code", "partition_error_code")
+# the fields of an error partition where Kafka does not write the declaration's default, by API
+# key: Produce's PartitionResponse(error) (INVALID_OFFSET), Fetch's partitionResponse(error)
+# (INVALID_HIGH_WATERMARK), OffsetFetch's PartitionData(INVALID_OFFSET, empty epoch,
+# NO_METADATA), DeleteRecords' INVALID_LOW_WATERMARK; the rest's defaults (-1, "", null) are Kafka's
+ERROR_VALUES: dict[int, dict[str, Any]] = {
+    0: {"base_offset": -1},
+    1: {"high_watermark": -1},
+    9: {"committed_offset": -1, "committed_leader_epoch": -1, "metadata": ""},
+    21: {"low_watermark": -1},
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +53,7 @@ class Layout:
     answer_partitions: str
     answer_index: str
     answer_error: str
+    answer_values: tuple[tuple[str, Any], ...] = ()  # ERROR_VALUES the answer version has
 
 
 def _at(fields: list[F] | None, version: int) -> dict[str, F]:
@@ -83,7 +95,8 @@ def layout(api_key: int, version: int) -> Layout | None:
         error = next((k for k in ERROR_FIELDS if k in pfields), None)
         if index and error:
             identity = tuple(k for k in TOPIC_IDENTITY if k in inner)
-            answer = (topics.name, identity, parts.name, index, error)
+            values = tuple((k, v) for k, v in ERROR_VALUES.get(api_key, {}).items() if k in pfields)
+            answer = (topics.name, identity, parts.name, index, error, values)
             break
     if request is None or answer is None:
         return None
@@ -126,7 +139,8 @@ def merge(layout: Layout, answer: dict, chosen: list, code: int) -> dict:
         name_field = next((k for k in layout.answer_identity if k in TOPIC_NAMES), None)  # none: by id
         if name_field is not None and name_field not in ident and (name := _topic_name(req_topic)) is not None:
             ident[name_field] = name
-        parts = [{layout.answer_index: i, layout.answer_error: code} for i in indexes]
+        parts = [{**dict(layout.answer_values), layout.answer_index: i, layout.answer_error: code}
+                 for i in indexes]
         for n, existing in enumerate(topics):
             if all(existing.get(k) == v for k, v in ident.items()):
                 written = existing[layout.answer_partitions]

@@ -216,7 +216,11 @@ def _output_buffer(size: int) -> bytearray | mmap.mmap:
 
 
 def lz4_compress(data: bytes) -> bytes:
-    """LZ4 frame with independent 64 KiB blocks, as Kafka's KafkaLZ4BlockOutputStream writes."""
+    """LZ4 frame with independent 64 KiB blocks, as Kafka's KafkaLZ4BlockOutputStream writes,
+    with lz4's fast compressor: Kafka's at its default level.  Kafka's other levels
+    (``compression.lz4.level``) use lz4's high-compression one, which cramjam's block
+    compressor does not offer (its ``mode``/``compression`` arguments change nothing), so
+    every level compresses as the default does."""
     parts = [_LZ4_FRAME_HEADER]
     view = memoryview(data)
     for start in range(0, len(data), LZ4_BLOCK_SIZE):
@@ -234,16 +238,17 @@ def lz4_compress(data: bytes) -> bytes:
 
 # --- dispatch ---------------------------------------------------------------
 
-def compress(codec: int, data: bytes) -> bytes:
-    """Compress a records area (magic 2) or an inner message set with ``codec``."""
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """Compress a records area (magic 2) or an inner message set with ``codec``, at ``level``
+    (KIP-390's ``compression.<codec>.level``; None or the default: Kafka's default level)."""
     if codec == GZIP:
-        return bytes(cramjam.gzip.compress(data, level=GZIP_LEVEL))
+        return bytes(cramjam.gzip.compress(data, level=GZIP_LEVEL if level in (None, -1) else level))
     if codec == SNAPPY:
         return snappy_compress(data)
     if codec == LZ4:
-        return lz4_compress(data)
+        return lz4_compress(data)  # every level as the default (lz4_compress says why)
     if codec == ZSTD:
-        return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL))
+        return bytes(cramjam.zstd.compress(data, level=ZSTD_LEVEL if level is None else level))
     if codec == NONE:
         return bytes(data)
     raise ValueError(f"unknown compression codec {codec}")

@@ -36,6 +36,12 @@ TOPIC_CODECS = {"uncompressed": compression.NONE, "zstd": compression.ZSTD, "lz4
                 "snappy": compression.SNAPPY, "gzip": compression.GZIP}
 # ... or ``producer`` (each batch as sent): the values of a topic's compression.type
 COMPRESSION_TYPES = (*TOPIC_CODECS, PRODUCER)
+# KIP-390 (Kafka 3.8): the level a batch is recompressed at, per codec: (lowest, highest,
+# default) of Kafka's GzipCompression (-1: Deflater.DEFAULT_COMPRESSION), Lz4Compression and
+# ZstdCompression (ZSTD_minCLevel .. ZSTD_maxCLevel)
+GZIP_LEVELS = (1, 9, -1)
+LZ4_LEVELS = (1, 17, 9)
+ZSTD_LEVELS = (-131072, 22, 3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +63,9 @@ class LogConfig:
     index_interval_bytes: int = 4096
     fsync: FsyncMode = FsyncMode.NEVER
     compression_type: str = PRODUCER  # the broker recompresses batches to it on append
+    compression_gzip_level: int = GZIP_LEVELS[2]  # ... at these levels
+    compression_lz4_level: int = LZ4_LEVELS[2]
+    compression_zstd_level: int = ZSTD_LEVELS[2]
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str) -> ValueError:
@@ -90,6 +99,17 @@ class LogConfig:
             raise bad("index.interval.bytes", f"{self.index_interval_bytes} < 0")
         if self.compression_type not in COMPRESSION_TYPES:
             raise bad("compression.type", f"{self.compression_type!r} is not one of {', '.join(COMPRESSION_TYPES)}")
+        for name, level, (low, high, default) in (
+                ("compression.gzip.level", self.compression_gzip_level, GZIP_LEVELS),
+                ("compression.lz4.level", self.compression_lz4_level, LZ4_LEVELS),
+                ("compression.zstd.level", self.compression_zstd_level, ZSTD_LEVELS)):
+            if not low <= level <= high and level != default:  # gzip's -1 lies outside its range
+                raise bad(name, f"{level} is outside {low}..{high}")
+
+    def compression_level(self, codec: int) -> int | None:
+        """The level batches recompressed into ``codec`` are compressed at (None: no levels)."""
+        return {compression.GZIP: self.compression_gzip_level, compression.LZ4: self.compression_lz4_level,
+                compression.ZSTD: self.compression_zstd_level}.get(codec)
 
     @property
     def compact(self) -> bool:
@@ -164,6 +184,9 @@ _TOPIC_NAMES = {
     "index.interval.bytes": "index_interval_bytes",
     "fsync.mode": "fsync",
     "compression.type": "compression_type",
+    "compression.gzip.level": "compression_gzip_level",
+    "compression.lz4.level": "compression_lz4_level",
+    "compression.zstd.level": "compression_zstd_level",
 }
 
 _BROKER_NAMES = {
@@ -180,6 +203,9 @@ _BROKER_NAMES = {
     "log.index.interval.bytes": "index.interval.bytes",
     "log.fsync.mode": "fsync.mode",
     "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
 }
 
 

@@ -200,3 +200,24 @@ def test_a_quiet_topic_in_one_segment_is_emptied_by_time_retention_after_an_adva
             consumer.close()
     finally:
         producer.close(10)
+
+
+def test_a_removed_fault_rules_expiry_timer_goes_with_it(broker):
+    """A rule with ``seconds=`` removed, cleared or spent before it expires leaves no timer
+    behind on the broker's clock (a long session adds and removes thousands)."""
+    pending = broker.app.clock.pending
+    before = broker.call(pending)
+    ids = [broker.control("add_fault", api="OffsetCommit", error="NOT_COORDINATOR", seconds=600)
+           for _ in range(3)]
+    assert broker.call(pending) == before + 3
+    assert broker.remove_fault(ids[0]) is True
+    assert broker.call(pending) == before + 2
+    assert broker.clear_faults() == 2
+    assert broker.call(pending) == before
+    broker.control("add_fault", api="ListGroups", error="COORDINATOR_NOT_AVAILABLE", seconds=600, times=1)
+    with _wire(broker) as c:
+        assert c.request(16, 4, {"states_filter": []}).error_code == 15
+    assert broker.faults() == [] and broker.call(pending) == before  # spent
+    broker.control("add_fault", api="OffsetCommit", error="NOT_COORDINATOR", seconds=1)
+    broker.advance(seconds=2)
+    assert broker.faults() == [] and broker.call(pending) == before  # expired: its timer ran

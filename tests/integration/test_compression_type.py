@@ -322,3 +322,89 @@ async def test_each_clients_alter_configs_changes_the_codec(abroker):
         await aio_produce(bs, topic, [f"v{i}".encode()])
         assert [h.compression for h, _r in _batches(app.topics.log(topic, 0))][-1] == codec
     assert_exactly(await aio_consume(bs, topic, 1, 4), [b"v0", b"v1", b"v2", b"v3"])
+
+
+# --- compression levels (KIP-390, Kafka 3.8) -------------------------------------------------
+
+LEVELS = ("compression.gzip.level", "compression.lz4.level", "compression.zstd.level")
+
+
+def _describe_levels(b, rtype: int, name: str) -> dict:
+    with _client(b) as c:
+        r = c.request(DESCRIBE, 4, {"resources": [{"resource_type": rtype, "resource_name": name,
+                                                   "configuration_keys": list(LEVELS)}],
+                                    "include_synonyms": False, "include_documentation": False})
+    assert r.results[0].error_code == E.NONE
+    return {e.name: (e.value, e.config_source) for e in r.results[0].configs}
+
+
+def _area(batch: bytes) -> bytes:
+    """The records area of one v2 batch (after its 61-byte header)."""
+    return batch[61:]
+
+
+def test_compression_levels_are_accepted_checked_and_described_as_kafka_does(broker):
+    """Kafka's ranges: gzip 1..9 or -1, lz4 1..17, zstd -131072..22; defaults -1, 9, 3."""
+    topic = unique("ct-levels")
+    assert _create(broker, topic, {}).error_code == E.NONE
+    assert _describe_levels(broker, TOPIC, topic) == {
+        "compression.gzip.level": ("-1", 5), "compression.lz4.level": ("9", 5),
+        "compression.zstd.level": ("3", 5)}  # DEFAULT_CONFIG
+    assert _describe_levels(broker, BROKER, str(broker.app.node_id))["compression.zstd.level"] == ("3", 5)
+    good = {"compression.gzip.level": "1", "compression.lz4.level": "17", "compression.zstd.level": "-131072"}
+    topic = unique("ct-levels")
+    assert _create(broker, topic, good).error_code == E.NONE
+    assert {k: v for k, (v, _s) in _describe_levels(broker, TOPIC, topic).items()} == good
+    for name, value in (("compression.gzip.level", "0"), ("compression.gzip.level", "10"),
+                        ("compression.lz4.level", "0"), ("compression.lz4.level", "18"),
+                        ("compression.zstd.level", "23"), ("compression.zstd.level", "-131073"),
+                        ("compression.zstd.level", "x")):
+        assert _create(broker, unique("ct-bad-level"), {name: value}).error_code == E.INVALID_CONFIG, (name, value)
+
+
+def test_the_topics_level_is_used_when_the_broker_recompresses(broker):
+    """A batch recompressed into gzip, lz4 or zstd is compressed at the topic's level."""
+    import cramjam  # noqa: PLC0415
+
+    from odradek.protocol.compression import lz4_compress  # noqa: PLC0415
+
+    sent = encode_batch([(b"key-%d" % i, b"a fairly compressible value %d " % (i % 7) * 20) for i in range(200)])
+    area = _area(sent)
+    cases = [("gzip", "compression.gzip.level", "1", bytes(cramjam.gzip.compress(area, level=1))),
+             ("gzip", "compression.gzip.level", "9", bytes(cramjam.gzip.compress(area, level=9))),
+             ("zstd", "compression.zstd.level", "19", bytes(cramjam.zstd.compress(area, level=19))),
+             ("zstd", "compression.zstd.level", "-5", bytes(cramjam.zstd.compress(area, level=-5))),
+             ("lz4", "compression.lz4.level", "9", lz4_compress(area))]
+    for ctype, name, level, expected in cases:
+        topic = unique(f"ct-{ctype}-{level}")
+        assert _create(broker, topic, {"compression.type": ctype, name: level}).error_code == E.NONE
+        assert _produce(broker, topic, sent).error_code == E.NONE
+        with _client(broker) as c:
+            stored = c.request(FETCH, 12, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 22, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic": topic, "partitions": [
+                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                     "partition_max_bytes": 1 << 22}]}]}).responses[0].partitions[0].records
+        assert _area(stored) == expected, (ctype, level)
+    topic = unique("ct-lz4-17")
+    assert _create(broker, topic, {"compression.type": "lz4", "compression.lz4.level": "17"}).error_code == E.NONE
+    _produce(broker, topic, sent)
+    ((h, records),) = _stored(broker, topic)
+    assert h.compression == 3 and len(records) == 200
+    assert _area(_fetch(broker, topic).records) == lz4_compress(area)  # accepted; cramjam has no lz4 levels
+
+
+def test_the_broker_level_is_dynamic_like_compression_type():
+    with ThreadedBroker(overrides={"compression.type": "zstd", "compression.zstd.level": "1"}) as b:
+        topic = unique("ct-broker-level")
+        _create(b, topic, {})
+        assert _describe_levels(b, TOPIC, topic)["compression.zstd.level"] == ("1", 4)  # STATIC_BROKER_CONFIG
+        with _client(b) as c:
+            r = c.request(INCREMENTAL, 1, {"resources": [{"resource_type": BROKER, "resource_name": "", "configs": [
+                {"name": "compression.zstd.level", "config_operation": 0, "value": "7"}]}], "validate_only": False})
+            assert r.responses[0].error_code == E.NONE
+            r = c.request(INCREMENTAL, 1, {"resources": [{"resource_type": BROKER, "resource_name": "", "configs": [
+                {"name": "compression.zstd.level", "config_operation": 0, "value": "99"}]}], "validate_only": False})
+            assert r.responses[0].error_code == E.INVALID_REQUEST  # as every broker config's bad value
+        assert _describe_levels(b, TOPIC, topic)["compression.zstd.level"] == ("7", 3)  # DYNAMIC_DEFAULT_BROKER_CONFIG

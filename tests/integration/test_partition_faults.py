@@ -103,3 +103,50 @@ def test_a_partial_offset_fetch_fails_one_partition_and_answers_the_others(broke
         assert [(t.name, p.partition_index, p.error_code) for t in answer.topics for p in t.partitions] == \
             [(topic, 0, 0), (topic, 2, 0), (topic, 1, 88)]
         assert [p.committed_offset for p in answer.topics[0].partitions][:2] == [10, 12]
+
+
+def test_an_error_partition_carries_the_values_kafka_puts_in_one(broker):
+    """Kafka's error partitions: OffsetFetch offset -1, leader epoch -1, metadata ""
+    (``OffsetFetchResponse.PartitionData`` with INVALID_OFFSET); Produce base offset -1
+    (``PartitionResponse(error)``); Fetch high watermark -1 (``INVALID_HIGH_WATERMARK``);
+    DeleteRecords low watermark -1 (``INVALID_LOW_WATERMARK``) -- not the declaration's 0."""
+    from odradek.protocol.records import encode_batch  # noqa: PLC0415
+
+    topic, group = _name("pp-values"), _name("pp-values-g")
+    _create(broker, topic, 2)
+    with _wire(broker) as c:
+        _commit(c, group, topic, {0: 10, 1: 11})
+        for version in (3, 5, 7):
+            with broker.fault("OffsetFetch", error="UNSTABLE_OFFSET_COMMIT", topic=topic, partition=1,
+                              per_partition=True, times=1, versions="1-7"):
+                body = {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1]}],
+                        "require_stable": False}
+                answer = c.request(9, version, body)
+            failed = answer.topics[0].partitions[-1]
+            assert (failed.partition_index, failed.error_code, failed.committed_offset, failed.metadata) == \
+                (1, 88, -1, ""), version
+            if version >= 5:
+                assert failed.committed_leader_epoch == -1
+        with broker.fault("Produce", error="NOT_LEADER_OR_FOLLOWER", topic=topic, partition=1,
+                          per_partition=True, times=1):
+            answer = c.request(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+                {"name": topic, "partition_data": [{"index": p, "records": encode_batch([(b"k", b"v")])}
+                                                   for p in (0, 1)]}]})
+        failed = answer.responses[0].partition_responses[-1]
+        assert (failed.index, failed.error_code, failed.base_offset, failed.log_start_offset) == (1, 6, -1, -1)
+        with broker.fault("Fetch", error="NOT_LEADER_OR_FOLLOWER", topic=topic, partition=1,
+                          per_partition=True, times=1):
+            answer = c.request(1, 11, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic": topic, "partitions": [
+                    {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                     "partition_max_bytes": 1 << 20} for p in (0, 1)]}]})
+        failed = answer.responses[0].partitions[-1]
+        assert (failed.partition_index, failed.error_code, failed.high_watermark) == (1, 6, -1)
+        with broker.fault("DeleteRecords", error="NOT_LEADER_OR_FOLLOWER", topic=topic, partition=1,
+                          per_partition=True, times=1):
+            answer = c.request(21, 1, {"topics": [{"name": topic, "partitions": [
+                {"partition_index": p, "offset": 0} for p in (0, 1)]}], "timeout_ms": 5000})
+        failed = answer.topics[0].partitions[-1]
+        assert (failed.partition_index, failed.error_code, failed.low_watermark) == (1, 6, -1)

@@ -136,17 +136,24 @@ def test_a_read_after_a_heavy_produce_on_its_connection_sees_it(tmp_path, monkey
 def test_a_heavy_batch_for_a_topic_of_another_codec_is_recompressed_off_the_loop(tmp_path, monkeypatch):
     """A topic whose ``compression.type`` differs from the producer's codec recompresses on append
     (Kafka's LogValidator); for a heavy batch that is big work too, so it is done with the check
-    in the worker thread, and the stored batch is the topic's codec with every record."""
-    from odradek.broker.dataplane import service
+    in the worker thread, and the stored batch is the topic's codec with every record.  The
+    area is decompressed once, for the check and the recompression both."""
+    from odradek.broker.dataplane import recompress, service
     from odradek.protocol.records import decode_batch
 
     threads: list[str] = []
     real = service.recompress
 
-    def watched(data, codec):
+    def watched(*args):
         threads.append(threading.current_thread().name)
-        return real(data, codec)
+        return real(*args)
 
+    decompressed: list[int] = []
+    for module in (batches, recompress):
+        def counted(codec, data, *args, _real=module.decompress, **kwargs):
+            decompressed.append(codec)
+            return _real(codec, data, *args, **kwargs)
+        monkeypatch.setattr(module, "decompress", counted)
     monkeypatch.setattr(service, "recompress", watched)
     with ThreadedBroker(tmp_path) as b:
         create_topic(b, "gz", configs={"compression.type": "gzip"})
@@ -154,6 +161,23 @@ def test_a_heavy_batch_for_a_topic_of_another_codec_is_recompressed_off_the_loop
             r = c.request(0, 9, produce_body("gz", encode_batch(HEAVY, compression=4)))
             assert r.responses[0].partition_responses[0].error_code == ErrorCode.NONE
     assert threads and "odradek-broker" not in threads
+    assert decompressed == [4]  # zstd, once
     segment = next(tmp_path.rglob("gz-0/*.log")).read_bytes()
     h, records = decode_batch(segment, 0)
     assert h.compression == 1 and len(records) == len(HEAVY)
+
+
+def test_an_in_process_broker_leaves_the_switch_interval_as_it_found_it(tmp_path):
+    """The 1 ms GIL switch interval is for the broker's clients while it runs; a test process
+    that ran a broker gets its own interval back when the (last) broker stops."""
+    import sys  # noqa: PLC0415
+
+    from odradek.broker.dataplane.service import GIL_SWITCH_S  # noqa: PLC0415
+
+    before = sys.getswitchinterval()  # CPython's 5 ms, unless a broker of this session runs
+    with ThreadedBroker(tmp_path / "a"):
+        assert sys.getswitchinterval() <= GIL_SWITCH_S
+        with ThreadedBroker(tmp_path / "b"):
+            assert sys.getswitchinterval() <= GIL_SWITCH_S
+        assert sys.getswitchinterval() <= GIL_SWITCH_S  # the first one still runs
+    assert sys.getswitchinterval() == before

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from odradek.broker.wire_client import SyncClient
+from odradek.testing import ThreadedBroker
 
 pytestmark = pytest.mark.integration
 
@@ -238,3 +239,25 @@ def test_reset_returns_runtime_broker_settings_to_the_static_ones(broker):
     broker.reset()
     assert broker.call(lambda: broker.app.log_config.retention_ms) == 7 * 24 * 3600 * 1000
     assert broker.call(lambda: (broker.app.dynamic_config.node, broker.app.dynamic_config.default)) == ({}, {})
+
+
+def test_a_reset_cut_short_by_a_crash_forgets_every_store_a_reset_empties(tmp_path):
+    """A start that finds the marker finishes the reset: client quotas, client-metrics
+    resources and runtime broker settings go as in a reset that ran to the end."""
+    from odradek.broker.control.reset import RESET_MARKER  # noqa: PLC0415
+
+    with ThreadedBroker(data_dir=tmp_path) as b, _wire(b) as c:
+        quota = {"entries": [{"entity": [{"entity_type": "client-id", "entity_name": "slow"}],
+                              "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}],
+                 "validate_only": False}
+        assert c.request(49, 1, quota).entries[0].error_code == 0
+        for rtype, name, key, value in ((16, "sub", "metrics", "org.apache.kafka."),
+                                        (4, str(b.app.node_id), "log.retention.ms", "1234")):
+            body = {"resources": [{"resource_type": rtype, "resource_name": name, "configs": [
+                {"name": key, "config_operation": 0, "value": value}]}], "validate_only": False}
+            assert c.request(44, 1, body).responses[0].error_code == 0
+    (tmp_path / RESET_MARKER).write_text("")  # as a reset killed half-way leaves it
+    with ThreadedBroker(data_dir=tmp_path) as b:
+        assert b.call(lambda: b.app.client_quotas.quotas) == {}
+        assert b.call(lambda: b.app.client_metrics.subscriptions.resources) == {}
+        assert b.call(lambda: (b.app.dynamic_config.node, b.app.dynamic_config.default)) == ({}, {})

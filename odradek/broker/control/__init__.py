@@ -121,9 +121,15 @@ class BrokerControl:
         self._next_id += 1
         self._rules.add(rule)
         if rule.expires is not None:  # on the broker's clock: an advance expires it, a freeze keeps it
-            self._app.clock.call_at(rule.expires, lambda: self.remove_fault(rule.id))
+            rule.timer = self._app.clock.call_at(rule.expires, lambda: self._expire_fault(rule))
         self._sync()
         return rule.id
+
+    def _expire_fault(self, rule: FaultRule) -> None:
+        """The rule's timer: it has fired, so removing the rule must not cancel it (a fired
+        timer cancelled would be counted as one still pending)."""
+        rule.timer = None
+        self.remove_fault(rule.id)
 
     def remove_fault(self, rule_id: int) -> bool:
         """Remove a rule; False if it was already gone (spent, expired or removed)."""
@@ -202,11 +208,11 @@ class BrokerControl:
 
     async def reset(self) -> dict:
         """Back to an empty broker in one call: topics, groups, committed offsets, producer
-        state, fetch sessions, fault rules and captured requests; crash-safe, connections stay open.  Returns
-        what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
+        state, fetch sessions, runtime broker settings, client quotas, feature levels, client-metrics
+        resources, fault rules and captured requests; crash-safe (a start finishes a reset cut short),
+        connections stay open; SCRAM credentials and ACLs stay.  Returns what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
         faults = self.clear_faults()  # first: no rule may fail the clients' first requests after
         gone = await reset_broker(self._app, self._reset_lock)
-        await self._app.client_metrics.reset()  # instances and client-metrics resources
         self.clear_capture()  # last: what was captured during the reset goes too
         return {**gone, "faults": faults}
 

@@ -163,6 +163,7 @@ class FaultRule:
     expires: int | None = None  # deadline on the broker's clock (ms): an advance moves it
     fired: int = 0
     per_partition: bool = False  # the error goes on the matching partitions only (partition_errors)
+    timer: Any = None  # the clock's handle that removes it at ``expires`` (cancelled when it goes earlier)
 
     def expired(self, now: float) -> bool:
         """Past its ``seconds=``: gone from the listing and from ``remove`` at once, not only
@@ -213,8 +214,7 @@ class FaultRules:
         """Forget the rules whose ``seconds=`` are up at broker time ``now`` (before listing or
         removing them)."""
         if any(rule.expired(now) for rule in self._rules):
-            self._rules = [r for r in self._rules if not r.expired(now)]
-            self._reindex()
+            self._keep(lambda r: not r.expired(now))
 
     def add(self, rule: FaultRule) -> None:
         self._rules.append(rule)
@@ -225,15 +225,26 @@ class FaultRules:
         if now is not None:
             self.drop_expired(now)
         before = len(self._rules)
-        self._rules = [r for r in self._rules if r.id != rule_id]
-        self._reindex()
+        self._keep(lambda r: r.id != rule_id)
         return len(self._rules) < before
 
     def clear(self) -> int:
         n = len(self._rules)
-        self._rules = []
-        self._reindex()
+        self._keep(lambda _r: False)
         return n
+
+    def _keep(self, keep: Callable[[FaultRule], bool]) -> None:
+        """Only the rules ``keep`` says; the others' expiry timers are cancelled (every way a
+        rule goes passes here, so no timer outlives its rule)."""
+        kept = []
+        for rule in self._rules:
+            if keep(rule):
+                kept.append(rule)
+            elif rule.timer is not None:
+                rule.timer.cancel()
+                rule.timer = None
+        self._rules = kept
+        self._reindex()
 
     def _reindex(self) -> None:
         by_api: dict[int, list[FaultRule]] = {}

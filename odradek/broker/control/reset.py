@@ -2,10 +2,13 @@
 
 Gone: every topic and its logs, every group and committed offset, producer
 state, fetch sessions, broker settings changed at runtime (AlterConfigs on the broker: back to
-the static configuration), client quotas (AlterClientQuotas), feature levels (UpdateFeatures); ``BrokerControl.reset`` also clears the fault rules
-and the captured requests.  Kept: the listeners and their connections, the
+the static configuration), client quotas (AlterClientQuotas), feature levels (UpdateFeatures),
+client-metrics resources and telemetry instances (``_STORES``: one list, for the running
+reset and for a start finishing an interrupted one); ``BrokerControl.reset`` also clears
+the fault rules and the captured requests.  Kept: the listeners and their connections, the
 cluster id, the producer-id block (ids never repeat), the clock (time only
-moves forward; a frozen clock runs again) and the static configuration.
+moves forward; a frozen clock runs again), the static configuration and the security
+set-up (SCRAM credentials and ACLs, like the listeners: what the tests log in with).
 
 Crash safety: the marker file ``reset.pending`` is written durably before
 anything is touched and removed once the empty state is durable; a start
@@ -29,6 +32,8 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -44,14 +49,18 @@ from ...storage.files import (
 )
 from ...storage.log import Log
 from ...storage.log_manager import CheckpointSnapshot
+from ..client_metrics import FILE as CLIENT_METRICS_FILE
+from ..client_quotas import FILE_NAME as CLIENT_QUOTAS_FILE
 from ..coordinator import rebalance
 from ..dataplane.topics import REGISTRY_FILE
 from ..dynamic_config import FILE as DYNAMIC_CONFIG_FILE
+from ..features import FILE_NAME as FEATURES_FILE
 from ..features import forget_levels
 
 if TYPE_CHECKING:
     from ...storage.config import LogConfig
     from ...storage.log_manager import LogManager
+    from ..client_metrics import ClientMetricsManager
     from ..client_quotas import QuotaStore
     from ..clock import Clock
     from ..config import Config
@@ -84,6 +93,7 @@ class ResetServices(Protocol):
     client_quotas_lock: asyncio.Lock
     features: Features
     features_lock: asyncio.Lock
+    client_metrics: ClientMetricsManager
     coordinator: Coordinator | None
     txn_coordinator: TransactionCoordinator | None
     fetch_sessions: FetchSessionCache
@@ -107,9 +117,8 @@ async def reset_broker(app: ResetServices, lock: asyncio.Lock) -> dict[str, Any]
         started = time.perf_counter()
         await asyncio.to_thread(_write_marker, app.data_dir)  # from here on a crash ends empty
         await app.wait_loaded()
-        await _forget_dynamic_config(app)
-        await _forget_client_quotas(app)
-        await _forget_features(app)
+        for store in _STORES:
+            await store.forget(app)
         async with app.logs.maintenance:  # no retention or cleaning round on the old logs
             await app.topics.drain()  # no create or delete half-way
             old_txn = app.txn_coordinator
@@ -158,6 +167,35 @@ async def _forget_client_quotas(app: ResetServices) -> None:
             await asyncio.to_thread(store.save, {})
             store.apply({})
             app.quotas_changed()
+
+
+async def _forget_client_metrics(app: ResetServices) -> None:
+    """Client-metrics resources (IncrementalAlterConfigs) and the client instances go."""
+    await app.client_metrics.reset()
+
+
+def _unlink(data_dir: Path, name: str) -> None:
+    (data_dir / name).unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class _Store:
+    """A durable store (a file in the first data directory) a reset empties: how the running
+    broker forgets it, and how a start finishing an interrupted reset does."""
+
+    file: str
+    forget: Callable[[ResetServices], Awaitable[None]]
+    forget_at_start: Callable[[Path, str], None] = _unlink
+
+
+# every store a reset empties besides the logs, the topic registry and the checkpoints: both
+# paths go through this list, so a store added to one cannot be missed by the other
+_STORES = (
+    _Store(DYNAMIC_CONFIG_FILE, _forget_dynamic_config),
+    _Store(CLIENT_QUOTAS_FILE, _forget_client_quotas),
+    _Store(FEATURES_FILE, _forget_features, lambda d, _name: forget_levels(d)),
+    _Store(CLIENT_METRICS_FILE, _forget_client_metrics),
+)
 
 
 def _switch(app: ResetServices) -> tuple[list[Log], list[str], int, Any]:
@@ -220,9 +258,9 @@ def _remove_marker(data_dir: Path) -> None:
 def finish_interrupted_reset(data_dirs: list[Path]) -> bool:
     """At start, before any log opens: a reset cut short by a crash is finished (blocking).
 
-    Removes every partition directory (internal topics included), the topic
-    registry, the runtime broker settings and the log checkpoints, puts the feature levels
-    back to the defaults, then the marker; run again if cut
+    Removes every partition directory (internal topics included, ``_schemas`` with them), the
+    topic registry and the log checkpoints, forgets every store in ``_STORES`` as the running
+    reset does (feature levels back to the defaults), then the marker; run again if cut
     short again.  Returns True if there was a reset to finish.
     """
     first = data_dirs[0]
@@ -239,8 +277,8 @@ def finish_interrupted_reset(data_dirs: list[Path]) -> bool:
             (d / name).unlink(missing_ok=True)
         fsync_dir(d)
     (first / REGISTRY_FILE).unlink(missing_ok=True)
-    (first / DYNAMIC_CONFIG_FILE).unlink(missing_ok=True)
-    forget_levels(first)
+    for store in _STORES:
+        store.forget_at_start(first, store.file)
     fsync_dir(first)
     _remove_marker(first)
     log.warning("broker.reset_finished_at_start", data_dirs=[str(d) for d in data_dirs])

@@ -150,7 +150,7 @@ class Prechecked:
 
 
 def precheck(data: bytes, *, api_version: int, max_bytes: int,
-             recompress: Callable[[bytes, Any], Any] | None = None) -> Prechecked:
+             recompress: Callable[[bytes, Any, Any], Any] | None = None) -> Prechecked:
     """Run in a worker thread: decompress and walk the records once, keeping the verdict for
     ``validate_batch`` on append.  A batch its header refuses (too large for
     ``max_bytes``, bad CRC) is neither decompressed nor walked.  ``recompress`` (a topic whose
@@ -161,9 +161,10 @@ def precheck(data: bytes, *, api_version: int, max_bytes: int,
     except BatchRejected:
         return Prechecked(data, None)  # refused again, from the header, on append
     try:
-        checked = Prechecked(data, check_records(data, h))
-        if recompress is not None:
-            checked.stored = recompress(data, h)
+        records, area = check_records_area(data, h)
+        checked = Prechecked(data, records)
+        if recompress is not None:  # from the area decompressed for the check: once, not twice
+            checked.stored = recompress(data, h, area)
         return checked
     except BatchRejected as exc:
         return Prechecked(data, exc)
@@ -190,6 +191,12 @@ def is_heavy(data: bytes | bytearray | memoryview) -> bool:
 
 def check_records(data: bytes, h: BatchHeader) -> list[int]:
     """The records area holds exactly ``records_count`` well-formed records: the indexes of keyless ones."""
+    return check_records_area(data, h)[0]
+
+
+def check_records_area(data: bytes, h: BatchHeader) -> tuple[list[int], Any]:
+    """``check_records``, and the records area it decompressed (None if the batch is not
+    compressed), for a recompression that would otherwise decompress it again."""
     codec = h.attributes & COMPRESSION_MASK
     if codec:
         try:
@@ -200,6 +207,6 @@ def check_records(data: bytes, h: BatchHeader) -> list[int]:
     else:
         area, start, end = data, HEADER_SIZE, h.size
     try:
-        return scan_records(area, start, end, h.records_count)
+        return scan_records(area, start, end, h.records_count), area if codec else None
     except CorruptRecordError as exc:
         raise BatchRejected(ErrorCode.INVALID_RECORD, f"invalid records in the batch: {exc}") from None

@@ -16,6 +16,10 @@ bits, length and CRC rewritten.  That is what Kafka's rebuild produces for
 such records, without a Python object per record.  Otherwise the records are
 decoded and re-encoded at consecutive offsets, as Kafka rebuilds batches of
 clients that number inner offsets wrongly.
+
+The target codec is compressed at the topic's ``compression.<codec>.level``
+(KIP-390, Kafka 3.8: gzip and zstd; lz4's levels are accepted, compressed as its
+default, see ``protocol.compression.lz4_compress``).
 """
 
 from __future__ import annotations
@@ -53,16 +57,21 @@ def target_codec(compression_type: str, source: int) -> int:
     return source if compression_type == PRODUCER else TOPIC_CODECS[compression_type]
 
 
-def recompress(data: bytes, codec: int) -> tuple[bytes, BatchHeader]:
-    """The one (validated) batch in ``data`` in ``codec``, and its header."""
+def recompress(data: bytes, codec: int, level: int | None = None,
+               area: bytes | bytearray | memoryview | None = None) -> tuple[bytes, BatchHeader]:
+    """The one (validated) batch in ``data`` in ``codec`` at ``level`` (the topic's
+    ``compression.<codec>.level``; None: Kafka's default), and its header.  ``area``: the
+    records area already decompressed (by the check in the worker thread), not done again."""
     h = read_batch_header(data, 0)
     try:
-        area = data[HEADER_SIZE:h.size]
-        if h.compression:
-            area = decompress(h.compression, area)
-        if _offsets_in_order(area, h.records_count):
-            return _reframe(data, h, area, codec)
-        return _rebuild(data, codec)
+        if area is None:
+            area = data[HEADER_SIZE:h.size]
+            if h.compression:
+                area = decompress(h.compression, area)
+        if not _offsets_in_order(area, h.records_count):
+            data = _rebuild(data)
+            area = data[HEADER_SIZE:]
+        return _reframe(data, h, area, codec, level)
     except (CompressionError, CorruptRecordError) as exc:  # validated before: not expected
         raise BatchRejected(ErrorCode.CORRUPT_MESSAGE, f"records cannot be recompressed: {exc}") from None
 
@@ -81,8 +90,9 @@ def _offsets_in_order(area: bytes | bytearray, count: int) -> bool:
     return True
 
 
-def _reframe(data: bytes, h: BatchHeader, area: bytes | bytearray, codec: int) -> tuple[bytes, BatchHeader]:
-    body = compress(codec, bytes(area)) if codec else area
+def _reframe(data: bytes, h: BatchHeader, area: bytes | bytearray, codec: int,
+             level: int | None) -> tuple[bytes, BatchHeader]:
+    body = compress(codec, bytes(area), level) if codec else area
     out = bytearray(data[:HEADER_SIZE])
     out += body
     _LENGTH.pack_into(out, 8, len(out) - LOG_OVERHEAD)
@@ -91,12 +101,12 @@ def _reframe(data: bytes, h: BatchHeader, area: bytes | bytearray, codec: int) -
     return bytes(out), read_batch_header(out, 0)
 
 
-def _rebuild(data: bytes, codec: int) -> tuple[bytes, BatchHeader]:
+def _rebuild(data: bytes) -> bytes:
+    """The batch's records at consecutive offsets, uncompressed (``_reframe`` compresses them)."""
     h, records = decode_batch(data, verify_crc=False)
-    rebuilt = encode_batch(
+    return encode_batch(
         [Record(h.base_offset + i, r.timestamp, r.key, r.value, r.headers) for i, r in enumerate(records)],
-        base_offset=h.base_offset, compression=codec,
+        base_offset=h.base_offset, compression=0,
         timestamp_type=1 if h.attributes & TIMESTAMP_TYPE_MASK else 0, producer_id=h.producer_id,
         producer_epoch=h.producer_epoch, base_sequence=h.base_sequence,
         partition_leader_epoch=h.partition_leader_epoch, transactional=h.is_transactional)
-    return rebuilt, read_batch_header(rebuilt, 0)

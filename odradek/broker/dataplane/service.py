@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import struct
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ import structlog
 from ...protocol.errors import ErrorCode
 from ...protocol.records import HEADER_SIZE, BatchHeader, encode_end_txn_batch
 from ...storage import producer_snapshot, txn_index
-from ...storage.config import PRODUCER, FsyncMode
+from ...storage.config import FsyncMode, LogConfig
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError, RecordBatchTooLargeError
 from ...storage.log import Log
 from ...storage.log_manager import LogManager
@@ -40,11 +41,46 @@ from .waiters import AppendWaiters
 logger = structlog.get_logger("odradek.dataplane")
 
 _MAX_TS = struct.Struct(">q")
+_NO_RECOMPRESSION = LogConfig()  # compression.type producer: every batch stored as sent
 MAX_TIMESTAMP_OFFSET = 35
 BIG_READ_BYTES = 64 << 10  # reads that may return more than this go to a worker thread
 BIG_READ_LAG = 64  # ... when the reader is at least this many offsets behind the end
 HEAVY_CHECKS = 1  # heavy batches checked at once (a core's worth), each holding at most one decompressed area
 GIL_SWITCH_S = 0.001  # the longest a worker thread's Python keeps the loop waiting for the GIL
+
+
+class _SwitchInterval:
+    """The process's GIL switch interval, shortened while any broker of the process runs.
+
+    A heavy check's record walk is Python in a worker thread: each time the loop wants the GIL
+    back it waits up to the switch interval, and CPython's 5 ms would be added to every other
+    client's request while a heavy batch is being checked.  The interval is process-wide, so
+    an in-process test broker must not leave it changed: the last broker to stop puts back
+    what the first found (unless someone changed it since).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._saved = 0.0
+        self._set = 0.0
+
+    def shorten(self) -> None:
+        with self._lock:
+            if self._running == 0:
+                self._saved = sys.getswitchinterval()
+                self._set = min(self._saved, GIL_SWITCH_S)
+                sys.setswitchinterval(self._set)
+            self._running += 1
+
+    def restore(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._running == 0 and sys.getswitchinterval() == self._set:
+                sys.setswitchinterval(self._saved)
+
+
+SWITCH_INTERVAL = _SwitchInterval()
 
 # What a transactional Produce answers when the coordinator says the partition is not in the
 # producer's transaction (Kafka's ``AddPartitionsToTxnManager`` / ``ReplicaManager``): retriable
@@ -80,13 +116,19 @@ class DataPlane:
         # the cleaner's bound on an internal topic, from the coordinator that writes it (set by the app)
         self.internal_stable_offset: Callable[[Log], int | None] | None = None
         logs.before_close = self._snapshot_all
+        self._switch_shortened = False
 
     async def start(self) -> None:
-        # A heavy check's record walk is Python in a worker thread: each time the loop wants the
-        # GIL back it waits up to the switch interval, and CPython's 5 ms would be added to every
-        # other client's request while a heavy batch is being checked.
-        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
+        if not self._switch_shortened:
+            SWITCH_INTERVAL.shorten()
+            self._switch_shortened = True
         await self.topics.reconcile(self.logs)
+
+    def stop(self) -> None:
+        """The broker stops: the process's GIL switch interval back when no other broker runs."""
+        if self._switch_shortened:
+            self._switch_shortened = False
+            SWITCH_INTERVAL.restore()
 
     # --- produce --------------------------------------------------------------------------
     #
@@ -122,12 +164,14 @@ class DataPlane:
     # Kafka, which handles a connection's requests one at a time, appends them.
 
     async def precheck(self, data: bytes, *, api_version: int, max_bytes: int,
-                       compression_type: str = PRODUCER) -> Prechecked:
+                       config: LogConfig = _NO_RECOMPRESSION) -> Prechecked:
         """``batches.precheck`` in a worker thread, within the bound on concurrent checks; the
-        batch is recompressed there too when the topic's ``compression.type`` asks."""
-        def stored(batch: bytes, h: BatchHeader):
-            target = target_codec(compression_type, h.compression)
-            return None if target == h.compression else (*recompress(batch, target), target)
+        batch is recompressed there too when the topic's ``compression.type`` (``config``) asks."""
+        def stored(batch: bytes, h: BatchHeader, area):
+            target = target_codec(config.compression_type, h.compression)
+            if target == h.compression:
+                return None
+            return (*recompress(batch, target, config.compression_level(target), area), target)
 
         async with self._heavy_slots:
             return await asyncio.to_thread(precheck, data, api_version=api_version, max_bytes=max_bytes,
@@ -217,7 +261,7 @@ class DataPlane:
         if stored is not None and stored[2] == target:  # recompressed with the off-loop check (the
             data, h, _ = stored                          # topic's codec unchanged meanwhile)
         elif target != h.compression:  # the topic's codec differs from the batch's (LogValidator)
-            data, h = recompress(data, target)  # type: ignore[arg-type]
+            data, h = recompress(data, target, config.compression_level(target))  # type: ignore[arg-type]
         first = self._append(log, state, data)  # type: ignore[arg-type]
         append_time = _stamped_time(log, h.size) if config.log_append_time else -1
         if h.producer_id >= 0:

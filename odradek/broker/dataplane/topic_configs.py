@@ -72,6 +72,13 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in [
     TopicConfigDef("compression.type", _T.STRING,
                    "uncompressed, gzip, snappy, lz4, zstd: batches in another codec are recompressed "
                    "on append; producer: stored as sent.", "log", ("compression.type",)),
+    TopicConfigDef("compression.gzip.level", _T.INT, "Level of batches recompressed into gzip: 1..9, "
+                   "or -1 (zlib's default, 6).", "log", ("compression.gzip.level",)),
+    TopicConfigDef("compression.lz4.level", _T.INT, "Level of batches recompressed into lz4: 1..17; "
+                   "accepted, every level compresses as the default 9 (lz4's fast compressor).", "log",
+                   ("compression.lz4.level",)),
+    TopicConfigDef("compression.zstd.level", _T.INT, "Level of batches recompressed into zstd: "
+                   "-131072..22.", "log", ("compression.zstd.level",)),
     TopicConfigDef("delete.retention.ms", _T.LONG, "How long compaction keeps tombstones.", "log",
                    ("log.cleaner.delete.retention.ms",)),
     TopicConfigDef("file.delete.delay.ms", _T.LONG, "Accepted; files are removed at once.", "accepted",

@@ -140,7 +140,7 @@ async def _precheck(app: ProduceServices, version: int, topic: str, pd) -> Prech
     lg = app.topics.log(topic, pd.index)
     config = lg.config if lg is not None else app.logs.config_for(topic)
     return await app.dataplane.precheck(pd.records, api_version=version, max_bytes=config.max_message_bytes,
-                                        compression_type=config.compression_type)
+                                        config=config)
 
 
 class _Refusal(tuple):
