@@ -43,9 +43,13 @@ def _need_browser() -> None:
         pytest.skip(missing)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator:
-    """One chromium for the run, with a fresh profile (``--user-data-dir``) thrown away after."""
+    """One chromium per module, with a fresh profile (``--user-data-dir``) thrown away after.
+
+    Not per session: Playwright's sync API keeps its own event loop running in this thread
+    while it is open, so every asyncio test run after it in the same process would fail with
+    "Cannot run the event loop while another loop is running"."""
     _need_browser()
     from playwright.sync_api import sync_playwright
 
