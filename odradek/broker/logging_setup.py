@@ -68,7 +68,7 @@ _OURS: list[bool] = []  # [True] once configure() or configure_embedded() set st
 # DescribeConfigs lists for a BROKER_LOGGER resource, beside "root" (the global level).
 # tests/unit/test_broker_loggers.py checks that each logger the package asks for is here.
 COMPONENTS = ("authorizer", "broker", "cli", "clock", "configs", "control", "coordinator", "dataplane",
-              "features", "gc", "produce", "producers", "quotas", "registry", "security", "server", "storage",
+              "features", "gc", "produce", "producers", "quotas", "registry", "security", "server", "share", "storage",
               "telemetry", "topics", "txn", "web")
 ROOT = "root"
 _WRAPPER_FLOORS = (logging.NOTSET, logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR,
