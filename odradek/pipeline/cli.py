@@ -7,7 +7,11 @@
 
 Every stage prints one progress line to stderr.  Decoding happens once: the
 records are written to ``<out>/records.parquet`` and every report reads that
-(``--from-records`` starts from an earlier one).  On a cluster use
+(``--from-records`` starts from an earlier one).  ``latest-offsets``,
+``expiry-audit`` and ``lag`` alone need only each key's winning record: the
+data source keeps just those per split (``aggregate=latest-offsets``,
+:mod:`odradek.pipeline.partial`) and they go to
+``<out>/latest_records.parquet`` instead (not an input for other reports).  On a cluster use
 ``spark-submit`` (docs/PIPELINE.md); ``--master`` here only picks the local
 master.
 """
@@ -27,6 +31,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 REPORTS = ("overview", "latest-offsets", "group-timeline", "expiry-audit", "commit-rates", "lag")
+# reports that read only each key's winning record: the data source can aggregate per split for them
+WINNER_REPORTS = frozenset({"latest-offsets", "expiry-audit", "lag"})
 
 
 class Stages:
@@ -86,6 +92,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="read through binaryFile + mapInArrow (Hadoop filesystems: hdfs://, s3a://)")
         sp.add_argument("--topics", help="comma-separated topics to read (default: all)")
         sp.add_argument("--master", default="local[*]", help="Spark master for the local session")
+        sp.add_argument("--split-mb", type=float, default=128,
+                        help="MiB of segments per Spark task (0: one task per segment file)")
         sp.add_argument("--no-csv", action="store_true", help="Parquet only")
         sp.add_argument("--window", default="1 minute", help="commit-rate window (Spark interval)")
         sp.add_argument("--now", help="audit time: epoch ms or ISO-8601 (default: now)")
@@ -132,7 +140,7 @@ def _session(master: str, binary: bool) -> tuple[SparkSession, bool]:
     return local_session(master, conf=conf), True
 
 
-def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages) -> DataFrame:
+def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, names: Sequence[str]) -> DataFrame:
     from odradek.pipeline.datasource import read_binary_files, read_logs
     from odradek.pipeline.reports import parquet_rows
 
@@ -141,7 +149,9 @@ def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages) -> D
         return spark.read.parquet(args.from_records)
     if not args.paths:
         raise SystemExit("odradek-report: give data dirs (or --from-records)")
-    target = args.records_path or f"{args.out.rstrip('/')}/records.parquet"
+    winners_only = not args.binary_files and set(names) <= WINNER_REPORTS
+    default_name = "latest_records.parquet" if winners_only else "records.parquet"
+    target = args.records_path or f"{args.out.rstrip('/')}/{default_name}"
 
     def decode() -> str:
         if args.binary_files:
@@ -149,7 +159,11 @@ def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages) -> D
             if args.topics:
                 df = df.where(df.topic.isin([t.strip() for t in args.topics.split(",")]))
         else:
-            options = {"topics": args.topics} if args.topics else {}
+            options = {"splitBytes": str(int(args.split_mb * 2**20))}
+            if args.topics:
+                options["topics"] = args.topics
+            if winners_only:
+                options["aggregate"] = "latest-offsets"
             df = read_logs(spark, args.paths, **options)
         df.write.mode("overwrite").parquet(target)
         return f"{parquet_rows(spark, target):,} records -> {target}"
@@ -168,7 +182,7 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
     stages = Stages(1 + len(names) + html_stage)
     spark, owned = _session(args.master, args.binary_files)
     try:
-        records = _records(spark, args, stages)
+        records = _records(spark, args, stages, names)
         now = _parse_time(args.now)
         produced: dict[str, DataFrame] = {}
 

@@ -69,3 +69,16 @@ def test_outputs_on_a_hadoop_filesystem(spark, records, tmp_path, monkeypatch):
     assert reports.parquet_rows(spark, written[0]) == 8
     reports.write_text(spark, f"{base}/summary.html", "<p>é</p>")
     assert (tmp_path / "out" / "summary.html").read_text(encoding="utf-8") == "<p>é</p>"
+
+
+@pytest.mark.parametrize("name", ["latest-offsets", "expiry-audit", "lag"])
+def test_winner_reports_alone_aggregate_per_split_and_write_the_same_bytes(spark, scenario, tmp_path, name):
+    """Alone, these reports read the data source's split-local aggregation; the CSV is the `all` run's, byte for byte."""
+    common = ["--now", str(T0 + 3 * HOUR), "--retention-minutes", "1440"]
+    full, alone = tmp_path / "full", tmp_path / "alone"
+    assert main(["all", str(scenario.parent), "--out", str(full), *common]) == 0
+    assert main([name, str(scenario.parent), "--out", str(alone), "--split-mb", "0.004", *common]) == 0
+    file = name.replace("-", "_") + ".csv"
+    assert (alone / file).read_bytes() == (full / file).read_bytes()
+    assert (alone / "latest_records.parquet").is_dir() and not (alone / "records.parquet").exists()
+    assert pq.read_table(alone / "latest_records.parquet").num_rows < pq.read_table(full / "records.parquet").num_rows
