@@ -16,10 +16,11 @@ broker writes it, in 16 MiB segments.  Then, alternating, best of
 - **spark**: ``spark.read.format("odradek-log")`` on ``local[2]`` (the same
   decoder in the Python workers; the five columns the aggregation needs
   named with ``.schema()``) and the same aggregation in Spark SQL, collected:
-  every record crosses into the JVM (before issue 37);
+  every record crosses into the JVM, one task per segment (before issue 37);
 - **spark-agg**: the same read with ``aggregate=latest-offsets``: each task
   keeps only each key's latest commit of its split
-  (``odradek.pipeline.partial``), Spark merges keys; on ``local[2]`` and then
+  (``odradek.pipeline.partial``), Spark merges keys; splits sized for the
+  session's cores (``parallelism``); on ``local[2]`` and then
   ``local[1]`` (a second session) for the scaling ratio.
 
 Prints records/s of each, their ratios (targets from issue 37: spark-agg
@@ -164,7 +165,7 @@ def spark_pass(spark, path: str) -> tuple[int, float, int]:
     import pyspark.sql.functions as F
 
     started = time.perf_counter()
-    df = spark.read.format("odradek-log").schema(SPARK_COLUMNS).load(path)
+    df = spark.read.format("odradek-log").option("splitBytes", "0").schema(SPARK_COLUMNS).load(path)  # as before
     rows = (df.groupBy("record_type", "group_id", "commit_topic", "commit_partition")
             .agg(F.max("offset").alias("last"), F.count(F.lit(1)).alias("n")).collect())
     elapsed = time.perf_counter() - started
@@ -180,7 +181,8 @@ def spark_aggregated_pass(spark, path: str) -> tuple[float, int, dict[tuple, int
     import pyspark.sql.functions as F
 
     started = time.perf_counter()
-    df = (spark.read.format("odradek-log").option("aggregate", "latest-offsets").schema(AGG_COLUMNS).load(path)
+    df = (spark.read.format("odradek-log").option("aggregate", "latest-offsets")
+          .option("parallelism", str(spark.sparkContext.defaultParallelism)).schema(AGG_COLUMNS).load(path)
           .where(F.col("record_type") == "offset_commit"))
     rows = (df.groupBy("group_id", "commit_topic", "commit_partition")
             .agg(F.max("offset").alias("last")).collect())

@@ -24,6 +24,8 @@ Options (all optional)::
     strict              "false" (default): log and stop at a corrupt batch; "true": fail the task
     maxRowsPerBatch     rows per Arrow batch (default 65536)
     splitBytes          bytes of segments per input partition (default 128 MiB; 0: one per segment)
+    parallelism         cores to spread over: a split is at most 1/3 of a core's share
+                        (read_logs sets Spark's defaultParallelism; default 0: no cap)
     aggregate           "none" (default): every record; "latest-offsets": per split, only the
                         records latest offsets, the expiry audit and lag read
 
@@ -131,13 +133,14 @@ class OdradekLogReader(DataSourceReader):
         if self.max_rows < 1:
             raise ValueError("maxRowsPerBatch must be >= 1")
         self.split_bytes = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
+        self.parallelism = int(options.get("parallelism", 0))
         self.aggregate = partial.aggregator(str(options.get("aggregate", "none")).strip().lower())
 
     def partitions(self) -> Sequence[InputPartition]:
         refs = find_segments(self.paths)
         if self.topics is not None:
             refs = [r for r in refs if r.topic in self.topics]
-        return [SegmentPartition(split) for split in plan_splits(refs, self.split_bytes)]
+        return [SegmentPartition(split) for split in plan_splits(refs, self.split_bytes, self.parallelism)]
 
     def _decoded(self, refs: Sequence[SegmentRef]) -> Iterator[pa.RecordBatch]:
         for ref in refs:
@@ -177,9 +180,11 @@ def register(spark: SparkSession) -> None:
 
 
 def read_logs(spark: SparkSession, paths: str | list[str], **options: str) -> DataFrame:
-    """The data source over ``paths`` (registers it first)."""
+    """The data source over ``paths`` (registers it first), its splits spread over the session's cores."""
     register(spark)
     reader = spark.read.format(FORMAT)
+    if not any(k.lower() == "parallelism" for k in options):
+        reader = reader.option("parallelism", str(spark.sparkContext.defaultParallelism))
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load(paths if isinstance(paths, str) else ",".join(paths))
