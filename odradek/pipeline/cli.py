@@ -22,6 +22,7 @@ import argparse
 import datetime as _dt
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,28 +31,86 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-REPORTS = ("overview", "latest-offsets", "group-timeline", "expiry-audit", "commit-rates", "lag")
+REPORTS = ("overview", "latest-offsets", "group-timeline", "expiry-audit", "commit-rates", "lag", "txn-offsets")
 # reports that read only each key's winning record: the data source can aggregate per split for them
 WINNER_REPORTS = frozenset({"latest-offsets", "expiry-audit", "lag"})
 
 
 class Stages:
-    """``[n/total] name: what happened (seconds)`` lines on stderr."""
+    """``[n/total] name: what happened (seconds)`` lines on stderr.
 
-    def __init__(self, total: int) -> None:
+    On long runs, ``progress`` (called every ``every`` seconds while a stage
+    runs, e.g. :func:`spark_progress`) adds a line of where Spark is.
+    """
+
+    def __init__(self, total: int, progress: Callable[[], str | None] | None = None, every: float = 10.0) -> None:
         self.total = total
         self.n = 0
+        self.progress = progress
+        self.every = every
 
     def run(self, name: str, fn: Callable[[], str]) -> None:
         self.n += 1
         started = time.perf_counter()
         print(f"[{self.n}/{self.total}] {name} ...", file=sys.stderr, flush=True)
-        message = fn()
+        done = threading.Event()
+        ticker = None
+        if self.progress is not None and self.every > 0:
+            ticker = threading.Thread(target=self._tick, args=(name, started, done), daemon=True)
+            ticker.start()
+        try:
+            message = fn()
+        finally:
+            done.set()
+            if ticker is not None:
+                ticker.join()
         print(f"[{self.n}/{self.total}] {name}: {message} ({time.perf_counter() - started:.1f}s)",
               file=sys.stderr, flush=True)
 
+    def _tick(self, name: str, started: float, done: threading.Event) -> None:
+        assert self.progress is not None
+        while not done.wait(self.every):
+            try:
+                line = self.progress()
+            except Exception:  # noqa: BLE001 -- progress must never fail the report
+                line = None
+            if line:
+                print(f"[{self.n}/{self.total}] {name}: {line} ({time.perf_counter() - started:.0f}s)",
+                      file=sys.stderr, flush=True)
+
     def note(self, message: str) -> None:
         print(f"      {message}", file=sys.stderr, flush=True)
+
+
+def spark_progress(spark: SparkSession) -> Callable[[], str | None]:
+    """Where Spark is: each active stage's finished/running/total tasks, input records and bytes so far.
+
+    Tasks come from the status tracker; records and bytes from Spark's
+    status store (the UI's numbers; the data source reports its rows as
+    the stage's output, Parquet reads as input), read through the JVM.
+    """
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+
+    def line() -> str | None:
+        parts = []
+        store = sc._jsc.sc().statusStore()
+        for sid in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(sid)
+            if info is None:
+                continue
+            text = f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks, {info.numActiveTasks} running"
+            try:
+                data = store.stageAttempt(sid, info.currentAttemptId, False, None, None, False, None)._1()
+                rows = max(data.inputRecords(), data.outputRecords(), data.shuffleWriteRecords())
+                size = max(data.inputBytes(), data.outputBytes(), data.shuffleWriteBytes())
+                text += f", {rows:,} records, {size / 2**20:,.1f} MiB"
+            except Exception:  # noqa: BLE001 -- the store's API is Spark's internal one; tasks alone will do
+                pass
+            parts.append(text)
+        return "; ".join(parts) or None
+
+    return line
 
 
 def _parse_time(raw: str | None) -> int:
@@ -92,6 +151,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="read through binaryFile + mapInArrow (Hadoop filesystems: hdfs://, s3a://)")
         sp.add_argument("--topics", help="comma-separated topics to read (default: all)")
         sp.add_argument("--master", default="local[*]", help="Spark master for the local session")
+        sp.add_argument("--progress-seconds", type=float, default=10,
+                        help="a progress line per active Spark stage this often (0: off)")
         sp.add_argument("--split-mb", type=float, default=128,
                         help="MiB of segments per Spark task (0: one task per segment file)")
         sp.add_argument("--no-csv", action="store_true", help="Parquet only")
@@ -179,8 +240,8 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
     if reports.is_local(out):
         Path(out.removeprefix("file:")).mkdir(parents=True, exist_ok=True)
     html_stage = 1 if args.command == "all" else 0
-    stages = Stages(1 + len(names) + html_stage)
     spark, owned = _session(args.master, args.binary_files)
+    stages = Stages(1 + len(names) + html_stage, spark_progress(spark), args.progress_seconds)
     try:
         records = _records(spark, args, stages, names)
         now = _parse_time(args.now)
@@ -199,6 +260,7 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
                                                          retention_ms=args.retention_minutes * 60_000),
             "commit-rates": lambda: reports.commit_rates(records, args.window),
             "lag": lambda: reports.consumer_lag(records),
+            "txn-offsets": lambda: reports.transactional_offsets(records),
         }
         for name in names:
             stages.run(name, lambda name=name: write(name, builders[name]()))

@@ -152,3 +152,22 @@ def test_split_local_aggregation_gives_the_same_reports(spark, scenario, records
         assert full.exceptAll(agg).count() == 0 and agg.exceptAll(full).count() == 0
     with pytest.raises(Exception, match="aggregate must be one of"):
         spark.read.format("odradek-log").option("aggregate", "everything").load(str(scenario.parent)).count()
+
+
+def test_transactional_offsets_committed_aborted_and_pending(spark, tmp_path):
+    from odradek.offsets.records import OffsetKey, OffsetValue, encode_key, encode_value
+    from tests.spark.datagen import OffsetsLog
+
+    log = OffsetsLog(tmp_path / "broker")
+    log.txn_commit("eos-app", {("orders", 0): 10}, T0, producer_id=7, commit=True)
+    log.txn_commit("eos-app", {("orders", 1): 20}, T0 + MINUTE, producer_id=8, commit=False)
+    log._append([(encode_key(OffsetKey("eos-app", "orders", 2)),
+                  encode_value(OffsetValue(offset=30, commit_timestamp=T0 + 2 * MINUTE)))],
+                T0 + 2 * MINUTE, producer_id=9, producer_epoch=0, base_sequence=0, transactional=True)
+    log.close()
+    df = spark.read.format("odradek-log").load(str(tmp_path / "broker"))
+    rows = {r.partition: r for r in reports.transactional_offsets(df).collect()}
+    assert {p: (r.committed_offset, r.producer_id, r.outcome) for p, r in rows.items()} == {
+        0: (10, 7, "committed"), 1: (20, 8, "aborted"), 2: (30, 9, "pending")}
+    assert rows[0].marker_timestamp == T0 + 1 and rows[0].marker_offset > rows[0].record_offset
+    assert rows[2].marker_offset is None
