@@ -86,27 +86,35 @@ def spark_progress(spark: SparkSession) -> Callable[[], str | None]:
     """Where Spark is: each active stage's finished/running/total tasks, input records and bytes so far.
 
     Tasks come from the status tracker; records and bytes from Spark's
-    status store (the UI's numbers; the data source reports its rows as
-    the stage's output, Parquet reads as input), read through the JVM.
+    status store (the UI's numbers, counted as tasks finish: a stage's
+    input, output or shuffle write, whichever is largest), read through the
+    JVM.
     """
     sc = spark.sparkContext
     tracker = sc.statusTracker()
 
+    def metrics() -> dict[int, tuple[int, int]]:
+        """(records, bytes) so far per active stage id; {} if Spark's internal store is not reachable."""
+        try:
+            seq = sc._jsc.sc().statusStore().activeStages()
+            stages = [seq.apply(i) for i in range(seq.size())]
+            return {sd.stageId(): (max(sd.inputRecords(), sd.outputRecords(), sd.shuffleWriteRecords()),
+                                   max(sd.inputBytes(), sd.outputBytes(), sd.shuffleWriteBytes()))
+                    for sd in stages}
+        except Exception:  # noqa: BLE001 -- the store's API is Spark's internal one; tasks alone will do
+            return {}
+
     def line() -> str | None:
         parts = []
-        store = sc._jsc.sc().statusStore()
+        done = metrics()
         for sid in tracker.getActiveStageIds():
             info = tracker.getStageInfo(sid)
             if info is None:
                 continue
             text = f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks, {info.numActiveTasks} running"
-            try:
-                data = store.stageAttempt(sid, info.currentAttemptId, False, None, None, False, None)._1()
-                rows = max(data.inputRecords(), data.outputRecords(), data.shuffleWriteRecords())
-                size = max(data.inputBytes(), data.outputBytes(), data.shuffleWriteBytes())
-                text += f", {rows:,} records, {size / 2**20:,.1f} MiB"
-            except Exception:  # noqa: BLE001 -- the store's API is Spark's internal one; tasks alone will do
-                pass
+            if sid in done:
+                rows, size = done[sid]
+                text += f", {rows:,} records, {size / 2**20:,.1f} MiB in finished tasks"
             parts.append(text)
         return "; ".join(parts) or None
 
