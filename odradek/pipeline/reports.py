@@ -499,7 +499,8 @@ def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8
                 gens[label(d)].append((d["state_timestamp"], d["generation"]))
         page.add("Group generations", line_chart(gens, title="generations", y_label="generation", step=True),
                  f"Top {top} groups by persisted generations.")
-        changes = [r.asDict() for r in tl.where("state_changed").orderBy(F.desc("state_timestamp")).limit(50).collect()]
+        changes = [r.asDict() for r in tl.where("state_changed").orderBy(F.desc("state_timestamp"), "source_dir", "group_id",
+                                                                    "record_offset").limit(50).collect()]
         page.add("State changes", table(changes, ["state_timestamp", "group_id", "state", "generation", "member_count",
                                                   "joined", "left"], time_columns=("state_timestamp",)),
                  "Inferred from group records: Stable with members, Empty without, Dead when deleted.")
