@@ -21,7 +21,7 @@ pytestmark = pytest.mark.spark
 def test_all_reports_and_the_summary(spark, scenario, tmp_path, capsys):
     out = tmp_path / "report"
     rc = main(["all", str(scenario.parent), "--out", str(out), "--now", str(T0 + 3 * HOUR), "--no-csv",
-               "--retention-minutes", "1440", "--window", "10 minutes"])
+               "--retention-minutes", "1440", "--window", "10 minutes", "--progress-seconds", "0"])
     assert rc == 0
     progress = capsys.readouterr().err
     assert re.findall(r"^\[(\d)/9\] (\S+): ", progress, re.M) == [
