@@ -7,7 +7,11 @@
 
 Every stage prints one progress line to stderr.  Decoding happens once: the
 records are written to ``<out>/records.parquet`` and every report reads that
-(``--from-records`` starts from an earlier one).  On a cluster use
+(``--from-records`` starts from an earlier one).  ``latest-offsets``,
+``expiry-audit`` and ``lag`` alone need only each key's winning record: the
+data source keeps just those per split (``aggregate=latest-offsets``,
+:mod:`odradek.pipeline.partial`) and they go to
+``<out>/latest_records.parquet`` instead (not an input for other reports).  On a cluster use
 ``spark-submit`` (docs/PIPELINE.md); ``--master`` here only picks the local
 master.
 """
@@ -18,6 +22,7 @@ import argparse
 import datetime as _dt
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,26 +31,94 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-REPORTS = ("overview", "latest-offsets", "group-timeline", "expiry-audit", "commit-rates", "lag")
+REPORTS = ("overview", "latest-offsets", "group-timeline", "expiry-audit", "commit-rates", "lag", "txn-offsets")
+# reports that read only each key's winning record: the data source can aggregate per split for them
+WINNER_REPORTS = frozenset({"latest-offsets", "expiry-audit", "lag"})
 
 
 class Stages:
-    """``[n/total] name: what happened (seconds)`` lines on stderr."""
+    """``[n/total] name: what happened (seconds)`` lines on stderr.
 
-    def __init__(self, total: int) -> None:
+    On long runs, ``progress`` (called every ``every`` seconds while a stage
+    runs, e.g. :func:`spark_progress`) adds a line of where Spark is.
+    """
+
+    def __init__(self, total: int, progress: Callable[[], str | None] | None = None, every: float = 10.0) -> None:
         self.total = total
         self.n = 0
+        self.progress = progress
+        self.every = every
 
     def run(self, name: str, fn: Callable[[], str]) -> None:
         self.n += 1
         started = time.perf_counter()
         print(f"[{self.n}/{self.total}] {name} ...", file=sys.stderr, flush=True)
-        message = fn()
+        done = threading.Event()
+        ticker = None
+        if self.progress is not None and self.every > 0:
+            ticker = threading.Thread(target=self._tick, args=(name, started, done), daemon=True)
+            ticker.start()
+        try:
+            message = fn()
+        finally:
+            done.set()
+            if ticker is not None:
+                ticker.join()
         print(f"[{self.n}/{self.total}] {name}: {message} ({time.perf_counter() - started:.1f}s)",
               file=sys.stderr, flush=True)
 
+    def _tick(self, name: str, started: float, done: threading.Event) -> None:
+        assert self.progress is not None
+        while not done.wait(self.every):
+            try:
+                line = self.progress()
+            except Exception:  # noqa: BLE001 -- progress must never fail the report
+                line = None
+            if line:
+                print(f"[{self.n}/{self.total}] {name}: {line} ({time.perf_counter() - started:.0f}s)",
+                      file=sys.stderr, flush=True)
+
     def note(self, message: str) -> None:
         print(f"      {message}", file=sys.stderr, flush=True)
+
+
+def spark_progress(spark: SparkSession) -> Callable[[], str | None]:
+    """Where Spark is: each active stage's finished/running/total tasks, input records and bytes so far.
+
+    Tasks come from the status tracker; records and bytes from Spark's
+    status store (the UI's numbers, counted as tasks finish: a stage's
+    input, output or shuffle write, whichever is largest), read through the
+    JVM.
+    """
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+
+    def metrics() -> dict[int, tuple[int, int]]:
+        """(records, bytes) so far per active stage id; {} if Spark's internal store is not reachable."""
+        try:
+            seq = sc._jsc.sc().statusStore().activeStages()
+            stages = [seq.apply(i) for i in range(seq.size())]
+            return {sd.stageId(): (max(sd.inputRecords(), sd.outputRecords(), sd.shuffleWriteRecords()),
+                                   max(sd.inputBytes(), sd.outputBytes(), sd.shuffleWriteBytes()))
+                    for sd in stages}
+        except Exception:  # noqa: BLE001 -- the store's API is Spark's internal one; tasks alone will do
+            return {}
+
+    def line() -> str | None:
+        parts = []
+        done = metrics()
+        for sid in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(sid)
+            if info is None:
+                continue
+            text = f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks, {info.numActiveTasks} running"
+            if sid in done:
+                rows, size = done[sid]
+                text += f", {rows:,} records, {size / 2**20:,.1f} MiB in finished tasks"
+            parts.append(text)
+        return "; ".join(parts) or None
+
+    return line
 
 
 def _parse_time(raw: str | None) -> int:
@@ -86,6 +159,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="read through binaryFile + mapInArrow (Hadoop filesystems: hdfs://, s3a://)")
         sp.add_argument("--topics", help="comma-separated topics to read (default: all)")
         sp.add_argument("--master", default="local[*]", help="Spark master for the local session")
+        sp.add_argument("--progress-seconds", type=float, default=10,
+                        help="a progress line per active Spark stage this often (0: off)")
+        sp.add_argument("--split-mb", type=float, default=128,
+                        help="MiB of segments per Spark task (0: one task per segment file)")
         sp.add_argument("--no-csv", action="store_true", help="Parquet only")
         sp.add_argument("--window", default="1 minute", help="commit-rate window (Spark interval)")
         sp.add_argument("--now", help="audit time: epoch ms or ISO-8601 (default: now)")
@@ -132,7 +209,7 @@ def _session(master: str, binary: bool) -> tuple[SparkSession, bool]:
     return local_session(master, conf=conf), True
 
 
-def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages) -> DataFrame:
+def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, names: Sequence[str]) -> DataFrame:
     from odradek.pipeline.datasource import read_binary_files, read_logs
     from odradek.pipeline.reports import parquet_rows
 
@@ -141,7 +218,9 @@ def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages) -> D
         return spark.read.parquet(args.from_records)
     if not args.paths:
         raise SystemExit("odradek-report: give data dirs (or --from-records)")
-    target = args.records_path or f"{args.out.rstrip('/')}/records.parquet"
+    winners_only = not args.binary_files and set(names) <= WINNER_REPORTS
+    default_name = "latest_records.parquet" if winners_only else "records.parquet"
+    target = args.records_path or f"{args.out.rstrip('/')}/{default_name}"
 
     def decode() -> str:
         if args.binary_files:
@@ -149,7 +228,11 @@ def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages) -> D
             if args.topics:
                 df = df.where(df.topic.isin([t.strip() for t in args.topics.split(",")]))
         else:
-            options = {"topics": args.topics} if args.topics else {}
+            options = {"splitBytes": str(int(args.split_mb * 2**20))}
+            if args.topics:
+                options["topics"] = args.topics
+            if winners_only:
+                options["aggregate"] = "latest-offsets"
             df = read_logs(spark, args.paths, **options)
         df.write.mode("overwrite").parquet(target)
         return f"{parquet_rows(spark, target):,} records -> {target}"
@@ -165,10 +248,10 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
     if reports.is_local(out):
         Path(out.removeprefix("file:")).mkdir(parents=True, exist_ok=True)
     html_stage = 1 if args.command == "all" else 0
-    stages = Stages(1 + len(names) + html_stage)
     spark, owned = _session(args.master, args.binary_files)
+    stages = Stages(1 + len(names) + html_stage, spark_progress(spark), args.progress_seconds)
     try:
-        records = _records(spark, args, stages)
+        records = _records(spark, args, stages, names)
         now = _parse_time(args.now)
         produced: dict[str, DataFrame] = {}
 
@@ -185,6 +268,7 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
                                                          retention_ms=args.retention_minutes * 60_000),
             "commit-rates": lambda: reports.commit_rates(records, args.window),
             "lag": lambda: reports.consumer_lag(records),
+            "txn-offsets": lambda: reports.transactional_offsets(records),
         }
         for name in names:
             stages.run(name, lambda name=name: write(name, builders[name]()))

@@ -3,11 +3,13 @@
 A PySpark Python Data Source (``pyspark.sql.datasource``, Spark >= 4.0).
 Planning lists every ``<20 digits>.log`` under the given paths -- a data dir,
 a parent holding several data dirs (one per broker), or a partition dir --
-and makes **one input partition per segment file**, so a big
-``__consumer_offsets`` spreads over all cores and a task's memory is bounded
-by one segment.  Each task decodes its segment with
-:mod:`odradek.pipeline.decode` and yields Arrow record batches straight to
-the JVM (no per-row Python objects cross the boundary).
+and packs them, in log order, into **splits of about ``splitBytes``**
+(:mod:`odradek.pipeline.splits`), so a big ``__consumer_offsets`` spreads
+over all cores without a task per small segment.  Each task decodes its
+segments with :mod:`odradek.pipeline.decode` and yields Arrow record batches
+straight to the JVM (no per-row Python objects cross the boundary); with
+``aggregate`` it first keeps only what a report's aggregation can use
+(:mod:`odradek.pipeline.partial`), so Spark merges keys, not records.
 
 The same decoder also runs behind :func:`read_binary_files`, a
 ``binaryFile`` + ``mapInArrow`` path for logs on Hadoop filesystems (HDFS,
@@ -21,6 +23,11 @@ Options (all optional)::
     verifyCrc           "true" (default): check each batch's CRC-32C; a bad one ends its segment
     strict              "false" (default): log and stop at a corrupt batch; "true": fail the task
     maxRowsPerBatch     rows per Arrow batch (default 65536)
+    splitBytes          bytes of segments per input partition (default 128 MiB; 0: one per segment)
+    parallelism         cores to spread over: a split is at most 1/3 of a core's share
+                        (read_logs sets Spark's defaultParallelism; default 0: no cap)
+    aggregate           "none" (default): every record; "latest-offsets": per split, only the
+                        records latest offsets, the expiry audit and lag read
 
 ``topics`` is an option rather than a pushed-down filter: Spark refuses a
 reader that implements ``pushFilters`` unless
@@ -39,6 +46,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
+from odradek.pipeline import partial
 from odradek.pipeline.decode import (
     ARROW_SCHEMA,
     DEFAULT_MAX_ROWS,
@@ -51,6 +59,7 @@ from odradek.pipeline.decode import (
     find_segments,
     segment_ref_for,
 )
+from odradek.pipeline.splits import DEFAULT_SPLIT_BYTES, plan_splits
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -104,11 +113,11 @@ def _columns(schema: StructType | None) -> list[str] | None:
 
 
 class SegmentPartition(InputPartition):
-    """One segment file; what a task needs to decode it (picklable)."""
+    """A run of segment files; what a task needs to decode them (picklable)."""
 
-    def __init__(self, ref: SegmentRef) -> None:
-        super().__init__(ref.path)
-        self.ref = ref
+    def __init__(self, refs: Sequence[SegmentRef]) -> None:
+        super().__init__([r.path for r in refs])
+        self.refs = list(refs)
 
 
 class OdradekLogReader(DataSourceReader):
@@ -123,18 +132,27 @@ class OdradekLogReader(DataSourceReader):
         self.max_rows = int(options.get("maxRowsPerBatch", DEFAULT_MAX_ROWS))
         if self.max_rows < 1:
             raise ValueError("maxRowsPerBatch must be >= 1")
+        self.split_bytes = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
+        self.parallelism = int(options.get("parallelism", 0))
+        self.aggregate = partial.aggregator(str(options.get("aggregate", "none")).strip().lower())
 
     def partitions(self) -> Sequence[InputPartition]:
         refs = find_segments(self.paths)
         if self.topics is not None:
             refs = [r for r in refs if r.topic in self.topics]
-        return [SegmentPartition(r) for r in refs]
+        return [SegmentPartition(split) for split in plan_splits(refs, self.split_bytes, self.parallelism)]
+
+    def _decoded(self, refs: Sequence[SegmentRef]) -> Iterator[pa.RecordBatch]:
+        for ref in refs:
+            yield from decode_segment_file(ref, verify_crc=self.verify_crc, max_rows=self.max_rows,
+                                           strict=self.strict)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SegmentPartition):
             return  # no segments: Spark still runs one task with its default partition
-        batches = decode_segment_file(partition.ref, verify_crc=self.verify_crc, max_rows=self.max_rows,
-                                      strict=self.strict)
+        batches = self._decoded(partition.refs)
+        if self.aggregate is not None:
+            batches = self.aggregate(batches)
         if self.columns is None:
             yield from batches
         else:
@@ -162,9 +180,11 @@ def register(spark: SparkSession) -> None:
 
 
 def read_logs(spark: SparkSession, paths: str | list[str], **options: str) -> DataFrame:
-    """The data source over ``paths`` (registers it first)."""
+    """The data source over ``paths`` (registers it first), its splits spread over the session's cores."""
     register(spark)
     reader = spark.read.format(FORMAT)
+    if not any(k.lower() == "parallelism" for k in options):
+        reader = reader.option("parallelism", str(spark.sparkContext.defaultParallelism))
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load(paths if isinstance(paths, str) else ",".join(paths))

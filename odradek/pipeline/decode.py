@@ -611,7 +611,8 @@ class _Columnar:
         rows = self._batch(cols, None if keep.all() else keep) if keep.any() else None
         counts = np.where(fast, cols.records_count, 0).tolist()
         fastl = fast.tolist()
-        at = i = 0
+        slow, slow_rows, error = self._rows([off for off, f in zip(offsets, fastl, strict=True) if not f], buf)
+        at = slow_at = k = i = 0
         while i < len(offsets):
             j = i
             if fastl[i]:
@@ -622,20 +623,37 @@ class _Columnar:
                     out.append(rows.slice(at, n))
                 at += n
             else:
+                n = 0
                 while j < len(offsets) and not fastl[j]:
+                    if k == len(slow_rows):  # the batch that failed: rows before it are out, then raise
+                        if n:
+                            out.append(slow.slice(slow_at, n))
+                        raise error
+                    n += slow_rows[k]
+                    k += 1
                     j += 1
-                self._rows(buf, offsets[i:j], out)
+                if n:
+                    out.append(slow.slice(slow_at, n))
+                slow_at += n
             i = j
 
-    def _rows(self, buf: bytes, offsets: list[int], out: list[pa.RecordBatch]) -> None:
+    def _rows(self, offsets: list[int], buf: bytes) -> tuple[pa.RecordBatch | None, list[int], Exception | None]:
+        """The row path for ``offsets``, in one Arrow batch: (rows, rows per batch decoded, the error that
+        stopped it).  One batch per call, not per run: a transactional log has a marker every few
+        batches, and a small Arrow batch per marker cost more than decoding it."""
         chunk = _Chunk(self.ref)
-        try:
-            for off in offsets:
+        per_batch: list[int] = []
+        error: Exception | None = None
+        for off in offsets:
+            try:
                 header, records = decode_batch(buf, off, verify_crc=self.verify_crc)
+                before = len(chunk)
                 chunk.add(header, records)
-        finally:
-            if len(chunk):
-                out.append(chunk.to_batch())
+            except Exception as exc:  # noqa: BLE001 -- re-raised by the caller once earlier rows are out
+                error = exc
+                break
+            per_batch.append(len(chunk) - before)
+        return (chunk.to_batch() if len(chunk) else None), per_batch, error
 
     def _batch(self, cols: RecordColumns, keep: np.ndarray | None = None) -> pa.RecordBatch:
         b, offset, timestamp = cols.batch, cols.offset, cols.timestamp

@@ -50,6 +50,13 @@ COMMIT_MARKER = 1  # ControlRecordType.COMMIT
 # --- helpers ------------------------------------------------------------------------------------
 
 
+def _offsets_markers(df: DataFrame) -> DataFrame:
+    """COMMIT/ABORT markers of the offsets topic: (data dir, partition, producer) and where."""
+    return (df.where((F.col("record_type") == CONTROL) & (F.col("topic") == OFFSETS_TOPIC))
+            .select("source_dir", "partition", "producer_id", F.col("offset").alias("marker_offset"),
+                    F.col("control_type").alias("marker_type"), F.col("timestamp").alias("marker_timestamp")))
+
+
 def offset_commits(df: DataFrame) -> DataFrame:
     """Offset-commit records that take effect (non-transactional, or transactional and committed).
 
@@ -59,9 +66,7 @@ def offset_commits(df: DataFrame) -> DataFrame:
     commits = df.where((F.col("record_type") == OFFSET_COMMIT) & F.col("decode_error").isNull())
     plain = commits.where(~F.col("is_transactional"))
     txn = commits.where(F.col("is_transactional"))
-    markers = (df.where((F.col("record_type") == CONTROL) & (F.col("topic") == OFFSETS_TOPIC))
-               .select("source_dir", "partition", "producer_id", F.col("offset").alias("marker_offset"),
-                       F.col("control_type").alias("marker_type")))
+    markers = _offsets_markers(df)
     keys = ["source_dir", "partition", "producer_id"]
     first_marker = (txn.join(markers, keys)
                     .where(F.col("marker_offset") > F.col("offset"))
@@ -92,6 +97,36 @@ def latest_offsets(df: DataFrame) -> DataFrame:
     return (last.where(~F.col("is_tombstone"))
             .drop("is_tombstone")
             .withColumnRenamed("offset", "record_offset"))
+
+
+# --- transactional offsets --------------------------------------------------------------------
+
+def transactional_offsets(df: DataFrame) -> DataFrame:
+    """Every TxnOffsetCommit record with its outcome: ``committed``, ``aborted`` or ``pending``.
+
+    The outcome is the first marker of its producer after it in the same
+    offsets partition (Kafka's ``GroupMetadataManager`` parks the offsets
+    under the producer id until then); none yet is ``pending`` -- the
+    transaction is open when the log ends, and OffsetFetch answers
+    UNSTABLE_OFFSET_COMMIT for those partitions until its marker lands.
+    """
+    keys = ["source_dir", "partition", "producer_id"]
+    txn = df.where((F.col("record_type") == OFFSET_COMMIT) & F.col("decode_error").isNull()
+                   & F.col("is_transactional"))
+    first = (txn.select(*keys, "offset").join(_offsets_markers(df), keys)
+             .where(F.col("marker_offset") > F.col("offset"))
+             .groupBy(*keys, "offset")
+             .agg(F.min_by(F.struct("marker_type", "marker_offset", "marker_timestamp"), "marker_offset")
+                  .alias("_m")))
+    outcome = (F.when(F.col("_m").isNull(), F.lit("pending"))
+               .when(F.col("_m.marker_type") == COMMIT_MARKER, F.lit("committed")).otherwise(F.lit("aborted")))
+    return (txn.join(first, [*keys, "offset"], "left")
+            .select("source_dir", "group_id", F.col("commit_topic").alias("topic"),
+                    F.col("commit_partition").alias("partition"), "committed_offset", "leader_epoch", "metadata",
+                    "commit_timestamp", "producer_id", F.col("partition").alias("offsets_partition"),
+                    F.col("offset").alias("record_offset"), outcome.alias("outcome"),
+                    F.col("_m.marker_offset").alias("marker_offset"),
+                    F.col("_m.marker_timestamp").alias("marker_timestamp")))
 
 
 # --- group timeline ------------------------------------------------------------------------------
@@ -464,7 +499,8 @@ def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8
                 gens[label(d)].append((d["state_timestamp"], d["generation"]))
         page.add("Group generations", line_chart(gens, title="generations", y_label="generation", step=True),
                  f"Top {top} groups by persisted generations.")
-        changes = [r.asDict() for r in tl.where("state_changed").orderBy(F.desc("state_timestamp")).limit(50).collect()]
+        changes = [r.asDict() for r in tl.where("state_changed").orderBy(F.desc("state_timestamp"), "source_dir", "group_id",
+                                                                    "record_offset").limit(50).collect()]
         page.add("State changes", table(changes, ["state_timestamp", "group_id", "state", "generation", "member_count",
                                                   "joined", "left"], time_columns=("state_timestamp",)),
                  "Inferred from group records: Stable with members, Empty without, Dead when deleted.")

@@ -21,13 +21,14 @@ pytestmark = pytest.mark.spark
 def test_all_reports_and_the_summary(spark, scenario, tmp_path, capsys):
     out = tmp_path / "report"
     rc = main(["all", str(scenario.parent), "--out", str(out), "--now", str(T0 + 3 * HOUR), "--no-csv",
-               "--retention-minutes", "1440", "--window", "10 minutes"])
+               "--retention-minutes", "1440", "--window", "10 minutes", "--progress-seconds", "0"])
     assert rc == 0
     progress = capsys.readouterr().err
-    assert re.findall(r"^\[(\d)/8\] (\S+): ", progress, re.M) == [
+    assert re.findall(r"^\[(\d)/9\] (\S+): ", progress, re.M) == [
         ("1", "decode"), ("2", "overview"), ("3", "latest-offsets"), ("4", "group-timeline"),
-        ("5", "expiry-audit"), ("6", "commit-rates"), ("7", "lag"), ("8", "summary.html")]
-    for name in ("records", "overview", "latest_offsets", "group_timeline", "expiry_audit", "commit_rates", "lag"):
+        ("5", "expiry-audit"), ("6", "commit-rates"), ("7", "lag"), ("8", "txn-offsets"), ("9", "summary.html")]
+    for name in ("records", "overview", "latest_offsets", "group_timeline", "expiry_audit", "commit_rates", "lag",
+                 "txn_offsets"):
         assert (out / f"{name}.parquet").is_dir(), name
     audit = pq.read_table(out / "expiry_audit.parquet").to_pylist()
     assert {(r["group_id"], r["topic"], r["partition"]) for r in audit if r["expired"]} == {("simple-app", "orders", 1)}
@@ -69,3 +70,57 @@ def test_outputs_on_a_hadoop_filesystem(spark, records, tmp_path, monkeypatch):
     assert reports.parquet_rows(spark, written[0]) == 8
     reports.write_text(spark, f"{base}/summary.html", "<p>é</p>")
     assert (tmp_path / "out" / "summary.html").read_text(encoding="utf-8") == "<p>é</p>"
+
+
+@pytest.mark.parametrize("name", ["latest-offsets", "expiry-audit", "lag"])
+def test_winner_reports_alone_aggregate_per_split_and_write_the_same_bytes(spark, scenario, tmp_path, name):
+    """Alone, these reports read the data source's split-local aggregation; the CSV is the `all` run's, byte for byte."""
+    common = ["--now", str(T0 + 3 * HOUR), "--retention-minutes", "1440"]
+    full, alone = tmp_path / "full", tmp_path / "alone"
+    assert main(["all", str(scenario.parent), "--out", str(full), *common]) == 0
+    assert main([name, str(scenario.parent), "--out", str(alone), "--split-mb", "0.004", *common]) == 0
+    file = name.replace("-", "_") + ".csv"
+    assert (alone / file).read_bytes() == (full / file).read_bytes()
+    assert (alone / "latest_records.parquet").is_dir() and not (alone / "records.parquet").exists()
+    assert pq.read_table(alone / "latest_records.parquet").num_rows < pq.read_table(full / "records.parquet").num_rows
+
+
+def test_long_stages_print_progress_lines(capsys):
+    import time
+
+    from odradek.pipeline.cli import Stages
+
+    ticks = iter(["stage 3: 1/4 tasks, 1 running", None, "stage 3: 3/4 tasks, 1 running"] + [None] * 100)
+    stages = Stages(2, lambda: next(ticks), every=0.05)
+    stages.run("decode", lambda: (time.sleep(0.4), "done")[1])
+    err = capsys.readouterr().err
+    assert re.search(r"^\[1/2\] decode: stage 3: 1/4 tasks, 1 running \(\d+s\)$", err, re.M)
+    assert "3/4 tasks" in err and err.rstrip().endswith("decode: done (0.4s)")
+
+
+def test_spark_progress_reads_the_active_stages(spark):
+    import threading
+    import time
+
+    from odradek.pipeline.cli import spark_progress
+
+    line = spark_progress(spark)
+    assert line() is None  # nothing running
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            got = line()
+            if got:
+                seen.append(got)
+            stop.wait(0.2)
+
+    t = threading.Thread(target=poll)
+    t.start()
+    try:
+        spark.sparkContext.parallelize(range(4), 4).map(lambda x: time.sleep(1.5) or x).collect()
+    finally:
+        stop.set()
+        t.join()
+    assert any(re.search(r"stage \d+: \d+/4 tasks, \d+ running", s) for s in seen), seen

@@ -21,12 +21,19 @@ def test_schema_is_the_arrow_contract():
     assert to_arrow_schema(SPARK_SCHEMA, timezone="UTC").equals(ARROW_SCHEMA)
 
 
-def test_one_input_partition_per_segment_across_both_brokers(spark, scenario, records):
+def test_splits_are_segment_runs_of_split_bytes_across_both_brokers(spark, scenario, records):
     segments = find_segments([str(scenario.parent)])
     offsets_segments = [s for s in segments if s.topic == "__consumer_offsets" and s.source_dir.endswith("broker-a")]
     assert len(offsets_segments) >= 3, "the scenario should spread __consumer_offsets over several segments"
-    df = spark.read.format("odradek-log").load(str(scenario.parent))
-    assert df.rdd.getNumPartitions() == len(segments)
+    per_segment = spark.read.format("odradek-log").option("splitBytes", "0").load(str(scenario.parent))
+    assert per_segment.rdd.getNumPartitions() == len(segments)
+    packed = spark.read.format("odradek-log").option("splitBytes", "4096").load(str(scenario.parent))
+    assert 1 < packed.rdd.getNumPartitions() < len(segments)
+    assert spark.read.format("odradek-log").load(str(scenario.parent)).rdd.getNumPartitions() == 1  # 128 MiB
+    spread = spark.read.format("odradek-log").option("parallelism", "2").load(str(scenario.parent))
+    assert spread.rdd.getNumPartitions() >= 6  # at most a third of a core's share each
+    for df in (per_segment, packed):
+        assert df.exceptAll(records).count() == 0 and records.exceptAll(df).count() == 0
 
     counts = {(r.source_dir.rsplit("/", 1)[-1], r.topic, r.record_type): r["count"]
               for r in records.groupBy("source_dir", "topic", "record_type").count().collect()}
@@ -129,3 +136,38 @@ def test_consumer_lag_against_the_data_logs(records, scenario):
     assert lag[("broker-a", "orders-app", "orders", 1)] == (40, 7)
     assert lag[("broker-b", "orders-app", "orders", 0)] == (30, 23)
     assert ("broker-a", "stable-app", "payments", 0) not in lag  # no payments log in the input
+
+
+@pytest.mark.parametrize("split_bytes", ["0", "4096", "134217728"])
+def test_split_local_aggregation_gives_the_same_reports(spark, scenario, records, split_bytes):
+    """aggregate=latest-offsets keeps per split only what latest offsets, the audit and lag read."""
+    reduced = (spark.read.format("odradek-log").option("aggregate", "latest-offsets")
+               .option("splitBytes", split_bytes).load(str(scenario.parent)))
+    assert reduced.count() < records.count()
+    now = T0 + 3 * HOUR
+    for build in (reports.latest_offsets, reports.consumer_lag,
+                  lambda df: reports.expiry_audit(df, now_ms=now, retention_ms=DAY)):
+        full, agg = build(records), build(reduced)
+        assert full.count() > 0
+        assert full.exceptAll(agg).count() == 0 and agg.exceptAll(full).count() == 0
+    with pytest.raises(Exception, match="aggregate must be one of"):
+        spark.read.format("odradek-log").option("aggregate", "everything").load(str(scenario.parent)).count()
+
+
+def test_transactional_offsets_committed_aborted_and_pending(spark, tmp_path):
+    from odradek.offsets.records import OffsetKey, OffsetValue, encode_key, encode_value
+    from tests.spark.datagen import OffsetsLog
+
+    log = OffsetsLog(tmp_path / "broker")
+    log.txn_commit("eos-app", {("orders", 0): 10}, T0, producer_id=7, commit=True)
+    log.txn_commit("eos-app", {("orders", 1): 20}, T0 + MINUTE, producer_id=8, commit=False)
+    log._append([(encode_key(OffsetKey("eos-app", "orders", 2)),
+                  encode_value(OffsetValue(offset=30, commit_timestamp=T0 + 2 * MINUTE)))],
+                T0 + 2 * MINUTE, producer_id=9, producer_epoch=0, base_sequence=0, transactional=True)
+    log.close()
+    df = spark.read.format("odradek-log").load(str(tmp_path / "broker"))
+    rows = {r.partition: r for r in reports.transactional_offsets(df).collect()}
+    assert {p: (r.committed_offset, r.producer_id, r.outcome) for p, r in rows.items()} == {
+        0: (10, 7, "committed"), 1: (20, 8, "aborted"), 2: (30, 9, "pending")}
+    assert rows[0].marker_timestamp == T0 + 1 and rows[0].marker_offset > rows[0].record_offset
+    assert rows[2].marker_offset is None

@@ -1,0 +1,59 @@
+"""Input splits of the ``odradek-log`` data source: runs of segment files sized for the cluster.
+
+One task per segment file is right for a few big segments and wrong for a
+production ``__consumer_offsets`` of 50 partitions with thousands of small
+rolled segments (task overhead dominates), and for a split-local
+aggregation (:mod:`odradek.pipeline.partial`), which prunes more the more of
+one partition's log a task sees.  So segments are packed, in log order, into
+splits of about ``split_bytes`` (Spark's ``spark.sql.files.maxPartitionBytes``
+plays the same role for file sources): consecutive segments of one partition
+stay together, and small partitions share a split.  A segment bigger than
+``split_bytes`` is a split of its own (a task's memory is bounded by the
+decoder's 4 MiB reads and one Arrow batch, not by the segment).  Given the
+cluster's parallelism (the data source's ``parallelism`` option, which
+``read_logs`` fills from ``defaultParallelism``), a split is also no larger
+than a third of each core's share, so every core gets work on small inputs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from odradek.pipeline.decode import SegmentRef
+
+DEFAULT_SPLIT_BYTES = 128 << 20
+
+
+def _size(ref: SegmentRef) -> int:
+    try:
+        return os.path.getsize(ref.path)
+    except OSError:
+        return 0
+
+
+def plan_splits(refs: Sequence[SegmentRef], split_bytes: int = DEFAULT_SPLIT_BYTES,
+                parallelism: int = 0) -> list[list[SegmentRef]]:
+    """``refs`` in log order (data dir, topic, partition, base offset), cut into runs of ~``split_bytes``.
+
+    ``split_bytes`` <= 0 keeps one split per segment; ``parallelism`` > 0
+    caps a split at total / (3 × parallelism) bytes.
+    """
+    ordered = sorted(refs, key=lambda r: (r.source_dir, r.topic, r.partition, r.base_offset))
+    if split_bytes <= 0:
+        return [[r] for r in ordered]
+    sizes = [_size(r) for r in ordered]
+    if parallelism > 0:
+        split_bytes = min(split_bytes, max(1, -(-sum(sizes) // (3 * parallelism))))
+    splits: list[list[SegmentRef]] = []
+    current: list[SegmentRef] = []
+    filled = 0
+    for ref, size in zip(ordered, sizes, strict=True):
+        if current and filled + size > split_bytes:
+            splits.append(current)
+            current, filled = [], 0
+        current.append(ref)
+        filled += size
+    if current:
+        splits.append(current)
+    return splits
