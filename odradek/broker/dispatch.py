@@ -7,6 +7,7 @@ tests read it too.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,6 +69,22 @@ class Later:
 
     def add_done_callback(self, callback: Callable[[Later], None]) -> None:
         self._promise.add_done_callback(lambda _result: callback(self))
+
+    def as_future(self) -> asyncio.Future:
+        """An asyncio future completed with the shaped answer, for the few callers that await one
+        (a fault rule's delay, the console's in-process requests); the server never needs it."""
+        future = asyncio.get_running_loop().create_future()
+
+        def done(_later: Later) -> None:
+            if future.done():
+                return
+            try:
+                future.set_result(self.result())
+            except Exception as exc:
+                future.set_exception(exc)
+
+        self.add_done_callback(done)
+        return future
 
 
 def answer_when(promise: Any, shape: Callable[[Any], Any]) -> Any:

@@ -67,7 +67,7 @@ def _with_partition_errors(result: Any, lay: Any, chosen: list, code: int) -> An
         return result
 
     async def later() -> Any:
-        answer = await (_later_done(result) if type(result) is Later else result)
+        answer = await (result.as_future() if type(result) is Later else result)
         return partition_errors.merge(lay, answer, chosen, code) if type(answer) is dict else answer
     return later()
 
@@ -75,7 +75,7 @@ def _with_partition_errors(result: Any, lay: Any, chosen: list, code: int) -> An
 async def _fault_later(rule: Any, result: Any) -> Any:
     """The handler's answer, then the rule's delay, throttle or close (see ``apply_fault``)."""
     if type(result) is Later:
-        result = await _later_done(result)
+        result = await result.as_future()
     elif inspect.isawaitable(result):
         result = await result
     if rule.delay_ms:
@@ -85,19 +85,3 @@ async def _fault_later(rule: Any, result: Any) -> Any:
     if rule.throttle_ms is not None and type(result) is dict:
         result = {**result, "throttle_time_ms": rule.throttle_ms}
     return result
-
-
-def _later_done(later: Later) -> asyncio.Future:
-    """A future completed with a ``Later``'s shaped answer."""
-    future = asyncio.get_running_loop().create_future()
-
-    def done(_later: Later) -> None:
-        if future.done():
-            return
-        try:
-            future.set_result(later.result())
-        except Exception as exc:
-            future.set_exception(exc)
-
-    later.add_done_callback(done)
-    return future

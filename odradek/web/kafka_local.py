@@ -9,7 +9,6 @@ capture, no quota (the console is not a client under test).
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import itertools
 from typing import Any
@@ -52,25 +51,9 @@ class LocalKafka:
                              principal=self.principal, listener=self.listener)
         result = self.handlers.get(key).fn(ctx, request)
         if type(result) is Later:
-            result = await _later(result)
+            result = await result.as_future()
         elif inspect.isawaitable(result):
             result = await result
         if result is NO_RESPONSE or result is None:
             raise KafkaCallError(f"{api} gave no answer")
         return spec.response.parse(spec.response.build(result, version), version)
-
-
-def _later(later: Later) -> asyncio.Future:
-    future = asyncio.get_running_loop().create_future()
-
-    def done(_: Later) -> None:
-        if future.done():
-            return
-        try:
-            future.set_result(later.result())
-        except Exception as exc:
-            future.set_exception(exc)
-    later.add_done_callback(done)
-    if later.done():
-        done(later)
-    return future
