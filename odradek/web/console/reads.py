@@ -25,7 +25,7 @@ from ...offsets.records import GroupKey, GroupValue, OffsetKey, OffsetValue, dec
 from ...protocol.errors import ErrorCode
 from ...protocol.records import batch_size_at, decode_batch
 from ...storage.log_manager import OFFSETS_TOPIC
-from ..kafka_local import LocalKafka
+from ..kafka_local import KafkaCallError, LocalKafka
 from .render import Registered, Shown, schema_id, show, show_registered
 
 if TYPE_CHECKING:
@@ -357,8 +357,11 @@ async def registered(app: ReadServices, ids: set[int]) -> dict[int, Registered]:
 # --- groups --------------------------------------------------------------------------------------
 
 async def group_list(kafka: LocalKafka) -> list[dict]:
-    answer = await kafka.call("ListGroups", 4, {"states_filter": []})
-    return sorted(({"id": g.group_id, "protocol_type": g.protocol_type, "state": g.group_state}
+    """Every group with its state and type (ListGroups v5: ``classic`` or ``consumer``, KIP-848;
+    an emulated release before v5 has classic groups only)."""
+    answer = await kafka.call("ListGroups", 5, {"states_filter": [], "types_filter": []})
+    return sorted(({"id": g.group_id, "protocol_type": g.protocol_type, "state": g.group_state,
+                    "type": getattr(g, "group_type", "") or "classic"}
                    for g in answer.groups), key=lambda g: g["id"])
 
 
@@ -399,9 +402,65 @@ def _assignment(blob: bytes | None) -> list[tuple[str, list[int]]]:
         return []
 
 
+async def consumer_group(kafka: LocalKafka, group: str) -> Any | None:
+    """ConsumerGroupDescribe's answer for a KIP-848 group; None for any other group (classic or
+    unknown: GROUP_ID_NOT_FOUND) and on a broker that does not serve the API or the protocol."""
+    try:
+        answer = await kafka.call("ConsumerGroupDescribe", 1, {"group_ids": [group],
+                                                                "include_authorized_operations": False})
+    except KafkaCallError:
+        return None
+    g = answer.groups[0]
+    return None if g.error_code else g
+
+
+async def group_state(kafka: LocalKafka, group: str) -> tuple[str, int]:
+    """(state, error code) of a group of either type: DescribeGroups answers Dead for a consumer
+    group (it is not a classic group), so that one is asked with ConsumerGroupDescribe."""
+    answer = await kafka.call("DescribeGroups", 4, {"groups": [group], "include_authorized_operations": False})
+    g = answer.groups[0]
+    if g.error_code == 0 and g.group_state == "Dead":
+        found = await consumer_group(kafka, group)
+        if found is not None:
+            return found.group_state, 0
+    return g.group_state, g.error_code
+
+
+def _partitions_of(assignment: Any) -> dict[str, set[int]]:
+    return {tp.topic_name: set(tp.partitions) for tp in assignment.topic_partitions if tp.partitions}
+
+
+def _listed(partitions: dict[str, set[int]]) -> list[tuple[str, list[int]]]:
+    return [(t, sorted(ps)) for t, ps in sorted(partitions.items()) if ps]
+
+
+def _consumer_member(m: Any) -> dict:
+    """A KIP-848 member: its epoch, subscription, and its assignment against its target (what the
+    target adds is pending assignment, what it drops pending revocation)."""
+    have, target = _partitions_of(m.assignment), _partitions_of(m.target_assignment)
+    topics = sorted(set(have) | set(target))
+    return {"id": m.member_id, "instance": m.instance_id, "client_id": m.client_id, "host": m.client_host,
+            "rack": m.rack_id, "epoch": m.member_epoch, "topics": sorted(m.subscribed_topic_names),
+            "regex": m.subscribed_topic_regex, "assigned": _listed(have),
+            "pending_assignment": _listed({t: target.get(t, set()) - have.get(t, set()) for t in topics}),
+            "pending_revocation": _listed({t: have.get(t, set()) - target.get(t, set()) for t in topics})}
+
+
+async def _consumer_detail(kafka: LocalKafka, g: Any) -> dict:
+    return {"id": g.group_id, "error": None, "type": "consumer", "state": g.group_state,
+            "protocol_type": "consumer", "protocol": g.assignor_name, "group_epoch": g.group_epoch,
+            "assignment_epoch": g.assignment_epoch,
+            "members": sorted((_consumer_member(m) for m in g.members), key=lambda m: m["id"]),
+            "lag": await lag(kafka, g.group_id)}
+
+
 async def group_detail(app: ReadServices, kafka: LocalKafka, group: str) -> dict:
     answer = await kafka.call("DescribeGroups", 4, {"groups": [group], "include_authorized_operations": False})
     g = answer.groups[0]
+    if g.error_code == 0 and g.group_state == "Dead":  # not a classic group: a consumer group?
+        found = await consumer_group(kafka, group)
+        if found is not None:
+            return await _consumer_detail(kafka, found)
     live = None
     coordinator = app.coordinator
     if coordinator is not None:
@@ -410,7 +469,8 @@ async def group_detail(app: ReadServices, kafka: LocalKafka, group: str) -> dict
                 "host": m.client_host,
                 "assigned": _assignment(m.member_assignment) if g.protocol_type == "consumer" else []}
                for m in g.members]
-    return {"id": group, "error": error_name(g.error_code) if g.error_code else None, "state": g.group_state,
+    return {"id": group, "error": error_name(g.error_code) if g.error_code else None, "type": "classic",
+            "state": g.group_state,
             "protocol_type": g.protocol_type, "protocol": g.protocol_data,
             "generation": live.generation if live is not None else None,
             "leader": live.leader_id if live is not None else None,
