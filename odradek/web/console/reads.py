@@ -414,16 +414,21 @@ async def consumer_group(kafka: LocalKafka, group: str) -> Any | None:
     return None if g.error_code else g
 
 
-async def group_state(kafka: LocalKafka, group: str) -> tuple[str, int]:
-    """(state, error code) of a group of either type: DescribeGroups answers Dead for a consumer
-    group (it is not a classic group), so that one is asked with ConsumerGroupDescribe."""
+async def describe(kafka: LocalKafka, group: str) -> tuple[Any, Any | None]:
+    """DescribeGroups' answer for ``group``, and ConsumerGroupDescribe's when it is a consumer group
+    (DescribeGroups answers Dead for one, v6 GROUP_ID_NOT_FOUND: it is not a classic group)."""
     answer = await kafka.call("DescribeGroups", 4, {"groups": [group], "include_authorized_operations": False})
     g = answer.groups[0]
-    if g.error_code == 0 and g.group_state == "Dead":
-        found = await consumer_group(kafka, group)
-        if found is not None:
-            return found.group_state, 0
-    return g.group_state, g.error_code
+    dead = g.error_code == 0 and g.group_state == "Dead"
+    if dead or g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return g, await consumer_group(kafka, group)
+    return g, None
+
+
+async def group_state(kafka: LocalKafka, group: str) -> tuple[str, int]:
+    """(state, error code) of a group of either type."""
+    g, consumer = await describe(kafka, group)
+    return (consumer.group_state, 0) if consumer is not None else (g.group_state, g.error_code)
 
 
 def _partitions_of(assignment: Any) -> dict[str, set[int]]:
@@ -455,12 +460,9 @@ async def _consumer_detail(kafka: LocalKafka, g: Any) -> dict:
 
 
 async def group_detail(app: ReadServices, kafka: LocalKafka, group: str) -> dict:
-    answer = await kafka.call("DescribeGroups", 4, {"groups": [group], "include_authorized_operations": False})
-    g = answer.groups[0]
-    if g.error_code == 0 and g.group_state == "Dead":  # not a classic group: a consumer group?
-        found = await consumer_group(kafka, group)
-        if found is not None:
-            return await _consumer_detail(kafka, found)
+    g, consumer = await describe(kafka, group)
+    if consumer is not None:
+        return await _consumer_detail(kafka, consumer)
     live = None
     coordinator = app.coordinator
     if coordinator is not None:
