@@ -337,6 +337,50 @@ def test_a_consumer_protocol_group_is_listed_shown_and_guarded():
         assert {tp.partition: tp.offset for tp in offsets.topic_partitions} == dict.fromkeys(range(4), 0)
 
 
+
+def test_a_consumer_groups_page_shows_partitions_pending_revocation_and_assignment():
+    """A KIP-848 member that has not yet given up what a newcomer's target holds: its page shows
+    them pending revocation on the one and pending assignment on the other, until it polls."""
+    from confluent_kafka import Consumer
+
+    def partitions(cell: str) -> set[int]:
+        return {int(p) for p in cell.partition(": ")[2].split(", ") if p}
+
+    with BrokerHandle(console=True, overrides={"group.consumer.heartbeat.interval.ms": "300"}) as b:
+        b.create_topic("moving", partitions=4)
+        a, n = (Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "movers", "client.id": name,
+                          "group.protocol": "consumer"}) for name in ("old", "new"))
+        try:
+            a.subscribe(["moving"])
+            deadline = time.monotonic() + 30
+            while len(a.assignment()) != 4:
+                assert time.monotonic() < deadline, "all four to the first member"
+                a.poll(0.05)
+            n.subscribe(["moving"])  # the first member does not poll: it cannot give anything up yet
+            while True:
+                n.poll(0.05)
+                html = asyncio.run(_get(b.console_url, "group?id=movers"))[1]
+                rows = dict(zip(_cells(html, "client-id"), zip(_cells(html, "assigned"),
+                                _cells(html, "pending-assignment"), _cells(html, "pending-revocation"),
+                                strict=True), strict=True))
+                if rows.get("old", ("", "", ""))[2]:  # its next heartbeat moves it to revoking
+                    break
+                assert time.monotonic() < deadline, "a pending revocation"
+            assert '<td id="state">Reconciling</td>' in html
+            kept, revoking = partitions(rows["old"][0]), partitions(rows["old"][2])
+            assert revoking and kept | revoking == {0, 1, 2, 3} and not kept & revoking
+            assert partitions(rows["new"][1]) == revoking and rows["new"][2] == "" and rows["old"][1] == ""
+            while len(n.assignment()) != 2:  # once the first member polls, the partitions move
+                assert time.monotonic() < deadline, "the partitions to move"
+                a.poll(0.05)
+                n.poll(0.05)
+            html = asyncio.run(_get(b.console_url, "group?id=movers"))[1]
+            assert set(_cells(html, "pending-assignment")) == set(_cells(html, "pending-revocation")) == {""}
+        finally:
+            a.close()
+            n.close()
+
+
 def _request(group: str):
     from confluent_kafka import ConsumerGroupTopicPartitions
 

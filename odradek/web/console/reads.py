@@ -439,30 +439,46 @@ def _listed(partitions: dict[str, set[int]]) -> list[tuple[str, list[int]]]:
     return [(t, sorted(ps)) for t, ps in sorted(partitions.items()) if ps]
 
 
-def _consumer_member(m: Any) -> dict:
-    """A KIP-848 member: its epoch, subscription, and its assignment against its target (what the
-    target adds is pending assignment, what it drops pending revocation)."""
+def _consumer_member(m: Any, revoking: dict[str, set[int]]) -> dict:
+    """A KIP-848 member: its epoch, subscription, its assignment, what its target adds (pending
+    assignment: partitions another member has still to give up) and what it still holds but must
+    give up (pending revocation, which ConsumerGroupDescribe does not carry)."""
     have, target = _partitions_of(m.assignment), _partitions_of(m.target_assignment)
-    topics = sorted(set(have) | set(target))
     return {"id": m.member_id, "instance": m.instance_id, "client_id": m.client_id, "host": m.client_host,
             "rack": m.rack_id, "epoch": m.member_epoch, "topics": sorted(m.subscribed_topic_names),
             "regex": m.subscribed_topic_regex, "assigned": _listed(have),
-            "pending_assignment": _listed({t: target.get(t, set()) - have.get(t, set()) for t in topics}),
-            "pending_revocation": _listed({t: have.get(t, set()) - target.get(t, set()) for t in topics})}
+            "pending_assignment": _listed({t: ps - have.get(t, set()) for t, ps in target.items()}),
+            "pending_revocation": _listed(revoking)}
 
 
-async def _consumer_detail(kafka: LocalKafka, g: Any) -> dict:
+def _revoking(app: ReadServices, group: str) -> dict[str, dict[str, set[int]]]:
+    """Each member's partitions pending revocation, from the coordinator's group (as a classic
+    group's generation is): {member id: {topic: partitions}}."""
+    coordinator = app.coordinator
+    if coordinator is None:
+        return {}
+    live = coordinator.shards[coordinator.partition_for(group)].consumer_groups.get(group)
+    if live is None:
+        return {}
+    names = {t.topic_id: t.topic_name for t in live.subscription_metadata.values()}
+    return {mid: {names[t]: set(ps) for t, ps in m.pending_revocation.items() if t in names and ps}
+            for mid, m in live.members.items()}
+
+
+async def _consumer_detail(app: ReadServices, kafka: LocalKafka, g: Any) -> dict:
+    revoking = _revoking(app, g.group_id)
     return {"id": g.group_id, "error": None, "type": "consumer", "state": g.group_state,
             "protocol_type": "consumer", "protocol": g.assignor_name, "group_epoch": g.group_epoch,
             "assignment_epoch": g.assignment_epoch,
-            "members": sorted((_consumer_member(m) for m in g.members), key=lambda m: m["id"]),
+            "members": sorted((_consumer_member(m, revoking.get(m.member_id, {})) for m in g.members),
+                              key=lambda m: m["id"]),
             "lag": await lag(kafka, g.group_id)}
 
 
 async def group_detail(app: ReadServices, kafka: LocalKafka, group: str) -> dict:
     g, consumer = await describe(kafka, group)
     if consumer is not None:
-        return await _consumer_detail(kafka, consumer)
+        return await _consumer_detail(app, kafka, consumer)
     live = None
     coordinator = app.coordinator
     if coordinator is not None:
