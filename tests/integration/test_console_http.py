@@ -319,6 +319,10 @@ def test_a_consumer_protocol_group_is_listed_shown_and_guarded():
                 r'<td class="n lagv">(\d+)</td>', html, re.S)}
             assert rows == {p: (committed[p], ends[p], ends[p] - committed[p]) for p in range(4)}
             assert f'id="total-lag">{sum(ends[p] - committed[p] for p in range(4))}<' in html
+            status, html = asyncio.run(_get(url, f"group/timeline?id={quote(group)}"))
+            assert status == 200 and html.count('<tr class="commit">') == 4  # its commits, and its epochs
+            assert re.search(r'<td class="n">\d+</td><td class="n"></td><td>consumer \(group epoch\)</td>', html)
+            assert re.search(r">epoch \d+</text>", html)
 
             status, html = asyncio.run(_post(url, "reset-offsets", group=group, to="earliest", confirm="yes"))
             assert status == 409

@@ -46,6 +46,7 @@ TIMELINE_POINTS = 2000  # newest commits kept for the timeline
 RATE_WINDOW = 10.0  # seconds the overview's rates span
 SIZE_TTL = 5.0  # seconds the data dirs' size is reused
 LIST_PAGE = 100  # topics or groups on one page of a list
+CG_METADATA_KEY = b"\x00\x03"  # the key type of a consumer group's epoch record (ConsumerGroupMetadata)
 
 
 class ReadServices(Protocol):
@@ -511,7 +512,10 @@ def timeline_scan(log: Log, group: str, limit: int = TIMELINE_POINTS) -> dict:
         for r in records:
             try:
                 key = decode_key(r.key)
-                if key is None or key.group != group:
+                if key is None:
+                    _epoch(r, header, group, generations)
+                    continue
+                if key.group != group:
                     continue
                 value = decode_value(key, r.value)
             except ValueError:
@@ -531,6 +535,22 @@ def timeline_scan(log: Log, group: str, limit: int = TIMELINE_POINTS) -> dict:
                     generations.append({"time": header.max_timestamp, "generation": None, "members": 0,
                                         "protocol": "(deleted)", "leader": None, "log_offset": r.offset})
     return {"commits": commits[-limit:], "generations": generations[-limit:]}
+
+
+def _epoch(r: Any, header: Any, group: str, generations: list[dict]) -> None:
+    """A consumer-protocol group's epoch (its ConsumerGroupMetadata record, key type 3) as a
+    generation of the timeline; its tombstone as the group's deletion."""
+    from ...offsets.consumer_records import CGMetadataKey, decode_cg_record  # noqa: PLC0415 - timeline only
+
+    if r.key is None or bytes(r.key[:2]) != CG_METADATA_KEY:
+        return
+    found = decode_cg_record(r.key, r.value)
+    if found is None or not isinstance(found[0], CGMetadataKey) or found[0].group != group:
+        return
+    value = found[1]
+    generations.append({"time": header.max_timestamp, "generation": value.epoch if value is not None else None,
+                        "members": None, "protocol": "consumer (group epoch)" if value is not None else "(deleted)",
+                        "leader": None, "log_offset": r.offset, "kind": "epoch"})
 
 
 async def timeline(app: ReadServices, group: str) -> dict:
@@ -565,7 +585,7 @@ def chart(commits: list[dict], generations: list[dict], width: int = 900, height
     series: dict[str, list[tuple[float, float]]] = {}
     for c in commits:
         series.setdefault(f'{c["topic"]}-{c["partition"]}', []).append((x(c["time"]), y(c["offset"])))
-    marks = [{"x": x(g["time"]), "label": f'gen {g["generation"]}' if g["generation"] is not None else "deleted"}
+    marks = [{"x": x(g["time"]), "label": f'{g.get("kind", "gen")} {g["generation"]}' if g["generation"] is not None else "deleted"}
              for g in generations]
     return {"series": [{"name": name, "points": " ".join(f"{a},{b}" for a, b in pts)}
                        for name, pts in sorted(series.items())],
