@@ -251,3 +251,42 @@ def test_hostile_names_keys_values_and_headers_are_inert(tab, console_broker):
     tab.shot("hostile-group")
     page.wait_for_timeout(300)  # an onerror would have fired by now
     assert not tab.pwned()
+
+
+def test_a_consumer_protocol_group_shows_its_members_and_lag(tab, console_broker):
+    """A confluent-kafka consumer with ``group.protocol=consumer`` (KIP-848, a hostile client id):
+    the list names the group's type, its page the member, its assignment and the admin API's lag."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    bootstrap = console_broker.bootstrap_servers
+    console_broker.create_topic("cp-browse", partitions=2)
+    _produce(bootstrap, "cp-browse", [(None, b"x", [])] * 5, partition=0)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kip848-readers", "group.protocol": "consumer",
+                         "client.id": HOSTILE, "enable.auto.commit": False})
+    try:
+        consumer.subscribe(["cp-browse"])
+        deadline = time.monotonic() + 30
+        while len(consumer.assignment()) != 2:
+            assert time.monotonic() < deadline, "both partitions assigned"
+            consumer.poll(0.05)
+        consumer.commit(offsets=[CTP("cp-browse", 0, 2)], asynchronous=False)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        end = admin.list_offsets({CTP("cp-browse", 0): OffsetSpec.latest()})[CTP("cp-browse", 0)].result(10).offset
+
+        page = tab.open("/groups")
+        row = page.locator("#groups tr").filter(has_text="kip848-readers")
+        assert row.locator("td.type").inner_text() == "consumer"
+        row.locator("a").click()
+        assert page.locator("h1").inner_text() == "Group kip848-readers"
+        assert page.locator("#type").inner_text() == "consumer"
+        assert page.locator("#members td.client-id").inner_text() == HOSTILE
+        assert page.locator("#members td.subscribed").inner_text() == "cp-browse"
+        assert page.locator("#members td.assigned").inner_text().strip() == "cp-browse: 0, 1"
+        assert _rows(page, "#lag tr.lag-row") == [["cp-browse", "0", "2", str(end), str(end - 2)]]
+        tab.shot("consumer-group")
+        page.wait_for_timeout(300)  # an onerror would have fired by now
+        assert not tab.pwned()
+    finally:
+        consumer.close()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
+import time
+from urllib.parse import quote
 
 import aiohttp
 import pytest
@@ -251,3 +253,139 @@ async def _partitions(consumer) -> set[int]:
 def test_a_fixture_broker_serves_the_console_when_its_settings_ask(fresh_kafka_broker):
     status, html = asyncio.run(_get(fresh_kafka_broker.console_url, "topics"))
     assert status == 200 and "__consumer_offsets" in html
+
+
+def _cells(html: str, cls: str) -> list[str]:
+    return [re.sub(r"<br>", " ", c).strip() for c in re.findall(rf'<td class="{cls}">(.*?)</td>', html, re.S)]
+
+
+def test_a_consumer_protocol_group_is_listed_shown_and_guarded():
+    """Two confluent-kafka consumers with ``group.protocol=consumer`` (KIP-848): the list shows the
+    group's type, its page its epochs, members and assignment as the admin API describes them, and
+    committed offset, end offset and lag as the admin API's figures give them; changes are refused
+    while it has members, as for a classic group."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as CTP
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    group, topic = "kip848<b>", "cp-orders"
+    with BrokerHandle(console=True, overrides={"group.consumer.heartbeat.interval.ms": "300"}) as b:
+        url, bootstrap = b.console_url, b.bootstrap_servers
+        b.create_topic(topic, partitions=4)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(40):
+            producer.produce(topic, str(i).encode(), partition=i % 4)
+        assert producer.flush(10) == 0
+        consumers = [Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                               "client.id": f"cp-{n}", "enable.auto.commit": False}) for n in "ab"]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        try:
+            for c in consumers:
+                c.subscribe([topic])
+            deadline = time.monotonic() + 30
+            while not all(len(c.assignment()) == 2 for c in consumers):
+                assert time.monotonic() < deadline, "two partitions each"
+                for c in consumers:
+                    c.poll(0.05)
+            for c in consumers:  # a different committed offset per partition
+                c.commit(offsets=[CTP(topic, tp.partition, tp.partition + 2) for tp in c.assignment()],
+                         asynchronous=False)
+            described = admin.describe_consumer_groups([group])[group].result(10)
+            while str(described.state).rsplit(".", 1)[-1] != "STABLE":
+                assert time.monotonic() < deadline, "a stable group"
+                for c in consumers:
+                    c.poll(0.05)
+                described = admin.describe_consumer_groups([group])[group].result(10)
+            offsets = admin.list_consumer_group_offsets([_request(group)])[group].result(10)
+            committed = {tp.partition: tp.offset for tp in offsets.topic_partitions}
+            ends = {tp.partition: r.offset for tp, r in admin.list_offsets(
+                {CTP(topic, p): OffsetSpec.latest() for p in range(4)}).items() for r in [r.result(10)]}
+
+            status, html = asyncio.run(_get(url, "groups"))
+            assert status == 200
+            assert '>kip848&lt;b&gt;</a></td><td class="type">consumer</td><td>Stable</td>' in html
+
+            status, html = asyncio.run(_get(url, f"group?id={quote(group)}"))
+            assert status == 200 and "<h1>Group kip848&lt;b&gt;</h1>" in html
+            assert '<td id="type">consumer</td>' in html and '<td id="state">Stable</td>' in html
+            assert re.search(r'<td id="group-epoch">\d+</td>', html) and 'id="assignment-epoch"' in html
+            shown = dict(zip(_cells(html, "member-id"), _cells(html, "assigned"), strict=True))
+            assert shown == {m.member_id: f"{topic}: " + ", ".join(str(tp.partition) for tp in sorted(
+                m.assignment.topic_partitions, key=lambda tp: tp.partition)) for m in described.members}
+            assert sorted(_cells(html, "client-id")) == ["cp-a", "cp-b"]
+            assert _cells(html, "subscribed") == [topic, topic]
+            rows = {int(p): (int(c), int(e), int(lag)) for p, c, e, lag in re.findall(
+                r'data-partition="(\d+)">.*?class="n committed">(\d+)</td><td class="n end">(\d+)</td>'
+                r'<td class="n lagv">(\d+)</td>', html, re.S)}
+            assert rows == {p: (committed[p], ends[p], ends[p] - committed[p]) for p in range(4)}
+            assert f'id="total-lag">{sum(ends[p] - committed[p] for p in range(4))}<' in html
+            status, html = asyncio.run(_get(url, f"group/timeline?id={quote(group)}"))
+            assert status == 200 and html.count('<tr class="commit">') == 4  # its commits, and its epochs
+            assert re.search(r'<td class="n">\d+</td><td class="n"></td><td>consumer \(group epoch\)</td>', html)
+            assert re.search(r">epoch \d+</text>", html)
+
+            status, html = asyncio.run(_post(url, "reset-offsets", group=group, to="earliest", confirm="yes"))
+            assert status == 409
+            assert "Assignments can only be reset if the group &#39;kip848&lt;b&gt;&#39; is inactive, but the " \
+                   "current state is Stable." in html
+            status, html = asyncio.run(_post(url, "delete-offsets", group=group, topic=topic, confirm="yes"))
+            assert status == 409 and "GROUP_SUBSCRIBED_TO_TOPIC" in html
+            status, html = asyncio.run(_post(url, "delete-group", group=group, confirm="yes"))
+            assert status == 409 and "NON_EMPTY_GROUP" in html
+        finally:
+            for c in consumers:
+                c.close()
+        status, html = asyncio.run(_post(url, "reset-offsets", group=group, to="earliest", confirm="yes"))
+        assert status == 200, html  # once its members left (Empty), as Kafka's tool allows
+        offsets = admin.list_consumer_group_offsets([_request(group)])[group].result(10)
+        assert {tp.partition: tp.offset for tp in offsets.topic_partitions} == dict.fromkeys(range(4), 0)
+
+
+
+def test_a_consumer_groups_page_shows_partitions_pending_revocation_and_assignment():
+    """A KIP-848 member that has not yet given up what a newcomer's target holds: its page shows
+    them pending revocation on the one and pending assignment on the other, until it polls."""
+    from confluent_kafka import Consumer
+
+    def partitions(cell: str) -> set[int]:
+        return {int(p) for p in cell.partition(": ")[2].split(", ") if p}
+
+    with BrokerHandle(console=True, overrides={"group.consumer.heartbeat.interval.ms": "300"}) as b:
+        b.create_topic("moving", partitions=4)
+        a, n = (Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "movers", "client.id": name,
+                          "group.protocol": "consumer"}) for name in ("old", "new"))
+        try:
+            a.subscribe(["moving"])
+            deadline = time.monotonic() + 30
+            while len(a.assignment()) != 4:
+                assert time.monotonic() < deadline, "all four to the first member"
+                a.poll(0.05)
+            n.subscribe(["moving"])  # the first member does not poll: it cannot give anything up yet
+            while True:
+                n.poll(0.05)
+                html = asyncio.run(_get(b.console_url, "group?id=movers"))[1]
+                rows = dict(zip(_cells(html, "client-id"), zip(_cells(html, "assigned"),
+                                _cells(html, "pending-assignment"), _cells(html, "pending-revocation"),
+                                strict=True), strict=True))
+                if rows.get("old", ("", "", ""))[2]:  # its next heartbeat moves it to revoking
+                    break
+                assert time.monotonic() < deadline, "a pending revocation"
+            assert '<td id="state">Reconciling</td>' in html
+            kept, revoking = partitions(rows["old"][0]), partitions(rows["old"][2])
+            assert revoking and kept | revoking == {0, 1, 2, 3} and not kept & revoking
+            assert partitions(rows["new"][1]) == revoking and rows["new"][2] == "" and rows["old"][1] == ""
+            while len(n.assignment()) != 2:  # once the first member polls, the partitions move
+                assert time.monotonic() < deadline, "the partitions to move"
+                a.poll(0.05)
+                n.poll(0.05)
+            html = asyncio.run(_get(b.console_url, "group?id=movers"))[1]
+            assert set(_cells(html, "pending-assignment")) == set(_cells(html, "pending-revocation")) == {""}
+        finally:
+            a.close()
+            n.close()
+
+
+def _request(group: str):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    return ConsumerGroupTopicPartitions(group)

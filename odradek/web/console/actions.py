@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ...protocol.records import encode_batch
 from ..kafka_local import LocalKafka
-from .reads import EARLIEST, LATEST, TOPIC_RESOURCE, committed, error_name, list_offsets
+from .reads import EARLIEST, LATEST, TOPIC_RESOURCE, committed, error_name, group_state, list_offsets
 
 INACTIVE = ("Empty", "Dead")
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
@@ -78,12 +78,6 @@ async def produce(kafka: LocalKafka, topic: str, partition: int, key: bytes | No
     return _outcome(p.error_code, f"written to {topic}-{partition} at offset {p.base_offset}", p.error_message)
 
 
-async def _group_state(kafka: LocalKafka, group: str) -> tuple[str, int]:
-    answer = await kafka.call("DescribeGroups", 4, {"groups": [group], "include_authorized_operations": False})
-    g = answer.groups[0]
-    return g.group_state, g.error_code
-
-
 async def _partitions(kafka: LocalKafka, topic: str) -> list[int]:
     md = await kafka.call("Metadata", 9, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
     return sorted(p.partition_index for t in md.topics if t.error_code == 0 for p in t.partitions)
@@ -93,7 +87,7 @@ async def reset_offsets(kafka: LocalKafka, group: str, topic: str | None, to: st
                         value: int | None = None) -> Outcome:
     """``to``: earliest, latest, timestamp (``value`` ms) or offset (``value``); ``topic`` None: every
     topic the group has committed offsets for (``--all-topics``)."""
-    state, code = await _group_state(kafka, group)
+    state, code = await group_state(kafka, group)
     if code:
         return Outcome(False, error_name(code))
     if state not in INACTIVE:  # ConsumerGroupCommand.resetOffsets

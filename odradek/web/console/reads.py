@@ -25,7 +25,7 @@ from ...offsets.records import GroupKey, GroupValue, OffsetKey, OffsetValue, dec
 from ...protocol.errors import ErrorCode
 from ...protocol.records import batch_size_at, decode_batch
 from ...storage.log_manager import OFFSETS_TOPIC
-from ..kafka_local import LocalKafka
+from ..kafka_local import KafkaCallError, LocalKafka
 from .render import Registered, Shown, schema_id, show, show_registered
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ TIMELINE_POINTS = 2000  # newest commits kept for the timeline
 RATE_WINDOW = 10.0  # seconds the overview's rates span
 SIZE_TTL = 5.0  # seconds the data dirs' size is reused
 LIST_PAGE = 100  # topics or groups on one page of a list
+CG_METADATA_KEY = b"\x00\x03"  # the key type of a consumer group's epoch record (ConsumerGroupMetadata)
 
 
 class ReadServices(Protocol):
@@ -357,8 +358,11 @@ async def registered(app: ReadServices, ids: set[int]) -> dict[int, Registered]:
 # --- groups --------------------------------------------------------------------------------------
 
 async def group_list(kafka: LocalKafka) -> list[dict]:
-    answer = await kafka.call("ListGroups", 4, {"states_filter": []})
-    return sorted(({"id": g.group_id, "protocol_type": g.protocol_type, "state": g.group_state}
+    """Every group with its state and type (ListGroups v5: ``classic`` or ``consumer``, KIP-848;
+    an emulated release before v5 has classic groups only)."""
+    answer = await kafka.call("ListGroups", 5, {"states_filter": [], "types_filter": []})
+    return sorted(({"id": g.group_id, "protocol_type": g.protocol_type, "state": g.group_state,
+                    "type": getattr(g, "group_type", "") or "classic"}
                    for g in answer.groups), key=lambda g: g["id"])
 
 
@@ -399,9 +403,83 @@ def _assignment(blob: bytes | None) -> list[tuple[str, list[int]]]:
         return []
 
 
-async def group_detail(app: ReadServices, kafka: LocalKafka, group: str) -> dict:
+async def consumer_group(kafka: LocalKafka, group: str) -> Any | None:
+    """ConsumerGroupDescribe's answer for a KIP-848 group; None for any other group (classic or
+    unknown: GROUP_ID_NOT_FOUND) and on a broker that does not serve the API or the protocol."""
+    try:
+        answer = await kafka.call("ConsumerGroupDescribe", 1, {"group_ids": [group],
+                                                                "include_authorized_operations": False})
+    except KafkaCallError:
+        return None
+    g = answer.groups[0]
+    return None if g.error_code else g
+
+
+async def describe(kafka: LocalKafka, group: str) -> tuple[Any, Any | None]:
+    """DescribeGroups' answer for ``group``, and ConsumerGroupDescribe's when it is a consumer group
+    (DescribeGroups answers Dead for one, v6 GROUP_ID_NOT_FOUND: it is not a classic group)."""
     answer = await kafka.call("DescribeGroups", 4, {"groups": [group], "include_authorized_operations": False})
     g = answer.groups[0]
+    dead = g.error_code == 0 and g.group_state == "Dead"
+    if dead or g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return g, await consumer_group(kafka, group)
+    return g, None
+
+
+async def group_state(kafka: LocalKafka, group: str) -> tuple[str, int]:
+    """(state, error code) of a group of either type."""
+    g, consumer = await describe(kafka, group)
+    return (consumer.group_state, 0) if consumer is not None else (g.group_state, g.error_code)
+
+
+def _partitions_of(assignment: Any) -> dict[str, set[int]]:
+    return {tp.topic_name: set(tp.partitions) for tp in assignment.topic_partitions if tp.partitions}
+
+
+def _listed(partitions: dict[str, set[int]]) -> list[tuple[str, list[int]]]:
+    return [(t, sorted(ps)) for t, ps in sorted(partitions.items()) if ps]
+
+
+def _consumer_member(m: Any, revoking: dict[str, set[int]]) -> dict:
+    """A KIP-848 member: its epoch, subscription, its assignment, what its target adds (pending
+    assignment: partitions another member has still to give up) and what it still holds but must
+    give up (pending revocation, which ConsumerGroupDescribe does not carry)."""
+    have, target = _partitions_of(m.assignment), _partitions_of(m.target_assignment)
+    return {"id": m.member_id, "instance": m.instance_id, "client_id": m.client_id, "host": m.client_host,
+            "rack": m.rack_id, "epoch": m.member_epoch, "topics": sorted(m.subscribed_topic_names),
+            "regex": m.subscribed_topic_regex, "assigned": _listed(have),
+            "pending_assignment": _listed({t: ps - have.get(t, set()) for t, ps in target.items()}),
+            "pending_revocation": _listed(revoking)}
+
+
+def _revoking(app: ReadServices, group: str) -> dict[str, dict[str, set[int]]]:
+    """Each member's partitions pending revocation, from the coordinator's group (as a classic
+    group's generation is): {member id: {topic: partitions}}."""
+    coordinator = app.coordinator
+    if coordinator is None:
+        return {}
+    live = coordinator.shards[coordinator.partition_for(group)].consumer_groups.get(group)
+    if live is None:
+        return {}
+    names = {t.topic_id: t.topic_name for t in live.subscription_metadata.values()}
+    return {mid: {names[t]: set(ps) for t, ps in m.pending_revocation.items() if t in names and ps}
+            for mid, m in live.members.items()}
+
+
+async def _consumer_detail(app: ReadServices, kafka: LocalKafka, g: Any) -> dict:
+    revoking = _revoking(app, g.group_id)
+    return {"id": g.group_id, "error": None, "type": "consumer", "state": g.group_state,
+            "protocol_type": "consumer", "protocol": g.assignor_name, "group_epoch": g.group_epoch,
+            "assignment_epoch": g.assignment_epoch,
+            "members": sorted((_consumer_member(m, revoking.get(m.member_id, {})) for m in g.members),
+                              key=lambda m: m["id"]),
+            "lag": await lag(kafka, g.group_id)}
+
+
+async def group_detail(app: ReadServices, kafka: LocalKafka, group: str) -> dict:
+    g, consumer = await describe(kafka, group)
+    if consumer is not None:
+        return await _consumer_detail(app, kafka, consumer)
     live = None
     coordinator = app.coordinator
     if coordinator is not None:
@@ -410,7 +488,8 @@ async def group_detail(app: ReadServices, kafka: LocalKafka, group: str) -> dict
                 "host": m.client_host,
                 "assigned": _assignment(m.member_assignment) if g.protocol_type == "consumer" else []}
                for m in g.members]
-    return {"id": group, "error": error_name(g.error_code) if g.error_code else None, "state": g.group_state,
+    return {"id": group, "error": error_name(g.error_code) if g.error_code else None, "type": "classic",
+            "state": g.group_state,
             "protocol_type": g.protocol_type, "protocol": g.protocol_data,
             "generation": live.generation if live is not None else None,
             "leader": live.leader_id if live is not None else None,
@@ -433,7 +512,10 @@ def timeline_scan(log: Log, group: str, limit: int = TIMELINE_POINTS) -> dict:
         for r in records:
             try:
                 key = decode_key(r.key)
-                if key is None or key.group != group:
+                if key is None:
+                    _epoch(r, header, group, generations)
+                    continue
+                if key.group != group:
                     continue
                 value = decode_value(key, r.value)
             except ValueError:
@@ -453,6 +535,22 @@ def timeline_scan(log: Log, group: str, limit: int = TIMELINE_POINTS) -> dict:
                     generations.append({"time": header.max_timestamp, "generation": None, "members": 0,
                                         "protocol": "(deleted)", "leader": None, "log_offset": r.offset})
     return {"commits": commits[-limit:], "generations": generations[-limit:]}
+
+
+def _epoch(r: Any, header: Any, group: str, generations: list[dict]) -> None:
+    """A consumer-protocol group's epoch (its ConsumerGroupMetadata record, key type 3) as a
+    generation of the timeline; its tombstone as the group's deletion."""
+    from ...offsets.consumer_records import CGMetadataKey, decode_cg_record  # noqa: PLC0415 - timeline only
+
+    if r.key is None or bytes(r.key[:2]) != CG_METADATA_KEY:
+        return
+    found = decode_cg_record(r.key, r.value)
+    if found is None or not isinstance(found[0], CGMetadataKey) or found[0].group != group:
+        return
+    value = found[1]
+    generations.append({"time": header.max_timestamp, "generation": value.epoch if value is not None else None,
+                        "members": None, "protocol": "consumer (group epoch)" if value is not None else "(deleted)",
+                        "leader": None, "log_offset": r.offset, "kind": "epoch"})
 
 
 async def timeline(app: ReadServices, group: str) -> dict:
@@ -487,7 +585,7 @@ def chart(commits: list[dict], generations: list[dict], width: int = 900, height
     series: dict[str, list[tuple[float, float]]] = {}
     for c in commits:
         series.setdefault(f'{c["topic"]}-{c["partition"]}', []).append((x(c["time"]), y(c["offset"])))
-    marks = [{"x": x(g["time"]), "label": f'gen {g["generation"]}' if g["generation"] is not None else "deleted"}
+    marks = [{"x": x(g["time"]), "label": f'{g.get("kind", "gen")} {g["generation"]}' if g["generation"] is not None else "deleted"}
              for g in generations]
     return {"series": [{"name": name, "points": " ".join(f"{a},{b}" for a, b in pts)}
                        for name, pts in sorted(series.items())],
