@@ -56,6 +56,7 @@ from .handlers import sasl as sasl_handlers
 from .handlers import telemetry as telemetry_handlers
 from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
+from .lazy_import import import_off_loop
 from .metrics import Metrics
 from .quota_enforcer import QuotaEnforcer
 from .runtime.runtime import CoordinatorRuntime
@@ -292,9 +293,7 @@ class BrokerApp:
 
     async def _console_application(self):
         """The console's aiohttp application (its modules imported in a worker thread)."""
-        import importlib  # noqa: PLC0415
-
-        pages = await asyncio.to_thread(importlib.import_module, "odradek.web.console")
+        pages = await import_off_loop("odradek.web.console")
         return pages.ConsolePages(self, read_only=self.config["odradek.console.read.only"]).application()
 
     @property
@@ -336,9 +335,7 @@ class BrokerApp:
 
     async def _registry_application(self):
         """The registry's aiohttp application (its modules imported in a worker thread)."""
-        import importlib  # noqa: PLC0415
-
-        routes = await asyncio.to_thread(importlib.import_module, "odradek.web.registry")
+        routes = await import_off_loop("odradek.web.registry")
         return routes.RegistryRoutes(self.schema_store, self.cluster_id).application(
             basic_auth_users(self.config["odradek.schema.registry.basic.auth.users"]))
 

@@ -18,8 +18,6 @@ turning the endpoint on costs the broker's start-up nothing.
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import inspect
 import json
 from typing import Any
@@ -27,6 +25,7 @@ from typing import Any
 import structlog
 
 from ..broker.control.capture import CaptureOff, to_plain
+from ..broker.lazy_import import import_off_loop
 from .deferred import DeferredListener
 
 log = structlog.get_logger("odradek.control")
@@ -51,7 +50,7 @@ class ControlEndpoint:
         await self._listener.stop()
 
     async def _application(self) -> Any:
-        web = await asyncio.to_thread(importlib.import_module, "aiohttp.web")
+        web = await import_off_loop("aiohttp.web")
         application = web.Application(client_max_size=MAX_BODY)
         application.router.add_route("*", "/{tail:.*}", self._serve)
         return application

@@ -10,12 +10,13 @@ same socket, aiohttp imported in a worker thread so the loop keeps serving Kafka
 from __future__ import annotations
 
 import asyncio
-import importlib
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
+
+from ..broker.lazy_import import import_off_loop
 
 log = structlog.get_logger("odradek.web")
 
@@ -61,7 +62,7 @@ class DeferredListener:
             return
         try:
             application = await self.build()
-            http = await asyncio.to_thread(importlib.import_module, f"{__package__}.http")
+            http = await import_off_loop(f"{__package__}.http")
             listener = http.HttpListener(application, self.name)
             await listener.start_on(self._sock)
             self._listener = listener
