@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ...protocol.records import BatchHeader, Record, decode_batch
 from ...storage.log import Log
@@ -29,3 +31,29 @@ def iter_log_batches(log: Log) -> Iterator[tuple[BatchHeader, list[Record]]]:
             if header.last_offset >= offset:
                 yield header, [r for r in records if r.offset >= offset]
         offset = last + 1
+
+
+async def replay_log(log: Log, decode: Callable[[Record], tuple[Any, Any]], replay: Callable[[Any, Any], None],
+                     on_error: Callable[[int, Exception], None], errors: type[Exception] | tuple[type[Exception], ...],
+                     yield_every: int = 200) -> int:
+    """Replay every data record of ``log`` (control batches skipped) through ``decode`` and
+    ``replay``, yielding to the loop every ``yield_every`` batches; the records replayed.
+
+    A record ``decode`` refuses with one of ``errors`` is reported to ``on_error`` (its offset,
+    the exception) and the error raised: a coordinator does not go Active over a log it cannot read."""
+    count = batches = 0
+    for header, records in iter_log_batches(log):
+        if header.is_control:
+            continue
+        for record in records:
+            try:
+                key, value = decode(record)
+            except errors as exc:
+                on_error(record.offset, exc)
+                raise
+            replay(key, value)
+            count += 1
+        batches += 1
+        if batches % yield_every == 0:
+            await asyncio.sleep(0)
+    return count

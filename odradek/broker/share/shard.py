@@ -22,10 +22,10 @@ docs/ARCHITECTURE.md, *Share groups*).
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from dataclasses import replace
+from typing import Any
 
 import structlog
 
@@ -34,7 +34,7 @@ from ...shares import records as share_records
 from ...shares.records import ShareKey, ShareSnapshotKey, ShareUpdateKey, ShareValue
 from ...shares.state import PersistedState, StateWrite, apply_record, update_value
 from ..clock import Clock
-from ..runtime.loading import iter_log_batches
+from ..runtime.loading import replay_log
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus
 
@@ -153,28 +153,22 @@ class ShareStateShard:
 
     # -- loading ------------------------------------------------------------------------------
 
+    def _load_failed(self, offset: int, exc: Exception) -> None:
+        log.error("share.load_failed", partition=self.partition, offset=offset, error=str(exc))
+        self.status = ShardStatus.FAILED
+
     async def load(self, yield_every: int = 200) -> None:
         """Replay the whole log, yielding to the loop regularly, then go Active."""
         started = time.perf_counter()
-        count = batches = 0
         self.states, self.updates_since_snapshot = {}, {}
-        for header, records in iter_log_batches(self.log):
-            if header.is_control:
-                continue
-            for record in records:
-                try:
-                    key = share_records.decode_key(record.key or b"")
-                    value = None if key is None else share_records.decode_value(key, record.value)
-                except share_records.ShareRecordDecodeError as exc:
-                    log.error("share.load_failed", partition=self.partition, offset=record.offset, error=str(exc))
-                    self.status = ShardStatus.FAILED
-                    raise
-                self.replay(key, value)
-                count += 1
-            batches += 1
-            if batches % yield_every == 0:
-                await asyncio.sleep(0)
+        count = await replay_log(self.log, _decode, self.replay, self._load_failed,
+                                 share_records.ShareRecordDecodeError, yield_every)
         self.loaded_records = count
         self.status = ShardStatus.ACTIVE
         log.info("share.loaded", partition=self.partition, records=count, share_partitions=len(self.states),
                  ms=round((time.perf_counter() - started) * 1000, 1))
+
+
+def _decode(record: Any) -> tuple[Any, Any]:
+    key = share_records.decode_key(record.key or b"")
+    return key, None if key is None else share_records.decode_value(key, record.value)

@@ -10,9 +10,9 @@ it is Active.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -22,7 +22,7 @@ from ...transactions.records import encode_key as _encode_key
 from ...transactions.records import encode_value as _encode_value
 from ...transactions.replay import TxnMetadata, replay
 from ..clock import Clock
-from ..runtime.loading import iter_log_batches
+from ..runtime.loading import replay_log
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedRecord, ShardStatus
 
@@ -71,29 +71,21 @@ class TxnShard:
         """What a reload must rebuild: every id's state as its last record says."""
         return {tid: meta.persisted() for tid, meta in self.txns.items() if meta.last_update_ms != -1}
 
+    def _load_failed(self, offset: int, exc: Exception) -> None:
+        log.error("txn.load_failed", partition=self.partition, offset=offset, error=str(exc))
+        self.status = ShardStatus.FAILED
+
     async def load(self, yield_every: int = 200) -> None:
         """Replay the whole log, yielding to the loop regularly, then go Active."""
         started = time.perf_counter()
-        count = batches = 0
         self.txns = {}
-        for header, records in iter_log_batches(self.log):
-            if header.is_control:  # nothing transactional is written here; skip stray markers
-                continue
-            for record in records:
-                try:
-                    key = decode_key(record.key) if record.key is not None else None
-                    value = decode_value(record.value)
-                except TxnRecordError as exc:
-                    log.error("txn.load_failed", partition=self.partition, offset=record.offset,
-                              error=str(exc))
-                    self.status = ShardStatus.FAILED
-                    raise
-                self.replay(key, value)
-                count += 1
-            batches += 1
-            if batches % yield_every == 0:
-                await asyncio.sleep(0)
+        # nothing transactional is written here: replay_log skips stray markers
+        count = await replay_log(self.log, _decode, self.replay, self._load_failed, TxnRecordError, yield_every)
         self.loaded_records = count
         self.status = ShardStatus.ACTIVE
         log.info("txn.loaded", partition=self.partition, records=count, transactional_ids=len(self.txns),
                  ms=round((time.perf_counter() - started) * 1000, 1))
+
+
+def _decode(record: Any) -> tuple[Any, Any]:
+    return (decode_key(record.key) if record.key is not None else None), decode_value(record.value)
