@@ -35,6 +35,7 @@ from .config import (
 from .control import BrokerControl
 from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
+from .coordinator.group_configs import GroupConfig, GroupConfigs
 from .coordinator.service import Coordinator
 from .datadir import DirLocks, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
@@ -126,6 +127,7 @@ class BrokerApp:
         self.dataplane = DataPlane(self.topics, self.logs, self.data_dir)
         self.dataplane.internal_stable_offset = self._offsets_stable_offset
         self.coordinator_config = CoordinatorConfig.from_config(config)
+        self.group_configs = GroupConfigs(GroupConfig.from_config(config))  # GROUP resources
         self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
         self.txn_config = TxnConfig.from_config(config)

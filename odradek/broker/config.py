@@ -517,6 +517,18 @@ SETTINGS: list[Setting] = [
             "bidirectional", "Conversion of non-empty groups between the protocols; an empty group "
             "converts whatever it says (online migration of a non-empty group is not built: it is "
             "refused as with disabled)."),
+    # KIP-932 share groups: the broker defaults of the share.* group configs (Kafka's names)
+    Setting("group.share.session.timeout.ms", _int, 45000,
+            "Session timeout of share-group members.", low=1, high=INT32_MAX),
+    Setting("group.share.heartbeat.interval.ms", _int, 5000,
+            "Heartbeat interval given to share-group members.", low=1, high=INT32_MAX),
+    Setting("group.share.record.lock.duration.ms", _int, 30000,
+            "Acquisition lock of a share-group record (AcquisitionLockTimeoutMs).", low=1000, high=3600000),
+    Setting("group.share.delivery.count.limit", _int, 5,
+            "Deliveries of a record before a share group archives it.", low=2, high=10),
+    Setting("group.share.partition.max.record.locks", _int, 2000,
+            "Most records in flight (acquired) per share-partition.", low=100, high=10000),
+    Setting("group.share.max.size", _int, 200, "Most members a share group may have.", low=1, high=1000),
     Setting("offsets.topic.num.partitions", _int, 1,
             "Partitions of __consumer_offsets (the coordinator's shards); fixed once created.",
             kafka_default=50, low=1, high=10000),
