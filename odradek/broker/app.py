@@ -61,7 +61,6 @@ from .lazy_import import import_off_loop
 from .metrics import Metrics
 from .quota_enforcer import QuotaEnforcer
 from .runtime.runtime import CoordinatorRuntime
-from .schema_registry import SchemaStore
 from .security.listeners import Endpoint
 from .security.scram_store import ScramCredentialStore
 from .security.served import ServedListener, build_listeners
@@ -72,6 +71,7 @@ from .txn.markers import MarkerRouter
 if TYPE_CHECKING:
     from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
     from ..web.deferred import DeferredListener
+    from .schema_registry import SchemaStore  # loaded when the registry is on (_start_registry)
     from .security.authorizer import Authorizer
 
 log = structlog.get_logger("odradek.broker")
@@ -321,8 +321,12 @@ class BrokerApp:
         setting = "odradek.schema.registry.listener"
         host, port = registry_address(self.config[setting])
         try:
-            store = SchemaStore(self.topics, self.dataplane, self.clock.now_ms, topic=self.config["kafkastore.topic"],
-                                default_compatibility=self.config["schema.compatibility.level"].upper())
+            # the store's modules load with the registry on, in a worker thread (the loop answers
+            # Kafka meanwhile)
+            registry = await import_off_loop("odradek.broker.schema_registry")
+            store = registry.SchemaStore(self.topics, self.dataplane, self.clock.now_ms,
+                                         topic=self.config["kafkastore.topic"],
+                                         default_compatibility=self.config["schema.compatibility.level"].upper())
             await store.start()
             self.schema_store = store
             self.registry_listener = DeferredListener(self._registry_application, "schema-registry")
