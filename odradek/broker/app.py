@@ -316,17 +316,16 @@ class BrokerApp:
         """Replay ``_schemas`` and bind the registry's port; its HTTP application (aiohttp, the
         routes) is built on the first connection (``web.deferred``), so a broker whose registry
         is never used pays neither the import nor its memory."""
+        # the store loads on the loop's thread, not import_off_loop's: the first requests' codecs
+        # compile meanwhile (CPython 3.11's concurrent-compile SystemError, gh-106905)
         from ..web.deferred import DeferredListener  # noqa: PLC0415 - the wiring starts the HTTP surfaces
+        from .schema_registry import SchemaStore  # noqa: PLC0415 - only with the registry on
 
         setting = "odradek.schema.registry.listener"
         host, port = registry_address(self.config[setting])
         try:
-            # the store's modules load with the registry on, in a worker thread (the loop answers
-            # Kafka meanwhile)
-            registry = await import_off_loop("odradek.broker.schema_registry")
-            store = registry.SchemaStore(self.topics, self.dataplane, self.clock.now_ms,
-                                         topic=self.config["kafkastore.topic"],
-                                         default_compatibility=self.config["schema.compatibility.level"].upper())
+            store = SchemaStore(self.topics, self.dataplane, self.clock.now_ms, topic=self.config["kafkastore.topic"],
+                                default_compatibility=self.config["schema.compatibility.level"].upper())
             await store.start()
             self.schema_store = store
             self.registry_listener = DeferredListener(self._registry_application, "schema-registry")
