@@ -522,6 +522,7 @@ def run_ratios(args) -> None:
     """Partition-offsets/s beside the canned server, pair by pair; OffsetFetch latencies."""
     pairs: dict[int, list[tuple[float, float]]] = {n: [] for n, _, _ in RATIO_LOADS}
     cpu_us: dict[int, list[float]] = {n: [] for n, _, _ in RATIO_LOADS}
+    canned_cpu_us: dict[int, list[float]] = {n: [] for n, _, _ in RATIO_LOADS}
     fetch_ms: dict[int, list[float]] = {100: [], 10_000: []}
     fetch_cpu_ms: dict[int, list[float]] = {100: [], 10_000: []}
     canned_fetch_ms: dict[int, list[float]] = {100: [], 10_000: []}
@@ -547,7 +548,9 @@ def run_ratios(args) -> None:
         for n, conns, window in RATIO_LOADS:
             frames = [commit_frame(f"ratio-{n}-{i}", list(range(n))) for i in range(conns)]
             with CannedServer(n) as server:
+                before = cpu_seconds(server.pid)
                 canned_rate = asyncio.run(closed_loop(server.port, frames, window, args.seconds))[0] * n
+                canned_cpu_us[n].append((cpu_seconds(server.pid) - before) / (canned_rate * args.seconds) * 1e6)
             pairs[n].append((rates[n], canned_rate))
         for n, topics, per_topic in ((100, FETCH_TOPICS[:1], 100), (10_000, FETCH_TOPICS, 1000)):
             with CannedServer(n, fetch=True) as server:  # the same request, an answer of the same size
@@ -561,7 +564,10 @@ def run_ratios(args) -> None:
               f"{statistics.median(b for b, _ in pairs[n]):>11,.0f}/s  canned "
               f"{statistics.median(c for _, c in pairs[n]):>11,.0f}/s  ratio median "
               f"{statistics.median(ratios):.2f} (min {min(ratios):.2f}, max {max(ratios):.2f}); broker CPU "
-              f"{statistics.median(cpu_us[n]):.2f} us per partition-offset")
+              f"{statistics.median(cpu_us[n]):.2f} us per partition-offset, canned "
+              f"{statistics.median(canned_cpu_us[n]):.2f}: CPU ratio canned/broker "
+              f"{statistics.median(c / b for b, c in zip(cpu_us[n], canned_cpu_us[n], strict=True)):.2f} "
+              f"(the rate ratio when each server is bound by its own CPU)")
     for n, values in fetch_ms.items():
         print(f"  OffsetFetch v8 of {n:>6,} partitions over TCP: median of runs {statistics.median(values):.2f} ms "
               f"(each run's median: {', '.join(f'{v:.2f}' for v in values)}); the canned server's answer "
