@@ -18,7 +18,7 @@ import structlog
 from ..offsets.records import partition_for
 from ..storage.config import FsyncMode, LogConfig
 from ..storage.log import Log
-from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
+from ..storage.log_manager import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
 from .client_metrics import ClientMetricsManager
 from .client_metrics_config import Subscription
 from .client_quotas import QuotaStore
@@ -42,7 +42,7 @@ from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
-from .features import GROUP_VERSION, TRANSACTION_VERSION, Features, parse_levels
+from .features import GROUP_VERSION, SHARE_VERSION, TRANSACTION_VERSION, Features, parse_levels
 from .fetch_sessions import FetchSessionCache
 from .handlers import acls as acl_handlers
 from .handlers import client_quotas as quota_handlers
@@ -54,6 +54,7 @@ from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
 from .handlers import produce as produce_handlers
 from .handlers import sasl as sasl_handlers
+from .handlers import share_groups as share_group_handlers
 from .handlers import telemetry as telemetry_handlers
 from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
@@ -66,6 +67,7 @@ from .security.listeners import Endpoint
 from .security.scram_store import ScramCredentialStore
 from .security.served import ServedListener, build_listeners
 from .server import KafkaServer
+from .share.coordinator import ShareCoordinator
 from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
 
@@ -130,6 +132,8 @@ class BrokerApp:
         self.group_configs = GroupConfigs(GroupConfig.from_config(config))  # GROUP resources
         self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
+        # the share coordinator (``__share_group_state``, KIP-932): the persister of share-partition state
+        self.share_coordinator: ShareCoordinator | None = None
         self.txn_config = TxnConfig.from_config(config)
         # the transaction coordinator (also the data plane's TxnVerifier); markers go through the router
         self.txn_coordinator: TransactionCoordinator | None = None
@@ -161,6 +165,7 @@ class BrokerApp:
         offset_handlers.register(self.handlers, self)
         groups.register(self.handlers, self)
         consumer_group_handlers.register(self.handlers, self)
+        share_group_handlers.register(self.handlers, self)
         topic_handlers.register(self.handlers, self)
         produce_handlers.register(self.handlers, self)
         txn_handlers.register(self.handlers, self)
@@ -226,6 +231,7 @@ class BrokerApp:
             self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
             await self.logs.start()
+            self.share_coordinator = self._open_share_coordinator()
             self.coordinator = self._open_coordinator()
             self.txn_coordinator = self._open_txn_coordinator()
             self.server.attach_runtime(self.runtime)
@@ -386,7 +392,7 @@ class BrokerApp:
         self.logs.set_default_config(config)
 
     async def _load(self) -> None:
-        await asyncio.gather(self.coordinator.load(), self.txn_coordinator.load())
+        await asyncio.gather(self.coordinator.load(), self.txn_coordinator.load(), self.share_coordinator.load())
         self.coordinator_loaded.set()
         try:  # deletes a crash interrupted also forget their topics' offsets, now that it can be done
             await self.topics.finish_deletes()
@@ -413,6 +419,7 @@ class BrokerApp:
     def reopen_coordinators(self) -> None:
         """Fresh coordinators on the offsets and transaction topics' current logs (a reset's switch):
         Loading until ``load()``; the old transaction coordinator forgets its ids first."""
+        self.share_coordinator = self._open_share_coordinator()  # no state topic until a share group needs it
         self.coordinator = self._open_coordinator()
         if self.txn_coordinator is not None:  # transactional ids go too (their markers stop)
             self.txn_coordinator.unload()
@@ -431,7 +438,20 @@ class BrokerApp:
         features = self.features
         coordinator.group_version = lambda: (features.level(GROUP_VERSION) if GROUP_VERSION in features.supported
                                              else None)
+        coordinator.share_version = lambda: features.level(SHARE_VERSION)
+        coordinator.group_configs = self.group_configs
+        coordinator.share_persister = self.share_coordinator
         return coordinator
+
+    def _open_share_coordinator(self) -> ShareCoordinator:
+        """``__share_group_state``'s shards: those on disk now, the topic itself made on first use."""
+        existing = sorted((p, lg) for (t, p), lg in self.logs.logs().items() if t == SHARE_STATE_TOPIC)
+        configured = self.config["share.coordinator.state.topic.num.partitions"]
+        return ShareCoordinator(
+            self.clock, len(existing) or configured,
+            lambda n: self._coordinator_logs(SHARE_STATE_TOPIC, n, "share.coordinator.state.topic.segment.bytes"),
+            [lg for _p, lg in existing], runtime=self.runtime,
+            await_fsync=self.log_config.fsync is FsyncMode.ALWAYS)
 
     def _topic_shape(self, name: str) -> tuple | None:
         """(topic id, partition count) of a topic consumer groups may subscribe to, else None."""

@@ -61,6 +61,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 _CREATE_THREADS = 16  # partitions opened at once by create_many (their waits are on the disk)
 COMPACTED_INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # Kafka fixes compaction for both
+SHARE_STATE_TOPIC = "__share_group_state"  # KIP-932: cleanup.policy=delete and kept forever
 TopicPartition = tuple[str, int]
 
 
@@ -104,6 +105,12 @@ class CheckpointSnapshot(NamedTuple):
 def offsets_topic_config(base: LogConfig) -> LogConfig:
     """Kafka's fixed settings for ``__consumer_offsets`` (compact, 100 MiB segments)."""
     return base.with_topic_config({"cleanup.policy": COMPACT, "segment.bytes": 100 * 1024 * 1024})
+
+
+def share_state_topic_config(base: LogConfig) -> LogConfig:
+    """Kafka's fixed settings for ``__share_group_state`` (``ShareCoordinatorService.shareGroupStateTopicConfigs``):
+    deleted, never compacted, and no retention by time or size (the share coordinator prunes it)."""
+    return base.with_topic_config({"cleanup.policy": "delete", "retention.ms": -1, "retention.bytes": -1})
 
 
 class LogManager:
@@ -154,6 +161,8 @@ class LogManager:
             return cfg
         if topic in COMPACTED_INTERNAL_TOPICS:
             return offsets_topic_config(self.default_config)
+        if topic == SHARE_STATE_TOPIC:
+            return share_state_topic_config(self.default_config)
         return self.default_config
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -172,6 +181,9 @@ class LogManager:
         for (t, _p), log in self._logs.items():
             if t in COMPACTED_INTERNAL_TOPICS:
                 log.config = offsets_topic_config(config).with_topic_config(
+                    {"segment.bytes": log.config.segment_bytes})
+            elif t == SHARE_STATE_TOPIC:
+                log.config = share_state_topic_config(config).with_topic_config(
                     {"segment.bytes": log.config.segment_bytes})
             else:
                 log.config = self.config_for(t)

@@ -48,9 +48,7 @@ OUT_OF_SCOPE = {
 }
 # client-facing keys other open issues own: not served until they land
 OWNED_ELSEWHERE = {
-    76: "ShareGroupHeartbeat: issue 33 (share groups)",
-    77: "ShareGroupDescribe: issue 33",
-    78: "ShareFetch: issue 33",
+    78: "ShareFetch: issue 33 (share groups)",
     79: "ShareAcknowledge: issue 33",
     90: "DescribeShareGroupOffsets: issue 33",
     91: "AlterShareGroupOffsets: issue 33",
