@@ -56,6 +56,7 @@ from .handlers import offsets as offset_handlers
 from .handlers import produce as produce_handlers
 from .handlers import sasl as sasl_handlers
 from .handlers import share as share_handlers
+from .handlers import share_offsets as share_offset_handlers
 from .handlers import telemetry as telemetry_handlers
 from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
@@ -185,6 +186,7 @@ class BrokerApp:
         quota_handlers.register(self.handlers, self)
         feature_handlers.register(self.handlers, self)
         share_handlers.register(self.handlers, self)
+        share_offset_handlers.register(self.handlers, self)
         # client telemetry (KIP-714): the client instances always exist (test control reads
         # them); the two APIs are served, and advertised, only when telemetry is on
         default_metrics = config["client.metrics.default.metrics"]
