@@ -20,8 +20,8 @@ from odradek.testing import ThreadedBroker
 
 from .share_wire import (
     ACCEPT,
-    RELEASE,
     REJECT,
+    RELEASE,
     RENEW,
     acks,
     acquired,
