@@ -340,6 +340,10 @@ class SharePartitionManager:
         """``release`` in a task of its own (a connection closed: nobody awaits it)."""
         self._spawn(self.release(group, member, list(keys)))
 
+    def busy(self) -> bool:
+        """Whether a lock expiry or a connection's release is still being written (tests wait)."""
+        return bool(self._tasks)
+
     def live(self, group: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
         """The loaded state machine of a share-partition, if this broker has it (tests, admin)."""
         entry = self.entries.get((group, topic_id, partition))
