@@ -17,9 +17,22 @@ import pytest
 
 from odradek.testing.process import SERVE, free_port, serve_args, stop, wait_until_serving
 
-from .share_wire import ACCEPT, REJECT, RELEASE, acks, acquired, create_topic, describe_offsets, fetch_topics
+from .share_wire import (
+    ACCEPT,
+    REJECT,
+    RELEASE,
+    acks,
+    acquired,
+    create_topic,
+    describe_offsets,
+    fetch_topics,
+    init_share,
+    produce,
+    share_ack,
+    share_fetch,
+    topic_id,
+)
 from .share_wire import client as share_client
-from .share_wire import init_share, produce, share_ack, share_fetch, topic_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
