@@ -228,3 +228,37 @@ def test_reset_clears_share_sessions_and_state(c, broker):
         == (0, 0)
     row = describe_offsets(c, "g", "t").groups[0].topics[0].partitions[0]
     assert (row.start_offset, row.lag) == (-1, -1)
+
+
+def _transactions(broker, topic: str) -> None:
+    """Offsets 0-2 committed (marker 3), 4-5 aborted (marker 6), 7-8 committed (marker 9)."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"tx-{topic}"})
+    p.init_transactions(10)
+    for values, commit in ((["a", "b", "c"], True), (["x", "y"], False), (["d", "e"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, v.encode(), partition=0)
+        p.flush(10)
+        (p.commit_transaction if commit else p.abort_transaction)(10)
+
+
+@pytest.mark.parametrize("isolation, delivered", [
+    ("read_committed", [0, 1, 2, 7, 8]),                    # aborted records and markers archived
+    ("read_uncommitted", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]),   # markers too: clients acknowledge them GAP
+])
+def test_share_isolation_level_over_transactions(c, broker, isolation, delivered):
+    create_topic(c, "tx")
+    _transactions(broker, "tx")
+    init_share(c, "g", "tx")
+    broker.call(lambda: broker.app.group_configs.set_overrides("g", {"share_isolation_level": isolation}))
+    try:
+        tid = topic_id(c, "tx")
+        got = offsets_of(share_fetch(c, "g", "m1", 0, fetch_topics(tid, 0)))
+        assert got == delivered
+        ranges = [(o, o, [ACCEPT]) for o in got]
+        share_fetch(c, "g", "m1", 1, acks(tid, 0, *ranges))
+        assert describe_offsets(c, "g", "tx").groups[0].topics[0].partitions[0].start_offset == 10
+    finally:
+        broker.call(lambda: broker.app.group_configs.set_overrides("g", {}))
