@@ -54,7 +54,9 @@ from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
 from .handlers import produce as produce_handlers
 from .handlers import sasl as sasl_handlers
+from .handlers import share as share_handlers
 from .handlers import share_groups as share_group_handlers
+from .handlers import share_offsets as share_offset_handlers
 from .handlers import telemetry as telemetry_handlers
 from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
@@ -68,6 +70,8 @@ from .security.scram_store import ScramCredentialStore
 from .security.served import ServedListener, build_listeners
 from .server import KafkaServer
 from .share.coordinator import ShareCoordinator
+from .share.manager import SharePartitionManager
+from .share.sessions import ShareSessionCache
 from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
 
@@ -132,12 +136,16 @@ class BrokerApp:
         self.group_configs = GroupConfigs(GroupConfig.from_config(config))  # GROUP resources
         self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
-        # the share coordinator (``__share_group_state``, KIP-932): the persister of share-partition state
-        self.share_coordinator: ShareCoordinator | None = None
         self.txn_config = TxnConfig.from_config(config)
         # the transaction coordinator (also the data plane's TxnVerifier); markers go through the router
         self.txn_coordinator: TransactionCoordinator | None = None
         self.marker_router = MarkerRouter(self)
+        # share groups (KIP-932): the share coordinator (__share_group_state, opened at start), the
+        # share-partitions this leader serves and the members' share sessions
+        self.share_coordinator: ShareCoordinator | None = None
+        self.share_partitions = SharePartitionManager(self)
+        self.share_sessions = ShareSessionCache(config["group.share.max.share.sessions"])
+        self.server.connection_closed = partial(share_handlers.connection_closed, self)
         self._loading: asyncio.Task | None = None
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
         # SCRAM users (SaslSettings.credentials): read at start, changed by AlterUserScramCredentials
@@ -178,6 +186,8 @@ class BrokerApp:
         acl_handlers.register(self.handlers, self)
         quota_handlers.register(self.handlers, self)
         feature_handlers.register(self.handlers, self)
+        share_handlers.register(self.handlers, self)
+        share_offset_handlers.register(self.handlers, self)
         # client telemetry (KIP-714): the client instances always exist (test control reads
         # them); the two APIs are served, and advertised, only when telemetry is on
         default_metrics = config["client.metrics.default.metrics"]
@@ -231,7 +241,7 @@ class BrokerApp:
             self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
             await self.logs.start()
-            self.share_coordinator = self._open_share_coordinator()
+            self.share_coordinator = self._open_share_coordinator()  # the group coordinator's persister
             self.coordinator = self._open_coordinator()
             self.txn_coordinator = self._open_txn_coordinator()
             self.server.attach_runtime(self.runtime)
@@ -419,8 +429,12 @@ class BrokerApp:
     def reopen_coordinators(self) -> None:
         """Fresh coordinators on the offsets and transaction topics' current logs (a reset's switch):
         Loading until ``load()``; the old transaction coordinator forgets its ids first."""
-        self.share_coordinator = self._open_share_coordinator()  # no state topic until a share group needs it
-        self.coordinator = self._open_coordinator()
+        if self.share_coordinator is not None:  # share-partition states, live ones and sessions too
+            self.share_coordinator.unload()
+            self.share_coordinator = self._open_share_coordinator()
+            self.share_partitions.clear()
+            self.share_sessions.clear()
+        self.coordinator = self._open_coordinator()  # share groups go with it (records 10-15)
         if self.txn_coordinator is not None:  # transactional ids go too (their markers stop)
             self.txn_coordinator.unload()
             self.txn_coordinator = self._open_txn_coordinator()
@@ -443,16 +457,6 @@ class BrokerApp:
         coordinator.share_persister = self.share_coordinator
         return coordinator
 
-    def _open_share_coordinator(self) -> ShareCoordinator:
-        """``__share_group_state``'s shards: those on disk now, the topic itself made on first use."""
-        existing = sorted((p, lg) for (t, p), lg in self.logs.logs().items() if t == SHARE_STATE_TOPIC)
-        configured = self.config["share.coordinator.state.topic.num.partitions"]
-        return ShareCoordinator(
-            self.clock, len(existing) or configured,
-            lambda n: self._coordinator_logs(SHARE_STATE_TOPIC, n, "share.coordinator.state.topic.segment.bytes"),
-            [lg for _p, lg in existing], runtime=self.runtime,
-            await_fsync=self.log_config.fsync is FsyncMode.ALWAYS)
-
     def _topic_shape(self, name: str) -> tuple | None:
         """(topic id, partition count) of a topic consumer groups may subscribe to, else None."""
         topic = self.topics.get(name)
@@ -469,6 +473,13 @@ class BrokerApp:
                                       await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS,
                                       offsets_topic=OFFSETS_TOPIC,
                                       transaction_version=lambda: self.features.level(TRANSACTION_VERSION))
+
+    def _open_share_coordinator(self) -> ShareCoordinator:
+        logs = self._coordinator_logs(SHARE_STATE_TOPIC, self.config["share.coordinator.state.topic.num.partitions"],
+                                      "share.coordinator.state.topic.segment.bytes")
+        return ShareCoordinator(self.clock, logs, runtime=self.runtime,
+                                await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS,
+                                updates_per_snapshot=self.config["share.coordinator.snapshot.update.records.per.snapshot"])
 
     def _offsets_stable_offset(self, lg: Log) -> int | None:
         """The cleaner's bound on an internal topic: an offsets partition's last stable offset,
@@ -487,6 +498,7 @@ class BrokerApp:
             self._loading = None
         if self.txn_coordinator is not None:
             await self.txn_coordinator.stop()
+        await self.share_partitions.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()
         await self.logs.close()

@@ -772,3 +772,35 @@ def list_transactions(g: Guarded, ctx: RequestContext, req: Any) -> Any:
         body["transaction_states"] = [s for s in states if s["transactional_id"] in names]
         return body
     return after(g.inner(ctx, req), visible)
+
+
+# --- share groups (KIP-932) ------------------------------------------------------------------
+
+@guard(78, 79)
+def share_data(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """ShareFetch, ShareAcknowledge: READ on the group (top-level 30), then READ on each topic,
+    checked by the handler once topic ids are resolved and the session's partitions known
+    (``KafkaApis.handleShareFetchRequest``: TOPIC_AUTHORIZATION_FAILED per partition)."""
+    if not g.authz.allowed(ctx, Op.READ, R.GROUP, req.group_id or ""):
+        return _denied(ctx, req, GROUP_DENIED)
+    req[AUTHORIZED_TOPICS] = partial(g.authz.allowed_names, ctx, Op.READ, R.TOPIC)
+    return g.inner(ctx, req)
+
+
+@guard(90)
+def describe_share_group_offsets(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """DESCRIBE on each group (the others answered 30 at group level), DESCRIBE on each topic
+    (29 per partition, by the handler)."""
+    req[AUTHORIZED_TOPICS] = partial(g.authz.allowed_names, ctx, Op.DESCRIBE, R.TOPIC)
+    return _split(g, ctx, req, "groups", lambda grp: grp.group_id, Op.DESCRIBE, R.GROUP, GROUP_DENIED, "groups")
+
+
+@guard(91, 92)
+def alter_share_group_offsets(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """AlterShareGroupOffsets: READ on the group; DeleteShareGroupOffsets: DELETE on it (top-level
+    30); then READ on each topic (29, by the handler)."""
+    op = Op.READ if ctx.api_key == 91 else Op.DELETE
+    if not g.authz.allowed(ctx, op, R.GROUP, req.group_id):
+        return _denied(ctx, req, GROUP_DENIED)
+    req[AUTHORIZED_TOPICS] = partial(g.authz.allowed_names, ctx, Op.READ, R.TOPIC)
+    return g.inner(ctx, req)
