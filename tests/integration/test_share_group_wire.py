@@ -297,3 +297,61 @@ def test_acls_as_kafka_checks_them(tmp_path):
             [held] = describe(c, "sg-acl", ops=True)
             assert held.error_code == E.NONE and held.authorized_operations & (1 << read)
             assert allow  # (ALLOW is the default here: allow.everyone.if.no.acl.found)
+
+
+def test_a_deleted_topic_leaves_the_assignment_once(kbroker):
+    """A subscribed topic deleted: one epoch bump takes its partitions away, and later heartbeats
+    write nothing (no bump on every heartbeat for the initialized state it left behind)."""
+    name = f"doomed-{uuid.uuid4().hex[:6]}"
+    create_topic_kafka_python(kbroker.bootstrap_servers, name, 2)
+    with client(kbroker) as c:
+        _f, s = join(c, "sg-doomed", "m", name)
+        assert parts(s) == {0, 1}
+        assert c.request(20, 4, {"topic_names": [name], "timeout_ms": 10000}).responses[0].error_code == 0
+        after = c.request(HEARTBEAT, 1, hb("sg-doomed", "m", s.member_epoch))
+        assert (after.member_epoch, after.assignment.topic_partitions) == (s.member_epoch + 1, [])
+        for _ in range(3):
+            steady = c.request(HEARTBEAT, 1, hb("sg-doomed", "m", after.member_epoch))
+            assert (steady.error_code, steady.member_epoch, steady.assignment) == (E.NONE, after.member_epoch, None)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_membership_then_restart_replays_the_live_state(tmp_path, seed):
+    """Random joins, heartbeats (stale ones too), leaves, session expiries and topic changes; after
+    a restart every share group is what the live coordinator held, and no heartbeat ever failed
+    with anything but the codes a client expects."""
+    import random
+    rnd = random.Random(seed)
+    with ThreadedBroker(tmp_path) as b:
+        names = [f"r{i}" for i in range(3)]
+        for i, n in enumerate(names):
+            create_topic_kafka_python(b.bootstrap_servers, n, i + 1)
+        epochs: dict[tuple[str, str], int] = {}
+        with client(b) as c:
+            for _ in range(120):
+                group, member = rnd.choice(["ga", "gb"]), rnd.choice("abcde")
+                action = rnd.random()
+                known = (group, member) in epochs
+                if not known or action < 0.15:
+                    r = c.request(HEARTBEAT, 1, hb(group, member, 0, rnd.sample(names, rnd.randint(1, 3))))
+                elif action < 0.25:
+                    r = c.request(HEARTBEAT, 1, hb(group, member, -1))
+                    epochs.pop((group, member), None)
+                    assert r.error_code in (E.NONE, E.UNKNOWN_MEMBER_ID)
+                    continue
+                elif action < 0.3:
+                    b.advance(ms=46_000)
+                    epochs.clear()
+                    continue
+                else:
+                    r = c.request(HEARTBEAT, 1, hb(group, member, epochs[(group, member)]))
+                assert r.error_code in (E.NONE, E.UNKNOWN_MEMBER_ID, E.FENCED_MEMBER_EPOCH), r
+                if r.error_code == E.NONE:
+                    epochs[(group, member)] = r.member_epoch
+                else:
+                    epochs.pop((group, member), None)
+        live = {s.partition: s.share_view() for s in b.app.coordinator.shards}
+        assert any(live.values())
+        b.restart()
+        b.wait_loaded()
+        assert {s.partition: s.share_view() for s in b.app.coordinator.shards} == live

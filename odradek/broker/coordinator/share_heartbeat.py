@@ -189,9 +189,9 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, req: ShareHeartbeatReques
     bump = subscription_changed
     members = dict(group.members)
     members[member.member_id] = current = replace(member, meta=meta, session_timer=None)
-    if not bump and group.members:
-        bump = _initialized_unassigned(group, members)
     metadata = _metadata(members, topics)
+    if not bump and group.members:
+        bump = _initialized_unassigned(group, metadata)
     if bump or group.topics_version != topics.version():
         group.topics_version = topics.version()  # live cache, not state
         if metadata_hash(metadata) != group.metadata_hash:
@@ -229,17 +229,18 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, req: ShareHeartbeatReques
             records, init)
 
 
-def _initialized_unassigned(group: ShareGroup, members: dict[str, ShareMember]) -> bool:
+def _initialized_unassigned(group: ShareGroup, metadata: dict[str, tuple[uuid.UUID, int]]) -> bool:
     """Some subscribed topic's initialized partitions differ from what the target assignment
-    hands out of it (partitions finished initializing since the last assignment)."""
-    subscribed = {n for m in members.values() for n in m.meta.subscribed_topic_names}
+    hands out of it (partitions finished initializing since the last assignment).  Only topics
+    that exist as initialized count: a deleted (or re-created) one is the metadata's business."""
     for tid, info in group.initialized.items():
-        if info.topic_name not in subscribed:
+        found = metadata.get(info.topic_name)
+        if found is None or found[0] != tid:
             continue
         assigned: set[int] = set()
         for target in group.targets.values():
             assigned |= target.get(tid, frozenset())
-        if assigned != set(info.partitions):
+        if assigned != {p for p in info.partitions if p < found[1]}:
             return True
     return False
 
