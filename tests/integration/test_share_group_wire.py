@@ -355,3 +355,12 @@ def test_random_membership_then_restart_replays_the_live_state(tmp_path, seed):
         b.restart()
         b.wait_loaded()
         assert {s.partition: s.share_view() for s in b.app.coordinator.shards} == live
+
+
+def test_share_groups_off_answer_before_acls(tmp_path):
+    """KafkaApis checks that share groups are on before it checks any ACL."""
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "allow.everyone.if.no.acl.found": "false", "odradek.initial.features": "share.version=0"}
+    with ThreadedBroker(tmp_path, overrides=overrides) as b, client(b) as c:
+        assert c.request(HEARTBEAT, 1, hb("g", "m", 0, ["t"])).error_code == E.UNSUPPORTED_VERSION
+        assert describe(c, "g")[0].error_code == E.UNSUPPORTED_VERSION
