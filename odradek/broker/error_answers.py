@@ -248,6 +248,8 @@ SHAPES: dict[int, Shape] = {
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
     68: _top_level(error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None),
     69: _consumer_group_describe,
+    76: _top_level(error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None),
+    77: _consumer_group_describe,  # ShareGroupDescribeRequest.getErrorResponse: the same shape
     74: _top_level(config_resources=[]), 45: _alter_reassignments, 46: _list_reassignments,
     34: _alter_replica_log_dirs,  # ListConfigResourcesRequest.getErrorResponse
     17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),

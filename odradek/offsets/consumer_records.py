@@ -27,7 +27,7 @@ __all__ = [
     "CG_KEY_TYPES", "CGMetadataKey", "CGPartitionMetadataKey", "CGMemberKey", "CGTargetMetadataKey",
     "CGTargetMemberKey", "CGAssignmentKey", "CGRegexKey", "CGMetadataValue", "CGPartitionMetadataValue",
     "TopicMetadata", "CGMemberValue", "CGTargetMetadataValue", "CGTargetMemberValue", "CGAssignmentValue",
-    "CGRegexValue", "Assignment", "CG_RECORD_NAMES", "encode_cg_key", "encode_cg_value", "decode_cg_record", "is_cg_key",
+    "CGRegexValue", "Assignment", "assignment_rows", "rows_assignment", "CG_RECORD_NAMES", "encode_cg_key", "encode_cg_value", "decode_cg_record", "is_cg_key",
 ]
 
 Assignment = dict[uuid.UUID, frozenset[int]]
@@ -247,12 +247,14 @@ def encode_cg_key(key: Any) -> bytes:
         raise RecordEncodeError(f"cannot encode {key!r}: {exc}") from None
 
 
-def _tps(assignment: Mapping[uuid.UUID, frozenset[int]]) -> list[dict]:
+def assignment_rows(assignment: Mapping[uuid.UUID, frozenset[int]]) -> list[dict]:
+    """An assignment as the records' TopicPartitions rows (sorted by topic id; empty topics left out)."""
     return [{"topic_id": t, "partitions": sorted(assignment[t])} for t in sorted(assignment, key=lambda u: u.bytes)
             if assignment[t]]
 
 
-def _assignment(rows: list) -> Assignment:
+def rows_assignment(rows: list) -> Assignment:
+    """TopicPartitions rows as an assignment."""
     return {r["topic_id"]: frozenset(r["partitions"]) for r in rows}
 
 
@@ -272,11 +274,11 @@ def _value_fields(value: Any) -> dict:
     if kind is CGTargetMetadataValue:
         return {"assignment_epoch": value.assignment_epoch}
     if kind is CGTargetMemberValue:
-        return {"topic_partitions": _tps(value.partitions)}
+        return {"topic_partitions": assignment_rows(value.partitions)}
     if kind is CGAssignmentValue:
         return {"member_epoch": value.member_epoch, "previous_member_epoch": value.previous_member_epoch,
-                "state": value.state, "assigned_partitions": _tps(value.assigned),
-                "partitions_pending_revocation": _tps(value.pending_revocation)}
+                "state": value.state, "assigned_partitions": assignment_rows(value.assigned),
+                "partitions_pending_revocation": assignment_rows(value.pending_revocation)}
     if kind is CGRegexValue:
         return {"topics": sorted(value.topics), "version": value.version, "timestamp": value.timestamp}
     raise TypeError(f"not a consumer-group value: {value!r}")
@@ -339,11 +341,11 @@ def _make_value(kind: type, c: Any) -> Any:
     if kind is CGTargetMetadataKey:
         return CGTargetMetadataValue(c["assignment_epoch"])
     if kind is CGTargetMemberKey:
-        return CGTargetMemberValue(_assignment(c["topic_partitions"]))
+        return CGTargetMemberValue(rows_assignment(c["topic_partitions"]))
     if kind is CGAssignmentKey:
         return CGAssignmentValue(member_epoch=c["member_epoch"], previous_member_epoch=c["previous_member_epoch"],
-                                 state=c["state"], assigned=_assignment(c["assigned_partitions"]),
-                                 pending_revocation=_assignment(c["partitions_pending_revocation"]))
+                                 state=c["state"], assigned=rows_assignment(c["assigned_partitions"]),
+                                 pending_revocation=rows_assignment(c["partitions_pending_revocation"]))
     return CGRegexValue(tuple(c["topics"]), c["version"], c["timestamp"])
 
 

@@ -269,6 +269,8 @@ def _find_group(shard: Shard, req: HeartbeatRequest, records: list) -> ConsumerG
     if group is not None:
         return group
     classic = shard.groups.get(req.group_id)
+    if req.group_id in shard.share_groups:  # no conversion between share and consumer groups
+        raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
     if req.member_epoch != 0:
         raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
     if classic is not None and classic.state is not GroupState.DEAD:

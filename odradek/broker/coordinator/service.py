@@ -18,7 +18,7 @@ from ..clock import Clock
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorRuntime, ShardStatus
 from ..txn_contracts import TxnMarker
-from . import consumer_heartbeat, rebalance
+from . import consumer_heartbeat, rebalance, share_heartbeat
 from .config import CoordinatorConfig
 from .expiry import OffsetExpiry
 from .offsets import delete_topic_offsets
@@ -41,7 +41,8 @@ class Coordinator(GroupShards):
         # run in order when a shard has replayed its log: expiry sweep, session timers
         self.load_listeners: list[Callable[[Shard], None]] = [self.expiry.on_shard_loaded,
                                                               rebalance.on_shard_loaded,
-                                                              consumer_heartbeat.on_shard_loaded]
+                                                              consumer_heartbeat.on_shard_loaded,
+                                                              share_heartbeat.on_shard_loaded]
 
     def spare_active(self, heard_since_real_ms: int, shift_ms: int) -> int:
         """Before a sparing advance: members heard from since then keep their session time left."""
@@ -97,6 +98,7 @@ class Coordinator(GroupShards):
         for shard in self.shards:
             rebalance.unload_shard(shard)  # no group timer may outlive the coordinator
             consumer_heartbeat.unload_shard(shard)
+            share_heartbeat.unload_shard(shard)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -488,10 +488,11 @@ def group_member(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     return g.inner(ctx, req)
 
 
-@guard(68)
+@guard(68, 76)
 def consumer_group_heartbeat(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     """READ on the group, then DESCRIBE on every subscribed topic name (KafkaApis
-    ``handleConsumerGroupHeartbeat``: TOPIC_AUTHORIZATION_FAILED otherwise)."""
+    ``handleConsumerGroupHeartbeat`` / ``handleShareGroupHeartbeat``: TOPIC_AUTHORIZATION_FAILED
+    otherwise)."""
     if not g.authz.allowed(ctx, Op.READ, R.GROUP, req.group_id):
         return _denied(ctx, req, GROUP_DENIED)
     names = list(req.subscribed_topic_names or [])
@@ -510,6 +511,24 @@ def consumer_group_describe(g: Guarded, ctx: RequestContext, req: Any) -> Any:
         return body
     return after(_split(g, ctx, req, "group_ids", lambda n: n, Op.DESCRIBE, R.GROUP, GROUP_DENIED, "groups"),
                  ops)
+
+
+@guard(77)
+def share_group_describe(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """DESCRIBE on each group (the others answered GROUP_AUTHORIZATION_FAILED); a group whose members
+    hold a topic the principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without its
+    members (KafkaApis ``handleShareGroupDescribe``)."""
+    def check(body: dict) -> dict:
+        for d in body["groups"]:
+            names = {tp["topic_name"] for m in d.get("members") or () for tp in m["assignment"]["topic_partitions"]}
+            if names and len(g.authz.allowed_names(ctx, Op.DESCRIBE, R.TOPIC, names)) < len(names):
+                d.update(error_code=TOPIC_DENIED, error_message="The described group uses topics that the client "
+                         "is not authorized to describe.", members=[])
+            elif d.get("authorized_operations", OMITTED) != OMITTED:
+                d["authorized_operations"] = g.authz.operations(ctx, R.GROUP, d["group_id"])
+        return body
+    return after(_split(g, ctx, req, "group_ids", lambda n: n, Op.DESCRIBE, R.GROUP, GROUP_DENIED, "groups"),
+                 check)
 
 
 @guard(15)
