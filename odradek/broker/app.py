@@ -136,14 +136,13 @@ class BrokerApp:
         self.group_configs = GroupConfigs(GroupConfig.from_config(config))  # GROUP resources
         self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
-        # the share coordinator (``__share_group_state``, KIP-932): the persister of share-partition state
-        self.share_coordinator: ShareCoordinator | None = None
         self.txn_config = TxnConfig.from_config(config)
         # the transaction coordinator (also the data plane's TxnVerifier); markers go through the router
         self.txn_coordinator: TransactionCoordinator | None = None
         self.marker_router = MarkerRouter(self)
-        # the share data path (KIP-932): the share-partitions this leader serves and the members'
-        # share sessions (a session ends with the connection that opened it)
+        # share groups (KIP-932): the share coordinator (__share_group_state, opened at start), the
+        # share-partitions this leader serves and the members' share sessions
+        self.share_coordinator: ShareCoordinator | None = None
         self.share_partitions = SharePartitionManager(self)
         self.share_sessions = ShareSessionCache(config["group.share.max.share.sessions"])
         self.server.connection_closed = partial(share_handlers.connection_closed, self)
@@ -242,7 +241,7 @@ class BrokerApp:
             self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
             await self.logs.start()
-            self.share_coordinator = self._open_share_coordinator()
+            self.share_coordinator = self._open_share_coordinator()  # the group coordinator's persister
             self.coordinator = self._open_coordinator()
             self.txn_coordinator = self._open_txn_coordinator()
             self.server.attach_runtime(self.runtime)
@@ -430,10 +429,12 @@ class BrokerApp:
     def reopen_coordinators(self) -> None:
         """Fresh coordinators on the offsets and transaction topics' current logs (a reset's switch):
         Loading until ``load()``; the old transaction coordinator forgets its ids first."""
-        self.share_coordinator = self._open_share_coordinator()  # no state topic until a share group needs it
-        self.share_partitions.clear()  # live share-partitions and share sessions go with their state
-        self.share_sessions.clear()
-        self.coordinator = self._open_coordinator()
+        if self.share_coordinator is not None:  # share-partition states, live ones and sessions too
+            self.share_coordinator.unload()
+            self.share_coordinator = self._open_share_coordinator()
+            self.share_partitions.clear()
+            self.share_sessions.clear()
+        self.coordinator = self._open_coordinator()  # share groups go with it (records 10-15)
         if self.txn_coordinator is not None:  # transactional ids go too (their markers stop)
             self.txn_coordinator.unload()
             self.txn_coordinator = self._open_txn_coordinator()
@@ -456,17 +457,6 @@ class BrokerApp:
         coordinator.share_persister = self.share_coordinator
         return coordinator
 
-    def _open_share_coordinator(self) -> ShareCoordinator:
-        """``__share_group_state``'s shards: those on disk now, the topic itself made on first use."""
-        existing = sorted((p, lg) for (t, p), lg in self.logs.logs().items() if t == SHARE_STATE_TOPIC)
-        configured = self.config["share.coordinator.state.topic.num.partitions"]
-        return ShareCoordinator(
-            self.clock, len(existing) or configured,
-            lambda n: self._coordinator_logs(SHARE_STATE_TOPIC, n, "share.coordinator.state.topic.segment.bytes"),
-            [lg for _p, lg in existing], runtime=self.runtime,
-            await_fsync=self.log_config.fsync is FsyncMode.ALWAYS,
-            updates_per_snapshot=self.config["share.coordinator.snapshot.update.records.per.snapshot"])
-
     def _topic_shape(self, name: str) -> tuple | None:
         """(topic id, partition count) of a topic consumer groups may subscribe to, else None."""
         topic = self.topics.get(name)
@@ -483,6 +473,13 @@ class BrokerApp:
                                       await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS,
                                       offsets_topic=OFFSETS_TOPIC,
                                       transaction_version=lambda: self.features.level(TRANSACTION_VERSION))
+
+    def _open_share_coordinator(self) -> ShareCoordinator:
+        logs = self._coordinator_logs(SHARE_STATE_TOPIC, self.config["share.coordinator.state.topic.num.partitions"],
+                                      "share.coordinator.state.topic.segment.bytes")
+        return ShareCoordinator(self.clock, logs, runtime=self.runtime,
+                                await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS,
+                                updates_per_snapshot=self.config["share.coordinator.snapshot.update.records.per.snapshot"])
 
     def _offsets_stable_offset(self, lg: Log) -> int | None:
         """The cleaner's bound on an internal topic: an offsets partition's last stable offset,

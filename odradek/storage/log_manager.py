@@ -60,8 +60,8 @@ logger = structlog.get_logger("odradek.storage")
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 _CREATE_THREADS = 16  # partitions opened at once by create_many (their waits are on the disk)
+SHARE_STATE_TOPIC = "__share_group_state"
 COMPACTED_INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # Kafka fixes compaction for both
-SHARE_STATE_TOPIC = "__share_group_state"  # KIP-932: cleanup.policy=delete and kept forever
 TopicPartition = tuple[str, int]
 
 
@@ -109,8 +109,8 @@ def offsets_topic_config(base: LogConfig) -> LogConfig:
 
 def share_state_topic_config(base: LogConfig) -> LogConfig:
     """Kafka's fixed settings for ``__share_group_state`` (``ShareCoordinatorService.shareGroupStateTopicConfigs``):
-    deleted, never compacted, and no retention by time or size (the share coordinator prunes it)."""
-    return base.with_topic_config({"cleanup.policy": "delete", "retention.ms": -1, "retention.bytes": -1})
+    delete, never by time, 100 MiB segments -- the share coordinator prunes it itself."""
+    return base.with_topic_config({"cleanup.policy": "delete", "retention.ms": -1, "segment.bytes": 100 * 1024 * 1024})
 
 
 class LogManager:
@@ -179,12 +179,8 @@ class LogManager:
         """
         self.default_config = config
         for (t, _p), log in self._logs.items():
-            if t in COMPACTED_INTERNAL_TOPICS:
-                log.config = offsets_topic_config(config).with_topic_config(
-                    {"segment.bytes": log.config.segment_bytes})
-            elif t == SHARE_STATE_TOPIC:
-                log.config = share_state_topic_config(config).with_topic_config(
-                    {"segment.bytes": log.config.segment_bytes})
+            if t in COMPACTED_INTERNAL_TOPICS or t == SHARE_STATE_TOPIC:
+                log.config = self.config_for(t).with_topic_config({"segment.bytes": log.config.segment_bytes})
             else:
                 log.config = self.config_for(t)
 

@@ -142,7 +142,7 @@ class Walk:
         def both():
             key = ("g", self.tid, 0)
             live = app.share_partitions.live(*key)
-            shard, _error = app.share_coordinator.shard_for(*key)
+            shard = app.share_coordinator.shard_for(key)
             return None if live is None else live.durable_view(), shard.states.get(key)
         view, state = self.b.call(both)
         if view is None:

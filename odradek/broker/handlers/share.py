@@ -4,8 +4,8 @@ Kafka's ``KafkaApis.handleShareFetchRequest`` / ``handleShareAcknowledgeRequest`
 share-partition manager (``share/manager.py``) and the share sessions
 (``share/sessions.py``).  The order of checks is Kafka's:
 
-1. share groups off (``group.share.enable`` false, ``share.version`` < 1) -> UNSUPPORTED_VERSION at the top; READ on the
-   group (the guard) -> GROUP_AUTHORIZATION_FAILED; a member id empty or over 36
+1. share groups off (``group.share.enable`` false, ``share.version`` < 1) -> UNSUPPORTED_VERSION
+   at the top; READ on the group (the guard) -> GROUP_AUTHORIZATION_FAILED; a member id empty or over 36
    characters -> INVALID_REQUEST; a v2 renew-only request must ask for nothing to fetch;
 2. the share session (epoch 0 opens one and may carry no acknowledgements, n > 0 goes on,
    -1 ends it after its acknowledgements) -> SHARE_SESSION_NOT_FOUND,

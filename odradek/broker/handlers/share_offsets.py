@@ -115,8 +115,8 @@ def _describe_partition(app: ShareOffsetServices, coordinator: ShareCoordinator,
         return row
     if topic_id is None:
         return row
-    summary, error = coordinator.read_summary((group_id, topic_id, partition))
-    if summary is None:
+    error, summary = coordinator.read_summary((group_id, topic_id, partition))
+    if error is not E.NONE:
         row["error_code"] = error
         return row
     row["start_offset"], row["leader_epoch"] = summary.start_offset, summary.leader_epoch
@@ -171,8 +171,8 @@ async def alter_share_group_offsets(app: ShareOffsetServices, ctx: RequestContex
                 code = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 ident = (group_id, topic_id, index)
-                summary, code = coordinator.read_summary(ident)
-                if summary is not None:
+                code, summary = coordinator.read_summary(ident)
+                if code is E.NONE:
                     code = ErrorCode(await wait(coordinator.initialize(ident, state_epoch=summary.state_epoch + 1,
                                                                        start_offset=p["start_offset"])))
                 app.share_partitions.forget([ident])

@@ -1,22 +1,22 @@
-"""The share coordinator: every ``__share_group_state`` shard, and the persister the others call.
+"""The share coordinator: every ``__share_group_state`` shard, and the persister calls on them.
 
-Kafka reaches its share coordinator through the ``Persister`` (InitializeShareGroupState,
-ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState and the read summary, one
-share-partition per call); a single node calls the shard that holds the key directly, keeping
-Kafka's placement (``shares.records.state_partition_for``: Java's hash of
-``"group:topicId:partition"``) so a Kafka broker would find the state where it looks.
+Kafka's ``ShareCoordinatorService`` behind its ``Persister`` interface, on one node: a
+share-partition's state lives in the shard ``state_partition_for(group, topic id,
+partition)`` (Java's string hash, as Kafka places it), and the five operations of
+``ShareCoordinatorShard`` -- Initialize, Read, Write, Read summary, Delete -- are called
+directly, one share-partition per call, by the group coordinator (initialize, delete,
+summaries for the admin APIs) and by the share-partition manager on the data path (read
+on load, write on every state change but acquisition).
 
-As in Kafka, ``__share_group_state`` exists only once a share group needs it: a broker that never
-saw a share group has no such topic (Metadata does not list it).  Its partitions are then created
-with ``share.coordinator.state.topic.num.partitions`` and are Active at once (empty logs); a
-broker that finds them on disk replays them at start.
+Each call answers a :class:`~odradek.broker.runtime.promise.Promise` that completes once
+the record is durable and replayed (the runtime's contract), with an ``ErrorCode``
+(``NONE`` on success).  A shard still loading answers COORDINATOR_LOAD_IN_PROGRESS, a
+failed one NOT_COORDINATOR, as Kafka's runtime does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Callable
 from typing import Any
 
 from ...protocol.errors import ErrorCode
@@ -24,124 +24,100 @@ from ...shares.records import state_partition_for
 from ...shares.state import PersistedState, StateWrite
 from ..clock import Clock
 from ..runtime.promise import Promise
-from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, ShardStatus
-from .shard import SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT, ShareStateShard, StateKey
+from ..runtime.runtime import CoordinatorRuntime, ShardStatus
+from .shard import ShareStateShard, StateKey
 
-_STATUS_ERRORS = {ShardStatus.LOADING: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                  ShardStatus.FAILED: ErrorCode.NOT_COORDINATOR}
+E = ErrorCode
+
+
+def _then(promise: Promise, fn) -> Promise:
+    out = Promise()
+    promise.add_done_callback(lambda result: out.set(fn(result)))
+    return out
+
+
+def _code(result: Any) -> ErrorCode:
+    """A write's outcome as an error code: None (durable) or a CoordinatorResult's code."""
+    return E.NONE if result is None else ErrorCode(result)
 
 
 class ShareCoordinator:
-    """The shards of ``__share_group_state`` (made on first use) and the persister's operations."""
+    """The shards of ``__share_group_state`` and the persister operations over them."""
 
-    def __init__(self, clock: Clock, num_partitions: int, open_logs: Callable[[int], list[Any]],
-                 existing: list[Any] | None = None, *, runtime: CoordinatorRuntime, await_fsync: bool = False,
-                 updates_per_snapshot: int = SNAPSHOT_UPDATE_RECORDS_PER_SNAPSHOT) -> None:
-        """``open_logs(n)`` creates the topic's n partition logs; ``existing``: those found on disk;
-        ``updates_per_snapshot``: ``share.coordinator.snapshot.update.records.per.snapshot``."""
+    def __init__(self, clock: Clock, logs: list[Any], *, runtime: CoordinatorRuntime,
+                 await_fsync: bool = False, updates_per_snapshot: int | None = None) -> None:
         self.clock = clock
-        self.updates_per_snapshot = updates_per_snapshot
-        self.num_partitions = num_partitions
-        self._open_logs = open_logs
-        self.runtime = runtime
-        self.await_fsync = await_fsync
-        self.shards: list[ShareStateShard] = [self._shard(p, lg) for p, lg in enumerate(existing or [])]
+        extra = {} if updates_per_snapshot is None else {"updates_per_snapshot": updates_per_snapshot}
+        self.shards = [ShareStateShard(p, lg, clock, runtime=runtime, await_fsync=await_fsync, **extra)
+                       for p, lg in enumerate(logs)]
 
-    def _shard(self, partition: int, log_: Any) -> ShareStateShard:
-        return ShareStateShard(partition, log_, self.clock, runtime=self.runtime, await_fsync=self.await_fsync,
-                               updates_per_snapshot=self.updates_per_snapshot)
+    def shard_for(self, ident: StateKey) -> ShareStateShard:
+        return self.shards[state_partition_for(*ident, len(self.shards))]
 
-    async def load(self) -> None:
-        """Replay the partitions found on disk (none on a broker that never had a share group)."""
-        await asyncio.gather(*(shard.load() for shard in self.shards))
+    def _active(self, ident: StateKey) -> tuple[ShareStateShard | None, ErrorCode]:
+        shard = self.shard_for(ident)
+        if shard.status is ShardStatus.ACTIVE:
+            return shard, E.NONE
+        return None, E.COORDINATOR_LOAD_IN_PROGRESS if shard.status is ShardStatus.LOADING else E.NOT_COORDINATOR
 
-    def ensure(self) -> list[ShareStateShard]:
-        """The shards, the topic created first when it does not exist yet (Active at once: empty)."""
-        if not self.shards:
-            self.shards = [self._shard(p, lg) for p, lg in enumerate(self._open_logs(self.num_partitions))]
-            for shard in self.shards:
-                shard.status = ShardStatus.ACTIVE
-        return self.shards
-
-    def shard_for(self, group_id: str, topic_id: uuid.UUID, partition: int) -> tuple[ShareStateShard, ErrorCode]:
-        shards = self.ensure()
-        shard = shards[state_partition_for(group_id, topic_id, partition, len(shards))]
-        return shard, _STATUS_ERRORS.get(shard.status, ErrorCode.NONE)
-
-    # --- the persister's operations (one share-partition each) ---------------------------------
+    # --- the persister's operations (one share-partition each) ------------------------------
 
     def initialize(self, ident: StateKey, *, state_epoch: int, start_offset: int) -> Promise:
-        """InitializeShareGroupState: a promise of its error code once the snapshot is durable."""
-        shard, error = self.shard_for(*ident)
-        if error is not ErrorCode.NONE:
+        """InitializeShareGroupState: a fresh snapshot (start -1: by ``share.auto.offset.reset``)."""
+        shard, error = self._active(ident)
+        if shard is None:
             return Promise.resolved(error)
-        return _run(shard, shard.initialize(ident, state_epoch=state_epoch, start_offset=start_offset))
-
-    def delete(self, ident: StateKey) -> Promise:
-        """DeleteShareGroupState: a promise of its error code once the tombstone is durable."""
-        if not self.shards:
-            return Promise.resolved(ErrorCode.NONE)  # no topic, no state
-        shard, error = self.shard_for(*ident)
-        if error is not ErrorCode.NONE:
-            return Promise.resolved(error)
-        return _run(shard, shard.delete(ident))
-
-    def read_summary(self, ident: StateKey) -> tuple[PersistedState | None, ErrorCode]:
-        """ReadShareGroupStateSummary: the state (start offset -1 when none) or the shard's error."""
-        if not self.shards:
-            return PersistedState(start_offset=-1), ErrorCode.NONE
-        shard, error = self.shard_for(*ident)
-        return (None, error) if error is not ErrorCode.NONE else (shard.read_summary(ident), error)
+        return _then(shard.run(shard.initialize(ident, state_epoch=state_epoch, start_offset=start_offset)), _code)
 
     def read(self, ident: StateKey, leader_epoch: int = 0) -> Promise:
-        """ReadShareGroupState (the data path's load): a promise of (error, merged state or None);
-        a newer leader epoch is recorded first.  No state: INVALID_REQUEST, as Kafka's shard."""
-        if not self.shards:
-            return Promise.resolved((ErrorCode.INVALID_REQUEST, None))
-        shard, error = self.shard_for(*ident)
-        if error is not ErrorCode.NONE:
+        """ReadShareGroupState: a promise of (error, merged state or None)."""
+        shard, error = self._active(ident)
+        if shard is None:
             return Promise.resolved((error, None))
         result, state = shard.read_state(ident, leader_epoch)
         if state is None:
             return Promise.resolved((ErrorCode(result.response), None))
-        return _then(_run(shard, result), lambda code: (code, state if code is ErrorCode.NONE else None))
+        return _then(shard.run(result), lambda r: (_code(r), state if _code(r) is E.NONE else None))
 
     def write(self, ident: StateKey, write: StateWrite) -> Promise:
-        """WriteShareGroupState (the data path's changes): a promise of its error code once durable."""
-        if not self.shards:
-            return Promise.resolved(ErrorCode.INVALID_REQUEST)  # a write on an uninitialized share-partition
-        shard, error = self.shard_for(*ident)
-        if error is not ErrorCode.NONE:
+        """WriteShareGroupState: a promise of the error code once the record is durable."""
+        shard, error = self._active(ident)
+        if shard is None:
             return Promise.resolved(error)
-        return _run(shard, shard.write_state(ident, write))
+        return _then(shard.run(shard.write_state(ident, write)), _code)
+
+    def read_summary(self, ident: StateKey) -> tuple[ErrorCode, PersistedState]:
+        """ReadShareGroupStateSummary: start offset -1 when the share-partition has no state."""
+        shard, error = self._active(ident)
+        if shard is None:
+            return error, PersistedState(start_offset=-1)
+        return E.NONE, shard.read_summary(ident)
+
+    def delete(self, ident: StateKey) -> Promise:
+        """DeleteShareGroupState: the snapshot key's tombstone (an unknown key is a success)."""
+        shard, error = self._active(ident)
+        if shard is None:
+            return Promise.resolved(error)
+        return _then(shard.run(shard.delete(ident)), _code)
 
     def states_of(self, group_id: str) -> dict[StateKey, PersistedState]:
         """Every share-partition state of ``group_id`` the active shards hold (admin listings)."""
         return {k: v for shard in self.shards if shard.status is ShardStatus.ACTIVE
                 for k, v in shard.states.items() if k[0] == group_id}
 
-    def stop(self) -> None:
-        """Nothing runs in the background yet (pruning and cold snapshots are not built)."""
+    # --- life cycle ------------------------------------------------------------------------------
 
+    async def load(self) -> None:
+        await asyncio.gather(*(shard.load() for shard in self.shards))
 
-def _run(shard: ShareStateShard, result: CoordinatorResult) -> Promise:
-    """The operation's records written; its error code (NONE, or the write's failure)."""
-    result.failed = _write_failed
-    return shard.run(result)
-
-
-def _write_failed(_response: Any, error: ErrorCode) -> ErrorCode:
-    return ErrorCode.COORDINATOR_NOT_AVAILABLE if error is ErrorCode.NOT_LEADER_OR_FOLLOWER else error
-
-
-def _then(promise: Promise, fn: Callable[[Any], Any]) -> Promise:
-    out = Promise()
-    promise.add_done_callback(lambda result: out.set(fn(result)))
-    return out
+    def unload(self) -> None:
+        """Stop answering at once (NOT_COORDINATOR): a reset replaces the coordinator."""
+        for shard in self.shards:
+            shard.status = ShardStatus.FAILED
 
 
 def wait(promise: Promise) -> asyncio.Future:
-    """The promise as an awaitable on the running loop (the data path's handlers await it)."""
+    """The promise as an awaitable on the running loop."""
     fut = asyncio.get_running_loop().create_future()
     promise.add_done_callback(lambda result: fut.done() or fut.set_result(result))
     return fut
