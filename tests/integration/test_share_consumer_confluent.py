@@ -84,7 +84,8 @@ def test_two_consumers_split_the_records_and_none_gets_a_record_twice(broker):
         got = _poll_until([a, b], lambda g: len(g) >= 40)
         assert sorted(_ids(got)) == sorted({(i % 2, i // 2) for i in range(40)})
         assert all(m.delivery_count() == 1 for _i, m in got)
-        _poll_until([a, b], lambda g: True)  # implicit mode: the next poll accepts them
+        a.poll(0.5)  # implicit mode: the next poll accepts them
+        b.poll(0.5)
     finally:
         a.close()
         b.close()
@@ -162,3 +163,40 @@ def test_a_closing_consumer_hands_its_records_to_the_other_at_once(broker):
         assert time.monotonic() - started < 15  # released on close, not after the 30 s lock
     finally:
         b.close()
+
+
+def _alter(raw, group: str, topic: str, start: int):
+    return raw.request(91, 0, {"group_id": group, "topics": [{"topic_name": topic, "partitions": [
+        {"partition_index": 0, "start_offset": start}]}]})
+
+
+def test_offsets_of_an_empty_group_can_be_altered_and_deleted_but_not_while_it_has_members(broker):
+    topic, group = _setup(broker, records=4)
+    c = _consumer(broker, group, topic)
+    try:
+        _poll_until([c], lambda g: len(g) >= 4)
+        c.poll(1.0)  # implicit mode: this poll accepts what the last one returned
+        with client(broker) as raw:
+            assert _alter(raw, group, topic, 0).error_code == 68  # NON_EMPTY_GROUP
+            assert raw.request(92, 0, {"group_id": group, "topics": [{"topic_name": topic}]}).error_code == 68
+    finally:
+        c.close()
+    with client(broker) as raw:
+        listed = describe_offsets(raw, group).groups[0]  # Topics null: every initialized share-partition
+        assert [(t.topic_name, [(p.partition_index, p.start_offset, p.lag) for p in t.partitions])
+                for t in listed.topics] == [(topic, [(0, 4, 0)])]
+        r = _alter(raw, group, topic, 1)
+        assert r.error_code == 0 and r.responses[0].partitions[0].error_code == 0, r
+        assert describe_offsets(raw, group, topic).groups[0].topics[0].partitions[0].start_offset == 1
+    again = _consumer(broker, group, topic)
+    try:
+        got = _poll_until([again], lambda g: len(g) >= 3)
+        assert sorted(m.offset() for _i, m in got) == [1, 2, 3]
+    finally:
+        again.close()
+    with client(broker) as raw:
+        r = raw.request(92, 0, {"group_id": group, "topics": [{"topic_name": topic}, {"topic_name": "nope"}]})
+        assert r.error_code == 0 and [(t.topic_name, t.error_code) for t in r.responses] == [(topic, 0), ("nope", 3)]
+        row = describe_offsets(raw, group, topic).groups[0].topics[0].partitions[0]
+        assert (row.start_offset, row.lag) == (-1, -1)
+        assert raw.request(92, 0, {"group_id": "no-such-group", "topics": [{"topic_name": topic}]}).error_code == 69
