@@ -1,12 +1,12 @@
 """Records/s through one share group with 1, 2 and 4 ShareConsumers, beside a classic consumer group.
 
-One ``odradek serve`` process; in one run and in turn, on a fresh topic of ``--partitions``
-partitions each time: a classic consumer group (one confluent-kafka ``Consumer``, auto
-commit) and a share group (confluent-kafka ``ShareConsumer``s, implicit acknowledgement:
-every batch is accepted by the next poll) of 1, 2 and 4 consumers, each polled from its own
-thread.  The consumers join first and read the empty topic from its end (the default
-``latest``: no GROUP config needed); then ``--records`` records of 100 bytes are produced.
-The rate counts from the first record received to the last; the ratio to the classic
+One in-process broker (``ThreadedBroker``); per round a fresh topic of ``--partitions``
+partitions filled with ``--records`` records of 100 bytes, then read whole, in turn, by a
+classic consumer group (one confluent-kafka ``Consumer``, auto commit) and by share groups
+(confluent-kafka ``ShareConsumer``s, implicit acknowledgement: every batch is accepted by the
+next poll) of 1, 2 and 4 consumers, each polled from its own thread, every group reading from
+the start (``share.auto.offset.reset=earliest`` set on each share group).  The rate counts
+from the first record received to the last (joining left out); the ratio to the classic
 group's rate is the figure to compare (absolute rates on a shared machine drift).
 
     python scripts/bench_share.py [--records 20000] [--partitions 4] [--rounds 2]
@@ -27,10 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Consumer, Producer, ShareConsumer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from odradek.testing.process import serving  # noqa: E402
+from odradek.testing import ThreadedBroker  # noqa: E402
 
 QUIET = {"log_level": 3}
-JOIN_S = 4.0
 
 
 def make_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -53,7 +52,7 @@ def fill(bootstrap: str, topic: str, records: int, partitions: int) -> None:
 
 def classic_consumer(bootstrap: str, topic: str):
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"classic-{uuid.uuid4().hex[:6]}",
-                  "auto.offset.reset": "latest", "enable.auto.commit": True, **QUIET})
+                  "auto.offset.reset": "earliest", "enable.auto.commit": True, **QUIET})
     c.subscribe([topic])
     return c, lambda: [m for m in c.consume(500, 0.5) if m.error() is None]
 
@@ -64,24 +63,21 @@ def share_consumer(bootstrap: str, topic: str, group: str):
     return c, lambda: [m for m in c.poll(0.5) or [] if m.error() is None]
 
 
-def measure(bootstrap: str, records: int, partitions: int, make_consumers) -> float:
-    """Consumers polling in threads; once they have joined and read the (empty) topic from its end,
-    ``records`` are produced; records/s from the first received to the last."""
-    topic = f"bench-{uuid.uuid4().hex[:6]}"
-    make_topic(bootstrap, topic, partitions)
-    consumers = make_consumers(topic)
+def measure(records: int, topic: str, consumers: list) -> float:
+    """The consumers (each polled from its own thread) read ``records`` already in the topic;
+    records/s from the first record any of them received to the last."""
     counts = [0] * len(consumers)
-    stamps: list[float] = []
+    first: list[float] = []
     stop = threading.Event()
 
     def run(i: int) -> None:
         c, poll = consumers[i]
         try:
             while not stop.is_set():
-                got = poll()
-                if got and not stamps:
-                    stamps.append(time.perf_counter())
-                counts[i] += len(got)
+                got = len(poll())
+                if got and not first:
+                    first.append(time.perf_counter())
+                counts[i] += got
                 if sum(counts) >= records:
                     stop.set()
         finally:
@@ -90,14 +86,12 @@ def measure(bootstrap: str, records: int, partitions: int, make_consumers) -> fl
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(consumers))]
     for t in threads:
         t.start()
-    time.sleep(JOIN_S)  # joined, assigned, first fetch done: the share-partitions start at the log end
-    fill(bootstrap, topic, records, partitions)
     stop.wait(300)
     end = time.perf_counter()
     stop.set()
     for t in threads:
         t.join()
-    return sum(counts) / (end - stamps[0])
+    return sum(counts) / (end - first[0])
 
 
 def main() -> None:
@@ -106,17 +100,21 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    with serving(["group.share.heartbeat.interval.ms=500"]) as (_proc, port):
-        bootstrap = f"127.0.0.1:{port}"
+    with ThreadedBroker(overrides={"group.share.heartbeat.interval.ms": 500}) as broker:
+        bootstrap = broker.bootstrap_servers
         rates: dict[str, list[float]] = {}
         for _r in range(args.rounds):
-            rates.setdefault("classic group, 1 consumer", []).append(measure(
-                bootstrap, args.records, args.partitions, lambda t: [classic_consumer(bootstrap, t)]))
+            topic = f"bench-{uuid.uuid4().hex[:6]}"
+            make_topic(bootstrap, topic, args.partitions)
+            fill(bootstrap, topic, args.records, args.partitions)
+            rates.setdefault("classic group, 1 consumer", []).append(
+                measure(args.records, topic, [classic_consumer(bootstrap, topic)]))
             for n in (1, 2, 4):
                 group = f"share-{uuid.uuid4().hex[:6]}"
-                rates.setdefault(f"share group, {n} consumer{'s' if n > 1 else ''}", []).append(measure(
-                    bootstrap, args.records, args.partitions,
-                    lambda t, n=n, group=group: [share_consumer(bootstrap, t, group) for _ in range(n)]))
+                broker.call(lambda g=group: broker.app.group_configs.set_overrides(
+                    g, {"share_auto_offset_reset": "earliest"}))
+                rates.setdefault(f"share group, {n} consumer{'s' if n > 1 else ''}", []).append(
+                    measure(args.records, topic, [share_consumer(bootstrap, topic, group) for _ in range(n)]))
         base = statistics.median(rates["classic group, 1 consumer"])
         print(f"{args.records} records x {args.rounds} rounds, {args.partitions} partitions (median records/s)")
         for name, values in rates.items():
