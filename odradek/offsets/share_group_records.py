@@ -18,8 +18,14 @@ from typing import Any
 
 from ..protocol.primitives import ProtocolError
 from ..protocol.schema import F, Message
-from .consumer_records import Assignment, assignment_rows, rows_assignment
-from .records import RecordDecodeError, RecordEncodeError
+from .consumer_records import (
+    Assignment,
+    assignment_rows,
+    decode_group_record,
+    encode_group_key,
+    rows_assignment,
+)
+from .records import RecordEncodeError
 
 __all__ = [
     "SG_KEY_TYPES", "SG_RECORD_NAMES", "SGMemberKey", "SGMetadataKey", "SGTargetMetadataKey", "SGTargetMemberKey",
@@ -191,13 +197,7 @@ def is_sg_key(key: object) -> bool:
 
 def encode_sg_key(key: Any) -> bytes:
     key_type, msg, _value = _KEYS[type(key)]
-    fields = {"group_id": key.group}
-    if msg is _MEMBER_KEY:
-        fields["member_id"] = key.member
-    try:
-        return _INT16.pack(key_type) + msg.build(fields, 0)
-    except (struct.error, ProtocolError, UnicodeEncodeError) as exc:
-        raise RecordEncodeError(f"cannot encode {key!r}: {exc}") from None
+    return encode_group_key(key_type, msg, key)
 
 
 def _infos(topics: dict[uuid.UUID, TopicPartitionsInfo]) -> list[dict]:
@@ -258,32 +258,5 @@ def _make_value(kind: type, c: Any) -> Any:
 
 
 def decode_sg_record(key_data: bytes, value_data: bytes | None) -> tuple[Any, Any] | None:
-    """(key, value) of a share-group record; None for a key type that is not one.
-
-    Raises ``RecordDecodeError`` for a share-group record that does not parse: a load stops
-    rather than lose group state.
-    """
-    key_data = bytes(key_data)
-    try:
-        (key_type,) = _INT16.unpack_from(key_data, 0)
-    except struct.error:
-        raise RecordDecodeError(f"key of {len(key_data)} bytes has no key type") from None
-    found = _BY_TYPE.get(key_type)
-    if found is None:
-        return None
-    cls, key_msg, value_msg = found
-    try:
-        k = key_msg.parse(key_data[2:], 0)
-        key = cls(k["group_id"], k["member_id"]) if key_msg is _MEMBER_KEY else cls(k["group_id"])
-    except ProtocolError as exc:
-        raise RecordDecodeError(f"cannot decode key of type {key_type}: {exc}") from None
-    if value_data is None:
-        return key, None
-    value_data = bytes(value_data)
-    try:
-        (version,) = _INT16.unpack_from(value_data, 0)
-        if version != 0:
-            raise RecordDecodeError(f"unknown value version {version} for {key}")
-        return key, _make_value(cls, value_msg.parse(value_data[2:], 0))
-    except (struct.error, ProtocolError) as exc:
-        raise RecordDecodeError(f"cannot decode value of {key}: {exc}") from None
+    """(key, value) of a share-group record; None for a key type that is not one."""
+    return decode_group_record(_BY_TYPE, _make_value, key_data, value_data)

@@ -49,6 +49,8 @@ from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus
 from . import share_assignor
 from .consumer_group import TopicsView
+from .consumer_heartbeat import HeartbeatResult as ShareHeartbeatResult  # the same answer's fields
+from .consumer_heartbeat import Refused, failed_answer, write_failed
 from .shard import Shard
 from .share_group import ShareGroup, ShareMember
 
@@ -71,29 +73,6 @@ class ShareHeartbeatRequest:
     subscribed_topic_names: list[str] | None = None
     client_id: str = ""
     client_host: str = ""
-
-
-@dataclass
-class ShareHeartbeatResult:
-    error: ErrorCode = ErrorCode.NONE
-    message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: Assignment | None = None
-
-    @classmethod
-    def failed(cls, error: ErrorCode, message: str | None = None) -> ShareHeartbeatResult:
-        return cls(error, message)
-
-
-class Refused(Exception):
-    """A heartbeat answered with an error (and no records)."""
-
-    def __init__(self, error: ErrorCode, message: str | None = None):
-        super().__init__(message)
-        self.error = error
-        self.message = message
 
 
 def validate(req: ShareHeartbeatRequest) -> None:
@@ -122,10 +101,10 @@ def share_heartbeat(coordinator: GroupShards, req: ShareHeartbeatRequest) -> Pro
     try:
         validate(req)
     except Refused as exc:
-        return _fail(exc.error, exc.message)
+        return failed_answer(exc.error, exc.message)
     shard, error = coordinator.check(req.group_id, allow_empty=False)
     if error is not E.NONE:
-        return _fail(error)
+        return failed_answer(error)
     init: dict[uuid.UUID, TopicPartitionsInfo] = {}
     try:
         if req.member_epoch == LEAVE_EPOCH:
@@ -133,8 +112,8 @@ def share_heartbeat(coordinator: GroupShards, req: ShareHeartbeatRequest) -> Pro
         else:
             result, records, init = _heartbeat(shard, coordinator, req)
     except Refused as exc:
-        return _fail(exc.error, exc.message)
-    promise = shard.run(CoordinatorResult(records, result, _write_failed), replay_now=True)
+        return failed_answer(exc.error, exc.message)
+    promise = shard.run(CoordinatorResult(records, result, write_failed), replay_now=True)
     if result.member_epoch >= 0:
         group = shard.share_groups.get(req.group_id)
         member = group.members.get(result.member_id) if group is not None else None
@@ -149,16 +128,6 @@ def share_heartbeat(coordinator: GroupShards, req: ShareHeartbeatRequest) -> Pro
         promise.add_done_callback(lambda r: r.error is E.NONE and initialize_partitions(
             coordinator.share_persister, shard, req.group_id, epoch, init))
     return promise
-
-
-def _fail(error: ErrorCode, message: str | None = None) -> Promise:
-    return Promise.resolved(ShareHeartbeatResult.failed(error, message))
-
-
-def _write_failed(_result: ShareHeartbeatResult, error: ErrorCode) -> ShareHeartbeatResult:
-    mapped = {E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR, E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
-              E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR, E.INVALID_RECORD: E.UNKNOWN_SERVER_ERROR}
-    return ShareHeartbeatResult.failed(mapped.get(error, E.COORDINATOR_NOT_AVAILABLE))
 
 
 def other_kind(shard: Shard, group_id: str) -> bool:
@@ -220,9 +189,9 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, req: ShareHeartbeatReques
     bump = subscription_changed
     members = dict(group.members)
     members[member.member_id] = current = replace(member, meta=meta, session_timer=None)
-    if not bump and group.members:
-        bump = _initialized_unassigned(group, members)
     metadata = _metadata(members, topics)
+    if not bump and group.members:
+        bump = _initialized_unassigned(group, metadata)
     if bump or group.topics_version != topics.version():
         group.topics_version = topics.version()  # live cache, not state
         if metadata_hash(metadata) != group.metadata_hash:
@@ -260,17 +229,18 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, req: ShareHeartbeatReques
             records, init)
 
 
-def _initialized_unassigned(group: ShareGroup, members: dict[str, ShareMember]) -> bool:
+def _initialized_unassigned(group: ShareGroup, metadata: dict[str, tuple[uuid.UUID, int]]) -> bool:
     """Some subscribed topic's initialized partitions differ from what the target assignment
-    hands out of it (partitions finished initializing since the last assignment)."""
-    subscribed = {n for m in members.values() for n in m.meta.subscribed_topic_names}
+    hands out of it (partitions finished initializing since the last assignment).  Only topics
+    that exist as initialized count: a deleted (or re-created) one is the metadata's business."""
     for tid, info in group.initialized.items():
-        if info.topic_name not in subscribed:
+        found = metadata.get(info.topic_name)
+        if found is None or found[0] != tid:
             continue
         assigned: set[int] = set()
         for target in group.targets.values():
             assigned |= target.get(tid, frozenset())
-        if assigned != set(info.partitions):
+        if assigned != {p for p in info.partitions if p < found[1]}:
             return True
     return False
 

@@ -21,6 +21,7 @@ from ..coordinator.share_heartbeat import (
     share_heartbeat,
 )
 from ..dispatch import HandlerTable, RequestContext, answer_when
+from .consumer_groups import heartbeat_response  # ShareGroupHeartbeatResponse has the same fields
 
 if TYPE_CHECKING:
     from ..coordinator.service import Coordinator
@@ -53,17 +54,6 @@ def handle_share_group_heartbeat(app: ShareGroupServices, ctx: RequestContext, r
         subscribed_topic_names=None if names is None else list(names),
         client_id=ctx.client_id or "", client_host=ctx.client_host)
     return answer_when(share_heartbeat(coordinator, request), heartbeat_response)
-
-
-def heartbeat_response(result: ShareHeartbeatResult) -> dict:
-    assignment = None
-    if result.assignment is not None:  # the member's whole set, by topic id
-        assignment = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
-                                           for t, ps in sorted(result.assignment.items(), key=lambda i: i[0].bytes)
-                                           if ps]}
-    return {"throttle_time_ms": 0, "error_code": result.error, "error_message": result.message,
-            "member_id": result.member_id, "member_epoch": result.member_epoch,
-            "heartbeat_interval_ms": result.heartbeat_interval_ms, "assignment": assignment}
 
 
 def handle_share_group_describe(app: ShareGroupServices, ctx: RequestContext, req) -> dict:

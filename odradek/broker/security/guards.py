@@ -519,11 +519,14 @@ def share_group_describe(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     hold a topic the principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without its
     members (KafkaApis ``handleShareGroupDescribe``)."""
     def check(body: dict) -> dict:
-        for d in body["groups"]:
+        for i, d in enumerate(body["groups"]):
             names = {tp["topic_name"] for m in d.get("members") or () for tp in m["assignment"]["topic_partitions"]}
             if names and len(g.authz.allowed_names(ctx, Op.DESCRIBE, R.TOPIC, names)) < len(names):
-                d.update(error_code=TOPIC_DENIED, error_message="The described group uses topics that the client "
-                         "is not authorized to describe.", members=[])
+                body["groups"][i] = {  # a fresh error entry: nothing of the group shows
+                    "error_code": TOPIC_DENIED, "group_id": d["group_id"], "group_state": "", "group_epoch": 0,
+                    "assignment_epoch": 0, "assignor_name": "", "members": [], "authorized_operations": OMITTED,
+                    "error_message": "The group has described topic(s) that the client is not authorized to "
+                                     "describe."}
             elif d.get("authorized_operations", OMITTED) != OMITTED:
                 d["authorized_operations"] = g.authz.operations(ctx, R.GROUP, d["group_id"])
         return body
