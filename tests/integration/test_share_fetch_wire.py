@@ -199,9 +199,11 @@ def test_a_waiting_fetch_is_woken_by_a_produce(c, broker):
     tid = _topic(c, batches=0)
     share_fetch(c, "g", "m1", 0, fetch_topics(tid, 0))
     with client(broker) as producer:  # the fetch below waits; the produce comes from another connection
-        threading.Timer(0.2, produce, (producer, "t", 1, 3)).start()
+        later = threading.Timer(0.2, produce, (producer, "t", 1, 3))
+        later.start()
         started = time.monotonic()
         r = share_fetch(c, "g", "m1", 1, [], max_wait_ms=5000)
+        later.join()
         assert offsets_of(r) == [0, 1, 2] and time.monotonic() - started < 4
 
 

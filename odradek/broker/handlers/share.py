@@ -4,8 +4,8 @@ Kafka's ``KafkaApis.handleShareFetchRequest`` / ``handleShareAcknowledgeRequest`
 share-partition manager (``share/manager.py``) and the share sessions
 (``share/sessions.py``).  The order of checks is Kafka's:
 
-1. share groups off (``share.version`` < 1) -> UNSUPPORTED_VERSION at the top; READ on the
-   group (the guard) -> GROUP_AUTHORIZATION_FAILED; a member id empty or over 36
+1. share groups off (``group.share.enable`` false, ``share.version`` < 1) -> UNSUPPORTED_VERSION
+   at the top; READ on the group (the guard) -> GROUP_AUTHORIZATION_FAILED; a member id empty or over 36
    characters -> INVALID_REQUEST; a v2 renew-only request must ask for nothing to fetch;
 2. the share session (epoch 0 opens one and may carry no acknowledgements, n > 0 goes on,
    -1 ends it after its acknowledgements) -> SHARE_SESSION_NOT_FOUND,
@@ -35,14 +35,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ...protocol.errors import ErrorCode
 from ...shares.partition import AckBatch, AckType
 from ..dispatch import AUTHORIZED_TOPICS, HandlerTable, RequestContext
-from ..features import SHARE_VERSION
 from ..share.manager import PartitionFetch, SharePartitionError
 from ..share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 
 if TYPE_CHECKING:
     from ..coordinator.group_configs import GroupConfigs
+    from ..coordinator.service import Coordinator
     from ..dataplane import DataPlane, TopicRegistry
-    from ..features import Features
     from ..share.manager import SharePartitionManager
     from ..share.sessions import ShareSessionCache
 
@@ -57,7 +56,7 @@ class ShareServices(Protocol):
 
     topics: TopicRegistry
     dataplane: DataPlane
-    features: Features
+    coordinator: Coordinator | None
     group_configs: GroupConfigs
     cluster_id: str
     share_partitions: SharePartitionManager
@@ -69,9 +68,10 @@ def register(table: HandlerTable, app: ShareServices) -> None:
     table.register(79, partial(share_acknowledge, app), "1-2")
 
 
-def share_groups_enabled(features: Features) -> bool:
-    """Kafka's ``isShareGroupProtocolEnabled``: the finalized ``share.version`` is 1 or more."""
-    return SHARE_VERSION in features.supported and features.level(SHARE_VERSION) >= 1
+def share_groups_enabled(coordinator: Coordinator | None) -> bool:
+    """Kafka's ``isShareGroupProtocolEnabled`` (``group.share.enable`` or ``share.version`` >= 1),
+    decided where the group coordinator decides it for the heartbeat."""
+    return coordinator is not None and coordinator.share_groups_enabled()
 
 
 # --- the request, read once -------------------------------------------------------------------
@@ -191,7 +191,7 @@ async def share_fetch(app: ShareServices, ctx: RequestContext, req: Any) -> dict
     version = ctx.api_version
     group, member, epoch = req["group_id"], req["member_id"], req["share_session_epoch"]
     lock_ms = app.group_configs.effective(group or "").share_record_lock_duration_ms
-    if not share_groups_enabled(app.features):
+    if not share_groups_enabled(app.coordinator):
         return _top(E.UNSUPPORTED_VERSION, 0)
     error = _member_error(req)
     renew = version >= RENEW_VERSION and req["is_renew_ack"]
@@ -282,7 +282,7 @@ async def share_acknowledge(app: ShareServices, ctx: RequestContext, req: Any) -
     version = ctx.api_version
     group, member, epoch = req["group_id"], req["member_id"], req["share_session_epoch"]
     lock_ms = app.group_configs.effective(group or "").share_record_lock_duration_ms
-    if not share_groups_enabled(app.features):
+    if not share_groups_enabled(app.coordinator):
         return _top(E.UNSUPPORTED_VERSION, 0)
     error = _member_error(req)
     if error is not None:

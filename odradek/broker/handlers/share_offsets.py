@@ -28,13 +28,12 @@ from ...protocol.errors import ErrorCode
 from ...protocol.primitives import ZERO_UUID
 from ..dispatch import AUTHORIZED_TOPICS, HandlerTable, RequestContext
 from ..share.coordinator import wait
-from ..share.groups import ShareGroupStatus, share_group_status
+from ..share.groups import ShareGroupStatus, initialized_partitions, record_initialized, share_group_status
 from .share import share_groups_enabled
 
 if TYPE_CHECKING:
     from ..coordinator.service import Coordinator
     from ..dataplane import TopicRegistry
-    from ..features import Features
     from ..share.coordinator import ShareCoordinator
     from ..share.manager import SharePartitionManager
 
@@ -45,7 +44,6 @@ class ShareOffsetServices(Protocol):
     """What the share offset admin APIs use of the broker (``BrokerApp`` wires it)."""
 
     topics: TopicRegistry
-    features: Features
     cluster_id: str
     coordinator: Coordinator | None
     share_coordinator: ShareCoordinator | None
@@ -76,19 +74,24 @@ def _group_error(group_id: str, code: ErrorCode) -> dict:
 
 def _describe_group(app: ShareOffsetServices, req: Any, g: Any) -> dict:
     group_id = g["group_id"]
-    if not share_groups_enabled(app.features):
+    if not share_groups_enabled(app.coordinator):
         return _group_error(group_id, E.UNSUPPORTED_VERSION)
     coordinator = app.share_coordinator
     if not group_id:
         return _group_error(group_id, E.INVALID_GROUP_ID)
     if coordinator is None:
         return _group_error(group_id, E.COORDINATOR_NOT_AVAILABLE)
-    if g["topics"] is None:
+    if g["topics"] is None:  # every initialized share-partition (those with state, for a group unknown here)
+        initialized = initialized_partitions(app.coordinator, group_id)
+        if initialized is None:
+            initialized = {}
+            for _group, tid, partition in coordinator.states_of(group_id):
+                initialized.setdefault(tid, set()).add(partition)
         wanted: dict[str, list[int]] = {}
-        for _group, topic_id, partition in sorted(coordinator.states_of(group_id), key=lambda k: (str(k[1]), k[2])):
-            name = app.topics.name_by_id(topic_id, app.cluster_id)
+        for tid, partitions in initialized.items():
+            name = app.topics.name_by_id(tid, app.cluster_id)
             if name is not None:
-                wanted.setdefault(name, []).append(partition)
+                wanted[name] = sorted(partitions)
     else:
         wanted = {}
         for t in g["topics"]:
@@ -131,7 +134,7 @@ def _top(code: ErrorCode, responses: list | None = None) -> dict:
 
 def _checked_group(app: ShareOffsetServices, group_id: str, absent_ok: bool) -> ErrorCode:
     """The group-level answer before any topic is looked at (Kafka's order)."""
-    if not share_groups_enabled(app.features):
+    if not share_groups_enabled(app.coordinator):
         return E.UNSUPPORTED_VERSION
     if not group_id:
         return E.INVALID_GROUP_ID
@@ -159,7 +162,7 @@ async def alter_share_group_offsets(app: ShareOffsetServices, ctx: RequestContex
         name = t["topic_name"]
         topic_id = app.topics.id_by_name(name, app.cluster_id)
         count = app.topics.partition_count(name) if topic_id is not None else None
-        rows = []
+        rows, done = [], set()
         for p in t["partitions"]:
             index = p["partition_index"]
             if name not in allowed:
@@ -168,11 +171,16 @@ async def alter_share_group_offsets(app: ShareOffsetServices, ctx: RequestContex
                 code = E.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 ident = (group_id, topic_id, index)
-                _e, summary = coordinator.read_summary(ident)
-                code = ErrorCode(await wait(coordinator.initialize(ident, state_epoch=summary.state_epoch + 1,
-                                                                   start_offset=p["start_offset"])))
+                code, summary = coordinator.read_summary(ident)
+                if code is E.NONE:
+                    code = ErrorCode(await wait(coordinator.initialize(ident, state_epoch=summary.state_epoch + 1,
+                                                                       start_offset=p["start_offset"])))
                 app.share_partitions.forget([ident])
+                if code is E.NONE:
+                    done.add(index)
             rows.append({"partition_index": index, "error_code": code, "error_message": None})
+        if done:  # the group's next heartbeat must not initialize them again (start offset -1)
+            await wait(record_initialized(app.coordinator, group_id, topic_id, name, done, initialized=True))
         responses.append({"topic_name": name, "topic_id": topic_id or ZERO_UUID, "partitions": rows})
     return _top(E.NONE, responses)
 
@@ -200,6 +208,8 @@ async def delete_share_group_offsets(app: ShareOffsetServices, ctx: RequestConte
                 result = ErrorCode(await wait(coordinator.delete(key)))
                 code = result if code is E.NONE else code
             app.share_partitions.forget(keys)
+            if code is E.NONE:  # the topic is initialized afresh when a member subscribes it again
+                await wait(record_initialized(app.coordinator, group_id, topic_id, name, set(), initialized=False))
         responses.append({"topic_name": name, "topic_id": topic_id or ZERO_UUID, "error_code": code,
                           "error_message": None})
     return _top(E.NONE, responses)
