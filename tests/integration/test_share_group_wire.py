@@ -313,6 +313,15 @@ def test_a_deleted_topic_leaves_the_assignment_once(kbroker):
         for _ in range(3):
             steady = c.request(HEARTBEAT, 1, hb("sg-doomed", "m", after.member_epoch))
             assert (steady.error_code, steady.member_epoch, steady.assignment) == (E.NONE, after.member_epoch, None)
+        group = kbroker.app.coordinator.shard_for("sg-doomed").share_groups["sg-doomed"]
+        assert not [i for i in group.initialized.values() if i.topic_name == name]  # forgotten
+        assert not [k for shard in kbroker.app.share_coordinator.shards for k in shard.states if k[0] == "sg-doomed"]
+        create_topic_kafka_python(kbroker.bootstrap_servers, name, 3)  # the same name again: a new topic
+        epoch = after.member_epoch
+        for _ in range(3):
+            r = c.request(HEARTBEAT, 1, hb("sg-doomed", "m", epoch))
+            epoch = r.member_epoch
+        assert parts(c.request(HEARTBEAT, 1, hb("sg-doomed", "m", 0, [name]))) == {0, 1, 2}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
