@@ -169,6 +169,15 @@ def test_group_ids_of_other_kinds(kbroker, topic):
         [v6] = c.request(15, 6, {"groups": ["sg-kind"], "include_authorized_operations": False}).groups
         assert (v6.error_code, v6.error_message, v6.group_state) == (
             E.GROUP_ID_NOT_FOUND, "Group sg-kind is not a classic group.", "Dead")
+        [v5] = c.request(15, 5, {"groups": ["sg-kind"], "include_authorized_operations": False}).groups
+        assert (v5.error_code, v5.group_state) == (E.NONE, "Dead")
+        [cgd] = c.request(69, 1, {"group_ids": ["sg-kind"], "include_authorized_operations": False}).groups
+        assert (cgd.error_code, cgd.error_message) == (E.GROUP_ID_NOT_FOUND, "Group sg-kind is not a consumer group.")
+        join_group = c.request(11, 9, {"group_id": "sg-kind", "session_timeout_ms": 10000,
+                                       "rebalance_timeout_ms": 10000, "member_id": "", "group_instance_id": None,
+                                       "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
+                                       "reason": None})
+        assert join_group.error_code == E.GROUP_ID_NOT_FOUND
         listed = c.request(16, 5, {"states_filter": [], "types_filter": ["share"]}).groups
         assert ("sg-kind", "share", "Stable", "share") in {(g.group_id, g.protocol_type, g.group_state, g.group_type)
                                                             for g in listed}
