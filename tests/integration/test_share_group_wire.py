@@ -177,7 +177,7 @@ def test_group_ids_of_other_kinds(kbroker, topic):
                                        "rebalance_timeout_ms": 10000, "member_id": "", "group_instance_id": None,
                                        "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
                                        "reason": None})
-        assert join_group.error_code == E.GROUP_ID_NOT_FOUND
+        assert (join_group.error_code, join_group.member_id) == (E.INCONSISTENT_GROUP_PROTOCOL, "")
         listed = c.request(16, 5, {"states_filter": [], "types_filter": ["share"]}).groups
         assert ("sg-kind", "share", "Stable", "share") in {(g.group_id, g.protocol_type, g.group_state, g.group_type)
                                                             for g in listed}
