@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import json
+import re
 import struct
 import uuid
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -29,6 +32,7 @@ from odradek.offsets.share_group_records import (
     encode_sg_key,
     encode_sg_value,
 )
+from odradek.protocol.schema import Message
 
 T1 = uuid.UUID("0f0e0d0c-0b0a-0908-0706-050403020100")
 T2 = uuid.UUID("10000000-0000-0000-0000-000000000002")
@@ -103,3 +107,46 @@ def test_dump_log_names_them_as_kafka():
     assert out["key"] == {"type": "ShareGroupCurrentMemberAssignment", "group": "g", "member": "m"}
     assert out["value"]["member_epoch"] == 3
     assert out["value"]["assigned"] == {str(T1): [2]}
+
+
+RECORD_SPECS = Path(__file__).resolve().parents[2].parent / "shared" / "kafka-spec" / "kafka-4.2" / "records"
+
+
+def _spec_paths(fields: list, common: dict, prefix: str = "") -> dict[str, str]:
+    """path -> Kafka's type name, through commonStructs."""
+    out = {}
+    for f in fields:
+        path = prefix + re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", f["name"]).lower()
+        out[path] = f["type"]
+        inner = f.get("fields") or common.get(f["type"].removeprefix("[]"), [])
+        out |= _spec_paths(inner, common, path + ".")
+    return out
+
+
+def _our_paths(fields, prefix: str = "") -> set[str]:
+    out = set()
+    for f in fields:
+        out.add(prefix + f.name)
+        out |= _our_paths(f.fields or [], prefix + f.name + ".")
+    return out
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not RECORD_SPECS.is_dir(), reason=f"Kafka 4.2's record specs not found at {RECORD_SPECS} "
+                                                      "(optional; the byte tests above are the coverage)")
+@pytest.mark.parametrize("name", ["ShareGroupMemberMetadata", "ShareGroupMetadata", "ShareGroupTargetAssignmentMetadata",
+                                  "ShareGroupTargetAssignmentMember", "ShareGroupCurrentMemberAssignment",
+                                  "ShareGroupStatePartitionMetadata"])
+def test_declared_as_kafka_42_records(name):
+    from odradek.offsets import share_group_records as sgr
+
+    def load(kind: str) -> dict:
+        text = (RECORD_SPECS / f"{name}{kind}.json").read_text(encoding="utf-8")
+        return json.loads("\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("//")))
+    key, value = load("Key"), load("Value")
+    ours = next(m for m in vars(sgr).values() if isinstance(m, Message) and m.name == f"{name}Value")
+    common = {s["name"]: s["fields"] for s in value.get("commonStructs", [])}
+    assert _our_paths(ours.fields) == set(_spec_paths(value["fields"], common))
+    assert (value["validVersions"], value["flexibleVersions"]) == ("0", "0+")
+    key_type = next(t for cls, (t, _k, v) in sgr._KEYS.items() if v is ours)
+    assert key["apiKey"] == value["apiKey"] == key_type
