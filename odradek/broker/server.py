@@ -19,6 +19,7 @@ import socket
 import struct
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -194,6 +195,8 @@ class KafkaServer:
         self.security_events: Counter[tuple[str, str, str]] = Counter()
         self._addresses: list[tuple[str, int, Any]] = []  # where each listener was bound (broker_down)
         self._down: asyncio.TimerHandle | None = None
+        # told the id of every connection that closes (share sessions end with theirs)
+        self.connection_closed: Callable[[int], None] | None = None
 
     def attach_runtime(self, runtime: CoordinatorRuntime) -> None:
         """Answer each loop turn's reads through the coordinator runtime (``runtime/runtime.py``).
@@ -541,6 +544,8 @@ class Connection(asyncio.Protocol):
         self.queue.clear()
         self.server._connections.discard(self)
         self.server.open_connections -= 1
+        if self.server.connection_closed is not None:
+            self.server.connection_closed(self.id)
         self.log.info("connection.close", reason=self.close_reason or (str(exc) if exc else "client closed"))
 
     def pause_writing(self) -> None:

@@ -1,6 +1,7 @@
 """Reset: the running broker back to empty in one call, for a broker shared by many tests.
 
-Gone: every topic and its logs, every group and committed offset, producer
+Gone: every topic and its logs, every group and committed offset, share-partition states, share
+sessions and live share-partitions, producer
 state, fetch sessions, broker settings changed at runtime (AlterConfigs on the broker: back to
 the static configuration), client quotas (AlterClientQuotas), feature levels (UpdateFeatures),
 client-metrics resources and telemetry instances (``_STORES``: one list, for the running
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
     from ..fetch_sessions import FetchSessionCache
     from ..runtime.runtime import CoordinatorRuntime
     from ..schema_registry import SchemaStore
+    from ..share.coordinator import ShareCoordinator
     from ..txn import TransactionCoordinator
 
 log = structlog.get_logger("odradek.control")
@@ -96,6 +98,7 @@ class ResetServices(Protocol):
     client_metrics: ClientMetricsManager
     coordinator: Coordinator | None
     txn_coordinator: TransactionCoordinator | None
+    share_coordinator: ShareCoordinator | None
     fetch_sessions: FetchSessionCache
     schema_store: SchemaStore | None
 
@@ -130,6 +133,8 @@ async def reset_broker(app: ResetServices, lock: asyncio.Lock) -> dict[str, Any]
         await app.coordinator.load()  # empty logs: at once
         if app.txn_coordinator is not None:
             await app.txn_coordinator.load()
+        if app.share_coordinator is not None:  # share-partition states went with __share_group_state
+            await app.share_coordinator.load()
         await app.topics.save()
         await asyncio.to_thread(_make_durable, app, app.logs.checkpoint_snapshot())
         cleanup = asyncio.ensure_future(_remove_old(old_logs))

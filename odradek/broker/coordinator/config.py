@@ -32,6 +32,10 @@ class CoordinatorConfig:
     consumer_session_timeout_ms: int = 45000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_max_size: int = 2**31 - 1
+    # KIP-932 share groups (Kafka's GroupCoordinatorConfig / ShareGroupConfig names in from_config)
+    share_enable: bool = False  # group.share.enable: on even when share.version is 0
+    share_max_size: int = 200
+    share_initialize_retry_interval_ms: int = 30000
 
     @classmethod
     def from_config(cls, config: Any) -> CoordinatorConfig:
@@ -54,6 +58,9 @@ class CoordinatorConfig:
             consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
             consumer_assignors=tuple(config["group.consumer.assignors"].split(",")),
             consumer_max_size=config["group.consumer.max.size"],
+            share_enable=config["group.share.enable"],
+            share_max_size=config["group.share.max.size"],
+            share_initialize_retry_interval_ms=config["group.share.initialize.retry.interval.ms"],
         )
 
     @property

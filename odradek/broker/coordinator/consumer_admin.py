@@ -51,7 +51,7 @@ def _describe_one(coordinator: GroupShards, group_id: str, with_ops: bool) -> di
         return _error(group_id, error)
     group = shard.consumer_groups.get(group_id)
     if group is None:
-        if shard.group(group_id) is not None:
+        if shard.group(group_id) is not None or group_id in shard.share_groups:
             return _error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         return _error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
     names = {t.topic_id: t.topic_name for t in group.subscription_metadata.values()}

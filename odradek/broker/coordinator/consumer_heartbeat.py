@@ -187,7 +187,7 @@ def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: Heartb
     """A promise of a :class:`HeartbeatResult` once the request's records are durable and replayed."""
     config = coordinator.config
     if not coordinator.consumer_protocol_enabled():
-        return _fail(E.UNSUPPORTED_VERSION, "The consumer group protocol is not enabled.")
+        return failed_answer(E.UNSUPPORTED_VERSION, "The consumer group protocol is not enabled.")
     shard, error = coordinator.check(req.group_id, allow_empty=False)
     if error is E.NONE:  # a steady heartbeat passes every validation by construction (see _steady)
         steady = _steady(shard, topics, req)
@@ -196,17 +196,17 @@ def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: Heartb
     try:
         validate(req, config.consumer_assignors)
     except Refused as exc:
-        return _fail(exc.error, exc.message)
+        return failed_answer(exc.error, exc.message)
     if error is not E.NONE:
-        return _fail(error)
+        return failed_answer(error)
     try:
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             result, records = _leave(shard, topics, req)
         else:
             result, records = _heartbeat(shard, coordinator, topics, req)
     except Refused as exc:
-        return _fail(exc.error, exc.message)
-    promise = shard.run(CoordinatorResult(records, result, _write_failed), replay_now=True)
+        return failed_answer(exc.error, exc.message)
+    promise = shard.run(CoordinatorResult(records, result, write_failed), replay_now=True)
     _arm(shard, req, result)  # the records are applied already (replay_now)
     return promise
 
@@ -242,11 +242,11 @@ def steady_heartbeat(shard: Shard, topics: TopicsView, group_id: str, member_id:
     return HeartbeatResult(E.NONE, None, member_id, epoch, shard.config.consumer_heartbeat_interval_ms, None)
 
 
-def _fail(error: ErrorCode, message: str | None = None) -> Promise:
+def failed_answer(error: ErrorCode, message: str | None = None) -> Promise:
     return Promise.resolved(HeartbeatResult.failed(error, message))
 
 
-def _write_failed(_result: HeartbeatResult, error: ErrorCode) -> HeartbeatResult:
+def write_failed(_result: HeartbeatResult, error: ErrorCode) -> HeartbeatResult:
     mapped = {E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR, E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
               E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR, E.INVALID_RECORD: E.UNKNOWN_SERVER_ERROR}
     return HeartbeatResult.failed(mapped.get(error, E.COORDINATOR_NOT_AVAILABLE))
@@ -268,6 +268,8 @@ def _find_group(shard: Shard, req: HeartbeatRequest, records: list) -> ConsumerG
     if group is not None:
         return group
     classic = shard.groups.get(req.group_id)
+    if req.group_id in shard.share_groups:  # no conversion between share and consumer groups
+        raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
     if req.member_epoch != 0:
         raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
     if classic is not None and classic.state is not GroupState.DEAD:
