@@ -264,3 +264,27 @@ def test_share_isolation_level_over_transactions(c, broker, isolation, delivered
         assert describe_offsets(c, "g", "tx").groups[0].topics[0].partitions[0].start_offset == 10
     finally:
         broker.call(lambda: broker.app.group_configs.set_overrides("g", {}))
+
+
+def test_acls_as_kafka_checks_them(tmp_path):
+    """READ on the group (GROUP_AUTHORIZATION_FAILED at the top), READ on each topic
+    (TOPIC_AUTHORIZATION_FAILED on its partitions); DESCRIBE on the group for its offsets."""
+    anon, literal, deny = "User:ANONYMOUS", 3, 2
+    topic_r, group_r, read, describe_op = 2, 3, 3, 8
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "allow.everyone.if.no.acl.found": "true"}
+    with ThreadedBroker(tmp_path, overrides=overrides) as b, client(b) as c:
+        tid = _topic(c, "open", batches=1)
+        hidden = _topic(c, "hidden", batches=1)
+        acls = [(group_r, "g-denied", read), (group_r, "g-denied", describe_op), (topic_r, "hidden", read)]
+        created = c.request(30, 3, {"creations": [
+            {"resource_type": t, "resource_name": n, "resource_pattern_type": literal, "principal": anon,
+             "host": "*", "operation": op, "permission_type": deny} for t, n, op in acls]})
+        assert [r.error_code for r in created.results] == [0, 0, 0]
+        assert share_fetch(c, "g-denied", "m", 0, fetch_topics(tid, 0)).error_code == 30
+        assert share_ack(c, "g-denied", "m", 1, acks(tid, 0, (0, 0, [ACCEPT]))).error_code == 30
+        r = share_fetch(c, "g", "m", 0, fetch_topics(tid, 0) + fetch_topics(hidden, 0))
+        rows = {t.topic_id: t.partitions[0] for t in r.responses}
+        assert rows[hidden].error_code == 29 and rows[hidden].acquired_records == []
+        assert rows[tid].error_code == 0 and len(rows[tid].acquired_records) == 1
+        assert describe_offsets(c, "g-denied", "open").groups[0].error_code == 30
