@@ -288,3 +288,13 @@ def test_acls_as_kafka_checks_them(tmp_path):
         assert rows[hidden].error_code == 29 and rows[hidden].acquired_records == []
         assert rows[tid].error_code == 0 and len(rows[tid].acquired_records) == 1
         assert describe_offsets(c, "g-denied", "open").groups[0].error_code == 30
+
+
+def test_record_limit_mode_acquires_exactly_max_records_on_v2(c):
+    tid = _topic(c, batches=2)  # two log batches of 5
+    exact = share_fetch(c, "g", "m1", 0, fetch_topics(tid, 0), version=2, max_records=3, share_acquire_mode=1)
+    assert acquired(exact) == [(0, 2, 1)]
+    rest = share_fetch(c, "g", "m1", 1, [], version=2, max_records=3, share_acquire_mode=1)
+    assert acquired(rest) == [(3, 5, 1)]
+    whole = share_fetch(c, "g", "m1", 2, [], version=2, max_records=1)  # batch_optimized: the rest of the batch
+    assert acquired(whole) == [(6, 9, 1)]
