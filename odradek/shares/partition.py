@@ -369,13 +369,12 @@ class SharePartition:
                 continue
             if b.last_offset >= self.end_offset:
                 raise ShareAckError(INVALID_REQUEST, f"offsets up to {b.last_offset} were never acquired")
-            for i, offset in enumerate(range(b.first_offset, b.last_offset + 1)):
-                if offset < self.start_offset:
-                    continue
+            # from the start offset on: a range reaching far below it (a hostile first offset) costs nothing
+            for offset in range(max(b.first_offset, self.start_offset), b.last_offset + 1):
                 rec = self.records[offset]
                 if rec.state != RecordState.ACQUIRED or rec.member != member:
                     raise ShareAckError(INVALID_RECORD_STATE, f"offset {offset} is not acquired by this member")
-                plan.append((offset, types[0] if len(types) == 1 else types[i]))
+                plan.append((offset, types[0] if len(types) == 1 else types[offset - b.first_offset]))
         return plan
 
     # -- taking records back ------------------------------------------------------------

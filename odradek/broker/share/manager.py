@@ -142,6 +142,8 @@ class SharePartitionManager:
         key = (group, topic_id, partition)
         entry = self.entries.get(key)
         if entry is None or entry.topic != topic:
+            if entry is not None:  # the id now names another topic: the old state machine goes
+                self._drop(entry)
             entry = self.entries[key] = _Entry(key, topic)
         return entry, self._log(topic, partition)
 
