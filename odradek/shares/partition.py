@@ -261,7 +261,7 @@ class SharePartition:
             first = self.end_offset  # holes before a batch (compacted away) ride along; clients ack them GAP
             stop = min(batch.last_offset + 1, first + budget) if record_limit else batch.last_offset + 1
             for offset in range(first, stop):
-                if dead.covers(offset):
+                if dead.ranges and dead.covers(offset):
                     self.records[offset] = InFlight(RecordState.ARCHIVED, 1)
                     archived.append(offset)
                     entry = self._close_entry(entry, acquired, 1)
