@@ -169,6 +169,15 @@ def test_group_ids_of_other_kinds(kbroker, topic):
         [v6] = c.request(15, 6, {"groups": ["sg-kind"], "include_authorized_operations": False}).groups
         assert (v6.error_code, v6.error_message, v6.group_state) == (
             E.GROUP_ID_NOT_FOUND, "Group sg-kind is not a classic group.", "Dead")
+        [v5] = c.request(15, 5, {"groups": ["sg-kind"], "include_authorized_operations": False}).groups
+        assert (v5.error_code, v5.group_state) == (E.NONE, "Dead")
+        [cgd] = c.request(69, 1, {"group_ids": ["sg-kind"], "include_authorized_operations": False}).groups
+        assert (cgd.error_code, cgd.error_message) == (E.GROUP_ID_NOT_FOUND, "Group sg-kind is not a consumer group.")
+        join_group = c.request(11, 9, {"group_id": "sg-kind", "session_timeout_ms": 10000,
+                                       "rebalance_timeout_ms": 10000, "member_id": "", "group_instance_id": None,
+                                       "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
+                                       "reason": None})
+        assert (join_group.error_code, join_group.member_id) == (E.INCONSISTENT_GROUP_PROTOCOL, "")
         listed = c.request(16, 5, {"states_filter": [], "types_filter": ["share"]}).groups
         assert ("sg-kind", "share", "Stable", "share") in {(g.group_id, g.protocol_type, g.group_state, g.group_type)
                                                             for g in listed}
@@ -313,6 +322,15 @@ def test_a_deleted_topic_leaves_the_assignment_once(kbroker):
         for _ in range(3):
             steady = c.request(HEARTBEAT, 1, hb("sg-doomed", "m", after.member_epoch))
             assert (steady.error_code, steady.member_epoch, steady.assignment) == (E.NONE, after.member_epoch, None)
+        group = kbroker.app.coordinator.shard_for("sg-doomed").share_groups["sg-doomed"]
+        assert not [i for i in group.initialized.values() if i.topic_name == name]  # forgotten
+        assert not [k for shard in kbroker.app.share_coordinator.shards for k in shard.states if k[0] == "sg-doomed"]
+        create_topic_kafka_python(kbroker.bootstrap_servers, name, 3)  # the same name again: a new topic
+        epoch = after.member_epoch
+        for _ in range(3):
+            r = c.request(HEARTBEAT, 1, hb("sg-doomed", "m", epoch))
+            epoch = r.member_epoch
+        assert parts(c.request(HEARTBEAT, 1, hb("sg-doomed", "m", 0, [name]))) == {0, 1, 2}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -355,3 +373,12 @@ def test_random_membership_then_restart_replays_the_live_state(tmp_path, seed):
         b.restart()
         b.wait_loaded()
         assert {s.partition: s.share_view() for s in b.app.coordinator.shards} == live
+
+
+def test_share_groups_off_answer_before_acls(tmp_path):
+    """KafkaApis checks that share groups are on before it checks any ACL."""
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "allow.everyone.if.no.acl.found": "false", "odradek.initial.features": "share.version=0"}
+    with ThreadedBroker(tmp_path, overrides=overrides) as b, client(b) as c:
+        assert c.request(HEARTBEAT, 1, hb("g", "m", 0, ["t"])).error_code == E.UNSUPPORTED_VERSION
+        assert describe(c, "g")[0].error_code == E.UNSUPPORTED_VERSION

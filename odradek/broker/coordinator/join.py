@@ -51,8 +51,8 @@ def join_group(coordinator: GroupShards, req: JoinRequest) -> Promise:
     config = shard.config
     if not config.min_session_timeout_ms <= req.session_timeout_ms <= config.max_session_timeout_ms:
         return _fail(req.member_id, ErrorCode.INVALID_SESSION_TIMEOUT)
-    if req.group_id in shard.share_groups:  # getOrMaybeCreateClassicGroup: "is not a classic group"
-        return _fail(req.member_id, ErrorCode.GROUP_ID_NOT_FOUND)
+    if req.group_id in shard.share_groups:  # classicGroupJoin: a group of another kind, no member id
+        return _fail("", ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     consumer = shard.consumer_groups.get(req.group_id)
     if consumer is not None:
         # a KIP-848 group: refused while it has members (its online migration is not built, as with

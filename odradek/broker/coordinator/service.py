@@ -24,6 +24,7 @@ from .expiry import OffsetExpiry
 from .offsets import delete_topic_offsets
 from .shard import Shard
 from .shards import GroupShards
+from .share_admin import forget_deleted_topics
 from .txn_offsets import write_marker
 
 log = structlog.get_logger("odradek.coordinator")
@@ -62,11 +63,12 @@ class Coordinator(GroupShards):
             listener(shard)
 
     def on_topics_deleted(self, topics: list[str]) -> list:
-        """DeleteTopics: tombstone every group's offsets of ``topics`` (one batch per shard).
+        """DeleteTopics: tombstone every group's offsets of ``topics`` (one batch per shard); share
+        groups forget those topics' share-partitions and their state goes (``share_admin``).
 
         Returns the shards' write promises (callers may ignore them).
         """
-        return delete_topic_offsets(self, topics)
+        return delete_topic_offsets(self, topics) + forget_deleted_topics(self, set(topics))
 
     def stable_offset(self, partition: int) -> int:
         """The cleaner's bound for ``__consumer_offsets-partition``: its last stable offset.

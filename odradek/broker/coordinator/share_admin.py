@@ -28,7 +28,7 @@ from ...offsets.share_group_records import (
 )
 from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
-from ..runtime.runtime import CoordinatorResult
+from ..runtime.runtime import CoordinatorResult, ShardStatus
 from . import share_assignor
 from .shard import Shard
 from .share_group import ShareGroup
@@ -173,3 +173,44 @@ def _tombstones(shard: Shard, group_id: str, answer: Promise) -> None:
                + [(SGStatePartitionKey(group_id), None), (SGMetadataKey(group_id), None)])
     log.info("group.deleted", group=group_id, kind="share")
     shard.run(CoordinatorResult(records, None), replay_now=True).add_done_callback(answer.set)
+
+
+# --- deleted topics (``GroupMetadataManager.maybeCleanupShareGroupState``) -----------------------
+
+
+def forget_deleted_topics(coordinator: GroupShards, names: set[str]) -> list[Promise]:
+    """DeleteTopics: every share group forgets the deleted topics' share-partitions (record 15
+    without them, one batch per shard) and the share coordinator deletes their state, so a topic
+    re-created under the same name is initialized afresh and no orphan state is kept."""
+    promises = []
+    for shard in coordinator.shards:
+        if shard.status is not ShardStatus.ACTIVE or not shard.share_groups:
+            continue
+        records, idents = [], []
+        for group in shard.share_groups.values():
+            value, gone = _without_topics(group, names)
+            if gone:
+                records.append((SGStatePartitionKey(group.group_id), value))
+                idents += [(group.group_id, tid, p) for tid, ps in gone.items() for p in sorted(ps)]
+        if not records:
+            continue
+        log.info("share_group.topics_deleted", partition=shard.partition, topics=sorted(names), groups=len(records))
+        promises.append(shard.run(CoordinatorResult(records, None), replay_now=True))
+        persister = coordinator.share_persister
+        if persister is not None:
+            for ident in idents:
+                persister.delete(ident)
+    return promises
+
+
+def _without_topics(group: ShareGroup, names: set[str]) -> tuple[SGStatePartitionValue, dict[uuid.UUID, set[int]]]:
+    """Record 15 without the named topics, and the share-partitions that had (or may have) state."""
+    value = SGStatePartitionValue(dict(group.initializing), dict(group.initialized), dict(group.deleting))
+    gone: dict[uuid.UUID, set[int]] = {}
+    for infos in (value.initializing, value.initialized):
+        for tid in [t for t, info in infos.items() if info.topic_name in names]:
+            gone.setdefault(tid, set()).update(infos.pop(tid).partitions)
+    for tid in [t for t, name in value.deleting.items() if name in names]:
+        del value.deleting[tid]
+        gone.setdefault(tid, set())
+    return value, gone

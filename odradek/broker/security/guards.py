@@ -31,17 +31,20 @@ from .authorizer import Authorizer
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..coordinator.service import Coordinator
     from ..dataplane import TopicRegistry
     from ..security.authorizer import Authorizer
 
 
 class GuardServices(Protocol):
-    """What the guards use of the broker (``BrokerApp`` wires it): the authorizer, and the topics
-    and settings a guard consults (auto-creation)."""
+    """What the guards use of the broker (``BrokerApp`` wires it): the authorizer, the topics
+    and settings a guard consults (auto-creation), and the group coordinator (whether share
+    groups are on: Kafka answers that before any ACL check)."""
 
     authorizer: Authorizer | None
     config: Config
     topics: TopicRegistry
+    coordinator: Coordinator | None
 
 
 OMITTED = -2147483648
@@ -85,6 +88,10 @@ class Guarded:
         self.authz = authz
         self.app = app
         self.inner = inner
+
+    def share_groups_off(self) -> bool:
+        coordinator = self.app.coordinator
+        return coordinator is not None and not coordinator.share_groups_enabled()
 
 
 # --- plumbing ------------------------------------------------------------------------------
@@ -488,11 +495,19 @@ def group_member(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     return g.inner(ctx, req)
 
 
+def _share_groups_off(g: Guarded, ctx: RequestContext) -> bool:
+    """A share-group API while share groups are off: its handler answers UNSUPPORTED_VERSION
+    before any ACL is checked (``KafkaApis.isShareGroupProtocolEnabled`` comes first)."""
+    return ctx.api_key in (76, 77) and g.share_groups_off()
+
+
 @guard(68, 76)
 def consumer_group_heartbeat(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     """READ on the group, then DESCRIBE on every subscribed topic name (KafkaApis
     ``handleConsumerGroupHeartbeat`` / ``handleShareGroupHeartbeat``: TOPIC_AUTHORIZATION_FAILED
     otherwise)."""
+    if _share_groups_off(g, ctx):
+        return g.inner(ctx, req)
     if not g.authz.allowed(ctx, Op.READ, R.GROUP, req.group_id):
         return _denied(ctx, req, GROUP_DENIED)
     names = list(req.subscribed_topic_names or [])
@@ -518,6 +533,9 @@ def share_group_describe(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     """DESCRIBE on each group (the others answered GROUP_AUTHORIZATION_FAILED); a group whose members
     hold a topic the principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without its
     members (KafkaApis ``handleShareGroupDescribe``)."""
+    if _share_groups_off(g, ctx):
+        return g.inner(ctx, req)
+
     def check(body: dict) -> dict:
         for i, d in enumerate(body["groups"]):
             names = {tp["topic_name"] for m in d.get("members") or () for tp in m["assignment"]["topic_partitions"]}
