@@ -298,3 +298,16 @@ def test_record_limit_mode_acquires_exactly_max_records_on_v2(c):
     assert acquired(rest) == [(3, 5, 1)]
     whole = share_fetch(c, "g", "m1", 2, [], version=2, max_records=1)  # batch_optimized: the rest of the batch
     assert acquired(whole) == [(6, 9, 1)]
+
+
+def test_share_groups_off_answers_unsupported_version_before_any_acl(tmp_path):
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "allow.everyone.if.no.acl.found": "false", "super.users": "User:nobody",
+                 "odradek.initial.features": "share.version=0"}
+    with ThreadedBroker(tmp_path, overrides=overrides) as b, client(b) as c:
+        tid = uuid.uuid4()
+        assert share_fetch(c, "g", "m", 0, fetch_topics(tid, 0)).error_code == 35
+        assert share_ack(c, "g", "m", 1, acks(tid, 0, (0, 0, [ACCEPT]))).error_code == 35
+        assert describe_offsets(c, "g", "t").groups[0].error_code == 35
+        assert c.request(91, 0, {"group_id": "g", "topics": []}).error_code == 35
+        assert c.request(92, 0, {"group_id": "g", "topics": []}).error_code == 35
