@@ -311,3 +311,19 @@ def test_share_groups_off_answers_unsupported_version_before_any_acl(tmp_path):
         assert describe_offsets(c, "g", "t").groups[0].error_code == 35
         assert c.request(91, 0, {"group_id": "g", "topics": []}).error_code == 35
         assert c.request(92, 0, {"group_id": "g", "topics": []}).error_code == 35
+
+
+def test_fault_rules_and_capture_reach_the_share_apis(c, broker):
+    tid = _topic(c, batches=1)
+    rule = broker.control("add_fault", api="ShareFetch", error="SHARE_SESSION_NOT_FOUND", group_id="g", times=1)
+    broker.control("set_capture", max_requests=10)
+    try:
+        assert share_fetch(c, "g", "m1", 0, fetch_topics(tid, 0)).error_code == SESSION_NOT_FOUND
+        assert acquired(share_fetch(c, "g", "m1", 0, fetch_topics(tid, 0))) == [(0, 4, 1)]
+        with pytest.raises(ValueError):  # ShareAcknowledge never answers OFFSET_OUT_OF_RANGE
+            broker.control("add_fault", api="ShareAcknowledge", error="OFFSET_OUT_OF_RANGE")
+        seen = broker.control("captured", api="ShareFetch")
+        assert [(x.body.member_id, x.body.share_session_epoch) for x in seen] == [("m1", 0), ("m1", 0)]
+    finally:
+        broker.control("remove_fault", rule_id=rule)
+        broker.control("set_capture", max_requests=0)
