@@ -64,6 +64,10 @@ class ShareGroup:
     # live: when each initializing topic was stamped (replay time for replayed ones)
     initializing_since: dict[uuid.UUID, int] = field(default_factory=dict)
     topics_version: int | None = None  # live: the topics' version its metadata was last checked at
+    partitions_version: int = 0  # live: moves with every record 15 replayed
+    # live: (group epoch, partitions version, topics version) at which a plain heartbeat last found
+    # nothing to do -- while it holds, the next plain heartbeat at the group's epoch is answered at once
+    quiet: tuple[int, int, int] | None = None
 
     @property
     def state(self) -> str:
@@ -164,6 +168,7 @@ def _replay_assignment(group: ShareGroup, member_id: str, value: Any) -> None:
 
 def _replay_partitions(group: ShareGroup, value: SGStatePartitionValue | None, now: int) -> None:
     old = group.initializing_since
+    group.partitions_version += 1
     group.partitions = value
     group.initializing_since = {} if value is None else {t: old.get(t, now) for t in value.initializing}
 

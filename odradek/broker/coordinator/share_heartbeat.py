@@ -98,6 +98,9 @@ def validate(req: ShareHeartbeatRequest) -> None:
 
 def share_heartbeat(coordinator: GroupShards, req: ShareHeartbeatRequest) -> Promise:
     """A promise of a :class:`ShareHeartbeatResult` once the request's records are durable."""
+    quiet = _quiet(coordinator, req)
+    if quiet is not None:
+        return Promise.resolved(quiet)
     try:
         validate(req)
     except Refused as exc:
@@ -113,6 +116,9 @@ def share_heartbeat(coordinator: GroupShards, req: ShareHeartbeatRequest) -> Pro
             result, records, init = _heartbeat(shard, coordinator, req)
     except Refused as exc:
         return failed_answer(exc.error, exc.message)
+    if not records and req.rack_id is None and req.subscribed_topic_names is None and req.member_epoch > 0:
+        group = shard.share_groups[req.group_id]  # nothing to do: so is the next plain heartbeat, until
+        group.quiet = (group.group_epoch, group.partitions_version, shard.topics.version())  # something moves
     promise = shard.run(CoordinatorResult(records, result, write_failed), replay_now=True)
     if result.member_epoch >= 0:
         group = shard.share_groups.get(req.group_id)
@@ -128,6 +134,28 @@ def share_heartbeat(coordinator: GroupShards, req: ShareHeartbeatRequest) -> Pro
         promise.add_done_callback(lambda r: r.error is E.NONE and initialize_partitions(
             coordinator.share_persister, shard, req.group_id, epoch, init))
     return promise
+
+
+def _quiet(coordinator: GroupShards, req: ShareHeartbeatRequest) -> ShareHeartbeatResult | None:
+    """The common case answered without the general path: a plain heartbeat (no rack, no topics) of
+    a member at the group's epoch while nothing moved since a plain heartbeat found nothing to do
+    (no record 15 replayed, no topic changed, no partition initializing).  The general path would
+    write nothing and answer the same; this skips its work on every heartbeat of every member."""
+    if req.rack_id is not None or req.subscribed_topic_names is not None or req.member_epoch <= 0:
+        return None
+    shard, error = coordinator.check(req.group_id, allow_empty=False)
+    group = shard.share_groups.get(req.group_id) if error is E.NONE else None
+    if group is None or group.initializing or group.quiet != (group.group_epoch, group.partitions_version,
+                                                               shard.topics.version()):
+        return None
+    member = group.members.get(req.member_id)
+    if member is None or member.member_epoch != req.member_epoch or req.member_epoch != group.assignment_epoch \
+            or group.assignment_epoch != group.group_epoch or member.meta.client_id != req.client_id \
+            or member.meta.client_host != req.client_host:
+        return None
+    arm_session(shard, group, member)
+    interval = shard.group_configs.effective(group.group_id).share_heartbeat_interval_ms
+    return ShareHeartbeatResult(E.NONE, None, member.member_id, member.member_epoch, interval, None)
 
 
 def other_kind(shard: Shard, group_id: str) -> bool:
