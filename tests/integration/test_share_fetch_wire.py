@@ -264,3 +264,66 @@ def test_share_isolation_level_over_transactions(c, broker, isolation, delivered
         assert describe_offsets(c, "g", "tx").groups[0].topics[0].partitions[0].start_offset == 10
     finally:
         broker.call(lambda: broker.app.group_configs.set_overrides("g", {}))
+
+
+def test_acls_as_kafka_checks_them(tmp_path):
+    """READ on the group (GROUP_AUTHORIZATION_FAILED at the top), READ on each topic
+    (TOPIC_AUTHORIZATION_FAILED on its partitions); DESCRIBE on the group for its offsets."""
+    anon, literal, deny = "User:ANONYMOUS", 3, 2
+    topic_r, group_r, read, describe_op = 2, 3, 3, 8
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "allow.everyone.if.no.acl.found": "true"}
+    with ThreadedBroker(tmp_path, overrides=overrides) as b, client(b) as c:
+        tid = _topic(c, "open", batches=1)
+        hidden = _topic(c, "hidden", batches=1)
+        acls = [(group_r, "g-denied", read), (group_r, "g-denied", describe_op), (topic_r, "hidden", read)]
+        created = c.request(30, 3, {"creations": [
+            {"resource_type": t, "resource_name": n, "resource_pattern_type": literal, "principal": anon,
+             "host": "*", "operation": op, "permission_type": deny} for t, n, op in acls]})
+        assert [r.error_code for r in created.results] == [0, 0, 0]
+        assert share_fetch(c, "g-denied", "m", 0, fetch_topics(tid, 0)).error_code == 30
+        assert share_ack(c, "g-denied", "m", 1, acks(tid, 0, (0, 0, [ACCEPT]))).error_code == 30
+        r = share_fetch(c, "g", "m", 0, fetch_topics(tid, 0) + fetch_topics(hidden, 0))
+        rows = {t.topic_id: t.partitions[0] for t in r.responses}
+        assert rows[hidden].error_code == 29 and rows[hidden].acquired_records == []
+        assert rows[tid].error_code == 0 and len(rows[tid].acquired_records) == 1
+        assert describe_offsets(c, "g-denied", "open").groups[0].error_code == 30
+
+
+def test_record_limit_mode_acquires_exactly_max_records_on_v2(c):
+    tid = _topic(c, batches=2)  # two log batches of 5
+    exact = share_fetch(c, "g", "m1", 0, fetch_topics(tid, 0), version=2, max_records=3, share_acquire_mode=1)
+    assert acquired(exact) == [(0, 2, 1)]
+    rest = share_fetch(c, "g", "m1", 1, [], version=2, max_records=3, share_acquire_mode=1)
+    assert acquired(rest) == [(3, 5, 1)]
+    whole = share_fetch(c, "g", "m1", 2, [], version=2, max_records=1)  # batch_optimized: the rest of the batch
+    assert acquired(whole) == [(6, 9, 1)]
+
+
+def test_share_groups_off_answers_unsupported_version_before_any_acl(tmp_path):
+    overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                 "allow.everyone.if.no.acl.found": "false", "super.users": "User:nobody",
+                 "odradek.initial.features": "share.version=0"}
+    with ThreadedBroker(tmp_path, overrides=overrides) as b, client(b) as c:
+        tid = uuid.uuid4()
+        assert share_fetch(c, "g", "m", 0, fetch_topics(tid, 0)).error_code == 35
+        assert share_ack(c, "g", "m", 1, acks(tid, 0, (0, 0, [ACCEPT]))).error_code == 35
+        assert describe_offsets(c, "g", "t").groups[0].error_code == 35
+        assert c.request(91, 0, {"group_id": "g", "topics": []}).error_code == 35
+        assert c.request(92, 0, {"group_id": "g", "topics": []}).error_code == 35
+
+
+def test_fault_rules_and_capture_reach_the_share_apis(c, broker):
+    tid = _topic(c, batches=1)
+    rule = broker.control("add_fault", api="ShareFetch", error="SHARE_SESSION_NOT_FOUND", group_id="g", times=1)
+    broker.control("set_capture", max_requests=10)
+    try:
+        assert share_fetch(c, "g", "m1", 0, fetch_topics(tid, 0)).error_code == SESSION_NOT_FOUND
+        assert acquired(share_fetch(c, "g", "m1", 0, fetch_topics(tid, 0))) == [(0, 4, 1)]
+        with pytest.raises(ValueError):  # ShareAcknowledge never answers OFFSET_OUT_OF_RANGE
+            broker.control("add_fault", api="ShareAcknowledge", error="OFFSET_OUT_OF_RANGE")
+        seen = broker.control("captured", api="ShareFetch")
+        assert [(x.body.member_id, x.body.share_session_epoch) for x in seen] == [("m1", 0), ("m1", 0)]
+    finally:
+        broker.control("remove_fault", rule_id=rule)
+        broker.control("set_capture", max_requests=0)

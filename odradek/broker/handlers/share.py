@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 E = ErrorCode
 MAX_MEMBER_ID = 36
 RENEW_VERSION = 2
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareAcquireMode (v2)
 Partition = tuple[uuid.UUID, int]
 
 
@@ -237,6 +238,7 @@ async def _fetch(app: ShareServices, group: str, member: str, req: Any, session:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req["max_wait_ms"], 0) / 1000
     max_records, max_bytes, min_bytes = req["max_records"], req["max_bytes"], req["min_bytes"]
+    record_limit = req.get("share_acquire_mode", BATCH_OPTIMIZED) == RECORD_LIMIT  # v2, KIP-1206
     if max_records <= 0 or max_bytes <= 0:
         return
     keys = list(session.partitions)
@@ -256,7 +258,7 @@ async def _fetch(app: ShareServices, group: str, member: str, req: Any, session:
             try:
                 fetched = await app.share_partitions.acquire(
                     group, member, key[0], key[1], name, max_records=budget, batch_size=req["batch_size"],
-                    max_bytes=max_bytes - got)
+                    max_bytes=max_bytes - got, record_limit=record_limit)
             except SharePartitionError as exc:
                 rows.setdefault(key, _row(key[1]))["error_code"] = exc.code
                 continue

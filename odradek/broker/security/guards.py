@@ -495,10 +495,13 @@ def group_member(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     return g.inner(ctx, req)
 
 
+SHARE_APIS = frozenset({76, 77, 78, 79, 90, 91, 92})  # every share-group API KafkaApis gates
+
+
 def _share_groups_off(g: Guarded, ctx: RequestContext) -> bool:
     """A share-group API while share groups are off: its handler answers UNSUPPORTED_VERSION
     before any ACL is checked (``KafkaApis.isShareGroupProtocolEnabled`` comes first)."""
-    return ctx.api_key in (76, 77) and g.share_groups_off()
+    return ctx.api_key in SHARE_APIS and g.share_groups_off()
 
 
 @guard(68, 76)
@@ -802,6 +805,8 @@ def share_data(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     """ShareFetch, ShareAcknowledge: READ on the group (top-level 30), then READ on each topic,
     checked by the handler once topic ids are resolved and the session's partitions known
     (``KafkaApis.handleShareFetchRequest``: TOPIC_AUTHORIZATION_FAILED per partition)."""
+    if _share_groups_off(g, ctx):
+        return g.inner(ctx, req)
     if not g.authz.allowed(ctx, Op.READ, R.GROUP, req.group_id or ""):
         return _denied(ctx, req, GROUP_DENIED)
     req[AUTHORIZED_TOPICS] = partial(g.authz.allowed_names, ctx, Op.READ, R.TOPIC)
@@ -812,6 +817,8 @@ def share_data(g: Guarded, ctx: RequestContext, req: Any) -> Any:
 def describe_share_group_offsets(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     """DESCRIBE on each group (the others answered 30 at group level), DESCRIBE on each topic
     (29 per partition, by the handler)."""
+    if _share_groups_off(g, ctx):
+        return g.inner(ctx, req)
     req[AUTHORIZED_TOPICS] = partial(g.authz.allowed_names, ctx, Op.DESCRIBE, R.TOPIC)
     return _split(g, ctx, req, "groups", lambda grp: grp.group_id, Op.DESCRIBE, R.GROUP, GROUP_DENIED, "groups")
 
@@ -820,6 +827,8 @@ def describe_share_group_offsets(g: Guarded, ctx: RequestContext, req: Any) -> A
 def alter_share_group_offsets(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     """AlterShareGroupOffsets: READ on the group; DeleteShareGroupOffsets: DELETE on it (top-level
     30); then READ on each topic (29, by the handler)."""
+    if _share_groups_off(g, ctx):
+        return g.inner(ctx, req)
     op = Op.READ if ctx.api_key == 91 else Op.DELETE
     if not g.authz.allowed(ctx, op, R.GROUP, req.group_id):
         return _denied(ctx, req, GROUP_DENIED)

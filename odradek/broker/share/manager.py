@@ -142,6 +142,8 @@ class SharePartitionManager:
         key = (group, topic_id, partition)
         entry = self.entries.get(key)
         if entry is None or entry.topic != topic:
+            if entry is not None:  # the id now names another topic: the old state machine goes
+                self._drop(entry)
             entry = self.entries[key] = _Entry(key, topic)
         return entry, self._log(topic, partition)
 
@@ -235,8 +237,9 @@ class SharePartitionManager:
     # --- the data path's operations ------------------------------------------------------------
 
     async def acquire(self, group: str, member: str, topic_id: uuid.UUID, partition: int, topic: str, *,
-                      max_records: int, batch_size: int, max_bytes: int) -> PartitionFetch:
-        """Acquire up to about ``max_records`` records for ``member``; raises SharePartitionError."""
+                      max_records: int, batch_size: int, max_bytes: int, record_limit: bool = False) -> PartitionFetch:
+        """Acquire up to about ``max_records`` records for ``member`` (exactly that many at most with
+        ``record_limit``); raises SharePartitionError."""
         config = self.app.group_configs.effective(group)
         entry, lg = await self._loaded(group, topic_id, partition, topic)
         async with entry.lock:
@@ -246,14 +249,15 @@ class SharePartitionManager:
                 if error is not E.NONE:
                     raise SharePartitionError(error)
             try:
-                fetched = await self._acquire(entry, sp, lg, member, config, max_records, batch_size, max_bytes)
+                fetched = await self._acquire(entry, sp, lg, member, config, max_records, batch_size, max_bytes,
+                                              record_limit)
             except (OffsetOutOfRangeError, LogClosedError):
                 raise SharePartitionError(E.UNKNOWN_TOPIC_OR_PARTITION) from None
             self._arm(entry)
             return fetched
 
     async def _acquire(self, entry: _Entry, sp: SharePartition, lg: Log, member: str, config: GroupConfig,
-                       max_records: int, batch_size: int, max_bytes: int) -> PartitionFetch:
+                       max_records: int, batch_size: int, max_bytes: int, record_limit: bool) -> PartitionFetch:
         dp = self.app.dataplane
         committed = config.share_isolation_level == "read_committed"
         if committed and not dp.loaded(lg):
@@ -267,7 +271,7 @@ class SharePartitionManager:
         aborted = _dead_ranges(dp, lg, headers, offset) if committed else []
         acquired, write = sp.acquire(member, [LogBatch(h.base_offset, h.last_offset) for h in headers],
                                      max_records=max_records, batch_size=max(batch_size, 1),
-                                     now=self.app.clock.now_ms(), aborted=aborted)
+                                     now=self.app.clock.now_ms(), aborted=aborted, record_limit=record_limit)
         error = await self._persist(entry, write)  # aborted records archived
         if error is not E.NONE:
             raise SharePartitionError(error)
