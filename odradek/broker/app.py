@@ -35,7 +35,7 @@ from .config import (
 from .control import BrokerControl
 from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
-from .coordinator.group_configs import GroupConfig, GroupConfigs
+from .coordinator.group_configs import GroupConfigs
 from .coordinator.service import Coordinator
 from .datadir import DirLocks, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
@@ -127,7 +127,7 @@ class BrokerApp:
         self.dataplane = DataPlane(self.topics, self.logs, self.data_dir)
         self.dataplane.internal_stable_offset = self._offsets_stable_offset
         self.coordinator_config = CoordinatorConfig.from_config(config)
-        self.group_configs = GroupConfigs(GroupConfig.from_config(config))  # GROUP resources
+        self.group_configs = GroupConfigs.from_config(config, self.data_dir)  # GROUP resources
         self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
         self.txn_config = TxnConfig.from_config(config)
@@ -219,6 +219,7 @@ class BrokerApp:
             self.client_quotas.load()
             self.features.load()
             self.client_metrics.subscriptions.load()
+            self.group_configs.load()
             self.quotas_changed()
             if self.authorizer is not None:
                 self.authorizer.load()  # before any listener: no request is checked against no ACLs
@@ -424,6 +425,7 @@ class BrokerApp:
         self.coordinator_config = dataclasses.replace(self.coordinator_config, num_partitions=len(logs))
         coordinator = Coordinator(self.clock, self.coordinator_config, logs, runtime=self.runtime,
                                   await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS)
+        coordinator.use_group_configs(self.group_configs)  # GROUP resources' session/heartbeat
         topics = coordinator.topics  # what consumer groups know of topics: the data plane's registry
         topics.lookup = self._topic_shape
         topics.names = self.topics.names

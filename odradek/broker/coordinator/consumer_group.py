@@ -73,6 +73,7 @@ class ConsumerMember:
     # live only
     session_timer: Any = None
     session_deadline_ms: int = 0
+    session_timer_ms: int = 0  # when the armed session timer fires (a shorter group config re-arms it)
     rebalance_timer: Any = None
 
     @property

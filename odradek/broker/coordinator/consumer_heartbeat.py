@@ -240,7 +240,8 @@ def steady_heartbeat(shard: Shard, topics: TopicsView, group_id: str, member_id:
     if instance_id != meta.instance_id or client_id != meta.client_id or client_host != meta.client_host:
         return None
     arm_session(shard, group, member)
-    return HeartbeatResult(E.NONE, None, member_id, epoch, shard.config.consumer_heartbeat_interval_ms, None)
+    return HeartbeatResult(E.NONE, None, member_id, epoch,
+                           shard.group_configs.effective(group_id).consumer_heartbeat_interval_ms, None)
 
 
 def _fail(error: ErrorCode, message: str | None = None) -> Promise:
@@ -352,7 +353,8 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView,
     send = req.member_epoch == 0 or full or nxt.assigned != current.assigned
     if records and any(type(k) is CGMetadataKey for k, _ in records):
         log.info("consumer_group.epoch", group=group.group_id, epoch=group_epoch, member=member_id)
-    return HeartbeatResult(E.NONE, None, member_id, nxt.member_epoch, config.consumer_heartbeat_interval_ms,
+    interval = shard.group_configs.effective(group.group_id).consumer_heartbeat_interval_ms
+    return HeartbeatResult(E.NONE, None, member_id, nxt.member_epoch, interval,
                            nxt.assigned if send else None), records
 
 
@@ -603,13 +605,18 @@ def fence(shard: Shard, group: ConsumerGroup, member: ConsumerMember, topics: To
 
 
 def arm_session(shard: Shard, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int | None = None) -> None:
-    """(Re)start the member's session: only the deadline moves while a timer is armed before it."""
-    timeout = shard.config.consumer_session_timeout_ms if timeout_ms is None else timeout_ms
+    """(Re)start the member's session: only the deadline moves while a timer is armed before it
+    (one armed after it, when the group's consumer.session.timeout.ms was lowered, is re-armed)."""
+    timeout = (shard.group_configs.effective(group.group_id).consumer_session_timeout_ms if timeout_ms is None
+               else timeout_ms)
     deadline = shard.clock.now_ms() + timeout
     member.session_deadline_ms = deadline
     timer = member.session_timer
     if timer is not None:
-        return
+        if deadline >= member.session_timer_ms:
+            return
+        timer.cancel()
+    member.session_timer_ms = deadline
     member.session_timer = shard.clock.call_at(deadline, lambda: _on_session(shard, group, member))
 
 
@@ -618,6 +625,7 @@ def _on_session(shard: Shard, group: ConsumerGroup, member: ConsumerMember) -> N
     if shard.consumer_groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
         return
     if shard.clock.now_ms() < member.session_deadline_ms:
+        member.session_timer_ms = member.session_deadline_ms
         member.session_timer = shard.clock.call_at(member.session_deadline_ms,
                                                    lambda: _on_session(shard, group, member))
         return

@@ -53,6 +53,7 @@ from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedReco
 from .config import CoordinatorConfig
 from .consumer_group import ConsumerGroup, TopicsView, persisted, replay_consumer
 from .group import ClassicGroup
+from .group_configs import GroupConfig, GroupConfigs
 from .state import GroupState
 
 log = structlog.get_logger("odradek.coordinator")
@@ -114,6 +115,10 @@ class Shard:
         # KIP-848 consumer groups: rebuilt by replay alone (``consumer_group.replay_consumer``)
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.topics = TopicsView()  # what consumer groups know of topics (the coordinator shares its own)
+        # per-group configs over the coordinator's defaults (the broker wires app.group_configs in)
+        self.group_configs = GroupConfigs(GroupConfig(
+            consumer_session_timeout_ms=self.config.consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms))
         self.stats: Counter[str] = Counter()  # events for metrics: rebalances, offset_commits
         # persisted view (what replay builds; what a reload must reproduce)
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}

@@ -23,6 +23,7 @@ from ..clock import Clock
 from ..runtime.runtime import CoordinatorRuntime, ShardStatus
 from .config import CoordinatorConfig
 from .consumer_group import TopicsView
+from .group_configs import GroupConfigs
 from .shard import Shard
 
 
@@ -51,6 +52,11 @@ class GroupShards:
         # the finalized group.version (the broker wires its features in); None: a release without
         # that feature (3.x), where the setting alone decides
         self.group_version: Callable[[], int | None] = lambda: None
+
+    def use_group_configs(self, configs: GroupConfigs) -> None:
+        """Read session timeouts and heartbeat intervals through ``configs`` (GROUP resources)."""
+        for shard in self.shards:
+            shard.group_configs = configs
 
     def consumer_protocol_enabled(self) -> bool:
         """``KafkaApis.isConsumerGroupProtocolEnabled``: ``consumer`` is in
