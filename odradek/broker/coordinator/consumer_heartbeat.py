@@ -105,6 +105,9 @@ class Refused(Exception):
 # --- validation (``throwIfConsumerGroupHeartbeatRequestIsInvalid``) --------------------------------
 
 
+_STABLE = MemberState.STABLE  # a module global: the steady path reads it on every heartbeat
+
+
 def validate(req: HeartbeatRequest, assignors: tuple[str, ...]) -> None:
     def blank(s: str | None) -> bool:
         return s is not None and s.strip() == ""
@@ -213,35 +216,41 @@ def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: Heartb
 
 
 def _steady(shard: Shard, topics: TopicsView, req: HeartbeatRequest) -> Promise | None:
-    """The common case, answered without the general path (see ``steady_heartbeat``)."""
+    """The common case, answered without the general path (see ``steady_interval``)."""
     if req.owned is not None or req.rebalance_timeout_ms != -1 or req.subscribed_topic_names is not None \
             or req.subscribed_topic_regex is not None or req.server_assignor is not None or req.rack_id is not None:
         return None
-    result = steady_heartbeat(shard, topics, req.group_id, req.member_id, req.member_epoch, req.instance_id,
-                              req.client_id, req.client_host)
-    return None if result is None else Promise.resolved(result)
+    interval = steady_interval(shard, topics, req.group_id, req.member_id, req.member_epoch, req.instance_id,
+                               req.client_id, req.client_host)
+    return None if interval is None else Promise.resolved(
+        HeartbeatResult(E.NONE, None, req.member_id, req.member_epoch, interval, None))
 
 
-def steady_heartbeat(shard: Shard, topics: TopicsView, group_id: str, member_id: str, epoch: int,
-                     instance_id: str | None, client_id: str, client_host: str) -> HeartbeatResult | None:
+def steady_interval(shard: Shard, topics: TopicsView, group_id: str, member_id: str, epoch: int,
+                    instance_id: str | None, client_id: str, client_host: str) -> int | None:
     """A member Stable at the group's epoch heartbeating with nothing new (the caller checked that
     no other field is set: nothing owned to report, no subscription change) while topics did not
-    change: its answer, or None for the general path.  The general path would write no record
-    and answer the same; this only skips its work, on every poll of every member."""
+    change: its session re-armed and the heartbeat interval to answer (the answer is the member's
+    id and epoch), or None for the general path.  The general path would write no record and
+    answer the same; this only skips its work, on every poll of every member."""
     group = shard.consumer_groups.get(group_id)
     if group is None:
         return None
     member = group.members.get(member_id)
-    if member is None or member.member_epoch != epoch or member.state != MemberState.STABLE \
+    if member is None or member.member_epoch != epoch or member.state != _STABLE \
             or epoch != group.group_epoch or group.assignment_epoch != epoch \
             or group.topics_version != topics.version():
         return None
     meta = member.meta
     if instance_id != meta.instance_id or client_id != meta.client_id or client_host != meta.client_host:
         return None
-    arm_session(shard, group, member)
-    return HeartbeatResult(E.NONE, None, member_id, epoch,
-                           shard.group_configs.effective(group_id).consumer_heartbeat_interval_ms, None)
+    config = shard.group_configs.effective(group_id)
+    # arm_session's common case, inlined: only the deadline moves while the timer fires before it
+    deadline = shard.clock.now_ms() + config.consumer_session_timeout_ms
+    member.session_deadline_ms = deadline
+    if member.session_timer is None or deadline < member.session_timer_ms:
+        arm_session(shard, group, member)
+    return config.consumer_heartbeat_interval_ms
 
 
 def _fail(error: ErrorCode, message: str | None = None) -> Promise:
