@@ -53,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -504,8 +505,8 @@ async def consumer_reconcile_times(port: int, n: int, runs: int,
     await create_topic(port, CG_TOPIC, 2 * n)
     clients = await connect(port, min(n, MAX_CONNECTIONS) + 1)
     try:
-        return [await ConsumerGroup_(f"cg-{n}-{run}-{poll}", clients[1:], clients[0], n).reconcile(2 * n, poll)
-                for run in range(runs + 1)][1:]  # the first is a warm-up
+        return [await ConsumerGroup_(f"cg-{n}-{uuid.uuid4().hex[:8]}", clients[1:], clients[0], n).reconcile(
+            2 * n, poll) for _run in range(runs + 1)][1:]  # the first is a warm-up
     finally:
         for c in clients:
             await c.close()

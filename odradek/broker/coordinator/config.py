@@ -32,6 +32,7 @@ class CoordinatorConfig:
     consumer_session_timeout_ms: int = 45000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_max_size: int = 2**31 - 1
+    consumer_migration_policy: str = "bidirectional"  # upgrade | downgrade | bidirectional | disabled
 
     @classmethod
     def from_config(cls, config: Any) -> CoordinatorConfig:
@@ -54,6 +55,7 @@ class CoordinatorConfig:
             consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
             consumer_assignors=tuple(config["group.consumer.assignors"].split(",")),
             consumer_max_size=config["group.consumer.max.size"],
+            consumer_migration_policy=config["group.consumer.migration.policy"],
         )
 
     @property

@@ -46,7 +46,15 @@ from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult
 from .assignors import ASSIGNORS, AssignorMember
-from .consumer_group import ConsumerGroup, ConsumerMember, MemberState, TopicsView
+from .consumer_group import (
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    Refused,
+    TopicsView,
+    subscription_metadata,
+)
+from .consumer_migration import maybe_downgrade, upgrade
 from .reconcile import FencedMember, reconcile
 from .shard import Shard
 from .state import GroupState
@@ -77,6 +85,8 @@ class HeartbeatRequest:
     version: int = 1
     client_id: str = ""
     client_host: str = ""
+    # a classic member's JoinGroup (``consumer_classic``): its session timeout and protocols
+    classic: dict | None = None
 
 
 @dataclass
@@ -91,15 +101,6 @@ class HeartbeatResult:
     @classmethod
     def failed(cls, error: ErrorCode, message: str | None = None) -> HeartbeatResult:
         return cls(error, message)
-
-
-class Refused(Exception):
-    """A heartbeat answered with an error (and no records)."""
-
-    def __init__(self, error: ErrorCode, message: str | None = None):
-        super().__init__(message)
-        self.error = error
-        self.message = message
 
 
 # --- validation (``throwIfConsumerGroupHeartbeatRequestIsInvalid``) --------------------------------
@@ -282,8 +283,12 @@ def _find_group(shard: Shard, req: HeartbeatRequest, records: list) -> ConsumerG
     if req.member_epoch != 0:
         raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
     if classic is not None and classic.state is not GroupState.DEAD:
-        if classic.state is not GroupState.EMPTY:
-            raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+        if classic.state is not GroupState.EMPTY:  # online upgrade, as the migration policy allows
+            members = upgrade(shard, classic, shard.topics)
+            group = shard.consumer_groups[req.group_id]
+            for member in members:
+                arm_session(shard, group, member)
+            return group
         if req.group_id in shard.group_records:  # an empty classic group: its record goes first
             records.append((GroupKey(req.group_id), None))
     return ConsumerGroup(req.group_id)
@@ -323,7 +328,7 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView,
     bump = bump or regex_changed
     metadata = group.subscription_metadata
     if bump or group.topics_version != topics.version():
-        metadata = _subscription_metadata(members.all(), regexes, topics)
+        metadata = subscription_metadata(members.all(), regexes, topics)
         if metadata != group.subscription_metadata:
             records.append((CGPartitionMetadataKey(group.group_id), CGPartitionMetadataValue(metadata)))
             bump = True
@@ -385,7 +390,7 @@ def _find_member(shard: Shard, group: ConsumerGroup, req: HeartbeatRequest, memb
         if epoch == 0:
             if holder is None or holder.member_id == member_id:
                 return _dynamic(group, req, member_id), None
-            if holder.member_epoch != STATIC_LEAVE_EPOCH:
+            if holder.member_epoch != STATIC_LEAVE_EPOCH and req.classic is None:  # a classic joiner replaces
                 raise Refused(E.UNRELEASED_INSTANCE_ID, f"Static member {req.instance_id} is already in use by "
                               f"member {holder.member_id}.")
             records.extend(_tombstones(group.group_id, holder.member_id))
@@ -438,7 +443,7 @@ def _updated_meta(meta: CGMemberValue, req: HeartbeatRequest) -> CGMemberValue:
     if (req.instance_id is None and req.rack_id is None and req.subscribed_topic_names is None
             and req.subscribed_topic_regex is None and req.rebalance_timeout_ms == -1
             and req.server_assignor is None and req.client_id == meta.client_id
-            and req.client_host == meta.client_host):
+            and req.client_host == meta.client_host and req.classic is None):
         return meta
     return CGMemberValue(
         instance_id=req.instance_id if req.instance_id is not None else meta.instance_id,
@@ -451,7 +456,7 @@ def _updated_meta(meta: CGMemberValue, req: HeartbeatRequest) -> CGMemberValue:
         rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
         else meta.rebalance_timeout_ms,
         server_assignor=req.server_assignor if req.server_assignor is not None else meta.server_assignor,
-        classic_member_metadata=meta.classic_member_metadata)
+        classic_member_metadata=req.classic if req.classic is not None else meta.classic_member_metadata)
 
 
 class _Members:
@@ -504,25 +509,6 @@ def _resolve_regexes(group: ConsumerGroup, member_id: str, old_regex: str | None
         if old is None or set(old.topics) != set(value.topics):
             changed = True
     return regexes, changed
-
-
-def _subscribed_names(members: dict[str, ConsumerMember], regexes: dict[str, CGRegexValue]) -> set[str]:
-    names: set[str] = set()
-    for m in members.values():
-        names.update(m.meta.subscribed_topic_names)
-        if m.meta.subscribed_topic_regex in regexes:
-            names.update(regexes[m.meta.subscribed_topic_regex].topics)
-    return names
-
-
-def _subscription_metadata(members: dict[str, ConsumerMember], regexes: dict[str, CGRegexValue],
-                           topics: TopicsView) -> dict[str, TopicMetadata]:
-    out = {}
-    for name in sorted(_subscribed_names(members, regexes)):
-        found = topics.lookup(name)
-        if found is not None:
-            out[name] = TopicMetadata(found[0], name, found[1])
-    return out
 
 
 def _compute_targets(group: ConsumerGroup, members: dict[str, ConsumerMember], regexes: dict[str, CGRegexValue],
@@ -581,7 +567,10 @@ def _leave(shard: Shard, topics: TopicsView, req: HeartbeatRequest) -> tuple[Hea
             assigned=member.assigned, pending_revocation={}))
         return HeartbeatResult(E.NONE, None, member.member_id, STATIC_LEAVE_EPOCH), [record]
     log.info("consumer_group.member_left", group=group.group_id, member=member.member_id)
-    return HeartbeatResult(E.NONE, None, member.member_id, LEAVE_EPOCH), fence_records(group, [member], topics)
+    result = HeartbeatResult(E.NONE, None, member.member_id, LEAVE_EPOCH)
+    if maybe_downgrade(shard, group, [member], topics):  # the last consumer-protocol member left
+        return result, []
+    return result, fence_records(group, [member], topics)
 
 
 def fence_records(group: ConsumerGroup, gone: list[ConsumerMember], topics: TopicsView) -> list:
@@ -597,7 +586,7 @@ def fence_records(group: ConsumerGroup, gone: list[ConsumerMember], topics: Topi
             regexes[regex] = value
         else:
             records.append((CGRegexKey(group.group_id, regex), None))
-    metadata = _subscription_metadata(left, regexes, topics)
+    metadata = subscription_metadata(left, regexes, topics)
     if metadata != group.subscription_metadata:
         records.append((CGPartitionMetadataKey(group.group_id), CGPartitionMetadataValue(metadata)))
     records.append((CGMetadataKey(group.group_id), CGMetadataValue(group.group_epoch + 1)))
@@ -610,14 +599,19 @@ def fence_records(group: ConsumerGroup, gone: list[ConsumerMember], topics: Topi
 def fence(shard: Shard, group: ConsumerGroup, member: ConsumerMember, topics: TopicsView, reason: str) -> Promise:
     """Remove a member that timed out (or an admin removed), in one batch."""
     log.info("consumer_group.member_fenced", group=group.group_id, member=member.member_id, reason=reason)
+    if maybe_downgrade(shard, group, [member], topics):
+        return Promise.resolved(None)
     return shard.run(CoordinatorResult(fence_records(group, [member], topics), None), replay_now=True)
 
 
 def arm_session(shard: Shard, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int | None = None) -> None:
     """(Re)start the member's session: only the deadline moves while a timer is armed before it
     (one armed after it, when the group's consumer.session.timeout.ms was lowered, is re-armed)."""
-    timeout = (shard.group_configs.effective(group.group_id).consumer_session_timeout_ms if timeout_ms is None
-               else timeout_ms)
+    if timeout_ms is None:
+        classic = member.meta.classic_member_metadata  # a classic member keeps its JoinGroup's timeout
+        timeout_ms = (shard.group_configs.effective(group.group_id).consumer_session_timeout_ms if classic is None
+                      else classic["session_timeout_ms"])
+    timeout = timeout_ms
     deadline = shard.clock.now_ms() + timeout
     member.session_deadline_ms = deadline
     timer = member.session_timer
@@ -644,7 +638,7 @@ def _on_session(shard: Shard, group: ConsumerGroup, member: ConsumerMember) -> N
 def arm_rebalance(shard: Shard, group: ConsumerGroup, member: ConsumerMember) -> None:
     """A member entering UNREVOKED_PARTITIONS must revoke within its rebalance timeout; leaving it cancels."""
     timer = member.rebalance_timer
-    if member.state != MemberState.UNREVOKED_PARTITIONS:
+    if member.state != MemberState.UNREVOKED_PARTITIONS or member.classic is not None:  # classic: join/sync timers
         if timer is not None:
             timer.cancel()
             member.rebalance_timer = None
@@ -678,10 +672,10 @@ def on_shard_loaded(shard: Shard) -> None:
 def unload_shard(shard: Shard) -> None:
     for group in shard.consumer_groups.values():
         for member in group.members.values():
-            for timer in (member.session_timer, member.rebalance_timer):
+            for timer in (member.session_timer, member.rebalance_timer, member.join_timer, member.sync_timer):
                 if timer is not None:
                     timer.cancel()
-            member.session_timer = member.rebalance_timer = None
+            member.session_timer = member.rebalance_timer = member.join_timer = member.sync_timer = None
 
 
 
@@ -709,5 +703,6 @@ def remove_members(shard: Shard, group: ConsumerGroup, leaving: list[tuple[str, 
             gone.append(member)
     if gone:
         log.info("consumer_group.members_removed", group=group.group_id, members=[m.member_id for m in gone])
-        shard.run(CoordinatorResult(fence_records(group, gone, shard.topics), None), replay_now=True)
+        if not maybe_downgrade(shard, group, gone, shard.topics):
+            shard.run(CoordinatorResult(fence_records(group, gone, shard.topics), None), replay_now=True)
     return errors
