@@ -63,7 +63,7 @@ async def consumer_frames(port: int, members: int) -> list[bytes]:
     clients = await connect(port, 33)
     try:
         group = ConsumerGroup_("consumer-hb", clients[1:], clients[0], members)
-        await group.reconcile()
+        await group.reconcile(max(members // 10, 1))
         return [encode(68, CG_V, i, cg_body(group.group_id, m, e))
                 for i, (m, e) in enumerate(zip(group.members, group.epochs, strict=True))]
     finally:

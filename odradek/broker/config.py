@@ -523,9 +523,10 @@ SETTINGS: list[Setting] = [
     Setting("group.consumer.max.size", _int, INT32_MAX, "Most members a consumer group may have.", low=1,
             high=INT32_MAX),
     Setting("group.consumer.migration.policy", _choice("bidirectional", "upgrade", "downgrade", "disabled"),
-            "bidirectional", "Conversion of non-empty groups between the protocols; an empty group "
-            "converts whatever it says (online migration of a non-empty group is not built: it is "
-            "refused as with disabled)."),
+            "bidirectional", "Online migration of non-empty groups between the protocols: upgrade (a "
+            "consumer-protocol member joining a classic group converts it, its classic members kept), "
+            "downgrade (the last consumer-protocol member leaving converts it back), both, or "
+            "disabled; an empty group converts whatever it says."),
     # KIP-932 share groups: the broker defaults of the share.* group configs (Kafka's names)
     Setting("group.share.session.timeout.ms", _int, 45000,
             "Session timeout of share-group members.", low=1, high=INT32_MAX),
