@@ -480,8 +480,10 @@ class ConsumerGroup_:
         given = [(t["topic_id"], p) for owned in self.owned for t in owned for p in t["partitions"]]
         return len(given) == partitions and len(set(given)) == partitions
 
-    async def reconcile(self, partitions: int, poll: bool = False) -> tuple[float, float]:
-        """(seconds the N pipelined joins took, seconds from the last join answered to a Stable group).
+    async def reconcile(self, partitions: int, poll: bool = False,
+                        pid: int | None = None) -> tuple[float, float, float]:
+        """(seconds the N pipelined joins took, seconds from the last join answered to a Stable group,
+        the broker's CPU seconds in that time).
 
         The clock stops when the answers show the group converged (``converged``), and one
         ConsumerGroupDescribe afterwards confirms it is Stable; ``poll`` instead asks
@@ -489,24 +491,24 @@ class ConsumerGroup_:
         before: the client decoding a 100-member description is ~3 ms of each poll)."""
         started = time.perf_counter()
         await self._round(join=True)
-        joined = time.perf_counter()
+        joined, cpu = time.perf_counter(), process_cpu(pid)
         rounds = 0
         while not (await self.state() == "Stable" if poll else self.converged(partitions)):
             await self._round(join=False)
             rounds += 1
             assert rounds < 50, "no convergence"
-        elapsed = time.perf_counter() - joined
+        elapsed, cpu = time.perf_counter() - joined, process_cpu(pid) - cpu
         assert await self.state() == "Stable"
-        return joined - started, elapsed
+        return joined - started, elapsed, cpu
 
 
-async def consumer_reconcile_times(port: int, n: int, runs: int,
-                                   poll: bool = False) -> list[tuple[float, float]]:
+async def consumer_reconcile_times(port: int, n: int, runs: int, poll: bool = False,
+                                   pid: int | None = None) -> list[tuple[float, float, float]]:
     await create_topic(port, CG_TOPIC, 2 * n)
     clients = await connect(port, min(n, MAX_CONNECTIONS) + 1)
     try:
         return [await ConsumerGroup_(f"cg-{n}-{uuid.uuid4().hex[:8]}", clients[1:], clients[0], n).reconcile(
-            2 * n, poll) for _run in range(runs + 1)][1:]  # the first is a warm-up
+            2 * n, poll, pid) for _run in range(runs + 1)][1:]  # the first is a warm-up
     finally:
         for c in clients:
             await c.close()
@@ -541,8 +543,8 @@ async def consumer_protocol(args) -> None:
     try:
         classic_times = await rebalance_times(broker.port, 100, args.runs)
         for _ in range(args.runs):  # alternate the two measures, so both see the same load
-            consumer_times += await consumer_reconcile_times(broker.port, 100, 1)
-            polled_times += await consumer_reconcile_times(broker.port, 100, 1, poll=True)
+            consumer_times += await consumer_reconcile_times(broker.port, 100, 1, pid=broker.proc.pid)
+            polled_times += await consumer_reconcile_times(broker.port, 100, 1, poll=True, pid=broker.proc.pid)
     finally:
         broker.stop()
     for _ in range(args.runs):  # alternate, so both see the same background load
@@ -556,14 +558,15 @@ async def consumer_protocol(args) -> None:
             finally:
                 broker.stop()
     c = statistics.median(classic_times)
-    joins = statistics.median(j for j, _r in consumer_times)
-    k = [r for _j, r in consumer_times]
+    joins = statistics.median(j for j, _r, _c in consumer_times)
+    k = [r for _j, r, _c in consumer_times]
     print(f"consumer protocol vs classic, 100 members (median of {args.runs}):")
     print(f"  classic rebalance (rejoin + sync)      {c * 1000:8.1f} ms")
     print(f"  consumer: 100 joins (pipelined)        {joins * 1000:8.1f} ms   (an epoch and a target each)")
     print(f"  consumer: last join -> Stable          {statistics.median(k) * 1000:8.1f} ms   "
-          f"(min {min(k) * 1000:.1f}, max {max(k) * 1000:.1f})")
-    p = [r for _j, r in polled_times]
+          f"(min {min(k) * 1000:.1f}, max {max(k) * 1000:.1f}; broker CPU "
+          f"{statistics.median(c for _j, _r, c in consumer_times) * 1000:.0f} ms)")
+    p = [r for _j, r, _c in polled_times]
     print(f"    the same, polling Describe each round {statistics.median(p) * 1000:7.1f} ms   "
           f"(min {min(p) * 1000:.1f}, max {max(p) * 1000:.1f})")
     hc, hk = statistics.median(rates["classic"]), statistics.median(rates["consumer"])

@@ -161,3 +161,41 @@ def test_a_classic_member_that_never_syncs_is_fenced_and_the_group_goes_back(tmp
     h.advance(5_001)  # no SyncGroup within its rebalance timeout
     assert a not in h.cg(G).members
     assert h.cg(G).members[b].state == MemberState.STABLE
+
+
+def test_after_a_restart_classic_members_keep_their_own_session_timeout(tmp_path):
+    h = ConsumerHarness(tmp_path)
+    h.topic("t", 4)
+    (a, b), _generation = classic_group(h)  # JoinGroup session timeout: 10 s
+    h.subscribe("c1", ["t"], group=G)
+    h.restart()
+    assert {m.member_id for m in h.cg(G).members.values() if m.classic is not None} == {a, b}
+    h.advance(9_000)
+    assert h.hb("c1", h.cg(G).members["c1"].member_epoch, group=G).error is E.NONE
+    h.advance(2_000)  # past the classic members' 10 s, well inside the consumer member's 45 s
+    assert set(h.cg(G).members) == {"c1"}
+
+
+def test_a_classic_member_joining_a_consumer_group_gets_partitions_only_once_released(tmp_path):
+    h = ConsumerHarness(tmp_path)
+    h.topic("t", 4)
+    r = h.subscribe("c1", ["t"], group=G)
+    owned = dict(r.assignment)
+    assert sum(len(ps) for ps in owned.values()) == 4
+    first = h.join("", group=G, protocols=PROTOCOLS).result()
+    assert first.error is E.MEMBER_ID_REQUIRED
+    joined = h.join(first.member_id, group=G, protocols=PROTOCOLS).result()
+    assert joined.error is E.NONE
+    synced = h.sync(first.member_id, joined.generation, group=G).result()
+    assert decode_assignment(synced.assignment).assigned_partitions == []  # c1 still holds all four
+    assert h.heartbeat(first.member_id, joined.generation, group=G) is E.NONE  # nothing free yet
+    r = h.hb("c1", r.member_epoch, group=G, owned=owned)  # told to give two up
+    kept = dict(r.assignment)
+    assert sum(len(ps) for ps in kept.values()) == 2
+    h.hb("c1", r.member_epoch, group=G, owned=kept)  # released
+    assert h.heartbeat(first.member_id, joined.generation, group=G) is E.REBALANCE_IN_PROGRESS
+    again = h.join(first.member_id, group=G, protocols=PROTOCOLS).result()
+    synced = h.sync(first.member_id, again.generation, group=G).result()
+    [tp] = decode_assignment(synced.assignment).assigned_partitions
+    assert tp.topic == "t" and len(tp.partitions) == 2
+    assert h.heartbeat(first.member_id, again.generation, group=G) is E.NONE
