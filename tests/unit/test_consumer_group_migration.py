@@ -199,3 +199,11 @@ def test_a_classic_member_joining_a_consumer_group_gets_partitions_only_once_rel
     [tp] = decode_assignment(synced.assignment).assigned_partitions
     assert tp.topic == "t" and len(tp.partitions) == 2
     assert h.heartbeat(first.member_id, again.generation, group=G) is E.NONE
+
+
+def test_a_full_classic_group_refuses_the_newcomer_and_stays_classic(tmp_path):
+    h = ConsumerHarness(tmp_path, consumer_max_size=2)
+    h.topic("t", 4)
+    classic_group(h)
+    assert h.subscribe("c1", ["t"], group=G).error is E.GROUP_MAX_SIZE_REACHED
+    assert G in h.shard.groups and G not in h.shard.consumer_groups

@@ -284,6 +284,10 @@ def _find_group(shard: Shard, req: HeartbeatRequest, records: list) -> ConsumerG
         raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
     if classic is not None and classic.state is not GroupState.DEAD:
         if classic.state is not GroupState.EMPTY:  # online upgrade, as the migration policy allows
+            if req.member_id not in classic.members and len(classic.members) >= shard.config.consumer_max_size:
+                # Kafka refuses the newcomer after converting and drops both: the group stays classic
+                raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity "
+                              f"of {shard.config.consumer_max_size} members.")
             members = upgrade(shard, classic, shard.topics)
             group = shard.consumer_groups[req.group_id]
             for member in members:
