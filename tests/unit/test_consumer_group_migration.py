@@ -207,3 +207,23 @@ def test_a_full_classic_group_refuses_the_newcomer_and_stays_classic(tmp_path):
     classic_group(h)
     assert h.subscribe("c1", ["t"], group=G).error is E.GROUP_MAX_SIZE_REACHED
     assert G in h.shard.groups and G not in h.shard.consumer_groups
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_without_a_rebalance(tmp_path):
+    h = ConsumerHarness(tmp_path)
+    h.topic("t", 4)
+    (a, b), _generation = classic_group(h)
+    r = h.subscribe("c1", ["t"], group=G, instance_id="i1")
+    assert r.error is E.NONE
+    epoch = h.cg(G).group_epoch
+    left = h.hb("c1", -2, group=G, instance_id="i1")  # the static member stops (epoch -2)
+    assert left.error is E.NONE and G in h.shard.consumer_groups
+    joined = h.join("", group=G, instance="i1", protocols=PROTOCOLS).result()  # back with the classic protocol
+    assert joined.error is E.NONE
+    classic = h.shard.groups[G]
+    assert G not in h.shard.consumer_groups and classic.state.value == "Stable"
+    assert set(classic.members) == {a, b, joined.member_id} and classic.generation == epoch
+    synced = h.sync(joined.member_id, classic.generation, group=G, instance="i1").result()
+    assert synced.error is E.NONE
+    assert decode_assignment(synced.assignment).assigned_partitions  # c1's target, now its own
+    replayed_equals_live(h)

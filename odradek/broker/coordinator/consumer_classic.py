@@ -45,6 +45,7 @@ from .consumer_migration import (
     classic_metadata,
     classic_protocols,
     encoded_assignment,
+    maybe_downgrade,
     to_ids,
 )
 
@@ -78,6 +79,10 @@ def classic_join(shard: Shard, coordinator: GroupShards, group: ConsumerGroup, r
     except ConsumerProtocolError:
         return _join_failed(member_id, E.INCONSISTENT_GROUP_PROTOCOL)
     topics = coordinator.topics
+    holder = group.members.get(group.static_members.get(req.group_instance_id or "", ""))
+    # a classic static member replacing the last consumer-protocol member downgrades the group
+    replaces_consumer = holder is not None and holder.member_id != member_id and holder.classic is None
+    same_subscription = holder is not None and set(holder.meta.subscribed_topic_names) == set(subscription.topics)
     hb = HeartbeatRequest(
         group_id=group.group_id, member_id=member_id, member_epoch=0, instance_id=req.group_instance_id,
         rack_id=subscription.rack_id, rebalance_timeout_ms=req.rebalance_timeout_ms,
@@ -93,6 +98,10 @@ def classic_join(shard: Shard, coordinator: GroupShards, group: ConsumerGroup, r
     def joined(outcome: HeartbeatResult) -> None:
         if outcome.error is not E.NONE:
             answer.set(JoinResult.failed(member_id, outcome.error))
+            return
+        if replaces_consumer and maybe_downgrade(shard, group, [], topics, rebalance=not same_subscription):
+            answer.set(JoinResult(E.NONE, member_id, generation=shard.groups[group.group_id].generation,
+                                  protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=req.protocols[0][0]))
             return
         member = group.members.get(member_id)
         if member is not None:

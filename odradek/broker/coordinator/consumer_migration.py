@@ -194,9 +194,13 @@ def encoded_assignment(assignment: Assignment, version_of: bytes, group: Consume
 # --- downgrade -------------------------------------------------------------------------------------
 
 
-def maybe_downgrade(shard: Shard, group: ConsumerGroup, gone: list[ConsumerMember], topics: TopicsView) -> bool:
-    """``validateOnlineDowngradeWithFencedMembers`` then ``convertToClassicGroup``: True when the
-    departure of ``gone`` turned the group into a classic group (its records written)."""
+def maybe_downgrade(shard: Shard, group: ConsumerGroup, gone: list[ConsumerMember], topics: TopicsView, *,
+                    rebalance: bool = True) -> bool:
+    """``validateOnlineDowngradeWith{FencedMembers,ReplacedMember}`` then ``convertToClassicGroup``:
+    True when the departure of ``gone`` (or a classic static member having replaced the last
+    consumer-protocol one: ``gone`` empty) turned the group into a classic group, its records
+    written; a classic rebalance follows unless ``rebalance`` is False (a replacement with the
+    same subscription)."""
     remaining = [m for m in group.members.values() if m not in gone]
     if not remaining or any(m.classic is None for m in remaining):
         return False
@@ -224,7 +228,8 @@ def maybe_downgrade(shard: Shard, group: ConsumerGroup, gone: list[ConsumerMembe
     log.info("group.converted", group=gid, to="classic", members=len(remaining), generation=group.group_epoch)
     for member in classic.members.values():
         reset_session(shard, classic, member)
-    prepare_rebalance(shard, classic, f"Downgrade group {gid} from consumer to classic for member leaving.")
+    if rebalance:
+        prepare_rebalance(shard, classic, f"Downgrade group {gid} from consumer to classic for member leaving.")
     return True
 
 
