@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...offsets.records import OffsetValue
-from ..emulation import consumer_protocol_by_default, state_filter_mode, value_versions
+from ..emulation import consumer_protocol_by_default, state_filter_mode, value_versions, writes_metadata_hash
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class CoordinatorConfig:
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_max_size: int = 2**31 - 1
     consumer_migration_policy: str = "bidirectional"  # upgrade | downgrade | bidirectional | disabled
+    consumer_metadata_hash: bool = True  # Kafka 4.1's metadata hash in the group-epoch record
 
     @classmethod
     def from_config(cls, config: Any) -> CoordinatorConfig:
@@ -56,6 +57,7 @@ class CoordinatorConfig:
             consumer_assignors=tuple(config["group.consumer.assignors"].split(",")),
             consumer_max_size=config["group.consumer.max.size"],
             consumer_migration_policy=config["group.consumer.migration.policy"],
+            consumer_metadata_hash=writes_metadata_hash(config["odradek.emulate.kafka.version"]),
         )
 
     @property

@@ -30,7 +30,6 @@ from ...offsets.consumer_records import (
     CGMemberKey,
     CGMemberValue,
     CGMetadataKey,
-    CGMetadataValue,
     CGPartitionMetadataKey,
     CGPartitionMetadataValue,
     CGRegexKey,
@@ -55,6 +54,7 @@ from .consumer_group import (
     subscription_metadata,
 )
 from .consumer_migration import maybe_downgrade, upgrade
+from .metadata_hash import epoch_record
 from .reconcile import FencedMember, reconcile
 from .shard import Shard
 from .state import GroupState
@@ -339,7 +339,7 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView,
         group.topics_version = topics.version()  # live cache, not state
     group_epoch = group.group_epoch + 1 if bump else group.group_epoch
     if bump:
-        records.append((CGMetadataKey(group.group_id), CGMetadataValue(group_epoch)))
+        records.append(epoch_record(group.group_id, group_epoch, metadata, config.consumer_metadata_hash))
     targets = group.targets
     if replaced is not None:  # the static member's new id inherits the departed one's target
         targets = {mid: t for mid, t in targets.items() if mid != replaced.member_id}
@@ -574,10 +574,11 @@ def _leave(shard: Shard, topics: TopicsView, req: HeartbeatRequest) -> tuple[Hea
     result = HeartbeatResult(E.NONE, None, member.member_id, LEAVE_EPOCH)
     if maybe_downgrade(shard, group, [member], topics):  # the last consumer-protocol member left
         return result, []
-    return result, fence_records(group, [member], topics)
+    return result, fence_records(group, [member], topics, shard.config.consumer_metadata_hash)
 
 
-def fence_records(group: ConsumerGroup, gone: list[ConsumerMember], topics: TopicsView) -> list:
+def fence_records(group: ConsumerGroup, gone: list[ConsumerMember], topics: TopicsView,
+                  with_hash: bool = True) -> list:
     """Members removed: their tombstones, regexes losing their last subscriber, new metadata, epoch + 1."""
     records: list = []
     for m in gone:
@@ -593,7 +594,7 @@ def fence_records(group: ConsumerGroup, gone: list[ConsumerMember], topics: Topi
     metadata = subscription_metadata(left, regexes, topics)
     if metadata != group.subscription_metadata:
         records.append((CGPartitionMetadataKey(group.group_id), CGPartitionMetadataValue(metadata)))
-    records.append((CGMetadataKey(group.group_id), CGMetadataValue(group.group_epoch + 1)))
+    records.append(epoch_record(group.group_id, group.group_epoch + 1, metadata, with_hash))
     return records
 
 
@@ -605,7 +606,7 @@ def fence(shard: Shard, group: ConsumerGroup, member: ConsumerMember, topics: To
     log.info("consumer_group.member_fenced", group=group.group_id, member=member.member_id, reason=reason)
     if maybe_downgrade(shard, group, [member], topics):
         return Promise.resolved(None)
-    return shard.run(CoordinatorResult(fence_records(group, [member], topics), None), replay_now=True)
+    return shard.run(CoordinatorResult(fence_records(group, [member], topics, shard.config.consumer_metadata_hash), None), replay_now=True)
 
 
 def arm_session(shard: Shard, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int | None = None) -> None:
@@ -708,5 +709,5 @@ def remove_members(shard: Shard, group: ConsumerGroup, leaving: list[tuple[str, 
     if gone:
         log.info("consumer_group.members_removed", group=group.group_id, members=[m.member_id for m in gone])
         if not maybe_downgrade(shard, group, gone, shard.topics):
-            shard.run(CoordinatorResult(fence_records(group, gone, shard.topics), None), replay_now=True)
+            shard.run(CoordinatorResult(fence_records(group, gone, shard.topics, shard.config.consumer_metadata_hash), None), replay_now=True)
     return errors

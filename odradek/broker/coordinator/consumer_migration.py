@@ -45,8 +45,6 @@ from ...offsets.consumer_records import (
     CGAssignmentValue,
     CGMemberKey,
     CGMemberValue,
-    CGMetadataKey,
-    CGMetadataValue,
     CGPartitionMetadataKey,
     CGPartitionMetadataValue,
     CGTargetMemberKey,
@@ -67,6 +65,7 @@ from .consumer_group import (
     subscription_metadata,
 )
 from .group import ClassicGroup, Member
+from .metadata_hash import epoch_record
 from .rebalance import prepare_rebalance, reset_session, retire_group
 
 if TYPE_CHECKING:
@@ -115,7 +114,7 @@ def upgrade(shard: Shard, classic: ClassicGroup, topics: TopicsView) -> list[Con
     records += [(CGMemberKey(gid, mid), m.meta) for mid, m in members.items()]
     if metadata:
         records.append((CGPartitionMetadataKey(gid), CGPartitionMetadataValue(metadata)))
-    records.append((CGMetadataKey(gid), CGMetadataValue(generation)))
+    records.append(epoch_record(gid, generation, metadata, shard.config.consumer_metadata_hash))
     records += [(CGTargetMemberKey(gid, mid), CGTargetMemberValue(m.assigned)) for mid, m in members.items()]
     records.append((CGTargetMetadataKey(gid), CGTargetMetadataValue(generation)))
     records += [(CGAssignmentKey(gid, mid), CGAssignmentValue(
