@@ -7,6 +7,7 @@ before is read again, nothing is skipped)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
@@ -179,3 +180,67 @@ def test_rolling_upgrade_and_downgrade_keep_offsets_and_never_share_a_partition(
     finally:
         for name in list(g.members):
             g.close(name)
+
+
+async def test_aiokafka_members_and_a_consumer_protocol_member_share_a_group_and_part_again():
+    """aiokafka's classic members (heartbeats and rejoins in its background task) through an upgrade
+    and a downgrade; every sample of the members' assignments on the way is disjoint."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from confluent_kafka import Consumer
+
+    from odradek.testing import Broker
+
+    async with Broker(overrides=BROKER) as b:
+        await b.app.wait_loaded()
+        topic, gid = f"t-{uuid.uuid4().hex[:8]}", f"mig-{uuid.uuid4().hex[:6]}"
+        admin = AIOKafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+        await admin.start()
+        await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+        await admin.close()
+        classic = [AIOKafkaConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=gid,
+                                    session_timeout_ms=6000, heartbeat_interval_ms=200) for _ in range(2)]
+        for c in classic:
+            await c.start()
+        modern = None
+        overlaps: list = []
+
+        def held() -> list[set[int]]:
+            sets = [{tp.partition for tp in c.assignment()} for c in classic]
+            if modern is not None:
+                sets.append({tp.partition for tp in modern.assignment()})
+            return sets
+
+        async def until(predicate, what: str, timeout: float = 60.0) -> None:
+            deadline = asyncio.get_running_loop().time() + timeout
+            while True:
+                if modern is not None:
+                    modern.poll(0)
+                sets = held()
+                if sum(len(s) for s in sets) != len(set().union(*sets)):
+                    overlaps.append(sets)
+                if predicate(sets):
+                    return
+                assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}: {sets}"
+                await asyncio.sleep(0.05)
+
+        def shared(sets: list[set[int]]) -> bool:
+            return all(sets) and set().union(*sets) == set(range(PARTITIONS))
+
+        try:
+            await until(shared, "two aiokafka members to share the topic")
+            modern = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": gid,
+                               "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+            modern.subscribe([topic])
+            await until(lambda sets: len(sets) == 3 and shared(sets), "the upgraded group of three")
+            assert gid in b.app.coordinator.shard_for(gid).consumer_groups
+            leaving, modern = modern, None
+            await asyncio.to_thread(leaving.close)  # it waits for its leave's answer: off the broker's loop
+            await until(lambda sets: shared(sets) and gid in b.app.coordinator.shard_for(gid).groups,
+                        "the downgraded classic group of two")
+            assert overlaps == []
+        finally:
+            if modern is not None:
+                await asyncio.to_thread(modern.close)
+            for c in classic:
+                await c.stop()
