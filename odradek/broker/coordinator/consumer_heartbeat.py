@@ -399,7 +399,7 @@ def _find_member(shard: Shard, group: ConsumerGroup, req: HeartbeatRequest, memb
                               f"member {holder.member_id}.")
             records.extend(_tombstones(group.group_id, holder.member_id))
             new = replace(holder, member_id=member_id, member_epoch=0, previous_member_epoch=0,
-                          session_timer=None, rebalance_timer=None)
+                          session_timer=None, rebalance_timer=None, join_timer=None, sync_timer=None)
             records.append((CGTargetMemberKey(group.group_id, member_id),
                             CGTargetMemberValue(group.targets.get(holder.member_id, {}))))
             return new, holder
