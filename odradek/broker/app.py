@@ -35,7 +35,7 @@ from .config import (
 from .control import BrokerControl
 from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
-from .coordinator.group_configs import GroupConfig, GroupConfigs
+from .coordinator.group_configs import GroupConfigs
 from .coordinator.service import Coordinator
 from .datadir import DirLocks, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
@@ -133,7 +133,7 @@ class BrokerApp:
         self.dataplane = DataPlane(self.topics, self.logs, self.data_dir)
         self.dataplane.internal_stable_offset = self._offsets_stable_offset
         self.coordinator_config = CoordinatorConfig.from_config(config)
-        self.group_configs = GroupConfigs(GroupConfig.from_config(config))  # GROUP resources
+        self.group_configs = GroupConfigs.from_config(config, self.data_dir)  # GROUP resources
         self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
         self.txn_config = TxnConfig.from_config(config)
@@ -234,6 +234,7 @@ class BrokerApp:
             self.client_quotas.load()
             self.features.load()
             self.client_metrics.subscriptions.load()
+            self.group_configs.load()
             self.quotas_changed()
             if self.authorizer is not None:
                 self.authorizer.load()  # before any listener: no request is checked against no ACLs
@@ -456,7 +457,7 @@ class BrokerApp:
         coordinator.group_version = lambda: (features.level(GROUP_VERSION) if GROUP_VERSION in features.supported
                                              else None)
         coordinator.share_version = lambda: features.level(SHARE_VERSION)
-        coordinator.group_configs = self.group_configs
+        coordinator.group_configs = self.group_configs  # GROUP resources: session timeouts, intervals
         coordinator.share_persister = self.share_coordinator
         return coordinator
 

@@ -508,15 +508,25 @@ SETTINGS: list[Setting] = [
     Setting("group.consumer.session.timeout.ms", _int, 45000,
             "Session timeout of consumer-protocol members (chosen by the broker, not the client).",
             low=1, high=INT32_MAX),
+    # bounds of the per-group consumer.* configs (GROUP resources, Kafka's GroupConfig.validate)
+    Setting("group.consumer.min.session.timeout.ms", _int, 45000,
+            "Smallest consumer.session.timeout.ms a group config may set.", low=1, high=INT32_MAX),
+    Setting("group.consumer.max.session.timeout.ms", _int, 60000,
+            "Largest consumer.session.timeout.ms a group config may set.", low=1, high=INT32_MAX),
+    Setting("group.consumer.min.heartbeat.interval.ms", _int, 5000,
+            "Smallest consumer.heartbeat.interval.ms a group config may set.", low=1, high=INT32_MAX),
+    Setting("group.consumer.max.heartbeat.interval.ms", _int, 15000,
+            "Largest consumer.heartbeat.interval.ms a group config may set.", low=1, high=INT32_MAX),
     Setting("group.consumer.assignors", _consumer_assignors, "uniform,range",
             "Server assignors of consumer groups (uniform, range, or Kafka's class names); the first "
             "is the default."),
     Setting("group.consumer.max.size", _int, INT32_MAX, "Most members a consumer group may have.", low=1,
             high=INT32_MAX),
     Setting("group.consumer.migration.policy", _choice("bidirectional", "upgrade", "downgrade", "disabled"),
-            "bidirectional", "Conversion of non-empty groups between the protocols; an empty group "
-            "converts whatever it says (online migration of a non-empty group is not built: it is "
-            "refused as with disabled)."),
+            "bidirectional", "Online migration of non-empty groups between the protocols: upgrade (a "
+            "consumer-protocol member joining a classic group converts it, its classic members kept), "
+            "downgrade (the last consumer-protocol member leaving converts it back), both, or "
+            "disabled; an empty group converts whatever it says."),
     # KIP-932 share groups: the broker defaults of the share.* group configs (Kafka's names)
     Setting("group.share.session.timeout.ms", _int, 45000,
             "Session timeout of share-group members.", low=1, high=INT32_MAX),
@@ -547,6 +557,39 @@ SETTINGS: list[Setting] = [
     Setting("share.coordinator.snapshot.update.records.per.snapshot", _int, 500,
             "ShareUpdate records per share-partition before the next write is a whole ShareSnapshot.",
             low=0, high=500),
+    # bounds of the per-group share.* configs (GROUP resources, Kafka's GroupConfig.validate)
+    Setting("group.share.min.session.timeout.ms", _int, 45000,
+            "Smallest share.session.timeout.ms a group config may set.", low=1, high=INT32_MAX),
+    Setting("group.share.max.session.timeout.ms", _int, 60000,
+            "Largest share.session.timeout.ms a group config may set.", low=1, high=INT32_MAX),
+    Setting("group.share.min.heartbeat.interval.ms", _int, 5000,
+            "Smallest share.heartbeat.interval.ms a group config may set.", low=1, high=INT32_MAX),
+    Setting("group.share.max.heartbeat.interval.ms", _int, 15000,
+            "Largest share.heartbeat.interval.ms a group config may set.", low=1, high=INT32_MAX),
+    Setting("group.share.min.record.lock.duration.ms", _int, 15000,
+            "Smallest share.record.lock.duration.ms a group config may set.", low=1000, high=30000),
+    Setting("group.share.max.record.lock.duration.ms", _int, 60000,
+            "Largest share.record.lock.duration.ms a group config may set.", low=30000, high=3600000),
+    # KIP-1071 streams groups are not served; their group configs are stored and checked (Kafka's
+    # GroupConfig names) so admin tools that set them work
+    Setting("group.streams.session.timeout.ms", _int, 45000,
+            "Default of the streams.session.timeout.ms group config.", low=1, high=INT32_MAX),
+    Setting("group.streams.min.session.timeout.ms", _int, 45000,
+            "Smallest streams.session.timeout.ms a group config may set.", low=1, high=INT32_MAX),
+    Setting("group.streams.max.session.timeout.ms", _int, 60000,
+            "Largest streams.session.timeout.ms a group config may set.", low=1, high=INT32_MAX),
+    Setting("group.streams.heartbeat.interval.ms", _int, 5000,
+            "Default of the streams.heartbeat.interval.ms group config.", low=1, high=INT32_MAX),
+    Setting("group.streams.min.heartbeat.interval.ms", _int, 5000,
+            "Smallest streams.heartbeat.interval.ms a group config may set.", low=1, high=INT32_MAX),
+    Setting("group.streams.max.heartbeat.interval.ms", _int, 15000,
+            "Largest streams.heartbeat.interval.ms a group config may set.", low=1, high=INT32_MAX),
+    Setting("group.streams.num.standby.replicas", _int, 0,
+            "Default of the streams.num.standby.replicas group config.", low=0, high=INT32_MAX),
+    Setting("group.streams.max.standby.replicas", _int, 2,
+            "Largest streams.num.standby.replicas a group config may set.", low=0, high=INT32_MAX),
+    Setting("group.streams.initial.rebalance.delay.ms", _int, 3000,
+            "Default of the streams.initial.rebalance.delay.ms group config.", low=0, high=INT32_MAX),
     Setting("offsets.topic.num.partitions", _int, 1,
             "Partitions of __consumer_offsets (the coordinator's shards); fixed once created.",
             kafka_default=50, low=1, high=10000),

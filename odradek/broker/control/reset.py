@@ -4,7 +4,7 @@ Gone: every topic and its logs, every group and committed offset, share-partitio
 sessions and live share-partitions, producer
 state, fetch sessions, broker settings changed at runtime (AlterConfigs on the broker: back to
 the static configuration), client quotas (AlterClientQuotas), feature levels (UpdateFeatures),
-client-metrics resources and telemetry instances (``_STORES``: one list, for the running
+client-metrics resources and telemetry instances, group configs (``_STORES``: one list, for the running
 reset and for a start finishing an interrupted one); ``BrokerControl.reset`` also clears
 the fault rules and the captured requests.  Kept: the listeners and their connections, the
 cluster id, the producer-id block (ids never repeat), the clock (time only
@@ -53,6 +53,7 @@ from ...storage.log_manager import CheckpointSnapshot
 from ..client_metrics import FILE as CLIENT_METRICS_FILE
 from ..client_quotas import FILE_NAME as CLIENT_QUOTAS_FILE
 from ..coordinator import rebalance
+from ..coordinator.group_configs import FILE as GROUP_CONFIGS_FILE
 from ..dataplane.topics import REGISTRY_FILE
 from ..dynamic_config import FILE as DYNAMIC_CONFIG_FILE
 from ..features import FILE_NAME as FEATURES_FILE
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from ..client_quotas import QuotaStore
     from ..clock import Clock
     from ..config import Config
+    from ..coordinator.group_configs import GroupConfigs
     from ..coordinator.service import Coordinator
     from ..dataplane import DataPlane, TopicRegistry
     from ..dynamic_config import DynamicBrokerConfig
@@ -96,6 +98,7 @@ class ResetServices(Protocol):
     features: Features
     features_lock: asyncio.Lock
     client_metrics: ClientMetricsManager
+    group_configs: GroupConfigs
     coordinator: Coordinator | None
     txn_coordinator: TransactionCoordinator | None
     share_coordinator: ShareCoordinator | None
@@ -179,6 +182,11 @@ async def _forget_client_metrics(app: ResetServices) -> None:
     await app.client_metrics.reset()
 
 
+async def _forget_group_configs(app: ResetServices) -> None:
+    """Group configs (IncrementalAlterConfigs on GROUP resources) go: durable first."""
+    await app.group_configs.forget_all()
+
+
 def _unlink(data_dir: Path, name: str) -> None:
     (data_dir / name).unlink(missing_ok=True)
 
@@ -200,6 +208,7 @@ _STORES = (
     _Store(CLIENT_QUOTAS_FILE, _forget_client_quotas),
     _Store(FEATURES_FILE, _forget_features, lambda d, _name: forget_levels(d)),
     _Store(CLIENT_METRICS_FILE, _forget_client_metrics),
+    _Store(GROUP_CONFIGS_FILE, _forget_group_configs),
 )
 
 

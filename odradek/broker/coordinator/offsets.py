@@ -245,7 +245,8 @@ Row = Callable[..., None]  # row(ap, partition, offset, leader_epoch, metadata, 
 
 def validate_consumer_fetch(coordinator: GroupShards, group_id: str, member_id: str | None, epoch: int) -> ErrorCode:
     """OffsetFetch v9 on a consumer group (``ConsumerGroup.validateOffsetFetch``): the member must
-    exist (UNKNOWN_MEMBER_ID) with that epoch (STALE_MEMBER_EPOCH); other groups are not checked."""
+    exist (UNKNOWN_MEMBER_ID) with that epoch (STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for a classic
+    member); other groups are not checked."""
     shard, error = coordinator.check(group_id, allow_empty=True)
     group = shard.consumer_groups.get(group_id) if error is ErrorCode.NONE else None
     if group is None:
@@ -253,7 +254,9 @@ def validate_consumer_fetch(coordinator: GroupShards, group_id: str, member_id: 
     member = group.members.get(member_id or "")
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    return ErrorCode.NONE if member.member_epoch == epoch else ErrorCode.STALE_MEMBER_EPOCH
+    if member.member_epoch == epoch:
+        return ErrorCode.NONE
+    return ErrorCode.STALE_MEMBER_EPOCH if member.classic is None else ErrorCode.ILLEGAL_GENERATION
 
 
 def fetch_offset_rows(coordinator: GroupShards, group_id: str | None,

@@ -123,7 +123,10 @@ class Shard:
         # KIP-932 share groups: rebuilt by replay alone (``share_group.replay_share``)
         self.share_groups: dict[str, ShareGroup] = {}
         self.topics = TopicsView()  # what consumer groups know of topics (the coordinator shares its own)
-        self.group_configs = GroupConfigs(GroupConfig())  # each group's settings (the coordinator shares its own)
+        # per-group configs over the coordinator's defaults (the broker wires app.group_configs in)
+        self.group_configs = GroupConfigs(GroupConfig(
+            consumer_session_timeout_ms=self.config.consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms))
         self.stats: Counter[str] = Counter()  # events for metrics: rebalances, offset_commits
         # persisted view (what replay builds; what a reload must reproduce)
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}

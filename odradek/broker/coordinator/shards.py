@@ -66,7 +66,9 @@ class GroupShards:
         # share groups (KIP-932): the finalized share.version, each group's settings (GROUP configs)
         # and the share coordinator that keeps share-partition state (the broker wires them in)
         self.share_version: Callable[[], int] = lambda: 0
-        self._group_configs = GroupConfigs(GroupConfig())
+        self._group_configs = GroupConfigs(GroupConfig(
+            consumer_session_timeout_ms=config.consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.consumer_heartbeat_interval_ms))
         for shard in self.shards:
             shard.group_configs = self._group_configs
         self.share_persister: SharePersister | None = None
