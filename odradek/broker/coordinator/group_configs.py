@@ -9,8 +9,10 @@ share-group code never look at broker settings directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
+
+from odradek.protocol.lean_dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True)
