@@ -54,7 +54,6 @@ class _Template(NamedTuple):
     """A generated method's source, compiled once for every class of its shape."""
 
     code: types.CodeType  # of the __create_fn__ wrapper
-    rename: Callable[[Callable[[str], str]], types.CodeType] | None
     placeholders: frozenset[str]  # those in the source
     identifiers: frozenset[str]  # the source's other identifiers (string contents included)
 
@@ -107,57 +106,47 @@ def _names() -> "_Names":
     return _current.names
 
 
-def _renamer(code: types.CodeType, depth: int = 0) -> Callable[[Callable[[str], str]], types.CodeType] | None:
-    """How to rename the placeholders of ``code`` (worked out once per template): a function of
-    the substitution giving the renamed code, or None if nothing in it names a placeholder.
-
-    Strings are renamed at every depth; names (attributes, parameters, closure cells) only in the
-    method inside the ``__create_fn__`` wrapper (depth 2; the wrapper is depth 1) — the wrapper keeps its parameters'
-    placeholder names, as ``_create_fn`` calls it with the placeholder-named locals it was given."""
-    consts = [(i, plan) for i, plan in ((i, _const_renamer(c, depth + 1)) for i, c in enumerate(code.co_consts))
-              if plan is not None]
-    names = {attr: getattr(code, attr) for attr in ("co_names", "co_varnames", "co_freevars", "co_cellvars")
-             if depth >= 2 and any(_MARK in n for n in getattr(code, attr))}
-    if not consts and not names:
-        return None
-
-    def rename(sub: Callable[[str], str]) -> types.CodeType:
-        changes = {attr: tuple(map(sub, values)) for attr, values in names.items()}
-        if consts:
-            renamed = list(code.co_consts)
-            for i, plan in consts:
-                renamed[i] = plan(sub)
-            changes["co_consts"] = tuple(renamed)
-        return code.replace(**changes)
-    return rename
+def _rename(code: types.CodeType, sub: Callable[[str], str], depth: int) -> types.CodeType:
+    """``code`` with this class's field names for the placeholders: in strings at every depth; in
+    names (attributes, parameters, closure cells) only in the method inside the ``__create_fn__``
+    wrapper (depth 2; the wrapper is depth 1), whose parameters keep their placeholder names as
+    ``_create_fn`` calls it with the placeholder-named locals it was given."""
+    consts = tuple(_rename_const(c, sub, depth + 1) for c in code.co_consts)
+    if depth < 2:
+        return code.replace(co_consts=consts)
+    return code.replace(co_consts=consts, co_names=tuple(map(sub, code.co_names)),
+                        co_varnames=tuple(map(sub, code.co_varnames)),
+                        co_freevars=tuple(map(sub, code.co_freevars)),
+                        co_cellvars=tuple(map(sub, code.co_cellvars)))
 
 
-def _const_renamer(value: Any, depth: int) -> Callable[[Callable[[str], str]], Any] | None:
-    if isinstance(value, str):
-        return (lambda sub: sub(value)) if _MARK in value else None
-    if isinstance(value, types.CodeType):
-        return _renamer(value, depth)
-    if isinstance(value, tuple | frozenset):  # ``name in ('a','b',)``: a tuple (3.11), a frozenset (3.12)
-        items = tuple(value)
-        plans = [_const_renamer(v, depth) for v in items]
-        if any(plans):
-            kind = type(value)
-            return lambda sub: kind(v if plan is None else plan(sub) for v, plan in zip(items, plans, strict=True))
-    return None
+def _rename_const(value: Any, sub: Callable[[str], str], depth: int) -> Any:
+    kind = type(value)
+    if kind is str:
+        return sub(value)
+    if kind is tuple or kind is frozenset:  # ``name in ('a','b',)``: a tuple (3.11), a frozenset (3.12)
+        return kind(_rename_const(v, sub, depth) for v in value)
+    if kind is types.CodeType:
+        return _rename(value, sub, depth)
+    return value
 
 
-def _compiled(text: str) -> tuple[types.CodeType, tuple[str, ...], tuple[str, ...]]:
-    """The ``__create_fn__`` function ``text`` defines, compiled, with the placeholders ``text`` uses
-    and its other identifiers (string contents included): from the store, else compiled now."""
-    entry = _STORED.get(text)
-    if entry is None:
-        # dont_inherit: compiled as dataclasses' own exec compiles it (no __future__ of this module)
-        module = compile(text, "<string>", "exec", dont_inherit=True)
-        outer = next(c for c in module.co_consts if isinstance(c, types.CodeType))
-        entry = _STORED[text] = (outer, tuple(sorted(set(_PLACEHOLDER_RE.findall(text)))),
-                                 tuple(sorted(set(_IDENTIFIER_RE.findall(_PLACEHOLDER_RE.sub(" ", text))))))
-        _STORE.new = True
-    return entry
+def _template(text: str) -> _Template:
+    """The ``__create_fn__`` function ``text`` defines, compiled: from the store, else compiled now
+    (and kept for the store)."""
+    raw = _STORED.pop(text, None)
+    if raw is not None:
+        with contextlib.suppress(EOFError, ValueError, TypeError):
+            outer, placeholders, identifiers = marshal.loads(raw)
+            if isinstance(outer, types.CodeType):
+                return _Template(outer, frozenset(placeholders), frozenset(identifiers))
+    # dont_inherit: compiled as dataclasses' own exec compiles it (no __future__ of this module)
+    module = compile(text, "<string>", "exec", dont_inherit=True)
+    outer = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+    placeholders = tuple(sorted(set(_PLACEHOLDER_RE.findall(text))))
+    identifiers = tuple(sorted(set(_IDENTIFIER_RE.findall(_PLACEHOLDER_RE.sub(" ", text)))))
+    _NEW[text] = marshal.dumps((outer, placeholders, identifiers))
+    return _Template(outer, frozenset(placeholders), frozenset(identifiers))
 
 
 def _exec(text: str, globals: dict, ns: dict) -> None:
@@ -166,40 +155,42 @@ def _exec(text: str, globals: dict, ns: dict) -> None:
     names = _names()
     template = _TEMPLATES.get(text)
     if template is None:
-        outer, placeholders, identifiers = _compiled(text)
-        template = _TEMPLATES[text] = _Template(outer, _renamer(outer, 1), frozenset(placeholders),
-                                                frozenset(identifiers))
+        template = _TEMPLATES[text] = _template(text)
     if any(names.real[p] in template.identifiers for p in template.placeholders):
         # a field's name is also another identifier of the source: renaming the compiled code
         # could differ from compiling the real text, so compile the real text (kept in the store too)
-        real = types.FunctionType(_compiled(names.substitute(text))[0], globals)
+        real_text = names.substitute_all(text)
+        outer = _TEMPLATES.get(real_text)
+        if outer is None:
+            outer = _TEMPLATES[real_text] = _template(real_text)
+        real = types.FunctionType(outer.code, globals)
         ns["__create_fn__"] = lambda **kw: real(**{names.substitute(k): v for k, v in kw.items()})
         return
-    code = template.code if template.rename is None else template.rename(names.substitute)
-    ns["__create_fn__"] = types.FunctionType(code, globals)
+    ns["__create_fn__"] = types.FunctionType(_rename(template.code, names.substitute, 1), globals)
 
 
 class _Store:
     """The compiled templates kept between processes, as Python keeps modules' bytecode.
 
-    Read when this module is imported (a missing or unreadable file is an empty store), written at
-    exit when this process compiled a template the file lacked — beside this module's own cached
-    bytecode (``importlib.util.cache_from_source``: ``__pycache__`` or ``sys.pycache_prefix``), one
-    file per Python (``cache_tag``, as marshal's format is), and not when Python writes no bytecode
-    (``sys.dont_write_bytecode``, ``PYTHONDONTWRITEBYTECODE``).  A store holds only code compiled
-    from its key's text, so a stale entry is merely unused.
+    Read when this module is imported (a missing or unreadable file is an empty store; each entry
+    is unmarshalled when a class first needs it), written at exit when this process compiled a
+    template the file lacked — beside this module's own cached bytecode
+    (``importlib.util.cache_from_source``: ``__pycache__`` or ``sys.pycache_prefix``), one file per
+    Python (``cache_tag``, as marshal's format is), and not when Python writes no bytecode
+    (``sys.dont_write_bytecode``, ``PYTHONDONTWRITEBYTECODE``).  An entry is only ever code compiled
+    from its key's text, so a stale one is merely unused.
     """
 
     LIMIT = 4096  # entries kept; past it the store starts afresh (edits leave unused shapes behind)
 
     def __init__(self) -> None:
-        self.new = False
         try:
             self.path: str | None = importlib.util.cache_from_source(__file__).replace(".pyc", ".templates")
         except (NotImplementedError, ValueError):  # no cache_tag, or a __file__ it cannot place
             self.path = None
 
-    def load(self) -> dict[str, tuple[types.CodeType, tuple[str, ...], tuple[str, ...]]]:
+    def load(self) -> dict[str, bytes]:
+        """Source text -> marshalled (``__create_fn__`` code, placeholders, other identifiers)."""
         if self.path is None:
             return {}
         try:
@@ -209,15 +200,15 @@ class _Store:
             return {}
         if not isinstance(stored, dict) or len(stored) > self.LIMIT:
             return {}
-        return {k: v for k, v in stored.items() if isinstance(k, str) and isinstance(v, tuple) and len(v) == 3
-                and isinstance(v[0], types.CodeType)}
+        return {k: v for k, v in stored.items() if isinstance(k, str) and isinstance(v, bytes)}
 
     def save(self) -> None:
-        if not self.new or self.path is None or sys.dont_write_bytecode:
+        if not _NEW or self.path is None or sys.dont_write_bytecode:
             return
-        stored = {**self.load(), **_STORED}
+        new = dict(_NEW)
+        stored = {**self.load(), **new}
         if len(stored) > self.LIMIT:
-            stored = dict(_STORED)
+            stored = new
         temporary = f"{self.path}.{os.getpid()}.tmp"
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -230,7 +221,8 @@ class _Store:
 
 
 _STORE = _Store()
-_STORED: dict[str, tuple[types.CodeType, tuple[str, ...], tuple[str, ...]]] = _STORE.load()  # by source text
+_STORED: dict[str, bytes] = _STORE.load()  # by source text; each entry leaves once used
+_NEW: dict[str, bytes] = {}  # compiled by this process, for the store
 
 
 def _bind(function: Any, namespace: dict) -> types.FunctionType:

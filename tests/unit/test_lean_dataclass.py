@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import inspect
 import json
+import marshal
 import pickle
 import subprocess
 import sys
@@ -303,24 +304,32 @@ def store(tmp_path, monkeypatch):
     s = lean_dataclass._Store()
     monkeypatch.setattr(s, "path", str(tmp_path / "templates"))
     monkeypatch.setattr(lean_dataclass, "_STORE", s)
-    monkeypatch.setattr(lean_dataclass, "_STORED", {})
-    monkeypatch.setattr(lean_dataclass, "_TEMPLATES", {})
+    for name in ("_STORED", "_NEW", "_TEMPLATES"):
+        monkeypatch.setattr(lean_dataclass, name, {})
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     return s
 
 
 def test_the_store_keeps_templates_between_processes(store):
     dataclass(frozen=True)(type("S1", (), {"__annotations__": {"x": int}}))
-    assert store.new
+    compiled = dict(lean_dataclass._NEW)
+    assert compiled  # __init__, __repr__, __eq__, __setattr__, __delattr__, __hash__
     store.save()
-    loaded = store.load()
-    assert set(loaded) == set(lean_dataclass._STORED)
-    assert all(entry[0] == lean_dataclass._STORED[text][0] for text, entry in loaded.items())
+    assert store.load() == compiled
+    # a later process: each template from the store, none compiled
+    lean_dataclass._STORED.update(store.load())
+    lean_dataclass._NEW.clear()
+    lean_dataclass._TEMPLATES.clear()
+    cls = dataclass(frozen=True)(type("S2", (), {"__annotations__": {"y": int}}))
+    assert lean_dataclass._NEW == {} and lean_dataclass._STORED == {}
+    assert repr(cls(3)) == "S2(y=3)" and hash(cls(3)) == hash((3,))
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'y'"):
+        cls(3).y = 4
 
 
 def test_the_store_is_not_written_without_bytecode(store, monkeypatch):
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    dataclass(type("S2", (), {"__annotations__": {"x": int}}))
+    dataclass(type("S3", (), {"__annotations__": {"x": int}}))
     store.save()
     assert not Path(store.path).exists()
 
@@ -328,15 +337,15 @@ def test_the_store_is_not_written_without_bytecode(store, monkeypatch):
 def test_an_unreadable_store_is_an_empty_one(store):
     Path(store.path).write_bytes(b"\x00not marshal")
     assert store.load() == {}
-    Path(store.path).write_bytes(__import__("marshal").dumps({"text": "not code"}))
+    Path(store.path).write_bytes(marshal.dumps({"text": "not marshalled code"}))
     assert store.load() == {}
 
 
-def test_a_stored_template_is_used_as_compiled(store):
-    dataclass(type("S3", (), {"__annotations__": {"x": int}}))
-    stored = copy.copy(lean_dataclass._STORED)
+def test_a_damaged_entry_is_compiled_again(store):
+    dataclass(type("S4", (), {"__annotations__": {"x": int}}))
+    texts = list(lean_dataclass._NEW)
+    lean_dataclass._STORED.update(dict.fromkeys(texts, b"\x00damaged"))
+    lean_dataclass._NEW.clear()
     lean_dataclass._TEMPLATES.clear()
-    store.new = False
-    cls = dataclass(type("S4", (), {"__annotations__": {"y": int}}))
-    assert not store.new and lean_dataclass._STORED == stored
-    assert repr(cls(3)) == "S4(y=3)"
+    cls = dataclass(type("S5", (), {"__annotations__": {"y": int}}))
+    assert repr(cls(1)) == "S5(y=1)" and set(lean_dataclass._NEW) == set(texts)
