@@ -54,8 +54,8 @@ class _Template(NamedTuple):
     """A generated method's source, compiled once for every class of its shape."""
 
     code: types.CodeType  # of the __create_fn__ wrapper
-    placeholders: frozenset[str]  # those in the source
-    identifiers: frozenset[str]  # the source's other identifiers (string contents included)
+    placeholders: tuple[str, ...]  # those in the source
+    identifiers: tuple[str, ...]  # the source's other identifiers (string contents included); a tuple: ~20, smaller than a set
 
 
 _TEMPLATES: dict[str, _Template] = {}  # by source text
@@ -139,14 +139,14 @@ def _template(text: str) -> _Template:
         with contextlib.suppress(EOFError, ValueError, TypeError):
             outer, placeholders, identifiers = marshal.loads(raw)
             if isinstance(outer, types.CodeType):
-                return _Template(outer, frozenset(placeholders), frozenset(identifiers))
+                return _Template(outer, tuple(placeholders), tuple(identifiers))
     # dont_inherit: compiled as dataclasses' own exec compiles it (no __future__ of this module)
     module = compile(text, "<string>", "exec", dont_inherit=True)
     outer = next(c for c in module.co_consts if isinstance(c, types.CodeType))
     placeholders = tuple(sorted(set(_PLACEHOLDER_RE.findall(text))))
     identifiers = tuple(sorted(set(_IDENTIFIER_RE.findall(_PLACEHOLDER_RE.sub(" ", text)))))
     _NEW[text] = marshal.dumps((outer, placeholders, identifiers))
-    return _Template(outer, frozenset(placeholders), frozenset(identifiers))
+    return _Template(outer, placeholders, identifiers)
 
 
 def _exec(text: str, globals: dict, ns: dict) -> None:
