@@ -176,7 +176,8 @@ class _Store:
     is unmarshalled when a class first needs it), written at exit when this process compiled a
     template the file lacked — beside this module's own cached bytecode
     (``importlib.util.cache_from_source``: ``__pycache__`` or ``sys.pycache_prefix``), one file per
-    Python (``cache_tag``, as marshal's format is), and not when Python writes no bytecode
+    Python (``cache_tag``) and checked against its bytecode's magic number as a ``.pyc`` is, and not
+    when Python writes no bytecode
     (``sys.dont_write_bytecode``, ``PYTHONDONTWRITEBYTECODE``).  An entry is only ever code compiled
     from its key's text, so a stale one is merely unused.
     """
@@ -195,10 +196,11 @@ class _Store:
             return {}
         try:
             with open(self.path, "rb") as f:
-                stored = marshal.load(f)
+                magic, stored = marshal.load(f)
         except (OSError, EOFError, ValueError, TypeError):
             return {}
-        if not isinstance(stored, dict) or len(stored) > self.LIMIT:
+        # bytecode of another interpreter release (its magic number, as a .pyc's header) is not run
+        if magic != importlib.util.MAGIC_NUMBER or not isinstance(stored, dict) or len(stored) > self.LIMIT:
             return {}
         return {k: v for k, v in stored.items() if isinstance(k, str) and isinstance(v, bytes)}
 
@@ -213,7 +215,7 @@ class _Store:
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             with open(temporary, "wb") as f:
-                marshal.dump(stored, f)
+                marshal.dump((importlib.util.MAGIC_NUMBER, stored), f)
             os.replace(temporary, self.path)  # readers see the old file or the new, never half
         except OSError:  # a read-only install: compile again next time
             with contextlib.suppress(OSError):

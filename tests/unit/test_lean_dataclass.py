@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.util
 import inspect
 import json
 import marshal
@@ -338,6 +339,17 @@ def test_an_unreadable_store_is_an_empty_one(store):
     Path(store.path).write_bytes(b"\x00not marshal")
     assert store.load() == {}
     Path(store.path).write_bytes(marshal.dumps({"text": "not marshalled code"}))
+    assert store.load() == {}
+    Path(store.path).write_bytes(marshal.dumps((importlib.util.MAGIC_NUMBER, {"text": "not marshalled code"})))
+    assert store.load() == {}
+
+
+def test_a_store_of_another_python_release_is_not_used(store):
+    dataclass(type("S6", (), {"__annotations__": {"x": int}}))
+    store.save()
+    assert store.load()
+    magic, stored = marshal.loads(Path(store.path).read_bytes())
+    Path(store.path).write_bytes(marshal.dumps((b"\x00\x00\r\n", stored)))
     assert store.load() == {}
 
 
