@@ -177,9 +177,8 @@ class _Store:
     template the file lacked — beside this module's own cached bytecode
     (``importlib.util.cache_from_source``: ``__pycache__`` or ``sys.pycache_prefix``), one file per
     Python (``cache_tag``) and checked against its bytecode's magic number as a ``.pyc`` is, and not
-    when Python writes no bytecode
-    (``sys.dont_write_bytecode``, ``PYTHONDONTWRITEBYTECODE``).  An entry is only ever code compiled
-    from its key's text, so a stale one is merely unused.
+    when Python writes no bytecode (``sys.dont_write_bytecode``, ``PYTHONDONTWRITEBYTECODE``).  An
+    entry is only ever code compiled from its key's text, so a stale one is merely unused.
     """
 
     LIMIT = 4096  # entries kept; past it the store starts afresh (edits leave unused shapes behind)
