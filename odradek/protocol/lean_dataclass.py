@@ -15,9 +15,11 @@ differences on the way to each generated method:
 
 - the method's source is generated for placeholder names in place of the fields' names (the
   standard library's text generators, given copies of the ``Field`` objects renamed);
-- that source is compiled once per process and shape (``_TEMPLATES``), and each class gets the
-  compiled code with the placeholders renamed back (``CodeType.replace``): the code the standard
-  library would have compiled from its own text, so the methods behave and run exactly as its.
+- that source is compiled once per shape (``_TEMPLATES``; kept between processes beside this
+  module's bytecode, ``_Store``: one process meets few shapes twice), and each class gets the
+  compiled code with the placeholders renamed back (``CodeType.replace``): the instructions the
+  standard library compiles from its own text (closure cells may sit in another order, as the
+  compiler orders them by name), so the methods behave and run as its.
 
 Where a field's name could change what the source means (it equals another identifier of the
 source: a field named ``name`` in ``__setattr__(self,name,value)``), that method is compiled from the
