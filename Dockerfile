@@ -24,9 +24,11 @@ COPY constraints.txt pyproject.toml README.md ./
 COPY odradek ./odradek
 # runtime dependencies at the versions the tests ran against (constraints.txt, shared with CI);
 # pip and setuptools (9 MB) are not needed at run time; the .pyc files stay (the user can't write them there,
-# and compiling on every start would slow it)
+# and compiling on every start would slow it); importing what a start imports writes the compiled
+# dataclass methods beside them (odradek/protocol/lean_dataclass.py), for the same reason
 RUN python3 -m venv /opt/odradek \
     && /opt/odradek/bin/pip install --no-cache-dir --constraint constraints.txt . \
+    && /opt/odradek/bin/python -c "import odradek.broker.cli, odradek.broker.app, odradek.broker.schema_registry" \
     && /opt/odradek/bin/pip uninstall --yes setuptools pip
 
 FROM ${BASE_IMAGE}

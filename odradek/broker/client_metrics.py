@@ -22,7 +22,7 @@ import struct
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ import structlog
 from ..protocol import compression
 from ..protocol.crc import crc32c
 from ..protocol.errors import ErrorCode
+from ..protocol.lean_dataclass import dataclass
 from ..protocol.primitives import ZERO_UUID
 from .client_metrics_config import ClientInfo, Subscription, SubscriptionStore
 from .dispatch import RequestContext

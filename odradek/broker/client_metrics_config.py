@@ -14,9 +14,9 @@ import asyncio
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from ..protocol.lean_dataclass import dataclass
 from ..storage.files import atomic_write_text
 
 DEFAULT_INTERVAL_MS = 300_000

@@ -22,10 +22,11 @@ import itertools
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
+
+from odradek.protocol.lean_dataclass import dataclass
 
 log = structlog.get_logger("odradek.clock")
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..protocol.lean_dataclass import dataclass
 from ..storage.config import COMPRESSION_TYPES, GZIP_LEVELS, LZ4_LEVELS, PRODUCER, ZSTD_LEVELS
 
 WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})  # listen on every interface

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from ..protocol.lean_dataclass import dataclass
 from ..protocol.registry import APIS, ApiSpec
 from ..protocol.schema import Versions
 

@@ -25,10 +25,10 @@ with Kafka's message, the first refusal fails the whole request.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..protocol.errors import ErrorCode
+from ..protocol.lean_dataclass import dataclass
 from ..storage.files import atomic_write_text
 
 FILE_NAME = "features.json"

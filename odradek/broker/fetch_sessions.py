@@ -31,11 +31,12 @@ import itertools
 import random
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 from typing import Any
 
 from ..protocol.errors import ErrorCode
+from ..protocol.lean_dataclass import dataclass
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1

@@ -18,10 +18,10 @@ where that is not the declaration's default.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any
 
 from ..protocol.fastcodec import EncodedArray
+from ..protocol.lean_dataclass import dataclass
 from ..protocol.registry import APIS
 from ..protocol.schema import F
 

@@ -20,13 +20,13 @@ import struct
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from ..protocol import headers
 from ..protocol.errors import ErrorCode
+from ..protocol.lean_dataclass import dataclass
 from ..protocol.primitives import ProtocolError
 from ..protocol.registry import APIS
 from .clock import Clock, RealClock, TimerHandle, real_ms

@@ -8,10 +8,10 @@ calls; these protocols are the seam, so each side is built and tested alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from ..protocol.errors import ErrorCode
+from ..protocol.lean_dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True)

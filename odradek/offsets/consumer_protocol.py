@@ -20,9 +20,10 @@ and decoded through the same generated readers as the offsets records.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from odradek.protocol.lean_dataclass import dataclass
 from odradek.protocol.primitives import ProtocolError
 from odradek.protocol.schema import F, Message
 

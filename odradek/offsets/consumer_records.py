@@ -16,9 +16,10 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..protocol.lean_dataclass import dataclass
 from ..protocol.primitives import ProtocolError
 from ..protocol.schema import F, Message
 from .records import RecordDecodeError, RecordEncodeError

@@ -37,9 +37,10 @@ with ``Message.parse``/``build``; the tests hold both paths to the same bytes.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 
+from odradek.protocol.lean_dataclass import dataclass
 from odradek.protocol.primitives import ProtocolError
 from odradek.protocol.schema import F, Message
 

@@ -7,12 +7,12 @@ so each codec imports this and neither imports the other's user.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from construct import Container
 
 from . import primitives as p
+from .lean_dataclass import dataclass
 
 
 @dataclass(frozen=True)

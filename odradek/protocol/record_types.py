@@ -8,7 +8,7 @@ which builds these.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from odradek.protocol.lean_dataclass import dataclass
 
 LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted by batchLength
 NO_TIMESTAMP = -1

@@ -9,8 +9,9 @@ first use so start-up only pays for the APIs a client actually calls.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from .lean_dataclass import dataclass
 from .schema import Message, Versions
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..protocol.lean_dataclass import dataclass
 from . import errors
 from .compatibility import check as check_compatibility
 from .compatibility import level_named

@@ -12,8 +12,9 @@ subject) as the same logical key.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
+
+from odradek.protocol.lean_dataclass import dataclass
 
 TOPIC = "_schemas"  # kafkastore.topic's default
 

@@ -10,8 +10,10 @@ schema cannot read, or be read by, an old one; empty when compatible).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from odradek.protocol.lean_dataclass import dataclass
 
 TYPES = ("AVRO", "JSON", "PROTOBUF")
 _MODULES = {"AVRO": "avro", "JSON": "json_schema", "PROTOBUF": "protobuf"}

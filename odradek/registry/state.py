@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import structlog
 
+from ..protocol.lean_dataclass import dataclass
 from .records import (
     CLEAR_SUBJECT,
     CONFIG,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from ..protocol import compression
+from ..protocol.lean_dataclass import dataclass
 
 LONG_MAX = (1 << 63) - 1
 

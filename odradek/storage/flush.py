@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import structlog
 
+from odradek.protocol.lean_dataclass import dataclass
 from odradek.storage.files import fsync_dir
 from odradek.storage.fsync_engine import engine_for
 from odradek.storage.segment import Segment

@@ -19,13 +19,14 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
 import structlog
 
+from odradek.protocol.lean_dataclass import dataclass
 from odradek.storage.checkpoint import (
     CLEANER_FILE,
     LOG_START_FILE,

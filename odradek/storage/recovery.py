@@ -25,11 +25,12 @@ renamed into place.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import structlog
 
+from odradek.protocol.lean_dataclass import dataclass
 from odradek.protocol.records import compute_crc
 from odradek.storage import producer_snapshot, txn_index
 from odradek.storage.files import (

@@ -24,9 +24,9 @@ order, so the same state always gives the same bytes.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from itertools import groupby
 
+from ..protocol.lean_dataclass import dataclass
 from ..protocol.primitives import ProtocolError
 from ..protocol.schema import F, Message
 from .state import TxnState

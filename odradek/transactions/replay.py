@@ -16,8 +16,9 @@ as Kafka's does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from ..protocol.lean_dataclass import dataclass
 from .records import TopicPartition, TxnKey, TxnValue
 from .state import TxnState
 

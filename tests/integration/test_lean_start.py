@@ -4,8 +4,8 @@ A default broker (one PLAINTEXT listener, no metrics port, no authorizer, no
 control endpoint, no log to clean) must not import the metrics exporter, the
 TLS/SASL/ACL code, the control endpoint, the cleaner, the pipeline or their
 third-party packages: each costs start-up time every test suite pays again and
-again.  The child runs ``odradek serve``'s own coroutine, answers a request
-over TCP, and reports its ``sys.modules``.
+again.  The child runs the ``odradek serve`` command (on a loop of its own),
+answers a request over TCP, and reports its ``sys.modules``.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ CHILD = r"""
 import asyncio, json, os, signal, socket, struct, sys
 from odradek.broker import cli
 
-async def main():
-    config = cli._load_config(cli.build_parser().parse_args(sys.argv[1:]))
-    serving = asyncio.ensure_future(cli._serve(config))
+async def drive(coro):
+    serving = asyncio.ensure_future(coro)
     while True:
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", PORT)
@@ -37,12 +36,14 @@ async def main():
     size = struct.unpack(">i", await reader.readexactly(4))[0]
     await reader.readexactly(size)
     writer.close()
-    loaded = sorted(sys.modules)
+    loaded = sorted(name for name, module in sys.modules.items() if module is not None)
     os.kill(os.getpid(), signal.SIGTERM)
     await serving
     print(json.dumps(loaded))
+    return 0
 
-asyncio.run(main())
+cli._run = lambda coro: asyncio.run(drive(coro))  # the serve command itself, on a loop of ours
+sys.exit(cli.main(sys.argv[1:]))
 """
 
 # (module, what would have loaded it): none of these may be in a default broker
@@ -76,7 +77,9 @@ UNNEEDED = [
     "fastavro",  # ... and its parsers on the first schema of their type
     "jsonschema",
     "re2",  # google-re2: only on a consumer group's first regex subscription (KIP-848)
-]
+    "greenlet",  # structlog's integrations serve never uses (cli._LOGGING_EXTRAS)
+    "twisted",
+] + ([] if sys.platform == "win32" else ["colorama"])
 
 # the schema registry's store and its modules: only with odradek.schema.registry.listener set
 REGISTRY = ["odradek.broker.schema_registry", "odradek.registry.operations", "odradek.registry.state",

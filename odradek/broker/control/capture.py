@@ -16,10 +16,11 @@ import dataclasses
 import enum
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 from ...protocol.registry import APIS
 from .faults import request_keys
 

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 from ...protocol.registry import APIS
 from ...protocol.schema import F
 from .. import partition_errors

@@ -34,12 +34,12 @@ import shutil
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
+from ...protocol.lean_dataclass import dataclass
 from ...storage.checkpoint import CLEANER_FILE, LOG_START_FILE, RECOVERY_POINT_FILE
 from ...storage.files import (
     DELETE_DIR_SUFFIX,

@@ -7,9 +7,10 @@ the coordinator stays sans-I/O and testable without a codec.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 
 # (member id, group instance id, metadata for the selected protocol): what a leader receives
 JoinMember = tuple[str, str | None, bytes]

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+from odradek.protocol.lean_dataclass import dataclass
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ...offsets.records import OffsetValue
+from ...protocol.lean_dataclass import dataclass
 from ..emulation import consumer_protocol_by_default, state_filter_mode, value_versions, writes_metadata_hash
 
 

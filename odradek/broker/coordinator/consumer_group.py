@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import IntEnum
 from typing import Any
 
@@ -32,6 +32,7 @@ from ...offsets.consumer_records import (
     TopicMetadata,
 )
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 
 
 class MemberState(IntEnum):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -42,6 +42,7 @@ from ...offsets.consumer_records import (
 )
 from ...offsets.records import GroupKey
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult
 from .assignors import ASSIGNORS, AssignorMember

@@ -9,7 +9,7 @@ from_record`` rebuilds a group from its last GroupMetadataValue.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import structlog
@@ -17,6 +17,7 @@ import structlog
 from ...offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription_topics
 from ...offsets.records import GroupValue, MemberValue
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 from ..clock import TimerHandle
 from ..runtime.promise import Promise
 from .state import GroupState, check_transition

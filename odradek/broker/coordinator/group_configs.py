@@ -19,10 +19,11 @@ import asyncio
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ...protocol.lean_dataclass import dataclass
 from ...storage.files import atomic_write_text
 
 FILE = "group-configs.json"

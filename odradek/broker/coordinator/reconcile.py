@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from ...protocol.lean_dataclass import dataclass
 from .consumer_group import MemberState
 
 Assignment = dict[uuid.UUID, frozenset[int]]

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ...protocol.compression import CompressionError, decompress, size_hint
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 from ...protocol.records import (
     COMPRESSION_MASK,
     CONTROL_MASK,

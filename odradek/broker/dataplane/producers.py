@@ -42,12 +42,13 @@ import asyncio
 import bisect
 import os
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import structlog
 
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 from ...protocol.records import (
     BatchHeader,
     ControlRecordType,

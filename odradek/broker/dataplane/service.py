@@ -15,12 +15,12 @@ import struct
 import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 from ...protocol.records import HEADER_SIZE, BatchHeader, encode_end_txn_batch
 from ...storage import producer_snapshot, txn_index
 from ...storage.config import FsyncMode, LogConfig

@@ -19,10 +19,10 @@ rather than silently ignored.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
+from ...protocol.lean_dataclass import dataclass
 from ...storage.config import LogConfig
 
 LONG_MAX = str((1 << 63) - 1)

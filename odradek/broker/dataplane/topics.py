@@ -34,13 +34,14 @@ import os
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 import structlog
 
 from ...protocol.errors import ErrorCode, clip_message
+from ...protocol.lean_dataclass import dataclass
 from ...storage.config import LogConfig
 from ...storage.files import fsync_dir
 from ...storage.log import Log

@@ -11,8 +11,7 @@ only ever learns TLS addresses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ...protocol.lean_dataclass import dataclass
 from ..config import Config, ConfigError, Listener, parse_listeners
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

@@ -11,7 +11,8 @@ commas without spaces, ``CN=client,OU=Eng,O=Org,C=US``), passed through
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from odradek.protocol.lean_dataclass import dataclass
 
 ANONYMOUS = "User:ANONYMOUS"
 

@@ -8,12 +8,12 @@ message naming the setting, before a port is opened.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from ...protocol.lean_dataclass import dataclass
 from ..config import Config, ConfigError
 from .listeners import ListenerSpec, listener_specs
 from .principal import parse_mapping_rules

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from odradek.protocol.lean_dataclass import dataclass
 
 
 @dataclass(frozen=True)
