@@ -126,6 +126,7 @@ class RequestContext:
     # ``RequestContext.principal`` / ``listenerName``); ANONYMOUS on PLAINTEXT
     principal: str = "User:ANONYMOUS"
     listener: str = "PLAINTEXT"
+    node_id: int = -1  # the node whose listener it came in on (a cluster's nodes share one process)
 
 
 @dataclass

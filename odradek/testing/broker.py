@@ -92,8 +92,9 @@ class Broker(ControlApi):
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
                  overrides: Mapping[str, Any] | None = None, security: Security = None,
-                 schema_registry: bool = False, console: bool = False):
-        """``security``: ``"SSL"``, ``"SASL_SSL"`` or ``"SASL_PLAINTEXT"`` (or a dict of
+                 schema_registry: bool = False, console: bool = False, brokers: int = 1):
+        """``brokers``: emulate a cluster of that many brokers (``odradek.brokers``, docs/CLUSTER.md);
+        ``bootstrap_servers`` then lists every one.  ``security``: ``"SSL"``, ``"SASL_SSL"`` or ``"SASL_PLAINTEXT"`` (or a dict of
         ``make_security`` options) serves that protocol with throw-away certificates and a PLAIN
         user; ``client`` then says how to connect (``client.kafka_python()``, ``.aiokafka()``,
         ``.confluent()``).  ``schema_registry``: serve the schema registry too, on a free port
@@ -114,14 +115,22 @@ class Broker(ControlApi):
         self._scram_added = False
         security_overrides.pop("listeners", None)
         self.overrides = {**security_overrides, **(overrides or {})}
+        if brokers != 1:
+            self.overrides.setdefault("odradek.brokers", str(brokers))
         self._port = port
         self._port_given = port != 0
         self.app: BrokerApp | None = None
 
     @property
     def bootstrap_servers(self) -> str:
+        """``host:port`` of the broker; of every broker of a cluster, comma-separated."""
         assert self.app is not None, "broker not started"
-        return self.app.bootstrap_servers
+        cluster = self.app.cluster
+        if cluster is None:
+            return self.app.bootstrap_servers
+        listener = self.app.listeners[0].name
+        return ",".join(f"{ep.host}:{ep.port}" for node in cluster.nodes
+                        if (ep := (cluster.endpoints.get(node) or {}).get(listener)) is not None)
 
     @property
     def port(self) -> int:
@@ -208,8 +217,8 @@ class ThreadedBroker(ControlApi):
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
                  overrides: Mapping[str, Any] | None = None, security: Security = None,
-                 schema_registry: bool = False, console: bool = False):
-        self.broker = Broker(data_dir, port, overrides, security, schema_registry, console)
+                 schema_registry: bool = False, console: bool = False, brokers: int = 1):
+        self.broker = Broker(data_dir, port, overrides, security, schema_registry, console, brokers)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="odradek-broker",
                                         daemon=True)

@@ -79,11 +79,19 @@ def register(table: HandlerTable, app: FetchServices) -> None:
     table.register(2, partial(list_offsets, app))
 
 
-def _epoch_error(requested: int) -> ErrorCode | None:
-    """Our leader epoch is always 0: a newer one is unknown here, an older one fenced."""
-    if requested > LEADER_EPOCH:
+def _epoch_error(requested: int, current: int = LEADER_EPOCH) -> ErrorCode | None:
+    """``Partition.checkCurrentLeaderEpoch``: a newer epoch than the partition's (``Log.leader_epoch``,
+    0 unless a cluster's leader moved) is unknown here, an older one fenced; -1 is not checked."""
+    if requested > current:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
+    if 0 <= requested < current:
+        return ErrorCode.FENCED_LEADER_EPOCH
     return None
+
+
+def _epoch_at(log: Log, offset: int) -> int:
+    """The leader epoch of the batch at ``offset`` (its history is read only once a leader moved)."""
+    return log.epochs.epoch_at(offset) if log.leader_epoch else LEADER_EPOCH
 
 
 # --- Fetch ----------------------------------------------------------------------------
@@ -242,7 +250,8 @@ async def _read(app: FetchServices, committed: bool, p: Wanted, state: _Pass, ve
     if topic is None:  # an id no topic has: answered, never waited on (Kafka's ``erroneous``)
         return _partition_error(p.partition, ErrorCode.UNKNOWN_TOPIC_ID, aborted)
     log = app.topics.log(topic, p.partition)
-    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None else _epoch_error(p.current_leader_epoch)
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None else _epoch_error(p.current_leader_epoch,
+                                                                                   log.leader_epoch)
     if code is None and p.topic_id != ZERO_UUID and app.topics.id_by_name(topic, app.cluster_id) != p.topic_id:
         code = ErrorCode.INCONSISTENT_TOPIC_ID  # a session's topic since re-created (ReplicaManager.read)
     if code is None and version < ZSTD_FETCH_VERSION and log.config.compression_type == "zstd":  # type: ignore[union-attr]
@@ -388,11 +397,12 @@ async def _list_one(app: FetchServices, version: int, topic: str, p, committed: 
     log = app.topics.log(topic, p.partition_index)
     if log is None:
         return _offset(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    code = _epoch_error(p.current_leader_epoch)
+    code = _epoch_error(p.current_leader_epoch, log.leader_epoch)
     if code is not None:
         return _offset(p.partition_index, code)
     if ts in (EARLIEST, EARLIEST_LOCAL):  # no tiered storage: the local log starts at the log start
-        return _offset(p.partition_index, ErrorCode.NONE, log.log_start_offset, -1, LEADER_EPOCH)
+        return _offset(p.partition_index, ErrorCode.NONE, log.log_start_offset, -1,
+                       _epoch_at(log, log.log_start_offset))
     if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # nothing tiered, nothing pending upload
         return _offset(p.partition_index, ErrorCode.NONE, -1, -1, -1)
     bound = log.log_end_offset
@@ -400,7 +410,7 @@ async def _list_one(app: FetchServices, version: int, topic: str, p, committed: 
         await app.dataplane.ensure_loaded(log)
         bound = app.dataplane.last_stable_offset(log)
     if ts == LATEST:
-        return _offset(p.partition_index, ErrorCode.NONE, bound, -1, LEADER_EPOCH)
+        return _offset(p.partition_index, ErrorCode.NONE, bound, -1, log.leader_epoch)
     try:
         found = await asyncio.to_thread(_search, log, ts)
     except LogClosedError:
@@ -408,7 +418,7 @@ async def _list_one(app: FetchServices, version: int, topic: str, p, committed: 
     if found is None or found[0] >= bound:
         return _offset(p.partition_index, ErrorCode.NONE)
     offset, timestamp = found
-    return _offset(p.partition_index, ErrorCode.NONE, offset, timestamp, LEADER_EPOCH)
+    return _offset(p.partition_index, ErrorCode.NONE, offset, timestamp, _epoch_at(log, offset))
 
 
 def _search(log: Log, ts: int) -> tuple[int, int] | None:
