@@ -171,6 +171,7 @@ class Broker(ControlApi):
         self.app = BrokerApp(config)
         await self.app.start()
         self._port = self.app.endpoint.port  # a restart comes back on the same port
+        self._keep_cluster_ports()
         if self._registry_port is not None:
             try:
                 await self.app.wait_registry()
@@ -180,6 +181,16 @@ class Broker(ControlApi):
             self._registry_port = self.app.registry_address[1]  # ... and so does the registry
         if self._console_port is not None and self.app.console_address is not None:
             self._console_port = self.app.console_address[1]  # ... and the console
+
+    def _keep_cluster_ports(self) -> None:
+        """A cluster's other brokers come back on their ports too (clients know them all)."""
+        cluster = self.app.cluster
+        if cluster is None or self.overrides.get("odradek.cluster.listeners"):
+            return
+        first = self.app.listeners
+        self.overrides["odradek.cluster.listeners"] = "|".join(
+            ",".join(f"{li.name}://{li.spec.host}:{cluster.endpoints[node][li.name].port}" for li in first)
+            for node in cluster.nodes[1:])
 
     async def stop(self) -> None:
         if self.app is not None:

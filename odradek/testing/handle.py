@@ -85,9 +85,9 @@ class BrokerHandle(ControlApi):
         return self._broker.control(name, **kwargs)
 
     def create_topic(self, name: str, partitions: int = 1,
-                     config: Mapping[str, str] | None = None) -> None:
+                     config: Mapping[str, str] | None = None, replication_factor: int = -1) -> None:
         """Create a topic through the real CreateTopics API; an existing one is an error."""
-        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": -1,
+        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
                             "assignments": [],
                             "configs": [{"name": k, "value": str(v)} for k, v in (config or {}).items()]}],
                 "timeout_ms": 30000, "validate_only": False}
