@@ -444,7 +444,7 @@ class Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self.server._connections.add(self)
         self.server.open_connections += 1
-        self.log.info("connection.open", listener=self.listener_name)
+        self.log.info("connection.open", listener=self.listener_name, node=self.node_id)
         if self.listener is not None:
             self._secure(transport)
 

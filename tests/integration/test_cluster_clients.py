@@ -4,6 +4,7 @@ that goes down, a coordinator that moves, an unclean leader change a consumer mu
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 
@@ -242,12 +243,15 @@ def test_confluent_transactional_producer_across_coordinator_and_leader_moves(cl
 
 # --- consumers in a group across a coordinator move --------------------------------------------
 
-def fill(cluster, topic: str, values: list[bytes]) -> None:
+def fill(cluster, topic: str, values: list[bytes], batch_each: bool = False) -> None:
+    """``values`` into ``topic``-0; ``batch_each``: one batch per record (truncation points)."""
     from confluent_kafka import Producer  # noqa: PLC0415
 
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5})
     for value in values:
         producer.produce(topic, value, partition=0)
+        if batch_each:
+            assert producer.flush(30) == 0
     assert producer.flush(30) == 0
 
 
@@ -328,3 +332,91 @@ def test_kafka_python_group_consumer_across_a_coordinator_move(cluster):
         c.close()
     assert got == expected("kpg")
     assert committed(cluster, group, topic)[0] == N
+
+
+# --- truncation by an unclean leader change (KIP-320) ------------------------------------------
+
+def _consume_then_truncate(cluster, policy: str):
+    """A confluent consumer reads 10 records (epoch 0); the leader changes uncleanly to a replica
+    that had only the first 5, which then takes 3 new records (epoch 1, offsets 5-7).  Returns the
+    consumer and the topic."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    topic = rf3_topic(cluster, f"ck-trunc-{policy}")
+    fill(cluster, topic, [f"old-{i}".encode() for i in range(10)], batch_each=True)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": unique("t"),
+                  "auto.offset.reset": policy, "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                  **({"debug": os.environ["CK_DEBUG"]} if "CK_DEBUG" in os.environ else {})})
+    c.assign([TopicPartition(topic, 0, 0)])
+    seen = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 10 and time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is not None and m.error() is None:
+            seen.append(m.offset())
+    assert seen == list(range(10))
+    cluster.move_leader(topic, 0, other_node(cluster, topic), truncate_to=5)
+    fill(cluster, topic, [f"new-{i}".encode() for i in range(3)])
+    return c, topic
+
+
+def test_confluent_consumer_detects_truncation_and_resumes_at_the_divergence(cluster):
+    """With a reset policy, librdkafka validates its position (OffsetForLeaderEpoch) and seeks to
+    where the histories diverge: the new records at 5-7 are read, the old 0-4 are not read again."""
+    c, topic = _consume_then_truncate(cluster, "earliest")
+    got = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(got) < 3 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append((m.offset(), m.value(), m.leader_epoch()))
+        m = c.poll(1.0)
+        assert m is None or m.error() is not None
+    finally:
+        c.close()
+    if len(got) < 3:
+        for r in cluster.captured()[-80:]:
+            print("CAP", r.time_ms, r.connection, r.correlation_id, r.api, r.version, r.answer_bytes is not None, r.errors if r.answer_bytes else "")
+        print(cluster.layout(topic))
+    assert got == [(5, b"new-0", 1), (6, b"new-1", 1), (7, b"new-2", 1)]
+
+
+def test_confluent_consumer_without_a_reset_policy_reports_the_truncation(cluster):
+    """``auto.offset.reset=error``: librdkafka reports the truncation it detected (as an offset
+    reset error naming it) instead of reading on."""
+    from confluent_kafka import KafkaError  # noqa: PLC0415
+
+    c, _topic = _consume_then_truncate(cluster, "error")
+    errors = []
+    deadline = time.monotonic() + 30
+    try:
+        while not errors and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is not None:
+                errors.append(m.error())
+            assert m is None or m.error() is not None, "read past a truncation"
+    finally:
+        c.close()
+    assert [e.code() for e in errors] == [KafkaError._AUTO_OFFSET_RESET]
+    assert "truncation detected at offset 10 (leader epoch 0): broker end offset is 5" in errors[0].str()
+
+
+def test_offset_for_leader_epoch_answers_from_the_epoch_history(cluster):
+    """After two moves and an unclean truncation the history is Kafka's (epoch, start offset) list."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    topic = rf3_topic(cluster, "epochs")
+    fill(cluster, topic, [b"a"] * 4, batch_each=True)
+    cluster.move_leader(topic, 0, other_node(cluster, topic))  # epoch 1 from offset 4
+    fill(cluster, topic, [b"b"] * 4, batch_each=True)
+    cluster.move_leader(topic, 0, other_node(cluster, topic), truncate_to=6)  # epoch 2 from 6
+    assert (cluster.data_dir / f"{topic}-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n1 4\n2 6\n"
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": unique("e")})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, 0), 10)
+        assert (low, high) == (0, 6)
+        found = c.offsets_for_times([TopicPartition(topic, 0, -1)], 10)[0]  # LATEST: the current epoch
+        assert found.leader_epoch in (2, None)
+    finally:
+        c.close()

@@ -62,6 +62,7 @@ class Cluster:
         # what each node advertises, by listener name (the first node's is the app's own)
         self.endpoints: dict[int, dict[str, Endpoint]] = {}
         self._initial: dict[tuple[str, int], PartitionState] = {}  # placed, never changed: not saved
+        self._changing: set[tuple[str, int]] = set()  # partitions whose log follows a change: no leader yet
         self._lock = asyncio.Lock()
 
     # --- start-up ---------------------------------------------------------------------------
@@ -146,7 +147,7 @@ class Cluster:
         state = self.state(topic, partition)
         if state is None:
             return None
-        if node not in state.replicas:
+        if node not in state.replicas or (self._changing and (topic, partition) in self._changing):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if current_epoch != UNDEFINED_EPOCH and current_epoch is not None:
             if current_epoch < state.epoch:
@@ -213,7 +214,9 @@ class Cluster:
 
     async def move_leader(self, topic: str, partition: int, node: int, truncate_to: int | None = None) -> dict:
         """Leadership of a partition to ``node``; ``truncate_to``: an unclean change to a replica that
-        never had the offsets from there on (the log is truncated there, as the new leader's)."""
+        never had the offsets from there on (the log is truncated there, as the new leader's; a batch
+        holding that offset goes whole, as epochs start at batch boundaries).  Returns the partition's
+        layout and its ``log_end_offset``."""
         async with self._lock:
             state = self._stored(topic, partition)
             lg = self.app.topics.log(topic, partition)
@@ -227,9 +230,10 @@ class Cluster:
                 if truncate_to is not None:
                     state.truncate_to = None
                     await self._save()
+            end = None if lg is None else lg.log_end_offset
             log.warning("cluster.leader_moved", topic=topic, partition=partition, leader=state.leader,
-                        epoch=state.epoch, truncated_to=truncate_to)
-            return self.describe(topic, partition)
+                        epoch=state.epoch, truncated_to=truncate_to, log_end_offset=end)
+            return {**self.describe(topic, partition), "log_end_offset": end}
 
     async def move_coordinator(self, key: str, node: int, transactional: bool = False) -> dict:
         """The coordinator of a group (or transactional id) to ``node``: its internal partition's leader."""
@@ -311,19 +315,28 @@ class Cluster:
     async def _apply(self, lg: Log, state: PartitionState) -> None:
         """The log under the partition's registration: a pending truncation done, the epoch's start
         (the log end) in its history, and the epoch stamped on what it appends from now on
-        (``Partition.makeLeader``)."""
+        (``Partition.makeLeader``).  Meanwhile no node serves it, and a fetch parked on it wakes to
+        the new epoch (FENCED_LEADER_EPOCH), never to a half-truncated log."""
+        key = (lg.topic, lg.partition)
+        self._changing.add(key)
+        try:
+            lg.leader_epoch = state.epoch
+            await self._follow(lg, state)
+        finally:
+            self._changing.discard(key)
+
+    async def _follow(self, lg: Log, state: PartitionState) -> None:
         if state.truncate_to is not None and lg.log_end_offset > state.truncate_to:
             await lg.truncate_to_async(state.truncate_to)
         epochs = lg.epochs
 
         def write() -> None:
-            if state.truncate_to is not None:
-                epochs.truncate_from_end(state.truncate_to)
+            if state.truncate_to is not None:  # whole batches go: the log may end below the point asked
+                epochs.truncate_from_end(lg.log_end_offset)
             if state.epoch > 0 and (not epochs.entries or epochs.latest_epoch < state.epoch):
                 epochs.assign(state.epoch, lg.log_end_offset)
 
         await asyncio.to_thread(write)
-        lg.leader_epoch = state.epoch
 
 
 def _named(text: str, name: str, setting: str, default: tuple[str, int] | None) -> tuple[str, int]:

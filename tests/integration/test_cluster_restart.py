@@ -1,0 +1,74 @@
+"""A cluster's layout and leader epochs survive restarts, and a start completes a move a crash cut
+short (the layout is saved first, then the log truncated and the epoch history written)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from odradek.broker.cluster.layout import LAYOUT_FILE
+from odradek.testing.handle import BrokerHandle
+from tests.integration.test_cluster_clients import fill, other_node, unique
+
+pytestmark = pytest.mark.integration
+
+
+def last_epoch(cluster, topic: str) -> tuple[int, int, int | None]:
+    """(log start, log end, leader epoch of the last record) of ``topic``-0, as a confluent consumer sees it."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": unique("r")})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, 0), 10)
+        c.assign([TopicPartition(topic, 0, high - 1)])
+        m = None
+        for _ in range(50):
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                break
+        return low, high, None if m is None else m.leader_epoch()
+    finally:
+        c.close()
+
+
+def test_epochs_and_layout_survive_a_restart(tmp_path):
+    with BrokerHandle(data_dir=tmp_path, brokers=3) as cluster:
+        topic = unique("restart")
+        cluster.create_topic(topic, 1, replication_factor=3)
+        fill(cluster, topic, [b"a"] * 3, batch_each=True)
+        node = other_node(cluster, topic)
+        cluster.move_leader(topic, 0, node)
+        down = next(n for n in (1, 2, 3) if n != node)
+        cluster.node_down(down)
+        before = cluster.layout(topic)
+        cluster.restart()
+        assert cluster.layout(topic) == before
+        fill(cluster, topic, [b"b"], batch_each=True)
+        assert last_epoch(cluster, topic) == (0, 4, 1)  # stamped with the epoch from before the restart
+        cluster.node_up(down)
+
+
+def test_a_start_completes_an_unclean_move_a_crash_cut_short(tmp_path):
+    """The layout file says epoch 1 with the log cut at 2, the log and its history do not yet (the
+    crash came right after the layout was saved): the start truncates and records the epoch."""
+    with BrokerHandle(data_dir=tmp_path, brokers=3) as cluster:
+        topic = unique("crash")
+        cluster.create_topic(topic, 1, replication_factor=3)
+        fill(cluster, topic, [b"a"] * 4, batch_each=True)
+        state = cluster.layout(topic)["partitions"][f"{topic}-0"]
+        node = other_node(cluster, topic)
+        cluster._broker.stop()
+        path = tmp_path / LAYOUT_FILE
+        saved = json.loads(path.read_text())
+        entry = next(e for e in saved["partitions"] if e["topic"] == topic)
+        entry.update(leader=node, epoch=1, isr=[node], truncate_to=2)
+        path.write_text(json.dumps(saved))
+        cluster._broker.start()
+        after = cluster.layout(topic)["partitions"][f"{topic}-0"]
+        assert (after["leader_id"], after["leader_epoch"], after["isr_nodes"]) == (node, 1, [node])
+        assert after["replica_nodes"] == state["replica_nodes"]
+        assert (tmp_path / f"{topic}-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n1 2\n"
+        assert json.loads(path.read_text())["partitions"][0]["truncate_to"] is None
+        fill(cluster, topic, [b"b"], batch_each=True)
+        assert last_epoch(cluster, topic) == (0, 3, 1)
