@@ -70,6 +70,35 @@ def rate(b: ThreadedBroker, api: int, n: int) -> float:
         return n / (time.perf_counter() - start)
 
 
+def guard_cost(b: ThreadedBroker, api: int, n: int = 20000) -> float:
+    """Microseconds the leadership guard adds to one request (the handler replaced by a no-op)."""
+    from odradek.broker.cluster import guard  # noqa: PLC0415
+    from odradek.broker.dispatch import RequestContext  # noqa: PLC0415
+    from odradek.protocol.registry import APIS  # noqa: PLC0415
+
+    version = 9 if api == 0 else 8
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": 0, "records": encode_batch([(None, b"x" * 100)])}]}]} \
+        if api == 0 else {"group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "",
+                          "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
+                              {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                               "committed_metadata": ""}]}]}
+    req = APIS[api].request.parse(APIS[api].request.build(body, version), version)
+    cluster = b.app.cluster
+    node = cluster.state(TOPIC, 0).leader if api == 0 else cluster.coordinator(GROUP, False)
+    ctx = RequestContext(api, version, 1, "bench", "127.0.0.1", 1, node_id=node)
+    if api == 0:
+        def call() -> None:
+            guard._partition_guard(cluster, lambda _ctx, _req: None, ctx, req)
+    else:
+        def call() -> None:
+            guard._coordinator_guard(cluster, lambda _ctx, _req: None, "group_id", False, ctx, req)
+    start = time.process_time()
+    for _ in range(n):
+        call()
+    return (time.process_time() - start) / n * 1e6
+
+
 def other_node(b: ThreadedBroker) -> int:
     state = b.call(lambda: b.app.cluster.state(TOPIC, 0))
     return next(n for n in state.replicas if n != state.leader) if len(state.replicas) > 1 else \
@@ -144,7 +173,8 @@ def main() -> None:
                     single.append(rate(one, api, args.requests))
                     cluster.append(rate(three, api, args.requests))
                 a, c = statistics.median(single), statistics.median(cluster)
-                print(f"{name:16} 1 broker {a:8.0f}/s   3 brokers {c:8.0f}/s   ratio {c / a:.2f}")
+                print(f"{name:16} 1 broker {a:8.0f}/s   3 brokers {c:8.0f}/s   ratio {c / a:.2f}   "
+                      f"guard CPU {guard_cost(three, api):.1f} us/request")
             for name, follow in (("kafka-python", follow_kafka_python), ("aiokafka", follow_aiokafka),
                                  ("confluent-kafka", follow_confluent)):
                 times = [follow(three) for _ in range(args.moves)]

@@ -95,6 +95,22 @@ def test_confluent_admin_creates_a_topic_with_three_replicas(cluster):
         admin.create_topics([NewTopic(bad, 1, 4)])[bad].result(10)
 
 
+def test_confluent_admin_preferred_election_returns_leadership(cluster):
+    from confluent_kafka import ElectionType, TopicPartition  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    topic = rf3_topic(cluster, "ck-elect")
+    preferred = leader_of(cluster, topic)
+    cluster.move_leader(topic, 0, other_node(cluster, topic))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    results = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(10)
+    assert list(results.values()) == [None]
+    state = cluster.layout(topic)["partitions"][f"{topic}-0"]
+    assert (state["leader_id"], state["leader_epoch"]) == (preferred, 2)
+    again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(10)
+    assert [e.name() for e in again.values()] == ["ELECTION_NOT_NEEDED"]
+
+
 async def test_aiokafka_admin_creates_a_topic_with_three_replicas(cluster):
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: PLC0415
 
@@ -414,3 +430,40 @@ def test_offset_for_leader_epoch_answers_from_the_epoch_history(cluster):
         assert found.leader_epoch in (2, None)
     finally:
         c.close()
+
+
+async def test_aiokafka_group_consumer_across_its_coordinators_broker_going_down(cluster):
+    """The broker coordinating the group (and leading the partition) goes down mid-stream and comes
+    back: the group's coordinator fails over with ``__consumer_offsets``' leadership, nothing is
+    read twice or skipped, and the commits land."""
+    from aiokafka import AIOKafkaConsumer  # noqa: PLC0415
+
+    topic = rf3_topic(cluster, "aio-group")
+    group = unique("g")
+    await asyncio.to_thread(fill, cluster, topic, expected("aiog"))
+    coordinator = leader_of(cluster, "__consumer_offsets")
+    await asyncio.to_thread(cluster.move_leader, topic, 0, coordinator)
+    c = AIOKafkaConsumer(topic, bootstrap_servers=cluster.bootstrap_servers, group_id=group,
+                         auto_offset_reset="earliest", enable_auto_commit=False, retry_backoff_ms=50)
+    await c.start()
+    got: list[bytes] = []
+    downed = False
+    try:
+        deadline = time.monotonic() + 60
+        while len(got) < N and time.monotonic() < deadline:
+            batches = await c.getmany(timeout_ms=300, max_records=10)
+            for records in batches.values():
+                got += [r.value for r in records]
+            if batches:
+                await c.commit()
+            if len(got) >= N // 2 and not downed:
+                await asyncio.to_thread(cluster.node_down, coordinator)
+                downed = True
+        await c.commit()
+    finally:
+        await c.stop()
+        if downed:
+            await asyncio.to_thread(cluster.node_up, coordinator)
+            await asyncio.to_thread(cluster.elect_preferred)
+    assert got == expected("aiog")
+    assert (await asyncio.to_thread(committed, cluster, group, topic))[0] == N

@@ -63,6 +63,10 @@ class Cluster:
         self.endpoints: dict[int, dict[str, Endpoint]] = {}
         self._initial: dict[tuple[str, int], PartitionState] = {}  # placed, never changed: not saved
         self._changing: set[tuple[str, int]] = set()  # partitions whose log follows a change: no leader yet
+        # (topic, partition) -> (the registry's Topic, its state): one dict lookup per request partition;
+        # emptied on every change (a re-created topic is another Topic object)
+        self._known: dict[tuple[str, int], tuple[object, PartitionState]] = {}
+        self._internal_counts: dict[str, int] = {}
         self._lock = asyncio.Lock()
 
     # --- start-up ---------------------------------------------------------------------------
@@ -112,6 +116,17 @@ class Cluster:
     def state(self, topic: str, partition: int) -> PartitionState | None:
         """The partition's registration, None if it does not exist."""
         key = (topic, partition)
+        known = self._known.get(key)
+        if known is not None and self.app.topics.get(topic) is known[0]:
+            return known[1]
+        state = self._lookup(key)
+        registered = self.app.topics.get(topic)  # None for the internal topics, which are never deleted
+        if state is not None and (registered is not None or topic in INTERNAL_TOPICS):
+            self._known[key] = (registered, state)
+        return state
+
+    def _lookup(self, key: tuple[str, int]) -> PartitionState | None:
+        topic, partition = key
         topic_id = self._topic_id(topic)
         if topic_id is None:
             return None
@@ -162,9 +177,15 @@ class Cluster:
         """The node coordinating a group or transactional id: the leader of the internal topic's
         partition it hashes to (``GroupCoordinatorService.partitionFor``, ``TransactionStateManager``)."""
         topic = TRANSACTION_STATE_TOPIC if transactional else OFFSETS_TOPIC
-        count = self.app.topics.partition_count(topic) or 1
-        state = self.state(topic, partition_for(key, count))
+        state = self.state(topic, partition_for(key, self._internal_count(topic)))
         return NO_LEADER if state is None else state.leader
+
+    def _internal_count(self, topic: str) -> int:
+        """An internal topic's partitions: fixed once it exists (the key hash depends on it)."""
+        count = self._internal_counts.get(topic)
+        if count is None:
+            count = self._internal_counts[topic] = self.app.topics.partition_count(topic) or 1
+        return count
 
     def endpoint(self, node: int, listener: str) -> Endpoint | None:
         """Where ``node`` listens for ``listener``'s clients; None while it is down."""
@@ -238,8 +259,7 @@ class Cluster:
     async def move_coordinator(self, key: str, node: int, transactional: bool = False) -> dict:
         """The coordinator of a group (or transactional id) to ``node``: its internal partition's leader."""
         topic = TRANSACTION_STATE_TOPIC if transactional else OFFSETS_TOPIC
-        count = self.app.topics.partition_count(topic) or 1
-        return await self.move_leader(topic, partition_for(key, count), node)
+        return await self.move_leader(topic, partition_for(key, self._internal_count(topic)), node)
 
     async def set_down(self, node: int, down: bool) -> int:
         """A broker fenced (down) or back: its partitions fail over or elect again, Kafka's rules.
@@ -254,7 +274,7 @@ class Cluster:
             else:
                 self.layout.down.discard(node)
             changed = []
-            for topic, partition in self._all_partitions():
+            for topic, partition in self.all_partitions():
                 state = self._stored(topic, partition, keep=False)
                 before = (state.leader, state.epoch, list(state.isr))
                 (self.layout.fence if down else self.layout.unfence)(state, node)
@@ -289,9 +309,10 @@ class Cluster:
         async with self._lock:
             self.layout = Layout(list(self.nodes))
             self._initial.clear()
+            self._known.clear()
             await self._save()
 
-    def _all_partitions(self) -> Iterator[tuple[str, int]]:
+    def all_partitions(self) -> Iterator[tuple[str, int]]:
         topics = self.app.topics
         for name in [*topics.names(), *sorted(INTERNAL_TOPICS)]:
             for p in range(topics.partition_count(name) or 0):
@@ -310,6 +331,7 @@ class Cluster:
         return state
 
     async def _save(self) -> None:
+        self._known.clear()
         await asyncio.to_thread(self.layout.save, self.app.data_dir)
 
     async def _apply(self, lg: Log, state: PartitionState) -> None:

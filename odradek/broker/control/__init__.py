@@ -234,14 +234,14 @@ class BrokerControl:
         return await self._app.set_node_down(int(node), False)
 
     async def elect_preferred(self, topic: str | None = None) -> int:
-        """ElectLeaders PREFERRED over ``topic``'s partitions (every topic if None), as an admin
-        client would; returns how many leaders changed."""
+        """ElectLeaders PREFERRED over ``topic``'s partitions (every partition, the internal topics'
+        too, if None), as an admin client would; returns how many leaders changed."""
         cluster = self._cluster()
-        topics = self._app.topics
+        count = self._app.topics.partition_count(topic) or 0 if topic is not None else 0
+        wanted = [(topic, p) for p in range(count)] if topic is not None else list(cluster.all_partitions())
         moved = 0
-        for name in [topic] if topic is not None else topics.names():
-            for p in range(topics.partition_count(name) or 0):
-                moved += await cluster.elect(name, p, False) == 0
+        for name, p in wanted:
+            moved += await cluster.elect(name, p, False) == 0
         return moved
 
     def captured(self, api: str | int | list | None = None, *, version: int | None = None,

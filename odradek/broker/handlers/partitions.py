@@ -183,8 +183,11 @@ async def _elect_in_cluster(cluster: Cluster, app: PartitionServices, ctx: Reque
     every partition asked for (null), those needing no election are left out."""
     unclean = ctx.api_version >= 1 and req.election_type == UNCLEAN
     asked = req.topic_partitions
-    if asked is None:
-        wanted = [(n, list(range(app.topics.partition_count(n) or 0))) for n in app.topics.names()]
+    if asked is None:  # every partition, the internal topics' too
+        every: dict[str, list[int]] = {}
+        for name, p in cluster.all_partitions():
+            every.setdefault(name, []).append(p)
+        wanted = list(every.items())
     else:
         wanted = [(t.topic, list(dict.fromkeys(t.partitions))) for t in asked]
     results = []
