@@ -162,6 +162,7 @@ class BrokerApp:
             from .cluster import service as cluster_service  # noqa: PLC0415 - one broker loads none of it
 
             self.cluster = cluster_service.Cluster(self, config["odradek.brokers"])
+            self.dataplane.in_sync = self.cluster.in_sync
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
         sasl_handlers.register(self.handlers)

@@ -157,3 +157,30 @@ def test_metadata_and_describe_cluster_show_a_broker_down(cluster):
     finally:
         cluster.node_up(alone)
     assert cluster.layout(topic)["partitions"][f"{topic}-0"]["leader_id"] == alone
+
+
+def test_acks_all_needs_min_insync_replicas(cluster):
+    """min.insync.replicas=2 on three replicas: acks=all writes until a second broker is down, then
+    NOT_ENOUGH_REPLICAS with nothing written; acks=1 still writes (Partition.appendRecordsToLeader)."""
+    topic = unique("wire-minisr")
+    cluster.create_topic(topic, 1, {"min.insync.replicas": "2"}, replication_factor=3)
+    state = cluster.layout(topic)["partitions"][f"{topic}-0"]
+    leader = state["leader_id"]
+    others = [n for n in state["replica_nodes"] if n != leader]
+    all_acks = {**produce(topic, [0]), "acks": -1}
+    with client(cluster, leader) as c:
+        assert c.request(0, 9, all_acks).responses[0].partition_responses[0].error_code == 0
+    cluster.node_down(others[0])
+    try:
+        with client(cluster, leader) as c:
+            assert c.request(0, 9, all_acks).responses[0].partition_responses[0].error_code == 0
+        cluster.node_down(others[1])
+        with client(cluster, leader) as c:
+            refused = c.request(0, 9, all_acks).responses[0].partition_responses[0]
+            assert refused.error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+            assert c.request(0, 9, produce(topic, [0])).responses[0].partition_responses[0].error_code == 0
+    finally:
+        for node in others:
+            cluster.node_up(node)
+    with client(cluster, leader) as c:
+        assert c.request(0, 9, all_acks).responses[0].partition_responses[0].error_code == 0

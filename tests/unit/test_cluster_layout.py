@@ -129,3 +129,36 @@ def test_truncation_drops_the_epochs_that_started_past_it(tmp_path):
 def test_a_damaged_checkpoint_reads_as_no_history(tmp_path):
     (tmp_path / LEADER_EPOCH_FILE).write_text("1\n1\n0 0\n")
     assert LeaderEpochCache.load(tmp_path).entries == []
+
+
+# --- each broker's listeners ------------------------------------------------------------------
+
+def _listeners(overrides: dict[str, str]):
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from odradek.broker.cluster.service import Cluster  # noqa: PLC0415
+    from odradek.broker.config import Config  # noqa: PLC0415
+    from odradek.broker.security.served import build_listeners  # noqa: PLC0415
+
+    config = Config.load(None, overrides=[f"{k}={v}" for k, v in overrides.items()], environ={})
+    app = SimpleNamespace(node_id=config["node.id"], config=config)
+    cluster = Cluster(app, config["odradek.brokers"])
+    out = cluster.node_listeners(build_listeners(config))
+    return {node: [(li.name, li.spec.host, li.spec.port, li.spec.advertised and li.spec.advertised.port, li.node_id)
+                   for li in listeners] for node, listeners in out.items()}
+
+
+def test_broker_k_listens_on_the_first_brokers_ports_plus_k():
+    got = _listeners({"odradek.brokers": "3", "listeners": "PLAINTEXT://127.0.0.1:9092,SSLX://127.0.0.1:9192",
+                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSLX:PLAINTEXT",
+                      "advertised.listeners": "PLAINTEXT://localhost:19092"})
+    assert got[1] == [("PLAINTEXT", "127.0.0.1", 9092, 19092, 1), ("SSLX", "127.0.0.1", 9192, None, 1)]
+    assert got[3] == [("PLAINTEXT", "127.0.0.1", 9094, 19094, 3), ("SSLX", "127.0.0.1", 9194, None, 3)]
+
+
+def test_a_brokers_own_listeners_win():
+    got = _listeners({"odradek.brokers": "3", "listeners": "PLAINTEXT://127.0.0.1:0",
+                      "odradek.cluster.listeners": "PLAINTEXT://127.0.0.1:7001|",
+                      "odradek.cluster.advertised.listeners": "|PLAINTEXT://far:8003"})
+    assert got[2] == [("PLAINTEXT", "127.0.0.1", 7001, None, 2)]
+    assert got[3] == [("PLAINTEXT", "127.0.0.1", 0, 8003, 3)]  # port 0 stays "any free port"

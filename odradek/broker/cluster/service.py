@@ -173,6 +173,11 @@ class Cluster:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return None
 
+    def in_sync(self, topic: str, partition: int) -> tuple[int, int]:
+        """(ISR size, replica count): what acks=all is checked against (``min.insync.replicas``)."""
+        state = self.state(topic, partition)
+        return (1, 1) if state is None else (len(state.isr), len(state.replicas))
+
     def coordinator(self, key: str, transactional: bool) -> int:
         """The node coordinating a group or transactional id: the leader of the internal topic's
         partition it hashes to (``GroupCoordinatorService.partitionFor``, ``TransactionStateManager``)."""
