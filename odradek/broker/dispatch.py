@@ -32,6 +32,10 @@ ON_THROTTLE = "_on_throttle"
 # a decoded Fetch's key set by the ACL guard: ``fn(topic names) -> the allowed ones``, asked by the
 # handler for every partition it reads (an incremental session's cached ones included)
 AUTHORIZED_TOPICS = "_authorized_topics"
+# a decoded Fetch's key set by a cluster's leadership guard (``cluster/guard.py``): ``fn(topic, partition,
+# current leader epoch) -> the error this node answers instead, None to serve it``, asked by the
+# handler for every partition it reads, an incremental session's cached ones included
+LED_PARTITIONS = "_led_partitions"
 
 
 class CloseConnection(Exception):

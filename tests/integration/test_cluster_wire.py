@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from odradek.broker.wire_client import SyncClient
@@ -184,3 +186,22 @@ def test_acks_all_needs_min_insync_replicas(cluster):
             cluster.node_up(node)
     with client(cluster, leader) as c:
         assert c.request(0, 9, all_acks).responses[0].partition_responses[0].error_code == 0
+
+
+def test_an_incremental_fetch_session_learns_its_partition_moved(cluster):
+    """A session's cached partitions are checked on every incremental fetch, as Kafka reads each
+    partition of the context: the old leader answers NOT_LEADER_OR_FOLLOWER for the moved one (a
+    consumer that sends no leader epoch, as kafka-python), without waiting."""
+    topic = unique("wire-session")
+    leader, follower, _outsider = roles(placed(cluster, topic)[f"{topic}-0"])
+    tid = topic_id(cluster, topic)
+    with client(cluster, leader) as c:
+        first = c.request(1, 16, {**fetch(tid, -1), "session_epoch": 0})
+        assert first.error_code == 0 and first.session_id > 0
+        cluster.move_leader(topic, 0, follower)
+        started = time.monotonic()
+        again = c.request(1, 16, {**fetch(tid, -1), "max_wait_ms": 5000, "session_id": first.session_id,
+                                  "session_epoch": 1, "topics": []})
+    assert time.monotonic() - started < 2
+    part = again.responses[0].partitions[0]
+    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and part.records == b""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ...protocol.errors import ErrorCode
 from ...protocol.fastcodec import EncodedArray
 from .. import partition_errors
-from ..dispatch import HandlerTable, RequestContext, after
+from ..dispatch import LED_PARTITIONS, HandlerTable, RequestContext, after
 from ..error_answers import error_answer
 from ..leader_hints import HINTED, hinted
 from .layout import NO_LEADER
@@ -80,6 +80,8 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
     layout = partition_errors.layout(ctx.api_key, ctx.api_version)
     if layout is None:
         return inner(ctx, req)
+    if ctx.api_key == 1:  # an incremental session's partitions are checked by the handler
+        req[LED_PARTITIONS] = partial(cluster.partition_error, ctx.node_id)
     refused: dict[int, list] = {}  # error code -> [(request topic, [partition indexes])]
     leaders: dict[tuple[str | None, int], tuple[int, int]] = {}
     kept_topics = []

@@ -43,7 +43,7 @@ from ...protocol.record_conversion import ConversionError, down_convert
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError
 from ...storage.log import Log, wall_clock_ms
 from ..dataplane.service import BIG_READ_BYTES
-from ..dispatch import AUTHORIZED_TOPICS, ON_THROTTLE, HandlerTable, RequestContext
+from ..dispatch import AUTHORIZED_TOPICS, LED_PARTITIONS, ON_THROTTLE, HandlerTable, RequestContext
 from ..fetch_sessions import TOPIC_ID_VERSION, ZERO_UUID, FetchContext, Key, Wanted
 
 if TYPE_CHECKING:
@@ -181,12 +181,16 @@ async def fetch(app: FetchServices, ctx: RequestContext, req) -> dict:
     context = fetch_context(app, version, req)
     wanted = context.wanted
     denied = _denied(req, wanted)
+    refused = _not_led(req, wanted)
     await app.dataplane.barrier(ctx.connection_id)
     while True:
         state = _Pass(limit)
         answers = [_partition_error(w.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
-                   if denied and w.topic in denied else await _read(app, committed, w, state, version)
+                   if denied and w.topic in denied else
+                   _partition_error(w.partition, refused[w.key], None) if refused and w.key in refused else
+                   await _read(app, committed, w, state, version)
                    for w in wanted]
+        state.errors = state.errors or bool(refused)
         remaining = deadline - loop.time()
         if state.bytes >= min_bytes or state.errors or not state.waitable or remaining <= 0:
             break
@@ -210,6 +214,17 @@ def _denied(req, wanted: list[Wanted]) -> set[str]:
         return set()
     names = {w.topic for w in wanted if w.topic is not None}
     return names - authorized(names)
+
+
+def _not_led(req, wanted: list[Wanted]) -> dict:
+    """{partition key: error} for the partitions a cluster's node does not serve (``LED_PARTITIONS``),
+    a session's cached ones too (Kafka reads each partition of the context through the replica
+    manager): never waited on."""
+    check = req.get(LED_PARTITIONS)
+    if check is None:
+        return {}
+    return {w.key: code for w in wanted if w.topic is not None
+            and (code := check(w.topic, w.partition, w.current_leader_epoch)) is not None}
 
 
 def _throttled(context: FetchContext, body: dict) -> None:
