@@ -72,3 +72,18 @@ def test_a_start_completes_an_unclean_move_a_crash_cut_short(tmp_path):
         assert json.loads(path.read_text())["partitions"][0]["truncate_to"] is None
         fill(cluster, topic, [b"b"], batch_each=True)
         assert last_epoch(cluster, topic) == (0, 3, 1)
+
+
+def test_reset_returns_to_the_initial_layout(tmp_path):
+    with BrokerHandle(data_dir=tmp_path, brokers=3) as cluster:
+        cluster.create_topic("kept-name", 1, replication_factor=3)
+        initial = cluster.layout("kept-name")["partitions"]["kept-name-0"]
+        cluster.move_leader("kept-name", 0, other_node(cluster, "kept-name"))
+        cluster.move_coordinator(other_node(cluster, "__consumer_offsets"), group="g")
+        cluster.node_down(initial["leader_id"])
+        cluster.reset()
+        layout = cluster.layout("__consumer_offsets")
+        assert layout["down"] == [] and all(p["leader_epoch"] == 0 for p in layout["partitions"].values())
+        cluster.create_topic("kept-name", 1, replication_factor=3)
+        assert cluster.layout("kept-name")["partitions"]["kept-name-0"] == initial
+        fill(cluster, "kept-name", [b"x"], batch_each=True)  # every broker listens again
