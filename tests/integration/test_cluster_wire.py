@@ -205,3 +205,28 @@ def test_an_incremental_fetch_session_learns_its_partition_moved(cluster):
     assert time.monotonic() - started < 2
     part = again.responses[0].partitions[0]
     assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and part.records == b""
+
+
+def test_an_unclean_truncation_rebuilds_the_idempotent_producers_state(cluster):
+    """After the cut at 5 the partition knows the producer's sequence only up to 4
+    (``UnifiedLog.truncateTo`` rebuilds producer state): sequence 10 is out of order, 5 is next."""
+    topic = unique("wire-pid")
+    leader, follower, _outsider = roles(placed(cluster, topic)[f"{topic}-0"])
+
+    def batch(seq: int) -> dict:
+        return {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": encode_batch(
+                [(None, b"v")], producer_id=pid, producer_epoch=epoch, base_sequence=seq)}]}]}
+
+    with client(cluster, leader) as c:
+        init = c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                 "producer_id": -1, "producer_epoch": -1})
+        pid, epoch = init.producer_id, init.producer_epoch
+        for seq in range(10):
+            assert c.request(0, 9, batch(seq)).responses[0].partition_responses[0].error_code == 0
+    cluster.move_leader(topic, 0, follower, truncate_to=5)
+    with client(cluster, follower) as c:
+        ahead = c.request(0, 9, batch(10)).responses[0].partition_responses[0]
+        assert ahead.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        resent = c.request(0, 9, batch(5)).responses[0].partition_responses[0]
+        assert (resent.error_code, resent.base_offset) == (0, 5)

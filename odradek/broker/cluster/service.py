@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from ...storage.log import Log
     from ..config import Config
-    from ..dataplane import TopicRegistry
+    from ..dataplane import DataPlane, TopicRegistry
     from ..security.listeners import Endpoint
     from ..security.served import ServedListener
 
@@ -49,6 +49,7 @@ class ClusterServices(Protocol):
     data_dir: Path
     topics: TopicRegistry
     cluster_id: str
+    dataplane: DataPlane  # a truncated log's producer state
 
 
 class Cluster:
@@ -355,6 +356,7 @@ class Cluster:
     async def _follow(self, lg: Log, state: PartitionState) -> None:
         if state.truncate_to is not None and lg.log_end_offset > state.truncate_to:
             await lg.truncate_to_async(state.truncate_to)
+            self.app.dataplane.truncated(lg)
         epochs = lg.epochs
 
         def write() -> None:

@@ -471,6 +471,12 @@ class DataPlane:
         for topic in topics:
             self.waiters.notify_topic(topic)
 
+    def truncated(self, log: Log) -> None:
+        """A log cut back (a cluster's unclean leader change): its producer state is rebuilt from
+        what is left on next use, as ``UnifiedLog.truncateTo`` rebuilds it, and long polls wake."""
+        self.producers.drop(log.topic, log.partition)
+        self.waiters.notify_topic(log.topic)
+
     def forget_topic(self, topic: str) -> None:
         """After a delete: drop producer state and wake long polls so they see the error now."""
         self.producers.drop_topic(topic)
