@@ -87,3 +87,50 @@ def test_reset_returns_to_the_initial_layout(tmp_path):
         cluster.create_topic("kept-name", 1, replication_factor=3)
         assert cluster.layout("kept-name")["partitions"]["kept-name-0"] == initial
         fill(cluster, "kept-name", [b"x"], batch_each=True)  # every broker listens again
+
+
+def test_serve_brokers_three_and_the_control_cli_take_a_broker_down(tmp_path):
+    """``odradek serve --brokers 3`` on port P serves P, P+1 and P+2; ``odradek control node_down``
+    closes one broker's port until ``node_up``."""
+    import socket  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    with socket.socket() as probe:  # a free port with two free ones after it, most likely
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cli = [sys.executable, "-m", "odradek.broker.cli"]
+    proc = subprocess.Popen(cli + ["serve", "--brokers", "3", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                                   "--override", f"log.dirs={tmp_path}",
+                                   "--override", "odradek.control.listener=127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        control_port = None
+        for line in proc.stderr:  # the control endpoint listens before the broker says it started
+            event = json.loads(line)
+            if event["event"] == "control.listening":
+                control_port = event["port"]
+            if event["event"] == "broker.started":
+                break
+        assert control_port is not None
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # the pipe never fills up
+
+        def control(*argv: str) -> subprocess.CompletedProcess:
+            return subprocess.run(cli + ["control", "--endpoint", f"127.0.0.1:{control_port}", *argv],
+                                  capture_output=True, text=True, timeout=30)
+
+        def listening(p: int) -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", p)) == 0
+
+        assert all(listening(p) for p in (port, port + 1, port + 2))
+        assert control("node_down", "node=2").returncode == 0
+        assert not listening(port + 1) and listening(port)
+        layout = json.loads(control("layout").stdout)
+        assert layout["nodes"] == [1, 2, 3] and layout["down"] == [2]
+        assert control("node_up", "node=2").returncode == 0
+        assert listening(port + 1)
+    finally:
+        proc.kill()
+        proc.wait()
