@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from odradek.broker.wire_client import SyncClient
+from odradek.broker.wire_client import SyncClient, encode
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import encode_batch
 from odradek.testing.handle import BrokerHandle
@@ -230,3 +230,24 @@ def test_an_unclean_truncation_rebuilds_the_idempotent_producers_state(cluster):
         assert ahead.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         resent = c.request(0, 9, batch(5)).responses[0].partition_responses[0]
         assert (resent.error_code, resent.base_offset) == (0, 5)
+
+
+def test_an_acks_0_produce_to_a_non_leader_closes_the_connection(cluster):
+    """The acks=0 producer's only signal (KafkaApis.handleProduceRequest): the connection closes."""
+    topic = unique("wire-acks0")
+    _leader, follower, _outsider = roles(placed(cluster, topic)[f"{topic}-0"])
+    with client(cluster, follower) as c:
+        c.send_raw(encode(0, 9, 1, {**produce(topic, [0]), "acks": 0}))
+        c.sock.settimeout(10)
+        with pytest.raises(ConnectionError, match="closed by broker"):
+            c.recv_frame()  # no answer: the connection closes
+
+
+def test_describe_producers_is_answered_by_the_leader(cluster):
+    topic = unique("wire-producers")
+    leader, follower, _outsider = roles(placed(cluster, topic)[f"{topic}-0"])
+    body = {"topics": [{"name": topic, "partition_indexes": [0]}]}
+    with client(cluster, follower) as c:
+        assert c.request(61, 0, body).topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with client(cluster, leader) as c:
+        assert c.request(61, 0, body).topics[0].partitions[0].error_code == 0

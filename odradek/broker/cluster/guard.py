@@ -14,6 +14,8 @@ no node leads its partition), as ``CoordinatorRuntime`` and
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ...protocol.errors import ErrorCode
 from ...protocol.fastcodec import EncodedArray
 from .. import partition_errors
-from ..dispatch import LED_PARTITIONS, HandlerTable, RequestContext, after
+from ..dispatch import LED_PARTITIONS, CloseConnection, HandlerTable, RequestContext, after
 from ..error_answers import error_answer
 from ..leader_hints import HINTED, hinted
 from .layout import NO_LEADER
@@ -29,7 +31,8 @@ from .layout import NO_LEADER
 if TYPE_CHECKING:
     from .service import Cluster
 
-PARTITION_APIS = (0, 1, 2, 21, 23)  # Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch
+# Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch, DescribeProducers
+PARTITION_APIS = (0, 1, 2, 21, 23, 61)
 # api key -> (the request's key field, transactional?) for requests a coordinator must answer
 COORDINATED: dict[int, tuple[str, bool]] = {
     8: ("group_id", False), 9: ("group_id", False), 11: ("group_id", False), 12: ("group_id", False),
@@ -115,6 +118,8 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
         return inner(ctx, req)
     remaining = type(req)(req)
     remaining[layout.request_topics] = kept_topics
+    if ctx.api_key == 0 and req["acks"] == 0:
+        _unanswered(inner, ctx, remaining, kept_topics)
     if ctx.api_key == 1:
         remaining["max_wait_ms"] = 0  # an error answers at once (Kafka's errorReadingData)
     if not kept_topics and ctx.api_key != 1:
@@ -130,6 +135,21 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
         return answer
 
     return after(result, amend)
+
+
+def _unanswered(inner: Callable, ctx: RequestContext, remaining: Any, kept: list) -> None:
+    """An acks=0 Produce with a partition this node does not lead: the others are written, then the
+    connection is closed, the one signal such a producer gets (``KafkaApis.handleProduceRequest``)."""
+    if kept:
+        result = inner(ctx, remaining)
+        if inspect.iscoroutine(result):
+            task = asyncio.ensure_future(result)
+            _WRITING.add(task)
+            task.add_done_callback(_WRITING.discard)
+    raise CloseConnection("acks=0 Produce to a partition this node does not lead")
+
+
+_WRITING: set[asyncio.Future] = set()  # acks=0 writes finishing after their connection closed
 
 
 def _hints(cluster: Cluster, ctx: RequestContext, layout: Any, answer: dict,
