@@ -289,8 +289,9 @@ def test_confluent_group_consumer_across_a_coordinator_move_keeps_leader_epochs(
 
     topic = rf3_topic(cluster, "ck-group")
     group = unique("g")
-    fill(cluster, topic, expected("g"))
-    cluster.move_leader(topic, 0, other_node(cluster, topic))  # the records' epoch 0, the partition's 1
+    fill(cluster, topic, expected("g")[:N // 2])  # stamped with leader epoch 0
+    cluster.move_leader(topic, 0, other_node(cluster, topic))
+    fill(cluster, topic, expected("g")[N // 2:])  # stamped with leader epoch 1
     c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
                   "auto.offset.reset": "earliest", "auto.commit.interval.ms": 100})
     c.subscribe([topic])
@@ -309,7 +310,7 @@ def test_confluent_group_consumer_across_a_coordinator_move_keeps_leader_epochs(
     finally:
         c.close()
     assert got == expected("g")
-    assert committed(cluster, group, topic) == (N, 0)  # the epoch of the last record consumed
+    assert committed(cluster, group, topic) == (N, 1)  # the epoch of the last record consumed
     assert cluster.captured(["OffsetCommit", "Heartbeat", "OffsetFetch"], group_id=group, error="NOT_COORDINATOR")
 
 
