@@ -49,9 +49,13 @@ def test_epochs_and_layout_survive_a_restart(tmp_path):
         cluster.node_up(down)
 
 
-def test_a_start_completes_an_unclean_move_a_crash_cut_short(tmp_path):
-    """The layout file says epoch 1 with the log cut at 2, the log and its history do not yet (the
-    crash came right after the layout was saved): the start truncates and records the epoch."""
+@pytest.mark.parametrize("crash_after", ["layout saved", "log truncated", "history written"])
+def test_a_start_completes_an_unclean_move_a_crash_cut_short(tmp_path, crash_after):
+    """A move saves the layout (epoch 1, the log to be cut at 2), truncates the log, writes the epoch
+    history, then clears the pending cut; killed after any step, the next start ends in the same state."""
+    from odradek.storage.leader_epochs import LeaderEpochCache  # noqa: PLC0415
+    from odradek.storage.log import Log  # noqa: PLC0415
+
     with BrokerHandle(data_dir=tmp_path, brokers=3) as cluster:
         topic = unique("crash")
         cluster.create_topic(topic, 1, replication_factor=3)
@@ -64,11 +68,18 @@ def test_a_start_completes_an_unclean_move_a_crash_cut_short(tmp_path):
         entry = next(e for e in saved["partitions"] if e["topic"] == topic)
         entry.update(leader=node, epoch=1, isr=[node], truncate_to=2)
         path.write_text(json.dumps(saved))
+        partition_dir = tmp_path / f"{topic}-0"
+        if crash_after != "layout saved":
+            log = Log.open(partition_dir)
+            log.truncate_to(2)
+            log.close()
+        if crash_after == "history written":
+            LeaderEpochCache(partition_dir).assign(1, 2)
         cluster._broker.start()
         after = cluster.layout(topic)["partitions"][f"{topic}-0"]
         assert (after["leader_id"], after["leader_epoch"], after["isr_nodes"]) == (node, 1, [node])
         assert after["replica_nodes"] == state["replica_nodes"]
-        assert (tmp_path / f"{topic}-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n1 2\n"
+        assert (partition_dir / "leader-epoch-checkpoint").read_text() == "0\n1\n1 2\n"
         assert json.loads(path.read_text())["partitions"][0]["truncate_to"] is None
         fill(cluster, topic, [b"b"], batch_each=True)
         assert last_epoch(cluster, topic) == (0, 3, 1)
