@@ -251,3 +251,14 @@ def test_describe_producers_is_answered_by_the_leader(cluster):
         assert c.request(61, 0, body).topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     with client(cluster, leader) as c:
         assert c.request(61, 0, body).topics[0].partitions[0].error_code == 0
+
+
+def test_added_partitions_get_the_topics_replication_factor(cluster):
+    topic = unique("wire-grow")
+    placed(cluster, topic, partitions=1, rf=3)
+    with client(cluster, 1) as c:
+        answer = c.request(37, 3, {"topics": [{"name": topic, "count": 3, "assignments": None}],
+                                   "timeout_ms": 5000, "validate_only": False})
+    assert answer.results[0].error_code == 0
+    layout = cluster.layout(topic)["partitions"]
+    assert [len(layout[f"{topic}-{p}"]["replica_nodes"]) for p in range(3)] == [3, 3, 3]

@@ -139,7 +139,7 @@ class Cluster:
             return None
         state = self._initial.get(key)
         if state is None or state.topic_id != topic_id:
-            state = self.layout.initial(topic, partition, self._default_rf(topic), topic_id)
+            state = self.layout.initial(topic, partition, self._replication(topic, topic_id), topic_id)
             self._initial[key] = state
         return state
 
@@ -150,6 +150,14 @@ class Cluster:
         if topic in INTERNAL_TOPICS and self.app.topics.partition_count(topic):
             return str(self.app.topics.internal_topic_id(topic, self.app.cluster_id))
         return None
+
+    def _replication(self, topic: str, topic_id: str) -> int:
+        """A partition nobody placed (auto-created, or added by CreatePartitions): as many replicas as
+        the topic's first partition has, else the default."""
+        first = self.layout.partitions.get((topic, 0))
+        if first is not None and first.topic_id == topic_id:
+            return len(first.replicas)
+        return self._default_rf(topic)
 
     def _default_rf(self, topic: str) -> int:
         rf = INTERNAL_REPLICATION_FACTOR if topic in INTERNAL_TOPICS else self.app.config["default.replication.factor"]
