@@ -18,7 +18,7 @@ import structlog
 from ..offsets.records import partition_for
 from ..storage.config import FsyncMode, LogConfig
 from ..storage.log import Log
-from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
+from ..storage.log_manager import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, LogManager
 from .client_metrics import ClientMetricsManager
 from .client_metrics_config import Subscription
 from .client_quotas import QuotaStore
@@ -35,14 +35,14 @@ from .config import (
 from .control import BrokerControl
 from .control.reset import finish_interrupted_reset
 from .coordinator.config import CoordinatorConfig
-from .coordinator.group_configs import GroupConfig, GroupConfigs
+from .coordinator.group_configs import GroupConfigs
 from .coordinator.service import Coordinator
 from .datadir import DirLocks, clear_bound, load_or_create_meta, prepare_data_dir, write_bound
 from .dataplane import DataPlane, TopicRegistry
 from .dispatch import HandlerTable, RequestContext
 from .dynamic_config import DynamicBrokerConfig
 from .emulation import advertised_floors, api_limits
-from .features import GROUP_VERSION, TRANSACTION_VERSION, Features, parse_levels
+from .features import GROUP_VERSION, SHARE_VERSION, TRANSACTION_VERSION, Features, parse_levels
 from .fetch_sessions import FetchSessionCache
 from .handlers import acls as acl_handlers
 from .handlers import client_quotas as quota_handlers
@@ -54,6 +54,9 @@ from .handlers import fetch as fetch_handlers
 from .handlers import offsets as offset_handlers
 from .handlers import produce as produce_handlers
 from .handlers import sasl as sasl_handlers
+from .handlers import share as share_handlers
+from .handlers import share_groups as share_group_handlers
+from .handlers import share_offsets as share_offset_handlers
 from .handlers import telemetry as telemetry_handlers
 from .handlers import topics as topic_handlers
 from .handlers import transactions as txn_handlers
@@ -61,11 +64,13 @@ from .lazy_import import import_off_loop
 from .metrics import Metrics
 from .quota_enforcer import QuotaEnforcer
 from .runtime.runtime import CoordinatorRuntime
-from .schema_registry import SchemaStore
 from .security.listeners import Endpoint
 from .security.scram_store import ScramCredentialStore
 from .security.served import ServedListener, build_listeners
 from .server import KafkaServer
+from .share.coordinator import ShareCoordinator
+from .share.manager import SharePartitionManager
+from .share.sessions import ShareSessionCache
 from .txn import TransactionCoordinator, TxnConfig
 from .txn.markers import MarkerRouter
 
@@ -73,6 +78,7 @@ if TYPE_CHECKING:
     from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
     from ..web.deferred import DeferredListener
     from .cluster import Cluster
+    from .schema_registry import SchemaStore  # loaded when the registry is on (_start_registry)
     from .security.authorizer import Authorizer
 
 log = structlog.get_logger("odradek.broker")
@@ -128,13 +134,19 @@ class BrokerApp:
         self.dataplane = DataPlane(self.topics, self.logs, self.data_dir)
         self.dataplane.internal_stable_offset = self._offsets_stable_offset
         self.coordinator_config = CoordinatorConfig.from_config(config)
-        self.group_configs = GroupConfigs(GroupConfig.from_config(config))  # GROUP resources
+        self.group_configs = GroupConfigs.from_config(config, self.data_dir)  # GROUP resources
         self.runtime = CoordinatorRuntime()  # every coordinator's shards write through it
         self.coordinator: Coordinator | None = None
         self.txn_config = TxnConfig.from_config(config)
         # the transaction coordinator (also the data plane's TxnVerifier); markers go through the router
         self.txn_coordinator: TransactionCoordinator | None = None
         self.marker_router = MarkerRouter(self)
+        # share groups (KIP-932): the share coordinator (__share_group_state, opened at start), the
+        # share-partitions this leader serves and the members' share sessions
+        self.share_coordinator: ShareCoordinator | None = None
+        self.share_partitions = SharePartitionManager(self)
+        self.share_sessions = ShareSessionCache(config["group.share.max.share.sessions"])
+        self.server.connection_closed = partial(share_handlers.connection_closed, self)
         self._loading: asyncio.Task | None = None
         self.coordinator_loaded = asyncio.Event()  # every offsets partition replayed
         # SCRAM users (SaslSettings.credentials): read at start, changed by AlterUserScramCredentials
@@ -169,6 +181,7 @@ class BrokerApp:
         offset_handlers.register(self.handlers, self)
         groups.register(self.handlers, self)
         consumer_group_handlers.register(self.handlers, self)
+        share_group_handlers.register(self.handlers, self)
         topic_handlers.register(self.handlers, self)
         produce_handlers.register(self.handlers, self)
         txn_handlers.register(self.handlers, self)
@@ -181,6 +194,8 @@ class BrokerApp:
         acl_handlers.register(self.handlers, self)
         quota_handlers.register(self.handlers, self)
         feature_handlers.register(self.handlers, self)
+        share_handlers.register(self.handlers, self)
+        share_offset_handlers.register(self.handlers, self)
         # client telemetry (KIP-714): the client instances always exist (test control reads
         # them); the two APIs are served, and advertised, only when telemetry is on
         default_metrics = config["client.metrics.default.metrics"]
@@ -232,6 +247,7 @@ class BrokerApp:
             self.client_quotas.load()
             self.features.load()
             self.client_metrics.subscriptions.load()
+            self.group_configs.load()
             self.quotas_changed()
             if self.authorizer is not None:
                 self.authorizer.load()  # before any listener: no request is checked against no ACLs
@@ -239,6 +255,7 @@ class BrokerApp:
             self.set_log_defaults(self.dynamic_config.log_defaults())
             self.topics.load()  # before the logs open: per-topic configs steer their recovery
             await self.logs.start()
+            self.share_coordinator = self._open_share_coordinator()  # the group coordinator's persister
             self.coordinator = self._open_coordinator()
             self.txn_coordinator = self._open_txn_coordinator()
             self.server.attach_runtime(self.runtime)
@@ -362,7 +379,10 @@ class BrokerApp:
         """Replay ``_schemas`` and bind the registry's port; its HTTP application (aiohttp, the
         routes) is built on the first connection (``web.deferred``), so a broker whose registry
         is never used pays neither the import nor its memory."""
+        # the store loads on the loop's thread, not import_off_loop's: the first requests' codecs
+        # compile meanwhile (CPython 3.11's concurrent-compile SystemError, gh-106905)
         from ..web.deferred import DeferredListener  # noqa: PLC0415 - the wiring starts the HTTP surfaces
+        from .schema_registry import SchemaStore  # noqa: PLC0415 - only with the registry on
 
         setting = "odradek.schema.registry.listener"
         host, port = registry_address(self.config[setting])
@@ -432,7 +452,7 @@ class BrokerApp:
         self.logs.set_default_config(config)
 
     async def _load(self) -> None:
-        await asyncio.gather(self.coordinator.load(), self.txn_coordinator.load())
+        await asyncio.gather(self.coordinator.load(), self.txn_coordinator.load(), self.share_coordinator.load())
         self.coordinator_loaded.set()
         try:  # deletes a crash interrupted also forget their topics' offsets, now that it can be done
             await self.topics.finish_deletes()
@@ -459,7 +479,12 @@ class BrokerApp:
     def reopen_coordinators(self) -> None:
         """Fresh coordinators on the offsets and transaction topics' current logs (a reset's switch):
         Loading until ``load()``; the old transaction coordinator forgets its ids first."""
-        self.coordinator = self._open_coordinator()
+        if self.share_coordinator is not None:  # share-partition states, live ones and sessions too
+            self.share_coordinator.unload()
+            self.share_coordinator = self._open_share_coordinator()
+            self.share_partitions.clear()
+            self.share_sessions.clear()
+        self.coordinator = self._open_coordinator()  # share groups go with it (records 10-15)
         if self.txn_coordinator is not None:  # transactional ids go too (their markers stop)
             self.txn_coordinator.unload()
             self.txn_coordinator = self._open_txn_coordinator()
@@ -477,6 +502,9 @@ class BrokerApp:
         features = self.features
         coordinator.group_version = lambda: (features.level(GROUP_VERSION) if GROUP_VERSION in features.supported
                                              else None)
+        coordinator.share_version = lambda: features.level(SHARE_VERSION)
+        coordinator.group_configs = self.group_configs  # GROUP resources: session timeouts, intervals
+        coordinator.share_persister = self.share_coordinator
         return coordinator
 
     def _topic_shape(self, name: str) -> tuple | None:
@@ -496,6 +524,13 @@ class BrokerApp:
                                       offsets_topic=OFFSETS_TOPIC,
                                       transaction_version=lambda: self.features.level(TRANSACTION_VERSION))
 
+    def _open_share_coordinator(self) -> ShareCoordinator:
+        logs = self._coordinator_logs(SHARE_STATE_TOPIC, self.config["share.coordinator.state.topic.num.partitions"],
+                                      "share.coordinator.state.topic.segment.bytes")
+        return ShareCoordinator(self.clock, logs, runtime=self.runtime,
+                                await_fsync=logs[0].config.fsync is FsyncMode.ALWAYS,
+                                updates_per_snapshot=self.config["share.coordinator.snapshot.update.records.per.snapshot"])
+
     def _offsets_stable_offset(self, lg: Log) -> int | None:
         """The cleaner's bound on an internal topic: an offsets partition's last stable offset,
         kept by its shard, so pending transactional offsets are never compacted.  Other internal
@@ -513,6 +548,7 @@ class BrokerApp:
             self._loading = None
         if self.txn_coordinator is not None:
             await self.txn_coordinator.stop()
+        await self.share_partitions.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()
         await self.logs.close()

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from ..offsets.consumer_protocol import decode_assignment, decode_subscription
 from ..offsets.consumer_records import CG_RECORD_NAMES, decode_cg_record
 from ..offsets.records import GroupValue, RecordDecodeError, decode_key, decode_value
+from ..offsets.share_group_records import SG_RECORD_NAMES, decode_sg_record
 from ..protocol.records import CorruptRecordError, Record, batch_size_at, decode_batch
 from ..registry.records import TOPIC as SCHEMAS_TOPIC
 from ..registry.records import RecordError, parse_key, parse_value
@@ -30,6 +31,8 @@ from ..shares import records as share_records
 from ..storage.files import LOG_SUFFIX, parse_partition_dir
 from ..storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..transactions import records as txn_records
+
+RECORD_NAMES = {**CG_RECORD_NAMES, **SG_RECORD_NAMES}
 
 
 def segment_files(paths: list[str]) -> list[Path]:
@@ -118,15 +121,18 @@ def decode_offsets_record(record: Record) -> dict:
 
 
 def _decode_consumer_group_record(record: Record) -> dict:
-    """A KIP-848 consumer-group record (key types 3-8, 16), named after Kafka's record types."""
+    """A KIP-848 consumer-group record (key types 3-8, 16) or a KIP-932 share-group record (10-15),
+    named after Kafka's record types."""
     try:
         decoded = decode_cg_record(record.key, record.value)
+        if decoded is None:
+            decoded = decode_sg_record(record.key, record.value)
     except RecordDecodeError as exc:
         return {"value_error": str(exc)}
     if decoded is None:
         return {"key": "unknown key type (skipped by the coordinator)"}
     key, value = decoded
-    return {"key": {"type": CG_RECORD_NAMES[type(key)], **_jsonable(key)},
+    return {"key": {"type": RECORD_NAMES[type(key)], **_jsonable(key)},
             "value": None if value is None else _jsonable(value)}
 
 

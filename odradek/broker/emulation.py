@@ -75,6 +75,12 @@ def consumer_protocol_by_default(release: str) -> bool:
     return not release or not _before(release, (4, 0))
 
 
+def writes_metadata_hash(release: str) -> bool:
+    """Whether the group-epoch record of a consumer group carries the metadata hash: from Kafka 4.1
+    (KIP-1101; 4.0 left the tag out)."""
+    return not release or not _before(release, (4, 1))
+
+
 def _before(release: str, version: tuple[int, int]) -> bool:
     major, minor = (int(x) for x in release.split(".")[:2])
     return (major, minor) < version

@@ -222,6 +222,12 @@ def _alter_replica_log_dirs(v: int, req, code: int) -> dict:
     return {"results": [{"topic_name": n, "partitions": ps} for n, ps in by_topic.items()]}
 
 
+def _describe_share_group_offsets(v: int, req, code: int) -> dict:
+    """DescribeShareGroupOffsetsRequest.getErrorResponse: the error on every group named."""
+    return {"groups": [{"group_id": g.group_id, "topics": [], "error_code": code, "error_message": None}
+                       for g in req.groups]}
+
+
 SHAPES: dict[int, Shape] = {
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
     10: _find_coordinator,
@@ -242,9 +248,16 @@ SHAPES: dict[int, Shape] = {
     29: _top_level(error_message=None, resources=[]), 30: _create_acls, 31: _delete_acls,
     68: _top_level(error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None),
     69: _consumer_group_describe,
+    76: _top_level(error_message=None, member_id=None, member_epoch=0, heartbeat_interval_ms=0, assignment=None),
+    77: _consumer_group_describe,  # ShareGroupDescribeRequest.getErrorResponse: the same shape
     74: _top_level(config_resources=[]), 45: _alter_reassignments, 46: _list_reassignments,
     34: _alter_replica_log_dirs,  # ListConfigResourcesRequest.getErrorResponse
     17: _top_level(mechanisms=[]), 36: _top_level(error_message=None, auth_bytes=b""),
+    # share groups: ShareFetchRequest / ShareAcknowledgeRequest.getErrorResponse (top level only)
+    78: _top_level(error_message=None, acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[]),
+    79: _top_level(error_message=None, acquisition_lock_timeout_ms=0, responses=[], node_endpoints=[]),
+    90: _describe_share_group_offsets,
+    91: _top_level(error_message=None, responses=[]), 92: _top_level(error_message=None, responses=[]),
 }
 
 

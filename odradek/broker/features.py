@@ -69,11 +69,12 @@ RELEASE_FEATURES: dict[str, tuple[Feature, ...]] = {
     "4.1": _row((7, 27), (KRAFT_VERSION, 0, 1, 1), (TRANSACTION_VERSION, 0, 2, 2), (GROUP_VERSION, 0, 1, 1),
                 (ELR_VERSION, 0, 1, 1), (SHARE_VERSION, 0, 1, 0)),  # share groups: a preview, off
     "4.2": _row((7, 29), (KRAFT_VERSION, 0, 1, 1), (TRANSACTION_VERSION, 0, 2, 2), (GROUP_VERSION, 0, 1, 1),
-                (ELR_VERSION, 0, 1, 1), (SHARE_VERSION, 0, 0, 0), (STREAMS_VERSION, 0, 0, 0)),
+                (ELR_VERSION, 0, 1, 1), (SHARE_VERSION, 0, 1, 1), (STREAMS_VERSION, 0, 0, 0)),
 }
 # Kafka 4.2 supports and finalizes share.version and streams.version at 1; this broker serves
-# neither share groups nor streams groups yet, so it supports them only at level 0 (listed,
-# never finalized, and UpdateFeatures cannot turn on what is not served).
+# share groups (share.version 1, finalized on a fresh cluster as Kafka 4.2's bootstrap metadata
+# version does) but not streams groups, which it supports only at level 0 (listed, never
+# finalized, and UpdateFeatures cannot turn on what is not served).
 # a feature level that needs another feature (FeatureVersion.dependencies)
 DEPENDENCIES: dict[tuple[str, int], tuple[str, int]] = {(ELR_VERSION, 1): (METADATA_VERSION, 23)}
 # metadata.version levels that changed the metadata format (MetadataVersion.didMetadataChange):

@@ -19,6 +19,7 @@ import socket
 import struct
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -196,6 +197,8 @@ class KafkaServer:
         self._down: asyncio.TimerHandle | None = None
         self._listener_of: dict[Any, Any] = {}  # each bound server's listener (a cluster's node down)
         self._parked: dict[int, list[tuple[str, int, Any]]] = {}  # a down node's addresses, by node id
+        # told the id of every connection that closes (share sessions end with theirs)
+        self.connection_closed: Callable[[int], None] | None = None
 
     def attach_runtime(self, runtime: CoordinatorRuntime) -> None:
         """Answer each loop turn's reads through the coordinator runtime (``runtime/runtime.py``).
@@ -569,6 +572,8 @@ class Connection(asyncio.Protocol):
         self.queue.clear()
         self.server._connections.discard(self)
         self.server.open_connections -= 1
+        if self.server.connection_closed is not None:
+            self.server.connection_closed(self.id)
         self.log.info("connection.close", reason=self.close_reason or (str(exc) if exc else "client closed"))
 
     def pause_writing(self) -> None:

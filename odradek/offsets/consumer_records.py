@@ -27,7 +27,7 @@ __all__ = [
     "CG_KEY_TYPES", "CGMetadataKey", "CGPartitionMetadataKey", "CGMemberKey", "CGTargetMetadataKey",
     "CGTargetMemberKey", "CGAssignmentKey", "CGRegexKey", "CGMetadataValue", "CGPartitionMetadataValue",
     "TopicMetadata", "CGMemberValue", "CGTargetMetadataValue", "CGTargetMemberValue", "CGAssignmentValue",
-    "CGRegexValue", "Assignment", "CG_RECORD_NAMES", "encode_cg_key", "encode_cg_value", "decode_cg_record", "is_cg_key",
+    "CGRegexValue", "Assignment", "assignment_rows", "rows_assignment", "CG_RECORD_NAMES", "encode_cg_key", "encode_cg_value", "decode_cg_record", "is_cg_key",
 ]
 
 Assignment = dict[uuid.UUID, frozenset[int]]
@@ -228,31 +228,71 @@ _VALUES: dict[type, Message] = {
     CGAssignmentKey: ASSIGNMENT_VALUE, CGRegexKey: REGEX_VALUE,
 }
 _INT16 = struct.Struct(">h")
+_DECODING = {t: (cls, msg, _VALUES[cls]) for t, (cls, msg) in _BY_TYPE.items()}
 
 
 def is_cg_key(key: object) -> bool:
     return type(key) in _KEYS
 
 
-def encode_cg_key(key: Any) -> bytes:
-    key_type, msg = _KEYS[type(key)]
-    fields = {"group_id": key.group}
-    if msg is _MEMBER_KEY:
-        fields["member_id"] = key.member
-    elif msg is _REGEX_KEY:
-        fields["regular_expression"] = key.regex
+# a key dataclass's fields -> its JSON struct's (every group record's key is some of these)
+_KEY_FIELDS = {"group": "group_id", "member": "member_id", "regex": "regular_expression"}
+
+
+def encode_group_key(key_type: int, msg: Message, key: Any) -> bytes:
+    """``int16 type`` + the key struct of any modern group record (consumer and share groups)."""
+    fields = {_KEY_FIELDS[name]: getattr(key, name) for name in key.__dataclass_fields__}
     try:
         return _INT16.pack(key_type) + msg.build(fields, 0)
     except (struct.error, ProtocolError, UnicodeEncodeError) as exc:
         raise RecordEncodeError(f"cannot encode {key!r}: {exc}") from None
 
 
-def _tps(assignment: Mapping[uuid.UUID, frozenset[int]]) -> list[dict]:
+def decode_group_record(by_type: Mapping[int, tuple[type, Message, Message]], make_value: Any,
+                        key_data: bytes, value_data: bytes | None) -> tuple[Any, Any] | None:
+    """(key, value) of a modern group record whose type ``by_type`` knows ({type: (key class, key
+    struct, value struct)}; ``make_value(key class, parsed)`` builds the value); None for another
+    type.  Raises ``RecordDecodeError`` for one that does not parse: a load stops rather than lose
+    group state."""
+    key_data = bytes(key_data)
+    try:
+        (key_type,) = _INT16.unpack_from(key_data, 0)
+    except struct.error:
+        raise RecordDecodeError(f"key of {len(key_data)} bytes has no key type") from None
+    found = by_type.get(key_type)
+    if found is None:
+        return None
+    cls, key_msg, value_msg = found
+    try:
+        k = key_msg.parse(key_data[2:], 0)
+        key = cls(*(k[_KEY_FIELDS[name]] for name in cls.__dataclass_fields__))
+    except ProtocolError as exc:
+        raise RecordDecodeError(f"cannot decode key of type {key_type}: {exc}") from None
+    if value_data is None:
+        return key, None
+    value_data = bytes(value_data)
+    try:
+        (version,) = _INT16.unpack_from(value_data, 0)
+        if version != 0:
+            raise RecordDecodeError(f"unknown value version {version} for {key}")
+        return key, make_value(cls, value_msg.parse(value_data[2:], 0))
+    except (struct.error, ProtocolError) as exc:
+        raise RecordDecodeError(f"cannot decode value of {key}: {exc}") from None
+
+
+def encode_cg_key(key: Any) -> bytes:
+    key_type, msg = _KEYS[type(key)]
+    return encode_group_key(key_type, msg, key)
+
+
+def assignment_rows(assignment: Mapping[uuid.UUID, frozenset[int]]) -> list[dict]:
+    """An assignment as the records' TopicPartitions rows (sorted by topic id; empty topics left out)."""
     return [{"topic_id": t, "partitions": sorted(assignment[t])} for t in sorted(assignment, key=lambda u: u.bytes)
             if assignment[t]]
 
 
-def _assignment(rows: list) -> Assignment:
+def rows_assignment(rows: list) -> Assignment:
+    """TopicPartitions rows as an assignment."""
     return {r["topic_id"]: frozenset(r["partitions"]) for r in rows}
 
 
@@ -272,11 +312,11 @@ def _value_fields(value: Any) -> dict:
     if kind is CGTargetMetadataValue:
         return {"assignment_epoch": value.assignment_epoch}
     if kind is CGTargetMemberValue:
-        return {"topic_partitions": _tps(value.partitions)}
+        return {"topic_partitions": assignment_rows(value.partitions)}
     if kind is CGAssignmentValue:
         return {"member_epoch": value.member_epoch, "previous_member_epoch": value.previous_member_epoch,
-                "state": value.state, "assigned_partitions": _tps(value.assigned),
-                "partitions_pending_revocation": _tps(value.pending_revocation)}
+                "state": value.state, "assigned_partitions": assignment_rows(value.assigned),
+                "partitions_pending_revocation": assignment_rows(value.pending_revocation)}
     if kind is CGRegexValue:
         return {"topics": sorted(value.topics), "version": value.version, "timestamp": value.timestamp}
     raise TypeError(f"not a consumer-group value: {value!r}")
@@ -339,47 +379,15 @@ def _make_value(kind: type, c: Any) -> Any:
     if kind is CGTargetMetadataKey:
         return CGTargetMetadataValue(c["assignment_epoch"])
     if kind is CGTargetMemberKey:
-        return CGTargetMemberValue(_assignment(c["topic_partitions"]))
+        return CGTargetMemberValue(rows_assignment(c["topic_partitions"]))
     if kind is CGAssignmentKey:
         return CGAssignmentValue(member_epoch=c["member_epoch"], previous_member_epoch=c["previous_member_epoch"],
-                                 state=c["state"], assigned=_assignment(c["assigned_partitions"]),
-                                 pending_revocation=_assignment(c["partitions_pending_revocation"]))
+                                 state=c["state"], assigned=rows_assignment(c["assigned_partitions"]),
+                                 pending_revocation=rows_assignment(c["partitions_pending_revocation"]))
     return CGRegexValue(tuple(c["topics"]), c["version"], c["timestamp"])
 
 
 def decode_cg_record(key_data: bytes, value_data: bytes | None) -> tuple[Any, Any] | None:
     """(key, value) of a consumer-group record; None for a key type that is not one (share,
-    streams groups: skipped, as Kafka's loader skips what it does not know).
-
-    Raises ``RecordDecodeError`` for a consumer-group record that does not parse: a load stops
-    rather than lose group state.
-    """
-    key_data = bytes(key_data)
-    try:
-        (key_type,) = _INT16.unpack_from(key_data, 0)
-    except struct.error:
-        raise RecordDecodeError(f"key of {len(key_data)} bytes has no key type") from None
-    found = _BY_TYPE.get(key_type)
-    if found is None:
-        return None
-    cls, msg = found
-    try:
-        k = msg.parse(key_data[2:], 0)
-        if msg is _MEMBER_KEY:
-            key = cls(k["group_id"], k["member_id"])
-        elif msg is _REGEX_KEY:
-            key = cls(k["group_id"], k["regular_expression"])
-        else:
-            key = cls(k["group_id"])
-    except ProtocolError as exc:
-        raise RecordDecodeError(f"cannot decode key of type {key_type}: {exc}") from None
-    if value_data is None:
-        return key, None
-    value_data = bytes(value_data)
-    try:
-        (version,) = _INT16.unpack_from(value_data, 0)
-        if version != 0:
-            raise RecordDecodeError(f"unknown value version {version} for {key}")
-        return key, _make_value(cls, _VALUES[cls].parse(value_data[2:], 0))
-    except (struct.error, ProtocolError) as exc:
-        raise RecordDecodeError(f"cannot decode value of {key}: {exc}") from None
+    streams groups: skipped here, as Kafka's loader skips what it does not know)."""
+    return decode_group_record(_DECODING, _make_value, key_data, value_data)

@@ -59,6 +59,7 @@ from .records import (
     encode_key,
     encode_value,
 )
+from .share_group_records import decode_sg_record
 
 __all__ = ["TxnOffsetKey", "MarkerKey", "TxnOffsets", "decode_record", "encode_txn_records"]
 
@@ -101,8 +102,9 @@ def decode_record(header: Any, record: Any) -> tuple[Any, Any] | None:
         return (MarkerKey(header.producer_id, header.producer_epoch,
                           control.type == ControlRecordType.COMMIT), epoch)
     key = decode_key(record.key)
-    if key is None:  # KIP-848 consumer-group records; share/streams key types are not ours
-        return decode_cg_record(record.key, record.value)
+    if key is None:  # KIP-848 consumer-group and KIP-932 share-group records; streams key types are not ours
+        found = decode_cg_record(record.key, record.value)
+        return found if found is not None else decode_sg_record(record.key, record.value)
     value = decode_value(key, record.value)
     if header.is_transactional and type(key) is OffsetKey:
         return TxnOffsetKey(header.producer_id, header.producer_epoch, key), value

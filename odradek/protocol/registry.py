@@ -98,4 +98,11 @@ APIS: dict[int, ApiSpec] = {s.key: s for s in [
     _spec(72, "PushTelemetry", "push_telemetry", "0"),
     _spec(74, "ListConfigResources", "list_config_resources", "0-1"),
     _spec(75, "DescribeTopicPartitions", "describe_topic_partitions", "0"),
+    _spec(76, "ShareGroupHeartbeat", "share_group_heartbeat", "1"),
+    _spec(77, "ShareGroupDescribe", "share_group_describe", "1"),
+    _spec(78, "ShareFetch", "share_fetch", "1-2"),
+    _spec(79, "ShareAcknowledge", "share_acknowledge", "1-2"),
+    _spec(90, "DescribeShareGroupOffsets", "describe_share_group_offsets", "0-1"),
+    _spec(91, "AlterShareGroupOffsets", "alter_share_group_offsets", "0"),
+    _spec(92, "DeleteShareGroupOffsets", "delete_share_group_offsets", "0"),
 ]}

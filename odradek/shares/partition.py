@@ -228,7 +228,8 @@ class SharePartition:
     # -- acquire ------------------------------------------------------------------------
 
     def acquire(self, member: str, log_batches: Sequence[LogBatch], *, max_records: int, batch_size: int,
-                now: int, aborted: Iterable[tuple[int, int]] = ()) -> tuple[list[AcquiredRecords], StateWrite | None]:
+                now: int, aborted: Iterable[tuple[int, int]] = (),
+                record_limit: bool = False) -> tuple[list[AcquiredRecords], StateWrite | None]:
         """Acquire records for ``member``: cached AVAILABLE ones first, then new ones from ``log_batches``.
 
         New records are taken in whole log batches (``max_records`` is soft:
@@ -238,7 +239,8 @@ class SharePartition:
         offset).  Offsets of ``aborted`` ranges (read_committed: aborted
         transactions, control records) are archived at once, never returned;
         that change is the returned write.  Acquisition itself is not
-        persisted.
+        persisted.  ``record_limit`` (ShareFetch v2's ``ShareAcquireMode`` 1, KIP-1206): at
+        most ``max_records`` exactly, the rest of a log batch left for the next fetch.
         """
         deadline = now + self.config.record_lock_duration_ms
         budget = max_records
@@ -257,17 +259,18 @@ class SharePartition:
             if batch.last_offset < self.end_offset:
                 continue
             first = self.end_offset  # holes before a batch (compacted away) ride along; clients ack them GAP
-            for offset in range(first, batch.last_offset + 1):
-                if dead.covers(offset):
+            stop = min(batch.last_offset + 1, first + budget) if record_limit else batch.last_offset + 1
+            for offset in range(first, stop):
+                if dead.ranges and dead.covers(offset):
                     self.records[offset] = InFlight(RecordState.ARCHIVED, 1)
                     archived.append(offset)
                     entry = self._close_entry(entry, acquired, 1)
                     continue
                 self.records[offset] = InFlight(RecordState.ACQUIRED, 1, member, deadline)
                 entry.append(offset)
-            self.end_offset = batch.last_offset + 1
-            budget -= batch.last_offset + 1 - first
-            room -= batch.last_offset + 1 - first
+            self.end_offset = stop
+            budget -= stop - first
+            room -= stop - first
             if len(entry) >= batch_size:
                 entry = self._close_entry(entry, acquired, 1)
         self._close_entry(entry, acquired, 1)
@@ -366,13 +369,12 @@ class SharePartition:
                 continue
             if b.last_offset >= self.end_offset:
                 raise ShareAckError(INVALID_REQUEST, f"offsets up to {b.last_offset} were never acquired")
-            for i, offset in enumerate(range(b.first_offset, b.last_offset + 1)):
-                if offset < self.start_offset:
-                    continue
+            # from the start offset on: a range reaching far below it (a hostile first offset) costs nothing
+            for offset in range(max(b.first_offset, self.start_offset), b.last_offset + 1):
                 rec = self.records[offset]
                 if rec.state != RecordState.ACQUIRED or rec.member != member:
                     raise ShareAckError(INVALID_RECORD_STATE, f"offset {offset} is not acquired by this member")
-                plan.append((offset, types[0] if len(types) == 1 else types[i]))
+                plan.append((offset, types[0] if len(types) == 1 else types[offset - b.first_offset]))
         return plan
 
     # -- taking records back ------------------------------------------------------------

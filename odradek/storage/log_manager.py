@@ -60,6 +60,7 @@ logger = structlog.get_logger("odradek.storage")
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 _CREATE_THREADS = 16  # partitions opened at once by create_many (their waits are on the disk)
+SHARE_STATE_TOPIC = "__share_group_state"
 COMPACTED_INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # Kafka fixes compaction for both
 TopicPartition = tuple[str, int]
 
@@ -104,6 +105,12 @@ class CheckpointSnapshot(NamedTuple):
 def offsets_topic_config(base: LogConfig) -> LogConfig:
     """Kafka's fixed settings for ``__consumer_offsets`` (compact, 100 MiB segments)."""
     return base.with_topic_config({"cleanup.policy": COMPACT, "segment.bytes": 100 * 1024 * 1024})
+
+
+def share_state_topic_config(base: LogConfig) -> LogConfig:
+    """Kafka's fixed settings for ``__share_group_state`` (``ShareCoordinatorService.shareGroupStateTopicConfigs``):
+    delete, never by time, 100 MiB segments -- the share coordinator prunes it itself."""
+    return base.with_topic_config({"cleanup.policy": "delete", "retention.ms": -1, "segment.bytes": 100 * 1024 * 1024})
 
 
 class LogManager:
@@ -154,6 +161,8 @@ class LogManager:
             return cfg
         if topic in COMPACTED_INTERNAL_TOPICS:
             return offsets_topic_config(self.default_config)
+        if topic == SHARE_STATE_TOPIC:
+            return share_state_topic_config(self.default_config)
         return self.default_config
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -170,9 +179,8 @@ class LogManager:
         """
         self.default_config = config
         for (t, _p), log in self._logs.items():
-            if t in COMPACTED_INTERNAL_TOPICS:
-                log.config = offsets_topic_config(config).with_topic_config(
-                    {"segment.bytes": log.config.segment_bytes})
+            if t in COMPACTED_INTERNAL_TOPICS or t == SHARE_STATE_TOPIC:
+                log.config = self.config_for(t).with_topic_config({"segment.bytes": log.config.segment_bytes})
             else:
                 log.config = self.config_for(t)
 

@@ -61,9 +61,10 @@ def test_api_versions_v4_lists_kafka_42_features(broker):
     supported, finalized, epoch = _features(broker)
     assert supported == {"metadata.version": (7, 29), "kraft.version": (0, 1), "transaction.version": (0, 2),
                          "group.version": (0, 1), "eligible.leader.replicas.version": (0, 1),
-                         "share.version": (0, 0), "streams.version": (0, 0)}  # not served yet
+                         "share.version": (0, 1), "streams.version": (0, 0)}  # streams groups: not served yet
     assert finalized == {"metadata.version": (29, 29), "kraft.version": (1, 1), "transaction.version": (2, 2),
-                         "group.version": (1, 1), "eligible.leader.replicas.version": (1, 1)}
+                         "group.version": (1, 1), "eligible.leader.replicas.version": (1, 1),
+                         "share.version": (1, 1)}
     assert epoch >= 0
 
 

@@ -1,4 +1,4 @@
-"""The internal topics in Metadata, as Kafka lists them: ``__consumer_offsets`` and
+"""The internal topics in Metadata, as Kafka lists them: ``__consumer_offsets``, ``__share_group_state`` and
 ``__transaction_state`` in every all-topics listing and by name, IsInternal true, with
 every client's admin API; pattern subscriptions of every client leave them out."""
 
@@ -14,7 +14,7 @@ from odradek.protocol.errors import ErrorCode as E
 
 pytestmark = pytest.mark.integration
 
-INTERNAL = {"__consumer_offsets", "__transaction_state"}
+INTERNAL = {"__consumer_offsets", "__transaction_state", "__share_group_state"}
 METADATA = 3
 
 
@@ -29,7 +29,8 @@ def _metadata(b, topics, version):
 
 def _partitions(b) -> dict[str, int]:
     return {"__consumer_offsets": b.app.coordinator_config.num_partitions,
-            "__transaction_state": b.app.txn_config.num_partitions}
+            "__transaction_state": b.app.txn_config.num_partitions,
+            "__share_group_state": len(b.app.share_coordinator.shards)}
 
 
 @pytest.mark.parametrize("version", [0, 1, 9, 12])

@@ -48,13 +48,6 @@ OUT_OF_SCOPE = {
 }
 # client-facing keys other open issues own: not served until they land
 OWNED_ELSEWHERE = {
-    76: "ShareGroupHeartbeat: issue 33 (share groups)",
-    77: "ShareGroupDescribe: issue 33",
-    78: "ShareFetch: issue 33",
-    79: "ShareAcknowledge: issue 33",
-    90: "DescribeShareGroupOffsets: issue 33",
-    91: "AlterShareGroupOffsets: issue 33",
-    92: "DeleteShareGroupOffsets: issue 33",
     88: "StreamsGroupHeartbeat: streams groups (KIP-1071), no issue yet",
     89: "StreamsGroupDescribe: streams groups",
 }

@@ -108,7 +108,9 @@ KP = _kp_classes()
 
 # APIs newer than kafka-python's bundled schemas (it stops at Kafka 3.x's set): only our own
 # round trip (construct compiled and interpreted, the generated fast path) checks them here
-BEYOND_KAFKA_PYTHON = {68, 69, 71, 72}  # ConsumerGroupHeartbeat/Describe (KIP-848), GetTelemetrySubscriptions, PushTelemetry (KIP-714)
+BEYOND_KAFKA_PYTHON = {68, 69, 71, 72,  # ConsumerGroupHeartbeat/Describe (KIP-848), Get/PushTelemetry (KIP-714)
+                       76, 77, 78, 79, 90, 91, 92}  # ShareGroupHeartbeat/Describe, ShareFetch/Acknowledge,
+# Describe/Alter/DeleteShareGroupOffsets (KIP-932)
 
 
 def kp_class(spec: ApiSpec, side: str) -> type:

@@ -123,7 +123,10 @@ def test_classic_join_on_a_consumer_group_id(h):
     from tests.unit.coordinator_harness import ok
 
     h.subscribe("a", ["t"], group="g")
-    assert h.join("", group="g").result().error == E.INCONSISTENT_GROUP_PROTOCOL
+    # a classic joiner of a non-empty consumer group becomes its classic member (online migration):
+    # first the MEMBER_ID_REQUIRED round; a protocol type other than consumer is refused
+    assert h.join("", group="g").result().error == E.MEMBER_ID_REQUIRED
+    assert h.join("", group="g", protocol_type="other").result().error == E.INCONSISTENT_GROUP_PROTOCOL
     commit_req = CommitRequest("g", 1, "a", None, -1, 9)
     commit_offsets(h.coordinator, commit_req, [("t", 0, 7, -1, "", -1)], count(h)).result()
     h.hb("a", -1, group="g")

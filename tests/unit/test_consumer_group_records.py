@@ -168,7 +168,8 @@ def test_unknown_state_with_owned_partitions_is_fenced():
 
 def test_the_direct_writers_agree_with_the_declarations():
     """Types 7 and 8 are written without the declarations (they are the bulk of a rebalance)."""
-    from odradek.offsets.consumer_records import ASSIGNMENT_VALUE, TARGET_MEMBER_VALUE, _tps
+    from odradek.offsets.consumer_records import ASSIGNMENT_VALUE, TARGET_MEMBER_VALUE
+    from odradek.offsets.consumer_records import assignment_rows as _tps
 
     many = {uuid.UUID(int=i): frozenset(range(i, i + 200)) for i in range(1, 4)}
     for value, msg, fields in [

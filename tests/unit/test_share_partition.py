@@ -241,3 +241,17 @@ def test_a_state_without_a_start_offset_starts_where_the_reset_says():
     assert sp.start_offset == 40 and sp.fetch_offset() == 40
     got, _ = sp.acquire("m1", batches((30, 39), (40, 44)), max_records=10, batch_size=10, now=0)
     assert got == [AcquiredRecords(40, 44, 1)]
+
+
+@pytest.mark.timeout(10)
+def test_an_ack_range_reaching_far_below_the_start_costs_nothing():
+    """A hostile first offset (-2**63) must not make the broker walk 2**63 offsets below the start."""
+    sp = fresh()
+    sp.acquire("m1", batches((0, 3)), max_records=4, batch_size=10, now=0)
+    ack(sp, "m1", 0, 1, A.ACCEPT)
+    ack(sp, "m1", -(2**63), 3, A.ACCEPT)  # one type for the whole range: 2 and 3 accepted
+    assert sp.start_offset == 4
+    sp.acquire("m1", batches((4, 5)), max_records=2, batch_size=10, now=0)
+    with pytest.raises(ShareAckError) as err:  # per-offset types must match the whole range's length
+        ack(sp, "m1", -(2**63), 5, A.ACCEPT, A.REJECT)
+    assert err.value.code == INVALID_REQUEST

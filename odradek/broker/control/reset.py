@@ -1,9 +1,10 @@
 """Reset: the running broker back to empty in one call, for a broker shared by many tests.
 
-Gone: every topic and its logs, every group and committed offset, producer
+Gone: every topic and its logs, every group and committed offset, share-partition states, share
+sessions and live share-partitions, producer
 state, fetch sessions, broker settings changed at runtime (AlterConfigs on the broker: back to
 the static configuration), client quotas (AlterClientQuotas), feature levels (UpdateFeatures),
-client-metrics resources and telemetry instances (``_STORES``: one list, for the running
+client-metrics resources and telemetry instances, group configs (``_STORES``: one list, for the running
 reset and for a start finishing an interrupted one); ``BrokerControl.reset`` also clears
 the fault rules and the captured requests.  Kept: the listeners and their connections, the
 cluster id, the producer-id block (ids never repeat), the clock (time only
@@ -53,6 +54,7 @@ from ..client_metrics import FILE as CLIENT_METRICS_FILE
 from ..client_quotas import FILE_NAME as CLIENT_QUOTAS_FILE
 from ..cluster.layout import LAYOUT_FILE
 from ..coordinator import rebalance
+from ..coordinator.group_configs import FILE as GROUP_CONFIGS_FILE
 from ..dataplane.topics import REGISTRY_FILE
 from ..dynamic_config import FILE as DYNAMIC_CONFIG_FILE
 from ..features import FILE_NAME as FEATURES_FILE
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
     from ..client_quotas import QuotaStore
     from ..clock import Clock
     from ..config import Config
+    from ..coordinator.group_configs import GroupConfigs
     from ..coordinator.service import Coordinator
     from ..dataplane import DataPlane, TopicRegistry
     from ..dynamic_config import DynamicBrokerConfig
@@ -72,6 +75,7 @@ if TYPE_CHECKING:
     from ..fetch_sessions import FetchSessionCache
     from ..runtime.runtime import CoordinatorRuntime
     from ..schema_registry import SchemaStore
+    from ..share.coordinator import ShareCoordinator
     from ..txn import TransactionCoordinator
 
 log = structlog.get_logger("odradek.control")
@@ -95,8 +99,10 @@ class ResetServices(Protocol):
     features: Features
     features_lock: asyncio.Lock
     client_metrics: ClientMetricsManager
+    group_configs: GroupConfigs
     coordinator: Coordinator | None
     txn_coordinator: TransactionCoordinator | None
+    share_coordinator: ShareCoordinator | None
     fetch_sessions: FetchSessionCache
     schema_store: SchemaStore | None
 
@@ -132,6 +138,8 @@ async def reset_broker(app: ResetServices, lock: asyncio.Lock) -> dict[str, Any]
         await app.coordinator.load()  # empty logs: at once
         if app.txn_coordinator is not None:
             await app.txn_coordinator.load()
+        if app.share_coordinator is not None:  # share-partition states went with __share_group_state
+            await app.share_coordinator.load()
         await app.topics.save()
         await asyncio.to_thread(_make_durable, app, app.logs.checkpoint_snapshot())
         cleanup = asyncio.ensure_future(_remove_old(old_logs))
@@ -176,6 +184,11 @@ async def _forget_client_metrics(app: ResetServices) -> None:
     await app.client_metrics.reset()
 
 
+async def _forget_group_configs(app: ResetServices) -> None:
+    """Group configs (IncrementalAlterConfigs on GROUP resources) go: durable first."""
+    await app.group_configs.forget_all()
+
+
 def _unlink(data_dir: Path, name: str) -> None:
     (data_dir / name).unlink(missing_ok=True)
 
@@ -197,6 +210,7 @@ _STORES = (
     _Store(CLIENT_QUOTAS_FILE, _forget_client_quotas),
     _Store(FEATURES_FILE, _forget_features, lambda d, _name: forget_levels(d)),
     _Store(CLIENT_METRICS_FILE, _forget_client_metrics),
+    _Store(GROUP_CONFIGS_FILE, _forget_group_configs),
 )
 
 

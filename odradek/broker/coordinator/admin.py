@@ -21,6 +21,9 @@ from .consumer_admin import delete_consumer_group
 from .consumer_group import CONSUMER_STATES
 from .group import ClassicGroup
 from .shard import Record, Shard
+from .share_admin import delete_share_group
+from .share_group import PROTOCOL_TYPE as SHARE_GROUP_TYPE
+from .share_group import SHARE_STATES
 from .state import _JAVA_TRIM, GroupState, parse_state_filter
 
 if TYPE_CHECKING:
@@ -84,6 +87,13 @@ def list_groups(coordinator: GroupShards, states: list[str] | None = None,
             for cg in shard.consumer_groups.values():
                 if consumer_states is None or cg.state in consumer_states:
                     out.append(GroupOverview(cg.group_id, "consumer", cg.state, CONSUMER_GROUP_TYPE))
+    if wanted_types is None or SHARE_GROUP_TYPE in wanted_types:
+        share_states = {s for s in SHARE_STATES if s.lower() in {n.lower().strip(_JAVA_TRIM) for n in states}} \
+            if states else None
+        for shard in coordinator.shards:
+            for sg in shard.share_groups.values():
+                if share_states is None or sg.state in share_states:
+                    out.append(GroupOverview(sg.group_id, SHARE_GROUP_TYPE, sg.state, SHARE_GROUP_TYPE))
     if wanted_types is not None and CLASSIC_GROUP_TYPE not in wanted_types:
         return _loading_error(coordinator), out
     for shard in coordinator.shards:
@@ -149,6 +159,8 @@ def _delete_one(coordinator: GroupShards, group_id: str) -> tuple[ErrorCode, Pro
     shard, error = coordinator.check(group_id, allow_empty=True)
     if error is not ErrorCode.NONE:
         return error, None
+    if group_id in shard.share_groups:
+        return delete_share_group(coordinator, shard, shard.share_groups[group_id])
     if group_id in shard.consumer_groups:
         error, records = delete_consumer_group(shard, shard.consumer_groups[group_id])
         if error is not ErrorCode.NONE:

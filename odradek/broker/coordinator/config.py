@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...offsets.records import OffsetValue
-from ..emulation import consumer_protocol_by_default, state_filter_mode, value_versions
+from ..emulation import consumer_protocol_by_default, state_filter_mode, value_versions, writes_metadata_hash
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,12 @@ class CoordinatorConfig:
     consumer_session_timeout_ms: int = 45000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_max_size: int = 2**31 - 1
+    # KIP-932 share groups (Kafka's GroupCoordinatorConfig / ShareGroupConfig names in from_config)
+    share_enable: bool = False  # group.share.enable: on even when share.version is 0
+    share_max_size: int = 200
+    share_initialize_retry_interval_ms: int = 30000
+    consumer_migration_policy: str = "bidirectional"  # upgrade | downgrade | bidirectional | disabled
+    consumer_metadata_hash: bool = True  # Kafka 4.1's metadata hash in the group-epoch record
 
     @classmethod
     def from_config(cls, config: Any) -> CoordinatorConfig:
@@ -54,6 +60,11 @@ class CoordinatorConfig:
             consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
             consumer_assignors=tuple(config["group.consumer.assignors"].split(",")),
             consumer_max_size=config["group.consumer.max.size"],
+            share_enable=config["group.share.enable"],
+            share_max_size=config["group.share.max.size"],
+            share_initialize_retry_interval_ms=config["group.share.initialize.retry.interval.ms"],
+            consumer_migration_policy=config["group.consumer.migration.policy"],
+            consumer_metadata_hash=writes_metadata_hash(config["odradek.emulate.kafka.version"]),
         )
 
     @property

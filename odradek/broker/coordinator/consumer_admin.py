@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # no authorizer: every operation a group supports (READ=3, DELETE=6, DESCRIBE=8) as a bit field
 _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 _OMITTED = -2147483648
-CONSUMER_MEMBER = 1  # MemberType of a consumer-protocol member (v1, KIP-1099)
+CONSUMER_MEMBER, CLASSIC_MEMBER = 1, 0  # MemberType (v1, KIP-1099): consumer- or classic-protocol member
 
 
 def describe_consumer_groups(coordinator: GroupShards, group_ids: list[str], with_ops: bool) -> list[dict]:
@@ -51,7 +51,7 @@ def _describe_one(coordinator: GroupShards, group_id: str, with_ops: bool) -> di
         return _error(group_id, error)
     group = shard.consumer_groups.get(group_id)
     if group is None:
-        if shard.group(group_id) is not None:
+        if shard.group(group_id) is not None or group_id in shard.share_groups:
             return _error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         return _error(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
     names = {t.topic_id: t.topic_name for t in group.subscription_metadata.values()}
@@ -77,7 +77,7 @@ def _member(group: ConsumerGroup, m, names: dict[uuid.UUID, str]) -> dict:
         "subscribed_topic_regex": meta.subscribed_topic_regex or None,
         "assignment": _assignment(m.assigned, names),
         "target_assignment": _assignment(group.targets.get(m.member_id, {}), names),
-        "member_type": CONSUMER_MEMBER,
+        "member_type": CONSUMER_MEMBER if m.classic is None else CLASSIC_MEMBER,
     }
 
 

@@ -59,6 +59,15 @@ class TopicsView:
     version: Callable[[], int] = lambda: 0
 
 
+class Refused(Exception):
+    """A heartbeat answered with an error (and no records)."""
+
+    def __init__(self, error: ErrorCode, message: str | None = None):
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
 @dataclass(eq=False)
 class ConsumerMember:
     """One member: the member record's fields, the current assignment's, and its live timers."""
@@ -73,7 +82,16 @@ class ConsumerMember:
     # live only
     session_timer: Any = None
     session_deadline_ms: int = 0
+    session_timer_ms: int = 0  # when the armed session timer fires (a shorter group config re-arms it)
     rebalance_timer: Any = None
+    join_timer: Any = None  # classic members: rejoin within the rebalance timeout after a 27
+    sync_timer: Any = None  # classic members: SyncGroup within the rebalance timeout after a join
+
+    @property
+    def classic(self) -> Any:
+        """The JoinGroup session timeout and protocols of a classic-protocol member (None: a
+        consumer-protocol member): ``ConsumerGroupMember.useClassicProtocol``."""
+        return self.meta.classic_member_metadata
 
     @property
     def instance_id(self) -> str | None:
@@ -227,6 +245,27 @@ def _replay_assignment(group: ConsumerGroup, member_id: str, value: Any) -> None
     group._set_owned(member, before)
 
 
+def subscribed_names(members: dict[str, ConsumerMember], regexes: dict[str, CGRegexValue]) -> set[str]:
+    """Every topic name the members subscribe to, by name or through a resolved regex."""
+    names: set[str] = set()
+    for m in members.values():
+        names.update(m.meta.subscribed_topic_names)
+        if m.meta.subscribed_topic_regex in regexes:
+            names.update(regexes[m.meta.subscribed_topic_regex].topics)
+    return names
+
+
+def subscription_metadata(members: dict[str, ConsumerMember], regexes: dict[str, CGRegexValue],
+                          topics: TopicsView) -> dict[str, TopicMetadata]:
+    """{name: (id, name, partitions)} of the subscribed topics that exist (the others are ignored)."""
+    out = {}
+    for name in sorted(subscribed_names(members, regexes)):
+        found = topics.lookup(name)
+        if found is not None:
+            out[name] = TopicMetadata(found[0], name, found[1])
+    return out
+
+
 def validate_consumer_commit(group: ConsumerGroup, member_id: str, epoch: int, version: int,
                              transactional: bool = False) -> ErrorCode:
     """``ConsumerGroup.validateOffsetCommit``: an admin commit (epoch < 0) only to a group without
@@ -238,10 +277,11 @@ def validate_consumer_commit(group: ConsumerGroup, member_id: str, epoch: int, v
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if not transactional and version < 9:
+    classic = member.classic is not None  # a classic member commits with its generation (= epoch)
+    if not transactional and not classic and version < 9:
         return ErrorCode.UNSUPPORTED_VERSION
     if epoch != member.member_epoch:
-        return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.ILLEGAL_GENERATION if transactional or classic else ErrorCode.STALE_MEMBER_EPOCH
     return ErrorCode.NONE
 
 

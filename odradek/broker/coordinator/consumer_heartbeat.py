@@ -30,7 +30,6 @@ from ...offsets.consumer_records import (
     CGMemberKey,
     CGMemberValue,
     CGMetadataKey,
-    CGMetadataValue,
     CGPartitionMetadataKey,
     CGPartitionMetadataValue,
     CGRegexKey,
@@ -46,7 +45,16 @@ from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult
 from .assignors import ASSIGNORS, AssignorMember
-from .consumer_group import ConsumerGroup, ConsumerMember, MemberState, TopicsView
+from .consumer_group import (
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    Refused,
+    TopicsView,
+    subscription_metadata,
+)
+from .consumer_migration import maybe_downgrade, upgrade
+from .metadata_hash import epoch_record
 from .reconcile import FencedMember, reconcile
 from .shard import Shard
 from .state import GroupState
@@ -77,6 +85,8 @@ class HeartbeatRequest:
     version: int = 1
     client_id: str = ""
     client_host: str = ""
+    # a classic member's JoinGroup (``consumer_classic``): its session timeout and protocols
+    classic: dict | None = None
 
 
 @dataclass
@@ -93,16 +103,10 @@ class HeartbeatResult:
         return cls(error, message)
 
 
-class Refused(Exception):
-    """A heartbeat answered with an error (and no records)."""
-
-    def __init__(self, error: ErrorCode, message: str | None = None):
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
 # --- validation (``throwIfConsumerGroupHeartbeatRequestIsInvalid``) --------------------------------
+
+
+_STABLE = MemberState.STABLE  # a module global: the steady path reads it on every heartbeat
 
 
 def validate(req: HeartbeatRequest, assignors: tuple[str, ...]) -> None:
@@ -154,19 +158,18 @@ def compile_regex(regex: str) -> Any:
                       f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}") from None
 
 
-try:
-    import re2 as _re2  # google-re2
-
-    _RE2_OPTIONS = _re2.Options()
-    _RE2_OPTIONS.log_errors = False  # a client's bad pattern is answered, not logged by RE2 itself
-
-    def _engine_compile(regex: str) -> Any:
-        return _re2.compile(regex, _RE2_OPTIONS)
-except ImportError:  # pragma: no cover - the dependency is declared; a checked ``re`` stands in
-    def _engine_compile(regex: str) -> Any:
+def _engine_compile(regex: str) -> Any:
+    """RE2 (``google-re2``, imported on the first regex subscription: a group that subscribes by
+    name never loads it), or a checked ``re`` when the bindings are missing."""
+    try:
+        import re2  # noqa: PLC0415 - google-re2, only for regex subscriptions
+    except ImportError:  # pragma: no cover - the dependency is declared; a checked ``re`` stands in
         if re.search(r"\\[1-9]|\(\?[=!<>(]|\(\?P=", regex):
-            raise ValueError("back-references, look-around, atomic groups and conditionals are not RE2")
+            raise ValueError("back-references, look-around, atomic groups and conditionals are not RE2") from None
         return re.compile(regex)
+    options = re2.Options()
+    options.log_errors = False  # a client's bad pattern is answered, not logged by RE2 itself
+    return re2.compile(regex, options)
 
 
 _REGEX_CACHE: dict[str, Any] = {}
@@ -188,7 +191,7 @@ def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: Heartb
     """A promise of a :class:`HeartbeatResult` once the request's records are durable and replayed."""
     config = coordinator.config
     if not coordinator.consumer_protocol_enabled():
-        return _fail(E.UNSUPPORTED_VERSION, "The consumer group protocol is not enabled.")
+        return failed_answer(E.UNSUPPORTED_VERSION, "The consumer group protocol is not enabled.")
     shard, error = coordinator.check(req.group_id, allow_empty=False)
     if error is E.NONE:  # a steady heartbeat passes every validation by construction (see _steady)
         steady = _steady(shard, topics, req)
@@ -197,57 +200,64 @@ def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: Heartb
     try:
         validate(req, config.consumer_assignors)
     except Refused as exc:
-        return _fail(exc.error, exc.message)
+        return failed_answer(exc.error, exc.message)
     if error is not E.NONE:
-        return _fail(error)
+        return failed_answer(error)
     try:
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             result, records = _leave(shard, topics, req)
         else:
             result, records = _heartbeat(shard, coordinator, topics, req)
     except Refused as exc:
-        return _fail(exc.error, exc.message)
-    promise = shard.run(CoordinatorResult(records, result, _write_failed), replay_now=True)
+        return failed_answer(exc.error, exc.message)
+    promise = shard.run(CoordinatorResult(records, result, write_failed), replay_now=True)
     _arm(shard, req, result)  # the records are applied already (replay_now)
     return promise
 
 
 def _steady(shard: Shard, topics: TopicsView, req: HeartbeatRequest) -> Promise | None:
-    """The common case, answered without the general path (see ``steady_heartbeat``)."""
+    """The common case, answered without the general path (see ``steady_interval``)."""
     if req.owned is not None or req.rebalance_timeout_ms != -1 or req.subscribed_topic_names is not None \
             or req.subscribed_topic_regex is not None or req.server_assignor is not None or req.rack_id is not None:
         return None
-    result = steady_heartbeat(shard, topics, req.group_id, req.member_id, req.member_epoch, req.instance_id,
-                              req.client_id, req.client_host)
-    return None if result is None else Promise.resolved(result)
+    interval = steady_interval(shard, topics, req.group_id, req.member_id, req.member_epoch, req.instance_id,
+                               req.client_id, req.client_host)
+    return None if interval is None else Promise.resolved(
+        HeartbeatResult(E.NONE, None, req.member_id, req.member_epoch, interval, None))
 
 
-def steady_heartbeat(shard: Shard, topics: TopicsView, group_id: str, member_id: str, epoch: int,
-                     instance_id: str | None, client_id: str, client_host: str) -> HeartbeatResult | None:
+def steady_interval(shard: Shard, topics: TopicsView, group_id: str, member_id: str, epoch: int,
+                    instance_id: str | None, client_id: str, client_host: str) -> int | None:
     """A member Stable at the group's epoch heartbeating with nothing new (the caller checked that
     no other field is set: nothing owned to report, no subscription change) while topics did not
-    change: its answer, or None for the general path.  The general path would write no record
-    and answer the same; this only skips its work, on every poll of every member."""
+    change: its session re-armed and the heartbeat interval to answer (the answer is the member's
+    id and epoch), or None for the general path.  The general path would write no record and
+    answer the same; this only skips its work, on every poll of every member."""
     group = shard.consumer_groups.get(group_id)
     if group is None:
         return None
     member = group.members.get(member_id)
-    if member is None or member.member_epoch != epoch or member.state != MemberState.STABLE \
+    if member is None or member.member_epoch != epoch or member.state != _STABLE \
             or epoch != group.group_epoch or group.assignment_epoch != epoch \
             or group.topics_version != topics.version():
         return None
     meta = member.meta
     if instance_id != meta.instance_id or client_id != meta.client_id or client_host != meta.client_host:
         return None
-    arm_session(shard, group, member)
-    return HeartbeatResult(E.NONE, None, member_id, epoch, shard.config.consumer_heartbeat_interval_ms, None)
+    config = shard.group_configs.effective(group_id)
+    # arm_session's common case, inlined: only the deadline moves while the timer fires before it
+    deadline = shard.clock.now_ms() + config.consumer_session_timeout_ms
+    member.session_deadline_ms = deadline
+    if member.session_timer is None or deadline < member.session_timer_ms:
+        arm_session(shard, group, member)
+    return config.consumer_heartbeat_interval_ms
 
 
-def _fail(error: ErrorCode, message: str | None = None) -> Promise:
+def failed_answer(error: ErrorCode, message: str | None = None) -> Promise:
     return Promise.resolved(HeartbeatResult.failed(error, message))
 
 
-def _write_failed(_result: HeartbeatResult, error: ErrorCode) -> HeartbeatResult:
+def write_failed(_result: HeartbeatResult, error: ErrorCode) -> HeartbeatResult:
     mapped = {E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR, E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
               E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR, E.INVALID_RECORD: E.UNKNOWN_SERVER_ERROR}
     return HeartbeatResult.failed(mapped.get(error, E.COORDINATOR_NOT_AVAILABLE))
@@ -269,11 +279,21 @@ def _find_group(shard: Shard, req: HeartbeatRequest, records: list) -> ConsumerG
     if group is not None:
         return group
     classic = shard.groups.get(req.group_id)
+    if req.group_id in shard.share_groups:  # no conversion between share and consumer groups
+        raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
     if req.member_epoch != 0:
         raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
     if classic is not None and classic.state is not GroupState.DEAD:
-        if classic.state is not GroupState.EMPTY:
-            raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+        if classic.state is not GroupState.EMPTY:  # online upgrade, as the migration policy allows
+            if req.member_id not in classic.members and len(classic.members) >= shard.config.consumer_max_size:
+                # Kafka refuses the newcomer after converting and drops both: the group stays classic
+                raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity "
+                              f"of {shard.config.consumer_max_size} members.")
+            members = upgrade(shard, classic, shard.topics)
+            group = shard.consumer_groups[req.group_id]
+            for member in members:
+                arm_session(shard, group, member)
+            return group
         if req.group_id in shard.group_records:  # an empty classic group: its record goes first
             records.append((GroupKey(req.group_id), None))
     return ConsumerGroup(req.group_id)
@@ -313,14 +333,14 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView,
     bump = bump or regex_changed
     metadata = group.subscription_metadata
     if bump or group.topics_version != topics.version():
-        metadata = _subscription_metadata(members.all(), regexes, topics)
+        metadata = subscription_metadata(members.all(), regexes, topics)
         if metadata != group.subscription_metadata:
             records.append((CGPartitionMetadataKey(group.group_id), CGPartitionMetadataValue(metadata)))
             bump = True
         group.topics_version = topics.version()  # live cache, not state
     group_epoch = group.group_epoch + 1 if bump else group.group_epoch
     if bump:
-        records.append((CGMetadataKey(group.group_id), CGMetadataValue(group_epoch)))
+        records.append(epoch_record(group.group_id, group_epoch, metadata, config.consumer_metadata_hash))
     targets = group.targets
     if replaced is not None:  # the static member's new id inherits the departed one's target
         targets = {mid: t for mid, t in targets.items() if mid != replaced.member_id}
@@ -352,7 +372,8 @@ def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView,
     send = req.member_epoch == 0 or full or nxt.assigned != current.assigned
     if records and any(type(k) is CGMetadataKey for k, _ in records):
         log.info("consumer_group.epoch", group=group.group_id, epoch=group_epoch, member=member_id)
-    return HeartbeatResult(E.NONE, None, member_id, nxt.member_epoch, config.consumer_heartbeat_interval_ms,
+    interval = shard.group_configs.effective(group.group_id).consumer_heartbeat_interval_ms
+    return HeartbeatResult(E.NONE, None, member_id, nxt.member_epoch, interval,
                            nxt.assigned if send else None), records
 
 
@@ -374,12 +395,12 @@ def _find_member(shard: Shard, group: ConsumerGroup, req: HeartbeatRequest, memb
         if epoch == 0:
             if holder is None or holder.member_id == member_id:
                 return _dynamic(group, req, member_id), None
-            if holder.member_epoch != STATIC_LEAVE_EPOCH:
+            if holder.member_epoch != STATIC_LEAVE_EPOCH and req.classic is None:  # a classic joiner replaces
                 raise Refused(E.UNRELEASED_INSTANCE_ID, f"Static member {req.instance_id} is already in use by "
                               f"member {holder.member_id}.")
             records.extend(_tombstones(group.group_id, holder.member_id))
             new = replace(holder, member_id=member_id, member_epoch=0, previous_member_epoch=0,
-                          session_timer=None, rebalance_timer=None)
+                          session_timer=None, rebalance_timer=None, join_timer=None, sync_timer=None)
             records.append((CGTargetMemberKey(group.group_id, member_id),
                             CGTargetMemberValue(group.targets.get(holder.member_id, {}))))
             return new, holder
@@ -427,7 +448,7 @@ def _updated_meta(meta: CGMemberValue, req: HeartbeatRequest) -> CGMemberValue:
     if (req.instance_id is None and req.rack_id is None and req.subscribed_topic_names is None
             and req.subscribed_topic_regex is None and req.rebalance_timeout_ms == -1
             and req.server_assignor is None and req.client_id == meta.client_id
-            and req.client_host == meta.client_host):
+            and req.client_host == meta.client_host and req.classic is None):
         return meta
     return CGMemberValue(
         instance_id=req.instance_id if req.instance_id is not None else meta.instance_id,
@@ -440,7 +461,7 @@ def _updated_meta(meta: CGMemberValue, req: HeartbeatRequest) -> CGMemberValue:
         rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
         else meta.rebalance_timeout_ms,
         server_assignor=req.server_assignor if req.server_assignor is not None else meta.server_assignor,
-        classic_member_metadata=meta.classic_member_metadata)
+        classic_member_metadata=req.classic if req.classic is not None else meta.classic_member_metadata)
 
 
 class _Members:
@@ -493,25 +514,6 @@ def _resolve_regexes(group: ConsumerGroup, member_id: str, old_regex: str | None
         if old is None or set(old.topics) != set(value.topics):
             changed = True
     return regexes, changed
-
-
-def _subscribed_names(members: dict[str, ConsumerMember], regexes: dict[str, CGRegexValue]) -> set[str]:
-    names: set[str] = set()
-    for m in members.values():
-        names.update(m.meta.subscribed_topic_names)
-        if m.meta.subscribed_topic_regex in regexes:
-            names.update(regexes[m.meta.subscribed_topic_regex].topics)
-    return names
-
-
-def _subscription_metadata(members: dict[str, ConsumerMember], regexes: dict[str, CGRegexValue],
-                           topics: TopicsView) -> dict[str, TopicMetadata]:
-    out = {}
-    for name in sorted(_subscribed_names(members, regexes)):
-        found = topics.lookup(name)
-        if found is not None:
-            out[name] = TopicMetadata(found[0], name, found[1])
-    return out
 
 
 def _compute_targets(group: ConsumerGroup, members: dict[str, ConsumerMember], regexes: dict[str, CGRegexValue],
@@ -570,10 +572,14 @@ def _leave(shard: Shard, topics: TopicsView, req: HeartbeatRequest) -> tuple[Hea
             assigned=member.assigned, pending_revocation={}))
         return HeartbeatResult(E.NONE, None, member.member_id, STATIC_LEAVE_EPOCH), [record]
     log.info("consumer_group.member_left", group=group.group_id, member=member.member_id)
-    return HeartbeatResult(E.NONE, None, member.member_id, LEAVE_EPOCH), fence_records(group, [member], topics)
+    result = HeartbeatResult(E.NONE, None, member.member_id, LEAVE_EPOCH)
+    if maybe_downgrade(shard, group, [member], topics):  # the last consumer-protocol member left
+        return result, []
+    return result, fence_records(group, [member], topics, shard.config.consumer_metadata_hash)
 
 
-def fence_records(group: ConsumerGroup, gone: list[ConsumerMember], topics: TopicsView) -> list:
+def fence_records(group: ConsumerGroup, gone: list[ConsumerMember], topics: TopicsView,
+                  with_hash: bool = True) -> list:
     """Members removed: their tombstones, regexes losing their last subscriber, new metadata, epoch + 1."""
     records: list = []
     for m in gone:
@@ -586,10 +592,10 @@ def fence_records(group: ConsumerGroup, gone: list[ConsumerMember], topics: Topi
             regexes[regex] = value
         else:
             records.append((CGRegexKey(group.group_id, regex), None))
-    metadata = _subscription_metadata(left, regexes, topics)
+    metadata = subscription_metadata(left, regexes, topics)
     if metadata != group.subscription_metadata:
         records.append((CGPartitionMetadataKey(group.group_id), CGPartitionMetadataValue(metadata)))
-    records.append((CGMetadataKey(group.group_id), CGMetadataValue(group.group_epoch + 1)))
+    records.append(epoch_record(group.group_id, group.group_epoch + 1, metadata, with_hash))
     return records
 
 
@@ -599,17 +605,27 @@ def fence_records(group: ConsumerGroup, gone: list[ConsumerMember], topics: Topi
 def fence(shard: Shard, group: ConsumerGroup, member: ConsumerMember, topics: TopicsView, reason: str) -> Promise:
     """Remove a member that timed out (or an admin removed), in one batch."""
     log.info("consumer_group.member_fenced", group=group.group_id, member=member.member_id, reason=reason)
-    return shard.run(CoordinatorResult(fence_records(group, [member], topics), None), replay_now=True)
+    if maybe_downgrade(shard, group, [member], topics):
+        return Promise.resolved(None)
+    return shard.run(CoordinatorResult(fence_records(group, [member], topics, shard.config.consumer_metadata_hash), None), replay_now=True)
 
 
 def arm_session(shard: Shard, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int | None = None) -> None:
-    """(Re)start the member's session: only the deadline moves while a timer is armed before it."""
-    timeout = shard.config.consumer_session_timeout_ms if timeout_ms is None else timeout_ms
+    """(Re)start the member's session: only the deadline moves while a timer is armed before it
+    (one armed after it, when the group's consumer.session.timeout.ms was lowered, is re-armed)."""
+    if timeout_ms is None:
+        classic = member.meta.classic_member_metadata  # a classic member keeps its JoinGroup's timeout
+        timeout_ms = (shard.group_configs.effective(group.group_id).consumer_session_timeout_ms if classic is None
+                      else classic["session_timeout_ms"])
+    timeout = timeout_ms
     deadline = shard.clock.now_ms() + timeout
     member.session_deadline_ms = deadline
     timer = member.session_timer
     if timer is not None:
-        return
+        if deadline >= member.session_timer_ms:
+            return
+        timer.cancel()
+    member.session_timer_ms = deadline
     member.session_timer = shard.clock.call_at(deadline, lambda: _on_session(shard, group, member))
 
 
@@ -618,6 +634,7 @@ def _on_session(shard: Shard, group: ConsumerGroup, member: ConsumerMember) -> N
     if shard.consumer_groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
         return
     if shard.clock.now_ms() < member.session_deadline_ms:
+        member.session_timer_ms = member.session_deadline_ms
         member.session_timer = shard.clock.call_at(member.session_deadline_ms,
                                                    lambda: _on_session(shard, group, member))
         return
@@ -627,7 +644,7 @@ def _on_session(shard: Shard, group: ConsumerGroup, member: ConsumerMember) -> N
 def arm_rebalance(shard: Shard, group: ConsumerGroup, member: ConsumerMember) -> None:
     """A member entering UNREVOKED_PARTITIONS must revoke within its rebalance timeout; leaving it cancels."""
     timer = member.rebalance_timer
-    if member.state != MemberState.UNREVOKED_PARTITIONS:
+    if member.state != MemberState.UNREVOKED_PARTITIONS or member.classic is not None:  # classic: join/sync timers
         if timer is not None:
             timer.cancel()
             member.rebalance_timer = None
@@ -661,10 +678,10 @@ def on_shard_loaded(shard: Shard) -> None:
 def unload_shard(shard: Shard) -> None:
     for group in shard.consumer_groups.values():
         for member in group.members.values():
-            for timer in (member.session_timer, member.rebalance_timer):
+            for timer in (member.session_timer, member.rebalance_timer, member.join_timer, member.sync_timer):
                 if timer is not None:
                     timer.cancel()
-            member.session_timer = member.rebalance_timer = None
+            member.session_timer = member.rebalance_timer = member.join_timer = member.sync_timer = None
 
 
 
@@ -692,5 +709,6 @@ def remove_members(shard: Shard, group: ConsumerGroup, leaving: list[tuple[str, 
             gone.append(member)
     if gone:
         log.info("consumer_group.members_removed", group=group.group_id, members=[m.member_id for m in gone])
-        shard.run(CoordinatorResult(fence_records(group, gone, shard.topics), None), replay_now=True)
+        if not maybe_downgrade(shard, group, gone, shard.topics):
+            shard.run(CoordinatorResult(fence_records(group, gone, shard.topics, shard.config.consumer_metadata_hash), None), replay_now=True)
     return errors

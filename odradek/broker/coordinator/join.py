@@ -20,6 +20,7 @@ from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult
 from .api import JoinRequest, JoinResult, SyncResult
 from .consumer_admin import group_tombstones
+from .consumer_classic import classic_join
 from .group import ClassicGroup, Member, validate_member
 from .rebalance import (
     add_pending_member,
@@ -51,13 +52,15 @@ def join_group(coordinator: GroupShards, req: JoinRequest) -> Promise:
     config = shard.config
     if not config.min_session_timeout_ms <= req.session_timeout_ms <= config.max_session_timeout_ms:
         return _fail(req.member_id, ErrorCode.INVALID_SESSION_TIMEOUT)
+    if req.group_id in shard.share_groups:  # classicGroupJoin: a group of another kind, no member id
+        return _fail("", ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     consumer = shard.consumer_groups.get(req.group_id)
     if consumer is not None:
-        # a KIP-848 group: refused while it has members (its online migration is not built, as with
-        # group.consumer.migration.policy=disabled); an empty one becomes a classic group, its
-        # tombstones first, its offsets kept (GroupMetadataManager.classicGroupJoin)
+        # a KIP-848 group: with members, the joiner becomes a classic member of it (as the migration
+        # policy allows, ``consumer_classic``); an empty one becomes a classic group, its tombstones
+        # first, its offsets kept (GroupMetadataManager.classicGroupJoin)
         if consumer.members:
-            return _fail(req.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            return classic_join(shard, coordinator, consumer, req)
         log.info("group.converted", group=req.group_id, to="classic")
         shard.run(CoordinatorResult(group_tombstones(consumer), None), replay_now=True)
     is_new = req.member_id == ""

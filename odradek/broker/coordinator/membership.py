@@ -13,6 +13,7 @@ import structlog
 from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
 from .api import LeaveMember, LeaveResult, SyncRequest, SyncResult
+from .consumer_classic import classic_heartbeat, classic_sync
 from .consumer_heartbeat import remove_members
 from .group import ClassicGroup, Member, validate_member
 from .rebalance import (
@@ -47,6 +48,9 @@ def sync_group(coordinator: GroupShards, req: SyncRequest) -> Promise:
         return _fail(error)
     group = shard.groups.get(req.group_id)
     if group is None:
+        consumer = shard.consumer_groups.get(req.group_id)  # a classic member of a consumer group
+        if consumer is not None:
+            return Promise.resolved(classic_sync(shard, coordinator, consumer, req))
         return _fail(ErrorCode.UNKNOWN_MEMBER_ID)
     error = _validate_sync(group, req)
     if error is not ErrorCode.NONE:
@@ -108,6 +112,9 @@ def heartbeat(coordinator: GroupShards, group_id: str, generation: int, member_i
         return ErrorCode.NONE if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
     group = shard.groups.get(group_id)
     if group is None:
+        consumer = shard.consumer_groups.get(group_id)  # a classic member of a consumer group
+        if consumer is not None:
+            return classic_heartbeat(shard, consumer, member_id, group_instance_id, generation)
         return ErrorCode.UNKNOWN_MEMBER_ID
     state = group.state
     if state is DEAD:

@@ -162,6 +162,8 @@ def validate_commit(shard: Shard, request: CommitRequest) -> ErrorCode:
     if shard.consumer_groups and request.group_id in shard.consumer_groups:
         return validate_consumer_commit(shard.consumer_groups[request.group_id], request.member_id,
                                         request.generation, request.version)
+    if shard.share_groups and request.group_id in shard.share_groups:
+        return ErrorCode.GROUP_ID_NOT_FOUND  # ShareGroup.validateOffsetCommit: no offsets for share groups
     group = shard.groups.get(request.group_id)
     generation = request.generation
     if group is None:
@@ -243,7 +245,8 @@ Row = Callable[..., None]  # row(ap, partition, offset, leader_epoch, metadata, 
 
 def validate_consumer_fetch(coordinator: GroupShards, group_id: str, member_id: str | None, epoch: int) -> ErrorCode:
     """OffsetFetch v9 on a consumer group (``ConsumerGroup.validateOffsetFetch``): the member must
-    exist (UNKNOWN_MEMBER_ID) with that epoch (STALE_MEMBER_EPOCH); other groups are not checked."""
+    exist (UNKNOWN_MEMBER_ID) with that epoch (STALE_MEMBER_EPOCH; ILLEGAL_GENERATION for a classic
+    member); other groups are not checked."""
     shard, error = coordinator.check(group_id, allow_empty=True)
     group = shard.consumer_groups.get(group_id) if error is ErrorCode.NONE else None
     if group is None:
@@ -251,7 +254,9 @@ def validate_consumer_fetch(coordinator: GroupShards, group_id: str, member_id: 
     member = group.members.get(member_id or "")
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    return ErrorCode.NONE if member.member_epoch == epoch else ErrorCode.STALE_MEMBER_EPOCH
+    if member.member_epoch == epoch:
+        return ErrorCode.NONE
+    return ErrorCode.STALE_MEMBER_EPOCH if member.classic is None else ErrorCode.ILLEGAL_GENERATION
 
 
 def fetch_offset_rows(coordinator: GroupShards, group_id: str | None,
@@ -265,6 +270,8 @@ def fetch_offset_rows(coordinator: GroupShards, group_id: str | None,
     shard, error = coordinator.check(group_id, allow_empty=True)
     if error is not ErrorCode.NONE:
         return error, []
+    if shard.share_groups and group_id in shard.share_groups:
+        return ErrorCode.GROUP_ID_NOT_FOUND, []  # ShareGroup.validateOffsetFetch
     committed = shard.offsets.get(group_id) or {}
     pending = shard.pending_offsets(group_id) if require_stable else None
     if topics is None:
@@ -312,6 +319,8 @@ def delete_offsets(coordinator: GroupShards, group_id: str | None, topics: list[
                 errors[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     shard, error = coordinator.check(group_id, allow_empty=False)
     group = None
+    if error is ErrorCode.NONE and group_id in shard.share_groups:
+        error = ErrorCode.GROUP_ID_NOT_FOUND  # ShareGroup.validateOffsetDelete
     if error is ErrorCode.NONE and group_id in shard.consumer_groups:
         return delete_consumer_offsets(shard, shard.consumer_groups[group_id], topics, candidates, errors)
     if error is ErrorCode.NONE:

@@ -432,14 +432,21 @@ def on_shard_loaded(shard: Shard) -> None:
 def unload_shard(shard: Shard) -> None:
     """This node stops serving the shard: stop its timers, answer what is parked, groups Dead."""
     for group in list(shard.groups.values()):
-        _cancel_join(group)
-        _cancel_sync_deadline(group)
-        for member_id in list(group.pending_members):
-            group.drop_pending(member_id)
-        for member in list(group.members.values()):
-            if member.heartbeat_timer is not None:
-                member.heartbeat_timer.cancel()
-                member.heartbeat_timer = None
-            group.answer_join(member, JoinResult.failed(member.member_id, ErrorCode.NOT_COORDINATOR))
-            member.answer_sync(SyncResult.failed(ErrorCode.NOT_COORDINATOR))
-        shard.remove_group(group.group_id, unloading=True)
+        retire_group(shard, group, ErrorCode.NOT_COORDINATOR, unloading=True)
+
+
+def retire_group(shard: Shard, group: ClassicGroup, error: ErrorCode, *, unloading: bool = False) -> None:
+    """The group leaves this shard's cache: its timers stop, parked JoinGroup/SyncGroup answers get
+    ``error`` (NOT_COORDINATOR when the shard unloads, REBALANCE_IN_PROGRESS when the group becomes
+    a consumer group), and it is Dead."""
+    _cancel_join(group)
+    _cancel_sync_deadline(group)
+    for member_id in list(group.pending_members):
+        group.drop_pending(member_id)
+    for member in list(group.members.values()):
+        if member.heartbeat_timer is not None:
+            member.heartbeat_timer.cancel()
+            member.heartbeat_timer = None
+        group.answer_join(member, JoinResult.failed(member.member_id, error))
+        member.answer_sync(SyncResult.failed(error))
+    shard.remove_group(group.group_id, unloading=unloading)

@@ -18,12 +18,13 @@ from ..clock import Clock
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorRuntime, ShardStatus
 from ..txn_contracts import TxnMarker
-from . import consumer_heartbeat, rebalance
+from . import consumer_heartbeat, rebalance, share_heartbeat
 from .config import CoordinatorConfig
 from .expiry import OffsetExpiry
 from .offsets import delete_topic_offsets
 from .shard import Shard
 from .shards import GroupShards
+from .share_admin import forget_deleted_topics
 from .txn_offsets import write_marker
 
 log = structlog.get_logger("odradek.coordinator")
@@ -41,7 +42,8 @@ class Coordinator(GroupShards):
         # run in order when a shard has replayed its log: expiry sweep, session timers
         self.load_listeners: list[Callable[[Shard], None]] = [self.expiry.on_shard_loaded,
                                                               rebalance.on_shard_loaded,
-                                                              consumer_heartbeat.on_shard_loaded]
+                                                              consumer_heartbeat.on_shard_loaded,
+                                                              share_heartbeat.on_shard_loaded]
 
     def spare_active(self, heard_since_real_ms: int, shift_ms: int) -> int:
         """Before a sparing advance: members heard from since then keep their session time left."""
@@ -61,11 +63,12 @@ class Coordinator(GroupShards):
             listener(shard)
 
     def on_topics_deleted(self, topics: list[str]) -> list:
-        """DeleteTopics: tombstone every group's offsets of ``topics`` (one batch per shard).
+        """DeleteTopics: tombstone every group's offsets of ``topics`` (one batch per shard); share
+        groups forget those topics' share-partitions and their state goes (``share_admin``).
 
         Returns the shards' write promises (callers may ignore them).
         """
-        return delete_topic_offsets(self, topics)
+        return delete_topic_offsets(self, topics) + forget_deleted_topics(self, set(topics))
 
     def stable_offset(self, partition: int) -> int:
         """The cleaner's bound for ``__consumer_offsets-partition``: its last stable offset.
@@ -97,6 +100,7 @@ class Coordinator(GroupShards):
         for shard in self.shards:
             rebalance.unload_shard(shard)  # no group timer may outlive the coordinator
             consumer_heartbeat.unload_shard(shard)
+            share_heartbeat.unload_shard(shard)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

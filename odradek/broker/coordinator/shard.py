@@ -39,8 +39,10 @@ from ...offsets.records import (
     RecordDecodeError,
     RecordEncodeError,
     encode_key,
+    encode_offset_records,
     encode_value,
 )
+from ...offsets.share_group_records import encode_sg_key, encode_sg_value, is_sg_key
 from ...offsets.transactions import MarkerKey, TxnOffsetKey, TxnOffsets, decode_record, encode_txn_records
 from ...protocol.errors import ErrorCode
 from ...protocol.records import ControlRecordType, CorruptRecordError, parse_control_key
@@ -53,6 +55,9 @@ from ..runtime.runtime import CoordinatorResult, CoordinatorRuntime, EncodedReco
 from .config import CoordinatorConfig
 from .consumer_group import ConsumerGroup, TopicsView, persisted, replay_consumer
 from .group import ClassicGroup
+from .group_configs import GroupConfig, GroupConfigs
+from .share_group import ShareGroup, replay_share
+from .share_group import persisted as share_persisted
 from .state import GroupState
 
 log = structlog.get_logger("odradek.coordinator")
@@ -72,7 +77,7 @@ def encode_records(records: list[Record]) -> list[EncodedRecord]:
     if first is TxnOffsetKey or first is MarkerKey:
         return encode_txn_records(records)
     if first is OffsetKey and type(records[-1][0]) is OffsetKey:  # commits (a deletion ends with its group)
-        return [(encode_key(k), encode_value(v)) for k, v in records]
+        return encode_offset_records(records)
     return [_encode_any(k, v) for k, v in records]
 
 
@@ -80,6 +85,8 @@ def _encode_any(key: Any, value: Any, version: int | None = None) -> EncodedReco
     """A record of a write that may mix kinds (a consumer group's records, a group's deletion)."""
     if is_cg_key(key):
         return encode_cg_key(key), encode_cg_value(key, value)
+    if is_sg_key(key):
+        return encode_sg_key(key), encode_sg_value(key, value)
     return encode_key(key), encode_value(value, version)
 
 
@@ -113,7 +120,13 @@ class Shard:
         self.groups: dict[str, ClassicGroup] = {}
         # KIP-848 consumer groups: rebuilt by replay alone (``consumer_group.replay_consumer``)
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # KIP-932 share groups: rebuilt by replay alone (``share_group.replay_share``)
+        self.share_groups: dict[str, ShareGroup] = {}
         self.topics = TopicsView()  # what consumer groups know of topics (the coordinator shares its own)
+        # per-group configs over the coordinator's defaults (the broker wires app.group_configs in)
+        self.group_configs = GroupConfigs(GroupConfig(
+            consumer_session_timeout_ms=self.config.consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms))
         self.stats: Counter[str] = Counter()  # events for metrics: rebalances, offset_commits
         # persisted view (what replay builds; what a reload must reproduce)
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
@@ -182,6 +195,9 @@ class Shard:
                     self._drop_simple(group_id)
                 else:  # the consumer group went: its offsets stay with a simple group
                     self.reconcile(group_id)
+            return
+        elif is_sg_key(key):
+            replay_share(self.share_groups, key, value, self.clock.now_ms())
             return
         else:
             return
@@ -252,6 +268,10 @@ class Shard:
     def consumer_view(self) -> dict:
         """The consumer groups as the log says (``consumer_group.persisted``)."""
         return {g: persisted(group) for g, group in self.consumer_groups.items()}
+
+    def share_view(self) -> dict:
+        """The share groups as the log says (``share_group.persisted``)."""
+        return {g: share_persisted(group) for g, group in self.share_groups.items()}
 
     def txn_view(self) -> tuple[dict, dict]:
         """(pending transactional offsets per producer, producer epochs) as the log says."""

@@ -14,16 +14,28 @@ coordinator, below the ``Coordinator`` (``service.py``) that wires them.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ...offsets.records import partition_for
 from ...protocol.errors import ErrorCode
 from ..clock import Clock
+from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorRuntime, ShardStatus
 from .config import CoordinatorConfig
 from .consumer_group import TopicsView
+from .group_configs import GroupConfig, GroupConfigs
 from .shard import Shard
+
+
+class SharePersister(Protocol):
+    """What the group coordinator asks of the share coordinator (Kafka's ``Persister``): a promise of
+    an error code once the share-partition's state is written or deleted."""
+
+    def initialize(self, ident: tuple[str, uuid.UUID, int], *, state_epoch: int, start_offset: int) -> Promise: ...
+
+    def delete(self, ident: tuple[str, uuid.UUID, int]) -> Promise: ...
 
 
 class GroupShards:
@@ -51,6 +63,15 @@ class GroupShards:
         # the finalized group.version (the broker wires its features in); None: a release without
         # that feature (3.x), where the setting alone decides
         self.group_version: Callable[[], int | None] = lambda: None
+        # share groups (KIP-932): the finalized share.version, each group's settings (GROUP configs)
+        # and the share coordinator that keeps share-partition state (the broker wires them in)
+        self.share_version: Callable[[], int] = lambda: 0
+        self._group_configs = GroupConfigs(GroupConfig(
+            consumer_session_timeout_ms=config.consumer_session_timeout_ms,
+            consumer_heartbeat_interval_ms=config.consumer_heartbeat_interval_ms))
+        for shard in self.shards:
+            shard.group_configs = self._group_configs
+        self.share_persister: SharePersister | None = None
 
     def consumer_protocol_enabled(self) -> bool:
         """``KafkaApis.isConsumerGroupProtocolEnabled``: ``consumer`` is in
@@ -61,6 +82,22 @@ class GroupShards:
             return False
         level = self.group_version()
         return level is None or level >= 1
+
+    @property
+    def group_configs(self) -> GroupConfigs:
+        """Each group's settings in force (the broker's GROUP configs); every shard reads the same."""
+        return self._group_configs
+
+    @group_configs.setter
+    def group_configs(self, configs: GroupConfigs) -> None:
+        self._group_configs = configs
+        for shard in self.shards:
+            shard.group_configs = configs
+
+    def share_groups_enabled(self) -> bool:
+        """``KafkaApis.isShareGroupProtocolEnabled`` (4.1+): ``group.share.enable`` or the finalized
+        ``share.version`` at 1 or more; otherwise every share API answers UNSUPPORTED_VERSION."""
+        return self.config.share_enable or self.share_version() >= 1
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)

@@ -130,6 +130,8 @@ def validate_txn_commit(shard: Shard, request: TxnCommitRequest) -> ErrorCode:
     if shard.consumer_groups and request.group_id in shard.consumer_groups:
         return validate_consumer_commit(shard.consumer_groups[request.group_id], request.member_id,
                                         request.generation, 0, transactional=True)
+    if shard.share_groups and request.group_id in shard.share_groups:
+        return _E.GROUP_ID_NOT_FOUND  # ShareGroup.validateOffsetCommit
     group = shard.groups.get(request.group_id)
     generation = request.generation
     if group is None:

@@ -44,7 +44,7 @@ from ...protocol.errors import ErrorCode, clip_message
 from ...storage.config import LogConfig
 from ...storage.files import fsync_dir
 from ...storage.log import Log
-from ...storage.log_manager import OFFSETS_TOPIC, LogManager
+from ...storage.log_manager import OFFSETS_TOPIC, SHARE_STATE_TOPIC, LogManager
 from . import topic_configs
 
 log = structlog.get_logger("odradek.topics")
@@ -52,7 +52,7 @@ log = structlog.get_logger("odradek.topics")
 REGISTRY_FILE = "topics.json"
 PARTITION_METADATA = "partition.metadata"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 MAX_NAME_LENGTH = 249
 MAX_PARTITIONS = 10_000  # per topic: each partition holds two open files
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")

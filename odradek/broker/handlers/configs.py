@@ -1,7 +1,8 @@
 """DescribeConfigs (v0-v4), AlterConfigs (v0-v2), IncrementalAlterConfigs (v0-v1).
 
 Resources: topics, this broker and the cluster default, client-metrics
-subscriptions, and this broker's loggers (BROKER_LOGGER, ``runtime_loggers``).
+subscriptions, groups' configs (GROUP, ``coordinator/group_configs.py``), and this
+broker's loggers (BROKER_LOGGER, ``runtime_loggers``).
 
 Topic configs: an override is DYNAMIC_TOPIC_CONFIG; otherwise the broker
 setting it falls back to reports its own source (this node's dynamic value,
@@ -39,6 +40,8 @@ from ..config_ops import (
     duplicate_resources,
     ops_of,
 )
+from ..coordinator import group_configs
+from ..coordinator.group_configs import GroupConfigError
 from ..dataplane import topic_configs
 from ..dataplane.topic_configs import TOPIC_CONFIGS, ConfigEntry, ConfigSource, ConfigType
 from ..dataplane.topics import INTERNAL_TOPICS, OFFSETS_TOPIC, TopicError
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
     from ...storage.config import LogConfig
     from ...storage.log_manager import LogManager
     from ..client_metrics import ClientMetricsManager
+    from ..coordinator.group_configs import GroupConfigs
     from ..dataplane import TopicRegistry
     from ..dynamic_config import DynamicBrokerConfig
 
@@ -63,6 +67,7 @@ class ConfigServices(Protocol):
     log_config: LogConfig
     dynamic_config: DynamicBrokerConfig
     client_metrics: ClientMetricsManager
+    group_configs: GroupConfigs
 
     def set_log_defaults(self, config: LogConfig) -> None: ...
 
@@ -89,13 +94,15 @@ _LISTED = {0: (CLIENT_METRICS,), 1: (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRIC
 def list_config_resources(app: ConfigServices, ctx: RequestContext, req) -> dict:
     """``KafkaApis.handleListConfigResources``: the resources of the types asked for (none
     named: every type the version knows); a type it does not know is UNSUPPORTED_VERSION.
-    Groups are listed when they have group configs, which are not served here: none."""
+    Groups are listed when they have group configs."""
     supported = _LISTED[min(ctx.api_version, 1)]
     wanted = list(req.resource_types or []) if ctx.api_version >= 1 else []
     if any(t not in supported for t in wanted):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_VERSION, "config_resources": []}
     wanted = wanted or list(supported)
     found: list[tuple[str, int]] = []  # in Kafka's order: groups, client metrics, loggers, brokers, topics
+    if GROUP in wanted:
+        found += [(n, GROUP) for n in app.group_configs.groups()]
     if CLIENT_METRICS in wanted:
         found += [(n, CLIENT_METRICS) for n in sorted(app.client_metrics.subscriptions.resources)]
     found += [(str(app.node_id), t) for t in (BROKER_LOGGER, BROKER) if t in wanted]
@@ -139,6 +146,8 @@ def _entries(app: ConfigServices, resource_type: int, name: str) -> list[tuple[C
     if resource_type == BROKER_LOGGER:
         runtime_loggers.check_node(name, app.node_id, describe=True)
         return [(e, False) for e in runtime_loggers.entries()]
+    if resource_type == GROUP:
+        return [(e, False) for e in _group_entries(app, name)]
     raise TopicError(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} is not supported")
 
 
@@ -163,6 +172,19 @@ def _client_metrics_entries(app: ConfigServices, name: str) -> list[ConfigEntry]
         value = defaults[key] if value is None else value
         kind = ConfigType.LIST if key in CLIENT_METRICS_LISTS else ConfigType.INT
         out.append(ConfigEntry(key, value, source, kind, _CLIENT_METRICS_DOCS[key], ((key, value, source),)))
+    return out
+
+
+def _group_entries(app: ConfigServices, name: str) -> list[ConfigEntry]:
+    """``ConfigHelper.createGroupConfigEntry``: every group config, GROUP_CONFIG where this group
+    sets it, else the broker's default (DEFAULT_CONFIG; the group need not exist)."""
+    if not name:
+        raise ConfigOpError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+    out = []
+    for key, value, set_here in group_configs.describe(app.group_configs, name):
+        source = ConfigSource.GROUP_CONFIG if set_here else ConfigSource.DEFAULT_CONFIG
+        kind = ConfigType.INT if key.kind == "int" else ConfigType.STRING
+        out.append(ConfigEntry(key.name, value, source, kind, key.doc, ((key.name, value, source),)))
     return out
 
 
@@ -244,6 +266,9 @@ async def alter_configs(app: ConfigServices, ctx: RequestContext, req, *, increm
             elif r.resource_type == CLIENT_METRICS:
                 await _alter_client_metrics(app, r.resource_name, ops, legacy=not incremental,
                                             validate_only=req.validate_only)
+            elif r.resource_type == GROUP:
+                await _alter_group(app, r.resource_name, ops, legacy=not incremental,
+                                   validate_only=req.validate_only)
             elif r.resource_type == BROKER_LOGGER and incremental:  # legacy AlterConfigs: unknown type
                 runtime_loggers.check_node(r.resource_name, app.node_id, describe=False)
                 runtime_loggers.alter(ops, validate_only=req.validate_only)
@@ -334,3 +359,24 @@ async def _alter_client_metrics(app: ConfigServices, name: str, ops: list[Op], *
     if not validate_only:
         log.info("configs.client_metrics_changed", resource=name,
                  configs=app.client_metrics.subscriptions.resources.get(name, {}))
+
+
+async def _alter_group(app: ConfigServices, name: str, ops: list[Op], *, legacy: bool, validate_only: bool) -> None:
+    """A GROUP resource (KIP-848's group configs): ``ControllerConfigurationValidator`` (no default
+    resource, names and values as ``GroupConfig.validate``), stored before the coordinators read it."""
+    if name == "":
+        raise ConfigOpError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+
+    def compute(current: dict[str, str]) -> dict[str, str]:
+        return apply_ops(current, ops, legacy=legacy, is_list=lambda _n: False, start=lambda _n: None,
+                         not_list=ErrorCode.INVALID_CONFIG, dedupe=True)
+
+    try:
+        await app.group_configs.change(name, compute, validate_only=validate_only)
+    except GroupConfigError as exc:
+        raise ConfigOpError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+    except OSError as exc:
+        log.error("configs.store_failed", resource=name, error=str(exc))
+        raise ConfigOpError(ErrorCode.KAFKA_STORAGE_ERROR, f"storing group configs failed: {exc}") from None
+    if not validate_only:
+        log.info("configs.group_changed", group=name, configs=app.group_configs.raw(name))

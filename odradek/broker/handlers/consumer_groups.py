@@ -16,9 +16,10 @@ from ..coordinator.consumer_heartbeat import (
     HeartbeatRequest,
     HeartbeatResult,
     consumer_heartbeat,
-    steady_heartbeat,
+    steady_interval,
 )
 from ..dispatch import HandlerTable, RequestContext, answer_when
+from ..runtime.runtime import ShardStatus
 
 if TYPE_CHECKING:
     from ..coordinator.service import Coordinator
@@ -43,12 +44,9 @@ def handle_consumer_group_heartbeat(app: ConsumerGroupServices, ctx: RequestCont
     owned = req["topic_partitions"]
     if owned is None and req["rebalance_timeout_ms"] == -1 and req["subscribed_topic_names"] is None \
             and req["subscribed_topic_regex"] is None and req["server_assignor"] is None and req["rack_id"] is None:
-        shard, error = coordinator.check(req["group_id"], allow_empty=False)  # the steady heartbeat: hot
-        if error is ErrorCode.NONE and coordinator.consumer_protocol_enabled():
-            steady = steady_heartbeat(shard, coordinator.topics, req["group_id"], req["member_id"],
-                                      req["member_epoch"], req["instance_id"], ctx.client_id or "", ctx.client_host)
-            if steady is not None:
-                return heartbeat_response(steady)
+        steady = _steady_answer(coordinator, ctx, req)  # the steady heartbeat: hot
+        if steady is not None:
+            return steady
     request = HeartbeatRequest(
         group_id=req["group_id"], member_id=req["member_id"], member_epoch=req["member_epoch"],
         instance_id=req["instance_id"], rack_id=req["rack_id"], rebalance_timeout_ms=req["rebalance_timeout_ms"],
@@ -57,6 +55,28 @@ def handle_consumer_group_heartbeat(app: ConsumerGroupServices, ctx: RequestCont
         owned=None if owned is None else _assignment(owned),
         version=ctx.api_version, client_id=ctx.client_id or "", client_host=ctx.client_host)
     return answer_when(consumer_heartbeat(coordinator, coordinator.topics, request), heartbeat_response)
+
+
+def _steady_answer(coordinator: Coordinator, ctx: RequestContext, req) -> dict | None:
+    """A Stable member's heartbeat with nothing new: its answer, or None for the general path.
+
+    ``GroupShards.check`` inlined for its one outcome that can be steady (a non-empty group id
+    on an active shard), and the answer built with only the fields that differ from the
+    response's defaults (no error, no message, no assignment)."""
+    group_id = req["group_id"]
+    shards = coordinator.shards
+    shard = shards[0] if len(shards) == 1 else coordinator.shard_for(group_id)
+    if not group_id or shard.status is not _ACTIVE or not coordinator.consumer_protocol_enabled():
+        return None
+    member_id, epoch = req["member_id"], req["member_epoch"]
+    interval = steady_interval(shard, coordinator.topics, group_id, member_id, epoch, req["instance_id"],
+                               ctx.client_id or "", ctx.client_host)
+    if interval is None:
+        return None
+    return {"member_id": member_id, "member_epoch": epoch, "heartbeat_interval_ms": interval}
+
+
+_ACTIVE = ShardStatus.ACTIVE
 
 
 def _assignment(rows) -> dict:

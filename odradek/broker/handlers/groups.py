@@ -188,8 +188,9 @@ def _not_found_when_dead(group: dict, coordinator: Coordinator | None) -> None:
     if group["error_code"] == ErrorCode.NONE and group["group_state"] == GroupState.DEAD.value:
         group_id = group["group_id"]
         group["error_code"] = ErrorCode.GROUP_ID_NOT_FOUND
-        consumer = coordinator is not None and group_id in coordinator.shard_for(group_id).consumer_groups
-        group["error_message"] = f"Group {group_id} is not a classic group." if consumer \
+        shard = coordinator.shard_for(group_id) if coordinator is not None else None
+        modern = shard is not None and (group_id in shard.consumer_groups or group_id in shard.share_groups)
+        group["error_message"] = f"Group {group_id} is not a classic group." if modern \
             else f"Group {group_id} not found."
 
 

@@ -31,17 +31,20 @@ from .authorizer import Authorizer
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..coordinator.service import Coordinator
     from ..dataplane import TopicRegistry
     from ..security.authorizer import Authorizer
 
 
 class GuardServices(Protocol):
-    """What the guards use of the broker (``BrokerApp`` wires it): the authorizer, and the topics
-    and settings a guard consults (auto-creation)."""
+    """What the guards use of the broker (``BrokerApp`` wires it): the authorizer, the topics
+    and settings a guard consults (auto-creation), and the group coordinator (whether share
+    groups are on: Kafka answers that before any ACL check)."""
 
     authorizer: Authorizer | None
     config: Config
     topics: TopicRegistry
+    coordinator: Coordinator | None
 
 
 OMITTED = -2147483648
@@ -85,6 +88,10 @@ class Guarded:
         self.authz = authz
         self.app = app
         self.inner = inner
+
+    def share_groups_off(self) -> bool:
+        coordinator = self.app.coordinator
+        return coordinator is not None and not coordinator.share_groups_enabled()
 
 
 # --- plumbing ------------------------------------------------------------------------------
@@ -488,10 +495,22 @@ def group_member(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     return g.inner(ctx, req)
 
 
-@guard(68)
+SHARE_APIS = frozenset({76, 77, 78, 79, 90, 91, 92})  # every share-group API KafkaApis gates
+
+
+def _share_groups_off(g: Guarded, ctx: RequestContext) -> bool:
+    """A share-group API while share groups are off: its handler answers UNSUPPORTED_VERSION
+    before any ACL is checked (``KafkaApis.isShareGroupProtocolEnabled`` comes first)."""
+    return ctx.api_key in SHARE_APIS and g.share_groups_off()
+
+
+@guard(68, 76)
 def consumer_group_heartbeat(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     """READ on the group, then DESCRIBE on every subscribed topic name (KafkaApis
-    ``handleConsumerGroupHeartbeat``: TOPIC_AUTHORIZATION_FAILED otherwise)."""
+    ``handleConsumerGroupHeartbeat`` / ``handleShareGroupHeartbeat``: TOPIC_AUTHORIZATION_FAILED
+    otherwise)."""
+    if _share_groups_off(g, ctx):
+        return g.inner(ctx, req)
     if not g.authz.allowed(ctx, Op.READ, R.GROUP, req.group_id):
         return _denied(ctx, req, GROUP_DENIED)
     names = list(req.subscribed_topic_names or [])
@@ -510,6 +529,30 @@ def consumer_group_describe(g: Guarded, ctx: RequestContext, req: Any) -> Any:
         return body
     return after(_split(g, ctx, req, "group_ids", lambda n: n, Op.DESCRIBE, R.GROUP, GROUP_DENIED, "groups"),
                  ops)
+
+
+@guard(77)
+def share_group_describe(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """DESCRIBE on each group (the others answered GROUP_AUTHORIZATION_FAILED); a group whose members
+    hold a topic the principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without its
+    members (KafkaApis ``handleShareGroupDescribe``)."""
+    if _share_groups_off(g, ctx):
+        return g.inner(ctx, req)
+
+    def check(body: dict) -> dict:
+        for i, d in enumerate(body["groups"]):
+            names = {tp["topic_name"] for m in d.get("members") or () for tp in m["assignment"]["topic_partitions"]}
+            if names and len(g.authz.allowed_names(ctx, Op.DESCRIBE, R.TOPIC, names)) < len(names):
+                body["groups"][i] = {  # a fresh error entry: nothing of the group shows
+                    "error_code": TOPIC_DENIED, "group_id": d["group_id"], "group_state": "", "group_epoch": 0,
+                    "assignment_epoch": 0, "assignor_name": "", "members": [], "authorized_operations": OMITTED,
+                    "error_message": "The group has described topic(s) that the client is not authorized to "
+                                     "describe."}
+            elif d.get("authorized_operations", OMITTED) != OMITTED:
+                d["authorized_operations"] = g.authz.operations(ctx, R.GROUP, d["group_id"])
+        return body
+    return after(_split(g, ctx, req, "group_ids", lambda n: n, Op.DESCRIBE, R.GROUP, GROUP_DENIED, "groups"),
+                 check)
 
 
 @guard(15)
@@ -753,3 +796,41 @@ def list_transactions(g: Guarded, ctx: RequestContext, req: Any) -> Any:
         body["transaction_states"] = [s for s in states if s["transactional_id"] in names]
         return body
     return after(g.inner(ctx, req), visible)
+
+
+# --- share groups (KIP-932) ------------------------------------------------------------------
+
+@guard(78, 79)
+def share_data(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """ShareFetch, ShareAcknowledge: READ on the group (top-level 30), then READ on each topic,
+    checked by the handler once topic ids are resolved and the session's partitions known
+    (``KafkaApis.handleShareFetchRequest``: TOPIC_AUTHORIZATION_FAILED per partition)."""
+    if _share_groups_off(g, ctx):
+        return g.inner(ctx, req)
+    if not g.authz.allowed(ctx, Op.READ, R.GROUP, req.group_id or ""):
+        return _denied(ctx, req, GROUP_DENIED)
+    req[AUTHORIZED_TOPICS] = partial(g.authz.allowed_names, ctx, Op.READ, R.TOPIC)
+    return g.inner(ctx, req)
+
+
+@guard(90)
+def describe_share_group_offsets(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """DESCRIBE on each group (the others answered 30 at group level), DESCRIBE on each topic
+    (29 per partition, by the handler)."""
+    if _share_groups_off(g, ctx):
+        return g.inner(ctx, req)
+    req[AUTHORIZED_TOPICS] = partial(g.authz.allowed_names, ctx, Op.DESCRIBE, R.TOPIC)
+    return _split(g, ctx, req, "groups", lambda grp: grp.group_id, Op.DESCRIBE, R.GROUP, GROUP_DENIED, "groups")
+
+
+@guard(91, 92)
+def alter_share_group_offsets(g: Guarded, ctx: RequestContext, req: Any) -> Any:
+    """AlterShareGroupOffsets: READ on the group; DeleteShareGroupOffsets: DELETE on it (top-level
+    30); then READ on each topic (29, by the handler)."""
+    if _share_groups_off(g, ctx):
+        return g.inner(ctx, req)
+    op = Op.READ if ctx.api_key == 91 else Op.DELETE
+    if not g.authz.allowed(ctx, op, R.GROUP, req.group_id):
+        return _denied(ctx, req, GROUP_DENIED)
+    req[AUTHORIZED_TOPICS] = partial(g.authz.allowed_names, ctx, Op.READ, R.TOPIC)
+    return g.inner(ctx, req)

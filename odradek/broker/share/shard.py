@@ -16,8 +16,9 @@ updates exist for the key since its last snapshot -- a ShareSnapshot with the
 merged state and the next snapshot epoch, so replay never has to merge more
 than that many updates per key.
 
-Nothing is wired to an API yet: the share-group wire APIs come on top (see
-docs/ARCHITECTURE.md, *Share groups*).
+``coordinator.py`` holds the shards and calls these operations for the
+group coordinator and the share-partition manager (docs/ARCHITECTURE.md,
+*Share groups*).
 """
 
 from __future__ import annotations

@@ -1,0 +1,131 @@
+"""CPU per heartbeat through the server's request path, in process: classic Heartbeat v3 beside
+ConsumerGroupHeartbeat v1 (KIP-848), no sockets on the measured path.
+
+A started broker (fsync never); a classic group of ``--members`` raw members and a reconciled
+consumer group of as many are formed over TCP (``bench_groups.py``'s helpers), then one
+``server.Connection`` on a fake transport is handed pipelined pre-encoded heartbeats
+(``data_received``, 16 frames a read, as a pipelining client's read would) and each loop turn
+ends.  Prints, per kind, the best of five runs (process CPU time per heartbeat) and the ratio, the
+two kinds alternating so both see the same background load: what ``bench_groups.py --only
+consumer``'s heartbeats/s compares, without the machine's noise.  ``--profile`` prints where the
+consumer heartbeats' time went (cProfile, by own time).
+
+    PYTHONPATH=. python scripts/bench_heartbeat_path.py [--members 1000] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_groups import (  # noqa: E402
+    CG_TOPIC,
+    CG_V,
+    HEARTBEAT_V,
+    ConsumerGroup_,
+    Group,
+    cg_body,
+    connect,
+    create_topic,
+)
+from bench_request_path import FakeTransport  # noqa: E402
+
+from odradek.broker import logging_setup  # noqa: E402
+from odradek.broker.server import Connection  # noqa: E402
+from odradek.broker.wire_client import encode  # noqa: E402
+from odradek.testing import Broker  # noqa: E402
+
+READ = 16
+ROUNDS = 4  # passes over every member per run
+
+
+async def classic_frames(port: int, members: int) -> list[bytes]:
+    clients = await connect(port, 33)
+    try:
+        group = Group("classic-hb", clients[1:], clients[0], members)
+        await group.form()
+        return [encode(12, HEARTBEAT_V, i, {"group_id": group.group_id, "generation_id": group.generation,
+                                            "member_id": m, "group_instance_id": None})
+                for i, m in enumerate(group.member_ids)]
+    finally:
+        for c in clients:
+            await c.close()
+
+
+async def consumer_frames(port: int, members: int) -> list[bytes]:
+    await create_topic(port, CG_TOPIC, max(members // 10, 1))
+    clients = await connect(port, 33)
+    try:
+        group = ConsumerGroup_("consumer-hb", clients[1:], clients[0], members)
+        await group.reconcile(max(members // 10, 1))
+        return [encode(68, CG_V, i, cg_body(group.group_id, m, e))
+                for i, (m, e) in enumerate(zip(group.members, group.epochs, strict=True))]
+    finally:
+        for c in clients:
+            await c.close()
+
+
+async def one_run(conn: Connection, transport: FakeTransport, reads: list[bytes]) -> float:
+    before = transport.written
+    t0 = time.process_time()
+    for data in reads:
+        conn.data_received(data)
+        await asyncio.sleep(0)
+    spent = time.process_time() - t0
+    assert transport.written > before
+    return spent
+
+
+async def run(args) -> dict[str, float]:
+    overrides = {"group.initial.rebalance.delay.ms": 2000, "odradek.control.capture.requests": 0}
+    async with Broker(overrides=overrides) as b:
+        await b.app.wait_loaded()
+        port = b.app.endpoint.port
+        frames = {"classic": await classic_frames(port, args.members),
+                  "consumer": await consumer_frames(port, args.members)}
+        reads = {k: [b"".join(f[i:i + READ]) for i in range(0, len(f), READ)] * ROUNDS for k, f in frames.items()}
+        conn = Connection(b.app.server)
+        transport = FakeTransport()
+        conn.connection_made(transport)
+        best = {k: float("inf") for k in reads}
+        profile = None
+        if args.profile:
+            import cProfile  # noqa: PLC0415
+
+            profile = cProfile.Profile()
+        for i in range(5):
+            for kind in ("classic", "consumer"):
+                if profile is not None and i == 4 and kind == "consumer":
+                    profile.enable()
+                best[kind] = min(best[kind], await one_run(conn, transport, reads[kind]))
+                if profile is not None:
+                    profile.disable()
+        if profile is not None:
+            import pstats  # noqa: PLC0415
+
+            pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+        conn.connection_lost(None)
+    return {k: best[k] / (len(frames[k]) * ROUNDS) * 1e6 for k in best}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--members", type=int, default=1000)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    logging_setup.configure("text", "warning")
+    us = asyncio.run(run(args))
+    print(f"CPU per heartbeat through Connection.data_received ({args.members} members, best of 5):")
+    print(f"  classic Heartbeat v{HEARTBEAT_V}        {us['classic']:6.2f} us")
+    print(f"  ConsumerGroupHeartbeat v{CG_V}    {us['consumer']:6.2f} us")
+    print(f"  rate ratio consumer / classic  {us['classic'] / us['consumer']:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
