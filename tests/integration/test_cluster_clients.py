@@ -468,3 +468,23 @@ async def test_aiokafka_group_consumer_across_its_coordinators_broker_going_down
             await asyncio.to_thread(cluster.elect_preferred)
     assert got == expected("aiog")
     assert (await asyncio.to_thread(committed, cluster, group, topic))[0] == N
+
+
+def test_kafka_python_admin_lists_each_group_once(cluster):
+    """Each broker lists the groups it coordinates; the admin client asks them all."""
+    from kafka import KafkaAdminClient  # noqa: PLC0415
+
+    from tests.integration.group_helpers import kafka_python_subscriber  # noqa: PLC0415
+
+    topic = rf3_topic(cluster, "kp-list")
+    groups = [unique("listed"), unique("listed")]
+    for group in groups:
+        c = kafka_python_subscriber(topic, bootstrap_servers=cluster.bootstrap_servers, group_id=group)
+        c.poll(1000)
+        c.close()
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        listed = [g["group_id"] for g in admin.list_groups() if g["group_id"] in groups]
+    finally:
+        admin.close()
+    assert sorted(listed) == sorted(groups)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 # Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch, DescribeProducers
 PARTITION_APIS = (0, 1, 2, 21, 23, 61)
+LIST_GROUPS = 16
 # api key -> (the request's key field, transactional?) for requests a coordinator must answer
 COORDINATED: dict[int, tuple[str, bool]] = {
     8: ("group_id", False), 9: ("group_id", False), 11: ("group_id", False), 12: ("group_id", False),
@@ -53,7 +54,22 @@ def install(table: HandlerTable, cluster: Cluster) -> None:
         handler = table.get(key)
         if handler is not None:
             handler.fn = partial(_coordinator_guard, cluster, handler.fn, field, transactional)
+    handler = table.get(LIST_GROUPS)
+    if handler is not None:
+        handler.fn = partial(_own_groups, cluster, handler.fn)
     table.routes.clear()
+
+
+def _own_groups(cluster: Cluster, inner: Callable, ctx: RequestContext, req: Any) -> Any:
+    """ListGroups lists the groups this node coordinates (Kafka's brokers list their coordinator
+    partitions' groups; admin clients ask every broker and put the lists together)."""
+    def mine(answer: dict) -> dict:
+        groups = answer.get("groups")
+        if isinstance(groups, list):
+            answer["groups"] = [g for g in groups if cluster.coordinator(g["group_id"], False) == ctx.node_id]
+        return answer
+
+    return after(inner(ctx, req), mine)
 
 
 def _coordinator_key(req: Any, field: str) -> str | None:
