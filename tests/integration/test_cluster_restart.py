@@ -145,3 +145,27 @@ def test_serve_brokers_three_and_the_control_cli_take_a_broker_down(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("release", ["2.0", "3.5"])
+def test_an_emulated_older_release_works_as_a_cluster(release):
+    """Older Metadata/Produce/Fetch versions (no leader epochs before Metadata v7, no KIP-951 hints)
+    route kafka-python across a leader move just the same."""
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: PLC0415
+    from kafka.admin import NewTopic  # noqa: PLC0415
+
+    with BrokerHandle(brokers=3, overrides={"odradek.emulate.kafka.version": release}) as cluster:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        admin.create_topics([NewTopic("old", 1, 2)])
+        admin.close()
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+        for i in range(10):
+            producer.send("old", str(i).encode(), partition=0).get(10)
+            if i == 4:
+                cluster.move_leader("old", 0, other_node(cluster, "old"))
+        producer.close()
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+                                 consumer_timeout_ms=3000)
+        consumer.assign([TopicPartition("old", 0)])
+        assert [int(m.value) for m in consumer] == list(range(10))
+        consumer.close()
