@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from odradek.testing import Broker, ThreadedBroker
+
+# ODRADEK_TEST_BROKERS=3: the same tests against a cluster of three brokers in the process (docs/CLUSTER.md)
+BROKERS = int(os.environ.get("ODRADEK_TEST_BROKERS", "1"))
 
 
 @pytest.fixture
 def broker():
     """A thread-backed broker for synchronous clients (kafka-python, confluent-kafka)."""
-    with ThreadedBroker() as b:
+    with ThreadedBroker(brokers=BROKERS) as b:
         yield b
 
 
 @pytest.fixture
 async def abroker():
     """A broker on the test's own event loop, for asyncio clients."""
-    async with Broker() as b:
+    async with Broker(brokers=BROKERS) as b:
         yield b
 
 

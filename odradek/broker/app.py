@@ -77,6 +77,7 @@ from .txn.markers import MarkerRouter
 if TYPE_CHECKING:
     from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
     from ..web.deferred import DeferredListener
+    from .cluster import Cluster
     from .schema_registry import SchemaStore  # loaded when the registry is on (_start_registry)
     from .security.authorizer import Authorizer
 
@@ -167,6 +168,13 @@ class BrokerApp:
             from .security.authorizer import Authorizer  # noqa: PLC0415
 
             self.authorizer = Authorizer.from_config(config, self.data_dir)
+        # several brokers in this process (``cluster``): the layout, None for the one broker
+        self.cluster: Cluster | None = None
+        if config["odradek.brokers"] > 1:
+            from .cluster import service as cluster_service  # noqa: PLC0415 - one broker loads none of it
+
+            self.cluster = cluster_service.Cluster(self, config["odradek.brokers"])
+            self.dataplane.in_sync = self.cluster.in_sync
         # --- handler registration: one line per area ---
         cluster.register(self.handlers, self)
         sasl_handlers.register(self.handlers)
@@ -197,7 +205,12 @@ class BrokerApp:
                                                    self.data_dir)
         if config["client.telemetry.enable"] or default is not None:
             telemetry_handlers.register(self.handlers, self)
-        # every handler above is registered: wrap them with Kafka's authorization checks
+        # every handler above is registered: a cluster's node answers only for what it leads, after
+        # Kafka's authorization checks (installed next, so they run first)
+        if self.cluster is not None:
+            from .cluster import guard  # noqa: PLC0415
+
+            guard.install(self.handlers, self.cluster)
         if self.authorizer is not None:
             from .security import guards  # noqa: PLC0415
 
@@ -253,6 +266,8 @@ class BrokerApp:
             # every listener's TLS and SASL set-up is checked before the first port opens
             self.listeners = build_listeners(self.config, self.scram_credentials,
                                              self.clock.now_ms)
+            for listener in self.listeners:
+                listener.node_id = self.node_id
             for i, listener in enumerate(self.listeners):
                 with _naming_the_setting("listeners (odradek serve --port N)" if i == 0 else "listeners",
                                          listener.spec.host, listener.spec.port):
@@ -261,6 +276,8 @@ class BrokerApp:
             self.endpoints = {listener.name: self._advertised(listener, bound)
                               for listener, bound in zip(self.listeners, self.bound, strict=True)}
             self.endpoint = self.endpoints[self.listeners[0].name]
+            if self.cluster is not None:
+                await self._start_cluster()
             self.metrics.attach(self)
             if self.config["odradek.control.listener"]:
                 from ..web.control import ControlEndpoint  # noqa: PLC0415 - only when enabled
@@ -292,6 +309,35 @@ class BrokerApp:
                             for li, (h, p) in zip(self.listeners, self.bound, strict=True)],
                  advertised=self.bootstrap_servers, data_dir=str(self.data_dir),
                  metrics_port=self.metrics_port)
+
+    async def _start_cluster(self) -> None:
+        """The other nodes' listeners, each node's advertised endpoints; the saved layout (a node
+        saved as down stays closed until brought up)."""
+        cluster = self.cluster
+        await cluster.load()
+        cluster.endpoints[self.node_id] = self.endpoints
+        for node, listeners in cluster.node_listeners(self.listeners).items():
+            if node == self.node_id:
+                continue
+            eps = {}
+            for listener in listeners:
+                with _naming_the_setting("odradek.cluster.listeners", listener.spec.host, listener.spec.port):
+                    bound = await self.server.listen(listener.spec.host, listener.spec.port, listener)
+                eps[listener.name] = self._advertised(listener, bound, node)
+            cluster.endpoints[node] = eps
+        for node in cluster.layout.down:
+            self.server.close_node(node)
+
+    async def set_node_down(self, node: int, down: bool) -> int:
+        """A cluster's node down (listeners closed, partitions failed over) or back up."""
+        if self.cluster is None:
+            raise ValueError("one broker: use broker_down/broker_up (odradek.brokers is 1)")
+        changed = await self.cluster.set_down(node, down)
+        if down:
+            self.server.close_node(node)
+        else:
+            await self.server.open_node(node)
+        return changed
 
     def _start_console(self) -> None:
         """Bind the console's port; its pages (aiohttp, Jinja2, the routes) are built on the first
@@ -526,7 +572,7 @@ class BrokerApp:
             self._lock = None
         log.info("broker.stopped", node_id=self.node_id)
 
-    def _advertised(self, listener: ServedListener, bound: tuple[str, int]) -> Endpoint:
+    def _advertised(self, listener: ServedListener, bound: tuple[str, int], node: int | None = None) -> Endpoint:
         """``advertised.listeners``' entry for the listener, else where it is bound (Kafka's
         ``ListenerInfo``): a wildcard or empty host becomes this machine's name, port 0 the bound port."""
         advertised = listener.spec.advertised
@@ -535,7 +581,7 @@ class BrokerApp:
             port = bound[1]
         if host in WILDCARD_HOSTS:
             host = socket.getfqdn()
-        return Endpoint(self.node_id, host, port)
+        return Endpoint(self.node_id if node is None else node, host, port)
 
     def endpoint_for(self, listener: str) -> Endpoint:
         """What a request that arrived on ``listener`` is told (Metadata, FindCoordinator)."""

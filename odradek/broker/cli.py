@@ -43,6 +43,8 @@ def _overrides(args) -> list[str]:
     overrides = list(getattr(args, "override", None) or ())
     if getattr(args, "data_dir", None):
         overrides.append("log.dirs=" + ",".join(args.data_dir))
+    if getattr(args, "brokers", None) is not None:
+        overrides.append(f"odradek.brokers={args.brokers}")
     return overrides
 
 
@@ -318,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", action="append", metavar="DIR", help=DATA_DIR_HELP)
     serve.add_argument("--port", type=_port, metavar="N",
                        help="listen on port N (the first listener's port, and its advertised one if set)")
+    serve.add_argument("--brokers", type=int, metavar="N",
+                       help="emulate a cluster of N brokers in this process (odradek.brokers): broker k on "
+                            "the first one's ports plus k (docs/CLUSTER.md)")
     serve.set_defaults(func=cmd_serve)
 
     fmt = sub.add_parser("format", help="prepare a data dir; add SCRAM users (as kafka-storage format)",

@@ -403,6 +403,17 @@ SETTINGS: list[Setting] = [
             "bound listener; a wildcard host is replaced by this machine's host name."),
     Setting("node.id", _int, 1, "This broker's node id (also the controller id).", low=0,
             high=INT32_MAX, kafka_default=-1),
+    Setting("odradek.brokers", _int, 1,
+            "Brokers emulated in this one process (a cluster: docs/CLUSTER.md), node ids node.id "
+            "onwards; broker k listens on the first broker's listeners with every port plus k unless "
+            "odradek.cluster.listeners says otherwise. They share one store; each answers only for the "
+            "partitions it leads and the groups it coordinates.", low=1, high=64),
+    Setting("odradek.cluster.listeners", _str, "",
+            "Listeners of the second and further brokers, one broker's list after another separated by "
+            "'|' (same listener names as listeners); an empty entry: the first broker's ports plus k."),
+    Setting("odradek.cluster.advertised.listeners", _str, "",
+            "Advertised listeners of the second and further brokers, as odradek.cluster.listeners; an "
+            "empty entry: the first broker's advertised ports plus k."),
     Setting("socket.request.max.bytes", _int, 104857600,
             "Largest request frame accepted; a bigger one closes the connection.", low=1,
             high=INT32_MAX),
@@ -476,8 +487,9 @@ SETTINGS: list[Setting] = [
     Setting("auto.create.topics.enable", _bool, True,
             "Create unknown topics on Metadata/Produce requests that allow it."),
     Setting("num.partitions", _int, 1, "Partitions of auto-created topics.", low=1),
-    Setting("default.replication.factor", _int, 1, "Only 1 is possible on a single node.", low=1,
-            high=1),
+    Setting("default.replication.factor", _int, 1,
+            "Replicas of auto-created topics and of CreateTopics without one; at most odradek.brokers.",
+            low=1, high=64),
     Setting("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
     # authorization (ACLs)
     Setting("authorizer.class.name", _authorizer, "",

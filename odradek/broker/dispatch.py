@@ -32,6 +32,10 @@ ON_THROTTLE = "_on_throttle"
 # a decoded Fetch's key set by the ACL guard: ``fn(topic names) -> the allowed ones``, asked by the
 # handler for every partition it reads (an incremental session's cached ones included)
 AUTHORIZED_TOPICS = "_authorized_topics"
+# a decoded Fetch's key set by a cluster's leadership guard (``cluster/guard.py``): ``fn(topic, partition,
+# current leader epoch) -> the error this node answers instead, None to serve it``, asked by the
+# handler for every partition it reads, an incremental session's cached ones included
+LED_PARTITIONS = "_led_partitions"
 
 
 class CloseConnection(Exception):
@@ -126,6 +130,7 @@ class RequestContext:
     # ``RequestContext.principal`` / ``listenerName``); ANONYMOUS on PLAINTEXT
     principal: str = "User:ANONYMOUS"
     listener: str = "PLAINTEXT"
+    node_id: int = -1  # the node whose listener it came in on (a cluster's nodes share one process)
 
 
 @dataclass

@@ -195,6 +195,8 @@ class KafkaServer:
         self.security_events: Counter[tuple[str, str, str]] = Counter()
         self._addresses: list[tuple[str, int, Any]] = []  # where each listener was bound (broker_down)
         self._down: asyncio.TimerHandle | None = None
+        self._listener_of: dict[Any, Any] = {}  # each bound server's listener (a cluster's node down)
+        self._parked: dict[int, list[tuple[str, int, Any]]] = {}  # a down node's addresses, by node id
         # told the id of every connection that closes (share sessions end with theirs)
         self.connection_closed: Callable[[int], None] | None = None
 
@@ -235,6 +237,7 @@ class KafkaServer:
             server = await loop.create_server(lambda: Connection(self, listener), host or None, port,
                                               reuse_address=True)
         self._servers.append(server)
+        self._listener_of[server] = listener
         if self.idle_ms is not None and self._sweep is None:
             self._schedule_sweep()
         sock = server.sockets[0]
@@ -260,6 +263,30 @@ class KafkaServer:
             conn.drop("broker down (test control)")
         log.warning("broker.down", seconds=seconds)
         self._down = self.clock.call_at(self.now_ms() + round(seconds * 1000), self.come_up)
+
+    def close_node(self, node_id: int) -> None:
+        """A cluster's node down: its listeners stop accepting and its connections are dropped; the
+        other nodes' stay (``cluster``)."""
+        mine = [srv for srv in self._servers if getattr(self._listener_of.get(srv), "node_id", None) == node_id]
+        parked = self._parked.setdefault(node_id, [])
+        for srv in mine:
+            srv.close()
+            self._servers.remove(srv)
+            listener = self._listener_of.pop(srv)
+            port = srv.sockets[0].getsockname()[1] if srv.sockets else listener.spec.port
+            entry = next((a for a in self._addresses if a[2] is listener), None)
+            if entry is not None:
+                self._addresses.remove(entry)
+                parked.append(entry)
+            else:
+                parked.append((listener.spec.host, port, listener))
+        for conn in list(self._connections):
+            if conn.node_id == node_id:
+                conn.drop(f"node {node_id} down (test control)")
+
+    async def open_node(self, node_id: int) -> None:
+        """End a ``close_node``: listen again on the node's ports."""
+        await self._relisten(self._parked.pop(node_id, []))
 
     def come_up(self) -> None:
         """End a ``go_down``: listen again on the ports bound before."""
@@ -383,6 +410,7 @@ class Connection(asyncio.Protocol):
         # the listener it arrived on (``security.served.ServedListener``; None: PLAINTEXT) and who it is
         self.listener = listener
         self.listener_name = "PLAINTEXT" if listener is None else listener.name
+        self.node_id = -1 if listener is None else listener.node_id
         self.principal = ANONYMOUS
         self.sasl: authn.SaslAuthenticator | None = None  # the SASL state on a SASL listener
         self.frame_limit = server.max_request_bytes  # sasl.server.max.receive.size until authenticated
@@ -419,7 +447,7 @@ class Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self.server._connections.add(self)
         self.server.open_connections += 1
-        self.log.info("connection.open", listener=self.listener_name)
+        self.log.info("connection.open", listener=self.listener_name, node=self.node_id)
         if self.listener is not None:
             self._secure(transport)
 
@@ -743,7 +771,8 @@ class Connection(asyncio.Protocol):
             self.log.warning("request.malformed", api=route.name, version=version, error=str(exc))
             raise CloseConnection("malformed request") from None
         ctx = RequestContext(api_key, version, correlation_id, header["client_id"],
-                             self.client_host, self.id, header, self.principal, self.listener_name)
+                             self.client_host, self.id, header, self.principal, self.listener_name,
+                             self.node_id)
         if self.log_requests:
             self.log.debug("request", api=route.name, version=version, correlation_id=correlation_id,
                            client_id=header["client_id"])

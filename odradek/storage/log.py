@@ -60,6 +60,7 @@ from odradek.storage.files import (
     txn_index_path,
 )
 from odradek.storage.flush import Durability
+from odradek.storage.leader_epochs import LeaderEpochCache
 from odradek.storage.recovery import load_segments
 from odradek.storage.segment import Segment
 from odradek.storage.txn_index import AbortedTxn
@@ -110,6 +111,10 @@ class Log:
         self._files_open = True
         self.stop_cleaning = threading.Event()
         self.on_truncate: Callable[[Log], None] | None = None
+        # stamped into every appended batch (Kafka's ``appendAsLeader(records, leaderEpoch)``); a
+        # cluster's layout sets it on a leader change, one broker keeps 0
+        self.leader_epoch = 0
+        self._epochs: LeaderEpochCache | None = None  # leader-epoch-checkpoint, read on first use
         parsed = parse_partition_dir(directory.name)
         self.topic, self.partition = parsed if parsed else (directory.name, -1)
 
@@ -143,6 +148,13 @@ class Log:
     @property
     def config(self) -> LogConfig:
         return self._config
+
+    @property
+    def epochs(self) -> LeaderEpochCache:
+        """The partition's leader-epoch history (``leader-epoch-checkpoint``), read on first use."""
+        if self._epochs is None:
+            self._epochs = LeaderEpochCache.load(self.directory)
+        return self._epochs
 
     @config.setter
     def config(self, config: LogConfig) -> None:
@@ -242,7 +254,7 @@ class Log:
         """Append a record set (one or more v2 batches); returns (first offset, last offset).
 
         Offsets are assigned by rewriting each batch's baseOffset in a copy
-        (outside the CRC), the partition leader epoch becomes 0, producer
+        (outside the CRC), the partition leader epoch becomes ``leader_epoch``, producer
         fields are kept.  With ``validate`` every batch's CRC is checked
         first; nothing is written unless the whole set is valid.  ``schedule``
         False leaves flushing to the caller (``append_async``).
@@ -281,7 +293,7 @@ class Log:
             if validate and compute_crc(buf, pos, size) != crc:
                 raise CorruptRecordError(f"CRC mismatch in batch at {pos}")
             _INT64.pack_into(buf, pos, next_offset)
-            _INT32.pack_into(buf, pos + 12, 0)
+            _INT32.pack_into(buf, pos + 12, self.leader_epoch)
             if append_time:
                 _INT16.pack_into(buf, pos + 21, attributes | TIMESTAMP_TYPE_MASK)
                 _INT64.pack_into(buf, pos + 35, now)
@@ -300,7 +312,7 @@ class Log:
         """Append ``(key, value)`` records as one new batch; returns (first offset, last offset).
 
         For writers that build their records here (the group coordinator):
-        the batch is encoded at the log end offset with leader epoch 0, so
+        the batch is encoded at the log end offset with ``leader_epoch``, so
         none of ``append``'s parsing, checking and patching is needed.  The
         records are at ``timestamp``, or at ``timestamps[i]`` each.
         """
@@ -318,7 +330,7 @@ class Log:
             timestamp = max(timestamps)
         first = self._next_offset
         batch = encode_pairs_batch(pairs, base_offset=first, timestamp=timestamp,
-                                   timestamp_type=1 if append_time else 0, partition_leader_epoch=0,
+                                   timestamp_type=1 if append_time else 0, partition_leader_epoch=self.leader_epoch,
                                    timestamps=timestamps)
         size = len(batch)
         if size > config.max_message_bytes:

@@ -92,8 +92,9 @@ class Broker(ControlApi):
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
                  overrides: Mapping[str, Any] | None = None, security: Security = None,
-                 schema_registry: bool = False, console: bool = False):
-        """``security``: ``"SSL"``, ``"SASL_SSL"`` or ``"SASL_PLAINTEXT"`` (or a dict of
+                 schema_registry: bool = False, console: bool = False, brokers: int = 1):
+        """``brokers``: emulate a cluster of that many brokers (``odradek.brokers``, docs/CLUSTER.md);
+        ``bootstrap_servers`` then lists every one.  ``security``: ``"SSL"``, ``"SASL_SSL"`` or ``"SASL_PLAINTEXT"`` (or a dict of
         ``make_security`` options) serves that protocol with throw-away certificates and a PLAIN
         user; ``client`` then says how to connect (``client.kafka_python()``, ``.aiokafka()``,
         ``.confluent()``).  ``schema_registry``: serve the schema registry too, on a free port
@@ -114,14 +115,22 @@ class Broker(ControlApi):
         self._scram_added = False
         security_overrides.pop("listeners", None)
         self.overrides = {**security_overrides, **(overrides or {})}
+        if brokers != 1:
+            self.overrides.setdefault("odradek.brokers", str(brokers))
         self._port = port
         self._port_given = port != 0
         self.app: BrokerApp | None = None
 
     @property
     def bootstrap_servers(self) -> str:
+        """``host:port`` of the broker; of every broker of a cluster, comma-separated."""
         assert self.app is not None, "broker not started"
-        return self.app.bootstrap_servers
+        cluster = self.app.cluster
+        if cluster is None:
+            return self.app.bootstrap_servers
+        listener = self.app.listeners[0].name
+        return ",".join(f"{ep.host}:{ep.port}" for node in cluster.nodes
+                        if (ep := (cluster.endpoints.get(node) or {}).get(listener)) is not None)
 
     @property
     def port(self) -> int:
@@ -162,6 +171,7 @@ class Broker(ControlApi):
         self.app = BrokerApp(config)
         await self.app.start()
         self._port = self.app.endpoint.port  # a restart comes back on the same port
+        self._keep_cluster_ports()
         if self._registry_port is not None:
             try:
                 await self.app.wait_registry()
@@ -171,6 +181,16 @@ class Broker(ControlApi):
             self._registry_port = self.app.registry_address[1]  # ... and so does the registry
         if self._console_port is not None and self.app.console_address is not None:
             self._console_port = self.app.console_address[1]  # ... and the console
+
+    def _keep_cluster_ports(self) -> None:
+        """A cluster's other brokers come back on their ports too (clients know them all)."""
+        cluster = self.app.cluster
+        if cluster is None or self.overrides.get("odradek.cluster.listeners"):
+            return
+        first = self.app.listeners
+        self.overrides["odradek.cluster.listeners"] = "|".join(
+            ",".join(f"{li.name}://{li.spec.host}:{cluster.endpoints[node][li.name].port}" for li in first)
+            for node in cluster.nodes[1:])
 
     async def stop(self) -> None:
         if self.app is not None:
@@ -208,8 +228,8 @@ class ThreadedBroker(ControlApi):
 
     def __init__(self, data_dir: str | Path | None = None, port: int = 0,
                  overrides: Mapping[str, Any] | None = None, security: Security = None,
-                 schema_registry: bool = False, console: bool = False):
-        self.broker = Broker(data_dir, port, overrides, security, schema_registry, console)
+                 schema_registry: bool = False, console: bool = False, brokers: int = 1):
+        self.broker = Broker(data_dir, port, overrides, security, schema_registry, console, brokers)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="odradek-broker",
                                         daemon=True)

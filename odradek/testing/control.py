@@ -88,6 +88,32 @@ class ControlApi(ABC):
     def broker_up(self) -> None:
         self.control("broker_up")
 
+    # a cluster (several brokers: docs/CLUSTER.md)
+
+    def layout(self, topic: str | None = None) -> dict:
+        """Nodes, the ones down, and each partition's leader, epoch, replicas and ISR."""
+        return self.control("layout", topic=topic)
+
+    def move_leader(self, topic: str, partition: int, node: int, truncate_to: int | None = None) -> dict:
+        """Move a partition's leader to ``node`` (epoch + 1); ``truncate_to``: unclean, the log cut there."""
+        return self.control("move_leader", topic=topic, partition=partition, node=node, truncate_to=truncate_to)
+
+    def move_coordinator(self, node: int, group: str | None = None, transactional_id: str | None = None) -> dict:
+        """Move a group's (or transactional id's) coordinator to ``node``."""
+        return self.control("move_coordinator", node=node, group=group, transactional_id=transactional_id)
+
+    def node_down(self, node: int) -> int:
+        """Take one broker down: listeners closed, its partitions failed over."""
+        return self.control("node_down", node=node)
+
+    def node_up(self, node: int) -> int:
+        """Bring a broker back up (leadership returns by ``elect_preferred``)."""
+        return self.control("node_up", node=node)
+
+    def elect_preferred(self, topic: str | None = None) -> int:
+        """Preferred leader election, as ElectLeaders PREFERRED; returns the leaders changed."""
+        return self.control("elect_preferred", topic=topic)
+
     def captured(self, api: str | int | list | None = None, **filters: Any) -> list[CapturedRequest]:
         """Captured requests (oldest first) of ``api`` matching ``filters``: version, client_id,
         connection, group_id, topic, partition, transactional_id, error (answered with that error

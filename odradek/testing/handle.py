@@ -25,12 +25,12 @@ class BrokerHandle(ControlApi):
 
     def __init__(self, data_dir: str | Path | None = None,
                  overrides: Mapping[str, Any] | None = None, security: Security = None, port: int = 0,
-                 schema_registry: bool = False, console: bool = False):
-        """``port``: listen (and advertise) on this port instead of a free one; ``schema_registry``:
+                 schema_registry: bool = False, console: bool = False, brokers: int = 1):
+        """``brokers``: a cluster of that many brokers in the one process (docs/CLUSTER.md); ``port``: listen (and advertise) on this port instead of a free one; ``schema_registry``:
         serve the schema registry too (``schema_registry_url``); ``console``: serve the web console
         on a free loopback port too (``console_url``)."""
         self._broker = ThreadedBroker(data_dir=data_dir, port=port, overrides=overrides, security=security,
-                                      schema_registry=schema_registry, console=console)
+                                      schema_registry=schema_registry, console=console, brokers=brokers)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -57,11 +57,11 @@ class BrokerHandle(ControlApi):
 
     @property
     def host(self) -> str:
-        return self.bootstrap_servers.rsplit(":", 1)[0]
+        return self.bootstrap_servers.split(",")[0].rsplit(":", 1)[0]
 
     @property
     def port(self) -> int:
-        return int(self.bootstrap_servers.rsplit(":", 1)[1])
+        return int(self.bootstrap_servers.split(",")[0].rsplit(":", 1)[1])
 
     @property
     def data_dir(self) -> Path:
@@ -85,9 +85,9 @@ class BrokerHandle(ControlApi):
         return self._broker.control(name, **kwargs)
 
     def create_topic(self, name: str, partitions: int = 1,
-                     config: Mapping[str, str] | None = None) -> None:
+                     config: Mapping[str, str] | None = None, replication_factor: int = -1) -> None:
         """Create a topic through the real CreateTopics API; an existing one is an error."""
-        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": -1,
+        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
                             "assignments": [],
                             "configs": [{"name": k, "value": str(v)} for k, v in (config or {}).items()]}],
                 "timeout_ms": 30000, "validate_only": False}

@@ -68,6 +68,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kafka-broker-port", default=None,
                     help="port of the kafka_broker fixture (default: a free one); under xdist, plus the worker number")
     parser.addini("kafka_broker_port", "port of the kafka_broker fixture (default: a free one)", default="")
+    group.addoption("--kafka-brokers", default=None,
+                    help="emulate a cluster of N brokers in each fixture broker (docs/CLUSTER.md); default 1")
+    parser.addini("kafka_brokers", "brokers per fixture broker (a cluster: docs/CLUSTER.md)", default="")
     group.addoption("--kafka-group-protocol", default=None, choices=("classic", "consumer"),
                     help="the group protocol the fixture brokers offer: consumer (Kafka 4's default: "
                          "KIP-848 and classic) or classic only")
@@ -93,6 +96,11 @@ def _overrides(config: pytest.Config) -> dict[str, str]:
         if protocol not in ("classic", "consumer"):
             raise pytest.UsageError(f"kafka_group_protocol: {protocol!r} is not classic or consumer")
         out["group.coordinator.rebalance.protocols"] = "classic" if protocol == "classic" else "classic,consumer"
+    brokers = str(config.getoption("--kafka-brokers") or config.getini("kafka_brokers") or "").strip()
+    if brokers:
+        if not brokers.isdigit() or int(brokers) < 1:
+            raise pytest.UsageError(f"kafka_brokers: {brokers!r} is not a number of brokers")
+        out["odradek.brokers"] = brokers
     for line in config.getini("kafka_broker_overrides"):
         key, sep, value = line.partition("=")
         if not sep:

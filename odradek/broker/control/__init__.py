@@ -25,6 +25,7 @@ from .reset import ResetServices, reset_broker
 
 if TYPE_CHECKING:
     from ..client_metrics import ClientMetricsManager
+    from ..cluster import Cluster
     from ..dispatch import HandlerTable
     from ..security.listeners import Endpoint
     from ..server import KafkaServer
@@ -46,8 +47,11 @@ class ControlServices(ResetServices, ClockServices, Protocol):
     handlers: HandlerTable
     client_metrics: ClientMetricsManager
     cluster_id: str  # topics by id: the internal topics' derived ids
+    cluster: Cluster | None  # several brokers: their layout (moves on cue)
 
     def endpoint_for(self, listener: str) -> Endpoint: ...
+
+    async def set_node_down(self, node: int, down: bool) -> int: ...
 
 
 class BrokerControl:
@@ -182,6 +186,64 @@ class BrokerControl:
         """End a ``broker_down`` early: listen again on the same ports."""
         self._app.server.come_up()
 
+    # --- a cluster's layout (several brokers: ``cluster``) ----------------------------------------
+
+    def _cluster(self) -> Cluster:
+        cluster = self._app.cluster
+        if cluster is None:
+            raise ValueError("one broker: start it with several (odradek.brokers, --brokers N)")
+        return cluster
+
+    def layout(self, topic: str | None = None) -> dict:
+        """The cluster's layout: ``nodes``, ``down`` and, per partition of ``topic`` (every topic if
+        None), its ``leader_id``, ``leader_epoch``, ``replica_nodes``, ``isr_nodes``, ``offline_replicas``."""
+        cluster = self._cluster()
+        topics = self._app.topics
+        names = [topic] if topic is not None else topics.names()
+        return {"nodes": list(cluster.nodes), "down": sorted(cluster.layout.down),
+                "partitions": {f"{n}-{p}": cluster.describe(n, p)
+                               for n in names for p in range(topics.partition_count(n) or 0)}}
+
+    async def move_leader(self, topic: str, partition: int, node: int, truncate_to: int | None = None) -> dict:
+        """Move a partition's leadership to ``node`` (its leader epoch bumps, as Kafka's controller
+        does); ``truncate_to``: an unclean change to a replica that never had the offsets from there
+        on -- the log is truncated there and the new leader alone is in sync, so a consumer that had
+        read past it detects the truncation (KIP-320).  Durable; returns the partition's layout."""
+        return await self._cluster().move_leader(topic, int(partition), int(node), truncate_to)
+
+    async def move_coordinator(self, node: int, group: str | None = None, transactional_id: str | None = None) -> dict:
+        """Move a group's (or transactional id's) coordinator to ``node``: the leader of the
+        ``__consumer_offsets`` (``__transaction_state``) partition the key hashes to -- every key on
+        that partition moves with it.  Clients get NOT_COORDINATOR and look it up again."""
+        if (group is None) == (transactional_id is None):
+            raise ValueError("give a group or a transactional_id")
+        key = group if group is not None else transactional_id
+        return await self._cluster().move_coordinator(key, int(node), transactional=transactional_id is not None)
+
+    async def node_down(self, node: int) -> int:
+        """Take one broker of the cluster down: its listeners close, its connections drop, its
+        partitions fail over to the next in-sync replica (a bumped leader epoch); returns how many
+        partitions changed.  Durable until ``node_up`` (or reset)."""
+        self._cluster()
+        return await self._app.set_node_down(int(node), True)
+
+    async def node_up(self, node: int) -> int:
+        """Bring a broker back: it listens again and rejoins the ISRs; leaderless partitions elect it.
+        Leadership returns to the preferred replicas only by ElectLeaders (PREFERRED), as in Kafka."""
+        self._cluster()
+        return await self._app.set_node_down(int(node), False)
+
+    async def elect_preferred(self, topic: str | None = None) -> int:
+        """ElectLeaders PREFERRED over ``topic``'s partitions (every partition, the internal topics'
+        too, if None), as an admin client would; returns how many leaders changed."""
+        cluster = self._cluster()
+        count = self._app.topics.partition_count(topic) or 0 if topic is not None else 0
+        wanted = [(topic, p) for p in range(count)] if topic is not None else list(cluster.all_partitions())
+        moved = 0
+        for name, p in wanted:
+            moved += await cluster.elect(name, p, False) == 0
+        return moved
+
     def captured(self, api: str | int | list | None = None, *, version: int | None = None,
                  client_id: str | None = None, connection: int | None = None, group_id: str | None = None,
                  topic: str | None = None, partition: int | None = None,
@@ -213,6 +275,11 @@ class BrokerControl:
         connections stay open; SCRAM credentials and ACLs stay.  Returns what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
         faults = self.clear_faults()  # first: no rule may fail the clients' first requests after
         gone = await reset_broker(self._app, self._reset_lock)
+        cluster = self._app.cluster
+        if cluster is not None:  # every node up, every partition as placed
+            for node in sorted(cluster.layout.down):
+                await self._app.set_node_down(node, False)
+            await cluster.reset()
         self.clear_capture()  # last: what was captured during the reset goes too
         return {**gone, "faults": faults}
 

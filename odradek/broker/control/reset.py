@@ -52,6 +52,7 @@ from ...storage.log import Log
 from ...storage.log_manager import CheckpointSnapshot
 from ..client_metrics import FILE as CLIENT_METRICS_FILE
 from ..client_quotas import FILE_NAME as CLIENT_QUOTAS_FILE
+from ..cluster.layout import LAYOUT_FILE
 from ..coordinator import rebalance
 from ..coordinator.group_configs import FILE as GROUP_CONFIGS_FILE
 from ..dataplane.topics import REGISTRY_FILE
@@ -113,7 +114,8 @@ class ResetServices(Protocol):
 
     def quotas_changed(self) -> None: ...
 
-_CHECKPOINTS = (RECOVERY_POINT_FILE, CLEANER_FILE, LOG_START_FILE)
+# a cluster's layout goes too (``cluster/layout.py``): a reset returns to the initial one
+_CHECKPOINTS = (RECOVERY_POINT_FILE, CLEANER_FILE, LOG_START_FILE, LAYOUT_FILE)
 
 
 async def reset_broker(app: ResetServices, lock: asyncio.Lock) -> dict[str, Any]:

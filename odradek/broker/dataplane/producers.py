@@ -437,6 +437,9 @@ class ProducerStates:
     def loaded(self) -> list[tuple[tuple[str, int], PartitionProducers]]:
         return [(k, s) for k, s in self._parts.items() if s.loaded]
 
+    def drop(self, topic: str, partition: int) -> None:
+        self._parts.pop((topic, partition), None)
+
     def drop_topic(self, topic: str) -> None:
         for key in [k for k in self._parts if k[0] == topic]:
             del self._parts[key]

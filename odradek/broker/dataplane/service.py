@@ -115,6 +115,8 @@ class DataPlane:
         logs.after_clean = self._after_clean
         # the cleaner's bound on an internal topic, from the coordinator that writes it (set by the app)
         self.internal_stable_offset: Callable[[Log], int | None] | None = None
+        # a cluster's (ISR size, replica count) of a partition (``cluster``); None: the one broker's (1, 1)
+        self.in_sync: Callable[[str, int], tuple[int, int]] | None = None
         logs.before_close = self._snapshot_all
         self._switch_shortened = False
 
@@ -238,9 +240,8 @@ class DataPlane:
             data, records, stored = data.data, data.records, data.stored
         h = validate_batch(data, api_version=api_version, max_bytes=config.max_message_bytes,
                            compacted=config.compact, records=records)
-        if acks == -1 and topic_configs.min_insync_replicas(self._overrides(log.topic)) > 1:
-            raise BatchRejected(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                "min.insync.replicas is above the one replica a single broker has")
+        if acks == -1 and (min_isr := topic_configs.min_insync_replicas(self._overrides(log.topic))) > 1:
+            self._check_min_isr(log, min_isr)
         state = self.producers.get(log.topic, log.partition)
         if h.is_transactional and not state.in_txn(h.producer_id, h.producer_epoch):
             _verify(log, h.producer_id, h.producer_epoch, transactional_id, verifier, api_version)
@@ -423,6 +424,19 @@ class DataPlane:
         except OSError as exc:
             raise BatchRejected(ErrorCode.KAFKA_STORAGE_ERROR, f"fsync failed: {exc}") from None
 
+    def _check_min_isr(self, log: Log, min_isr: int) -> None:
+        """acks=all below ``min.insync.replicas`` is NOT_ENOUGH_REPLICAS, nothing written
+        (``Partition.appendRecordsToLeader``); a cluster's partition with fewer replicas than that
+        needs them all (``effectiveMinIsr``)."""
+        if self.in_sync is None:
+            raise BatchRejected(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                "min.insync.replicas is above the one replica a single broker has")
+        isr, replicas = self.in_sync(log.topic, log.partition)
+        if isr < min(min_isr, replicas):
+            raise BatchRejected(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                f"The size of the current ISR {isr} is insufficient to satisfy the min.isr "
+                                f"requirement of {min_isr} for partition {log.topic}-{log.partition}")
+
     def _overrides(self, topic: str) -> dict[str, str]:
         t = self.topics.get(topic)
         return t.configs if t is not None else {}
@@ -456,6 +470,12 @@ class DataPlane:
         self.producers = ProducerStates()
         for topic in topics:
             self.waiters.notify_topic(topic)
+
+    def truncated(self, log: Log) -> None:
+        """A log cut back (a cluster's unclean leader change): its producer state is rebuilt from
+        what is left on next use, as ``UnifiedLog.truncateTo`` rebuilds it, and long polls wake."""
+        self.producers.drop(log.topic, log.partition)
+        self.waiters.notify_topic(log.topic)
 
     def forget_topic(self, topic: str) -> None:
         """After a delete: drop producer state and wake long polls so they see the error now."""

@@ -61,9 +61,14 @@ def api_versions(table: HandlerTable, app: ClusterServices, ctx: RequestContext,
 
 
 def _brokers(app: ClusterServices, ctx: RequestContext) -> list[dict]:
-    ep = app.endpoint_for(ctx.listener)
+    """The live brokers at the request's listener (``getAliveBrokerNodes``)."""
+    eps = [app.endpoint_for(ctx.listener)] if app.cluster is None else app.cluster.live_endpoints(ctx.listener)
     return [{"node_id": ep.node_id, "broker_id": ep.node_id, "host": ep.host, "port": ep.port,
-             "rack": None}]
+             "rack": None} for ep in eps]
+
+
+def _controller(app: ClusterServices) -> int:
+    return app.node_id if app.cluster is None else app.cluster.controller()
 
 
 async def metadata(app: ClusterServices, ctx: RequestContext, req) -> dict:
@@ -75,7 +80,7 @@ async def metadata(app: ClusterServices, ctx: RequestContext, req) -> dict:
         "throttle_time_ms": 0,
         "brokers": _brokers(app, ctx),
         "cluster_id": app.cluster_id,
-        "controller_id": app.node_id,
+        "controller_id": _controller(app),
         "topics": await topic_metadata(app, ctx, req),
         "cluster_authorized_operations": _cluster_operations(req.include_cluster_authorized_operations),
     }
@@ -88,7 +93,13 @@ def _coordinator_for(app: ClusterServices, ctx: RequestContext, key: str, key_ty
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": ErrorCode.INVALID_REQUEST,
                 "error_message": f"unsupported coordinator key type {key_type}"}
-    ep = app.endpoint_for(ctx.listener)
+    if app.cluster is None:
+        ep = app.endpoint_for(ctx.listener)
+    else:  # the leader of the internal partition the key hashes to (KafkaApis.getCoordinator)
+        ep = app.cluster.endpoint(app.cluster.coordinator(key, key_type == TRANSACTION_KEY_TYPE), ctx.listener)
+        if ep is None:
+            return {"key": key, "node_id": -1, "host": "", "port": -1,
+                    "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None}
     return {"key": key, "node_id": ep.node_id, "host": ep.host, "port": ep.port,
             "error_code": ErrorCode.NONE, "error_message": None}
 
@@ -117,10 +128,25 @@ def describe_cluster(app: ClusterServices, ctx: RequestContext, req) -> dict:
         "error_message": None,
         "endpoint_type": req.endpoint_type,
         "cluster_id": app.cluster_id,
-        "controller_id": app.node_id,
-        "brokers": [dict(b, is_fenced=False) for b in _brokers(app, ctx)],  # v2: this live node
+        "controller_id": _controller(app),
+        "brokers": [dict(b, is_fenced=False) for b in _brokers(app, ctx)] + _fenced(app, ctx, req),
         "cluster_authorized_operations": _cluster_operations(req.include_cluster_authorized_operations),
     }
+
+
+def _fenced(app: ClusterServices, ctx: RequestContext, req) -> list[dict]:
+    """Down brokers, listed only when asked (DescribeCluster v2 ``IncludeFencedBrokers``, KIP-1073)."""
+    cluster = app.cluster
+    if cluster is None or not getattr(req, "include_fenced_brokers", False):
+        return []
+    out = []
+    for node in sorted(cluster.layout.down):
+        eps = cluster.endpoints.get(node) or {}
+        ep = eps.get(ctx.listener) or next(iter(eps.values()), None)
+        if ep is not None:
+            out.append({"node_id": ep.node_id, "broker_id": ep.node_id, "host": ep.host, "port": ep.port,
+                        "rack": None, "is_fenced": True})
+    return out
 
 
 def _endpoint_type_error(endpoint_type: int) -> tuple[ErrorCode, str] | None:

@@ -43,7 +43,7 @@ from ...protocol.record_conversion import ConversionError, down_convert
 from ...storage.errors import LogClosedError, OffsetOutOfRangeError
 from ...storage.log import Log, wall_clock_ms
 from ..dataplane.service import BIG_READ_BYTES
-from ..dispatch import AUTHORIZED_TOPICS, ON_THROTTLE, HandlerTable, RequestContext
+from ..dispatch import AUTHORIZED_TOPICS, LED_PARTITIONS, ON_THROTTLE, HandlerTable, RequestContext
 from ..fetch_sessions import TOPIC_ID_VERSION, ZERO_UUID, FetchContext, Key, Wanted
 
 if TYPE_CHECKING:
@@ -79,11 +79,19 @@ def register(table: HandlerTable, app: FetchServices) -> None:
     table.register(2, partial(list_offsets, app))
 
 
-def _epoch_error(requested: int) -> ErrorCode | None:
-    """Our leader epoch is always 0: a newer one is unknown here, an older one fenced."""
-    if requested > LEADER_EPOCH:
+def _epoch_error(requested: int, current: int = LEADER_EPOCH) -> ErrorCode | None:
+    """``Partition.checkCurrentLeaderEpoch``: a newer epoch than the partition's (``Log.leader_epoch``,
+    0 unless a cluster's leader moved) is unknown here, an older one fenced; -1 is not checked."""
+    if requested > current:
         return ErrorCode.UNKNOWN_LEADER_EPOCH
+    if 0 <= requested < current:
+        return ErrorCode.FENCED_LEADER_EPOCH
     return None
+
+
+def _epoch_at(log: Log, offset: int) -> int:
+    """The leader epoch of the batch at ``offset`` (its history is read only once a leader moved)."""
+    return log.epochs.epoch_at(offset) if log.leader_epoch else LEADER_EPOCH
 
 
 # --- Fetch ----------------------------------------------------------------------------
@@ -173,12 +181,16 @@ async def fetch(app: FetchServices, ctx: RequestContext, req) -> dict:
     context = fetch_context(app, version, req)
     wanted = context.wanted
     denied = _denied(req, wanted)
+    refused = _not_led(req, wanted)
     await app.dataplane.barrier(ctx.connection_id)
     while True:
         state = _Pass(limit)
         answers = [_partition_error(w.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
-                   if denied and w.topic in denied else await _read(app, committed, w, state, version)
+                   if denied and w.topic in denied else
+                   _partition_error(w.partition, refused[w.key], None) if refused and w.key in refused else
+                   await _read(app, committed, w, state, version)
                    for w in wanted]
+        state.errors = state.errors or bool(refused)
         remaining = deadline - loop.time()
         if state.bytes >= min_bytes or state.errors or not state.waitable or remaining <= 0:
             break
@@ -202,6 +214,17 @@ def _denied(req, wanted: list[Wanted]) -> set[str]:
         return set()
     names = {w.topic for w in wanted if w.topic is not None}
     return names - authorized(names)
+
+
+def _not_led(req, wanted: list[Wanted]) -> dict:
+    """{partition key: error} for the partitions a cluster's node does not serve (``LED_PARTITIONS``),
+    a session's cached ones too (Kafka reads each partition of the context through the replica
+    manager): never waited on."""
+    check = req.get(LED_PARTITIONS)
+    if check is None:
+        return {}
+    return {w.key: code for w in wanted if w.topic is not None
+            and (code := check(w.topic, w.partition, w.current_leader_epoch)) is not None}
 
 
 def _throttled(context: FetchContext, body: dict) -> None:
@@ -242,7 +265,8 @@ async def _read(app: FetchServices, committed: bool, p: Wanted, state: _Pass, ve
     if topic is None:  # an id no topic has: answered, never waited on (Kafka's ``erroneous``)
         return _partition_error(p.partition, ErrorCode.UNKNOWN_TOPIC_ID, aborted)
     log = app.topics.log(topic, p.partition)
-    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None else _epoch_error(p.current_leader_epoch)
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if log is None else _epoch_error(p.current_leader_epoch,
+                                                                                   log.leader_epoch)
     if code is None and p.topic_id != ZERO_UUID and app.topics.id_by_name(topic, app.cluster_id) != p.topic_id:
         code = ErrorCode.INCONSISTENT_TOPIC_ID  # a session's topic since re-created (ReplicaManager.read)
     if code is None and version < ZSTD_FETCH_VERSION and log.config.compression_type == "zstd":  # type: ignore[union-attr]
@@ -388,11 +412,12 @@ async def _list_one(app: FetchServices, version: int, topic: str, p, committed: 
     log = app.topics.log(topic, p.partition_index)
     if log is None:
         return _offset(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    code = _epoch_error(p.current_leader_epoch)
+    code = _epoch_error(p.current_leader_epoch, log.leader_epoch)
     if code is not None:
         return _offset(p.partition_index, code)
     if ts in (EARLIEST, EARLIEST_LOCAL):  # no tiered storage: the local log starts at the log start
-        return _offset(p.partition_index, ErrorCode.NONE, log.log_start_offset, -1, LEADER_EPOCH)
+        return _offset(p.partition_index, ErrorCode.NONE, log.log_start_offset, -1,
+                       _epoch_at(log, log.log_start_offset))
     if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # nothing tiered, nothing pending upload
         return _offset(p.partition_index, ErrorCode.NONE, -1, -1, -1)
     bound = log.log_end_offset
@@ -400,7 +425,7 @@ async def _list_one(app: FetchServices, version: int, topic: str, p, committed: 
         await app.dataplane.ensure_loaded(log)
         bound = app.dataplane.last_stable_offset(log)
     if ts == LATEST:
-        return _offset(p.partition_index, ErrorCode.NONE, bound, -1, LEADER_EPOCH)
+        return _offset(p.partition_index, ErrorCode.NONE, bound, -1, log.leader_epoch)
     try:
         found = await asyncio.to_thread(_search, log, ts)
     except LogClosedError:
@@ -408,7 +433,7 @@ async def _list_one(app: FetchServices, version: int, topic: str, p, committed: 
     if found is None or found[0] >= bound:
         return _offset(p.partition_index, ErrorCode.NONE)
     offset, timestamp = found
-    return _offset(p.partition_index, ErrorCode.NONE, offset, timestamp, LEADER_EPOCH)
+    return _offset(p.partition_index, ErrorCode.NONE, offset, timestamp, _epoch_at(log, offset))
 
 
 def _search(log: Log, ts: int) -> tuple[int, int] | None:

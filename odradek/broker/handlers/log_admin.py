@@ -158,13 +158,16 @@ def _epoch_end(app: LogAdminServices, topic: str, p) -> dict:
         out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return out
     current = p.current_leader_epoch
-    if current != UNDEFINED_EPOCH and current < LEADER_EPOCH:
+    if current != UNDEFINED_EPOCH and current < lg.leader_epoch:
         out["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
         return out
-    if current > LEADER_EPOCH:
+    if current > lg.leader_epoch:
         out["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
         return out
-    epoch, end = end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset)
+    if lg.leader_epoch:  # a cluster's leader moved: the partition's epoch history answers
+        epoch, end = lg.epochs.end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset)
+    else:
+        epoch, end = end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset)
     if end != UNDEFINED_EPOCH_OFFSET:  # UnifiedLog.endOffsetForEpoch: an undefined offset is "none"
         out["leader_epoch"], out["end_offset"] = epoch, end
     return out

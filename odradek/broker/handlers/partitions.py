@@ -28,6 +28,7 @@ from .fetch import LEADER_EPOCH
 from .topics import TOPIC_OPERATIONS
 
 if TYPE_CHECKING:
+    from ..cluster import Cluster
     from ..dataplane import TopicRegistry
 
 
@@ -38,6 +39,7 @@ class PartitionServices(Protocol):
     node_id: int
     cluster_id: str
     topics: TopicRegistry
+    cluster: Cluster | None  # several brokers: the layout; None: this node leads everything
 
 
 log = structlog.get_logger("odradek.topics")
@@ -151,6 +153,8 @@ async def elect_leaders(app: PartitionServices, ctx: RequestContext, req) -> dic
     left out when all partitions were asked for (``topic_partitions`` null), as Kafka does."""
     if ctx.api_version >= 1 and req.election_type not in (PREFERRED, UNCLEAN):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "replica_election_results": []}
+    if app.cluster is not None:
+        return await _elect_in_cluster(app.cluster, app, ctx, req)
     results = []
     for t in req.topic_partitions or ():
         count = app.topics.partition_count(t.topic) or 0
@@ -163,6 +167,41 @@ async def elect_leaders(app: PartitionServices, ctx: RequestContext, req) -> dic
                 parts.append({"partition_id": p, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               "error_message": clip_message(f"The partition {t.topic}-{p} does not exist.")})
         results.append({"topic": t.topic, "partition_result": parts})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": results}
+
+
+ELECTION_MESSAGES = {
+    ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "Failed to elect leader for partition {tp} under strategy PREFERRED",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Failed to elect leader for partition {tp} under strategy UNCLEAN",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "The partition {tp} does not exist.",
+}
+
+
+async def _elect_in_cluster(cluster: Cluster, app: PartitionServices, ctx: RequestContext, req) -> dict:
+    """Each partition elected by Kafka's rules (``ReplicationControlManager.electLeaders``); with
+    every partition asked for (null), those needing no election are left out."""
+    unclean = ctx.api_version >= 1 and req.election_type == UNCLEAN
+    asked = req.topic_partitions
+    if asked is None:  # every partition, the internal topics' too
+        every: dict[str, list[int]] = {}
+        for name, p in cluster.all_partitions():
+            every.setdefault(name, []).append(p)
+        wanted = list(every.items())
+    else:
+        wanted = [(t.topic, list(dict.fromkeys(t.partitions))) for t in asked]
+    results = []
+    for topic, indexes in wanted:
+        parts = []
+        for p in indexes:
+            code = await cluster.elect(topic, p, unclean)
+            if asked is None and code == ErrorCode.ELECTION_NOT_NEEDED:
+                continue
+            message = ELECTION_MESSAGES.get(code)
+            parts.append({"partition_id": p, "error_code": code,
+                          "error_message": None if message is None else clip_message(message.format(tp=f"{topic}-{p}"))})
+        if parts or asked is not None:
+            results.append({"topic": topic, "partition_result": parts})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "replica_election_results": results}
 
 
@@ -222,12 +261,18 @@ def _topic_id(app: PartitionServices, name: str):
 
 def _described(app: PartitionServices, name: str, indexes: range) -> dict:
     node = app.node_id
+    cluster = app.cluster
+    # a leaderless partition keeps error 0 here (KRaftMetadataCache.describeTopicResponse)
+    partitions = [{"error_code": ErrorCode.NONE, "partition_index": p, "leader_id": node,
+                   "leader_epoch": LEADER_EPOCH, "replica_nodes": [node], "isr_nodes": [node],
+                   "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": []}
+                  if cluster is None else
+                  {"error_code": ErrorCode.NONE, "partition_index": p, **cluster.describe(name, p),
+                   "eligible_leader_replicas": [], "last_known_elr": []}
+                  for p in indexes]
     return {"error_code": ErrorCode.NONE, "name": name, "topic_id": _topic_id(app, name),
             "is_internal": name in INTERNAL_TOPICS,
-            "partitions": [{"error_code": ErrorCode.NONE, "partition_index": p, "leader_id": node,
-                            "leader_epoch": LEADER_EPOCH, "replica_nodes": [node], "isr_nodes": [node],
-                            "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": []}
-                           for p in indexes],
+            "partitions": partitions,
             "topic_authorized_operations": TOPIC_OPERATIONS}
 
 

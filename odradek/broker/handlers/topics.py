@@ -28,6 +28,7 @@ from ..dispatch import HandlerTable, RequestContext
 
 if TYPE_CHECKING:
     from ...storage.config import LogConfig
+    from ..cluster import Cluster
     from ..config import Config
     from ..coordinator.service import Coordinator
     from ..dataplane import DataPlane, TopicRegistry
@@ -39,6 +40,7 @@ class MetadataServices(Protocol):
 
     config: Config
     node_id: int
+    cluster: Cluster | None  # several brokers: the layout; None: this node leads everything
     cluster_id: str
     topics: TopicRegistry
 
@@ -78,9 +80,22 @@ def _partitions(count: int, node_id: int) -> tuple[dict, ...]:
 
 
 def _topic_entry(app: MetadataServices, name: str, topic_id, count: int, ops: int) -> dict:
+    cluster = app.cluster
+    partitions = list(_partitions(count, app.node_id)) if cluster is None else _cluster_partitions(cluster, name, count)
     return {"error_code": ErrorCode.NONE, "name": name, "topic_id": topic_id,
-            "is_internal": name in INTERNAL_TOPICS, "partitions": list(_partitions(count, app.node_id)),
+            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
             "topic_authorized_operations": ops}
+
+
+def _cluster_partitions(cluster: Cluster, name: str, count: int) -> list[dict]:
+    """A cluster's partitions as laid out; a leaderless one LEADER_NOT_AVAILABLE, as
+    ``KRaftMetadataCache.getPartitionMetadata`` answers it."""
+    out = []
+    for p in range(count):
+        entry = cluster.describe(name, p)
+        code = ErrorCode.LEADER_NOT_AVAILABLE if entry["leader_id"] < 0 else ErrorCode.NONE
+        out.append({"error_code": code, "partition_index": p, **entry})
+    return out
 
 
 def _error_entry(code: ErrorCode, name: str | None, topic_id=ZERO_UUID) -> dict:
@@ -153,6 +168,7 @@ async def create_topics(app: TopicServices, ctx: RequestContext, req) -> dict:
     results: list[dict | None] = []
     wanted: list[tuple[str, int, dict[str, str | None]]] = []
     places: list[int] = []
+    placements: list[tuple[int, dict[int, list[int]] | None]] = []
     for t in req.topics:
         if counts[t.name] > 1:
             results.append(_create_error(t.name, ErrorCode.INVALID_REQUEST,
@@ -161,7 +177,9 @@ async def create_topics(app: TopicServices, ctx: RequestContext, req) -> dict:
         try:
             app.topics.check_name(t.name)
             app.topics.check_identity(t.name)
-            wanted.append((t.name, _partition_count(app, t), {c.name: c.value for c in t.configs}))
+            partitions, rf, assignment = _placement(app, t)
+            wanted.append((t.name, partitions, {c.name: c.value for c in t.configs}))
+            placements.append((rf, assignment))
         except TopicError as exc:
             results.append(_create_error(t.name, exc.code, exc.message))
             continue
@@ -169,14 +187,17 @@ async def create_topics(app: TopicServices, ctx: RequestContext, req) -> dict:
         results.append(None)
     created = await app.topics.create_many(wanted, validate_only=req.validate_only)
     described: dict[tuple, list[dict]] = {}  # topics with the same overrides report the same configs
-    for place, (name, _n, _c), topic in zip(places, wanted, created, strict=True):
+    cluster = app.cluster
+    for place, (name, n, _c), (rf, assignment), topic in zip(places, wanted, placements, created, strict=True):
         if isinstance(topic, TopicError):
             results[place] = _create_error(name, topic.code, topic.message)
             continue
+        if cluster is not None and not req.validate_only:
+            await cluster.placed(name, n, rf, assignment)
         key = tuple(sorted(topic.configs.items()))
         if key not in described:
             described[key] = _config_entries(app, topic.configs)
-        results[place] = _created(topic, described[key], req.validate_only)
+        results[place] = _created(topic, described[key], req.validate_only, rf)
     return {"throttle_time_ms": 0, "topics": results}
 
 
@@ -185,14 +206,20 @@ def _create_error(name: str, code: ErrorCode, message: str) -> dict:
             "topic_config_error_code": 0, "num_partitions": -1, "replication_factor": -1, "configs": None}
 
 
-def _created(topic, configs: list[dict], validate_only: bool) -> dict:
+def _created(topic, configs: list[dict], validate_only: bool, rf: int = 1) -> dict:
     return {"name": topic.name, "topic_id": ZERO_UUID if validate_only else topic.topic_id,
             "error_code": ErrorCode.NONE, "error_message": None, "topic_config_error_code": 0,
-            "num_partitions": topic.partitions, "replication_factor": 1, "configs": configs}
+            "num_partitions": topic.partitions, "replication_factor": rf, "configs": configs}
 
 
-def _partition_count(app: TopicServices, t) -> int:
-    """Partitions asked for, by count or by assignment; one replica on this node is all there is."""
+def _nodes(app: TopicServices) -> list[int]:
+    return [app.node_id] if app.cluster is None else app.cluster.nodes
+
+
+def _placement(app: TopicServices, t) -> tuple[int, int, dict[int, list[int]] | None]:
+    """(partitions, replication factor, replica assignment if given) asked for; a factor above the
+    brokers is INVALID_REPLICATION_FACTOR (``ReplicationControlManager.createTopic``)."""
+    nodes = _nodes(app)
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
             raise TopicError(ErrorCode.INVALID_REQUEST,
@@ -202,20 +229,24 @@ def _partition_count(app: TopicServices, t) -> int:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              "assigned partitions must be numbered 0..n-1, each once")
         for a in t.assignments:
-            if list(a.broker_ids) != [app.node_id]:
+            replicas = list(a.broker_ids)
+            if not replicas or len(set(replicas)) != len(replicas) or not set(replicas) <= set(nodes):
                 raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"partition {a.partition_index}: the only replica can be broker {app.node_id}")
-        return len(indexes)
+                                 f"partition {a.partition_index}: replicas {replicas} must be distinct "
+                                 f"brokers among {nodes}")
+        assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+        return len(indexes), len(assignment[0]), assignment
     partitions = app.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions
     if partitions <= 0:
         raise TopicError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, got {partitions}")
     rf = app.config["default.replication.factor"] if t.replication_factor == -1 else t.replication_factor
     if rf <= 0:
         raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor must be positive, got {rf}")
-    if rf > 1:
+    if rf > len(nodes):
         raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                         f"replication factor {rf} is larger than the 1 available broker")
-    return partitions
+                         f"Unable to replicate the partition {rf} time(s): The target replication factor of "
+                         f"{rf} cannot be reached because only {len(nodes)} broker(s) are registered.")
+    return partitions, rf, None
 
 
 # --- DeleteTopics -----------------------------------------------------------------------

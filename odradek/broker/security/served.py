@@ -34,6 +34,7 @@ class ServedListener:
     ssl_context: ssl.SSLContext | None = None
     sasl: SaslListener | None = None
     principal_rules: list | None = None
+    node_id: int = -1  # the node it serves (``cluster``: each node has its own listeners)
 
     @property
     def name(self) -> str:

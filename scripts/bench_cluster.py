@@ -1,0 +1,189 @@
+"""What a cluster in one process costs, and how fast clients follow a leader move.
+
+Two in-process brokers side by side: one broker (``odradek.brokers=1``) and a
+cluster of three.  One raw-frame client per broker sends sequential acks=1
+Produce v9 and OffsetCommit v8 requests over loopback to the partition's
+leader and the group's coordinator; rounds alternate between the two and the
+median rate per round is printed with the 3-brokers/1-broker ratio (the
+leadership guard's cost).  Then, on the cluster, each client family
+(kafka-python, aiokafka, confluent-kafka) sends one record, the partition's
+leader moves, and the time until the next record is acknowledged is printed.
+
+    python scripts/bench_cluster.py [--requests 3000] [--rounds 5] [--moves 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from odradek.broker import logging_setup  # noqa: E402
+from odradek.broker.wire_client import SyncClient  # noqa: E402
+from odradek.protocol.records import encode_batch  # noqa: E402
+from odradek.testing import ThreadedBroker  # noqa: E402
+
+TOPIC, GROUP = "bench-orders", "bench-group"
+
+
+def setup(b: ThreadedBroker) -> None:
+    with SyncClient("127.0.0.1", b.app.endpoint.port) as c:
+        c.request(19, 5, {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": -1,
+                                      "assignments": [], "configs": []}], "timeout_ms": 5000,
+                          "validate_only": False})
+
+
+def port_of(b: ThreadedBroker, api: int) -> int:
+    """The port of the node that serves ``api``: the partition's leader, the group's coordinator."""
+    cluster = b.app.cluster
+    if cluster is None:
+        return b.app.endpoint.port
+    node = cluster.state(TOPIC, 0).leader if api == 0 else cluster.coordinator(GROUP, False)
+    return cluster.endpoints[node]["PLAINTEXT"].port
+
+
+def rate(b: ThreadedBroker, api: int, n: int) -> float:
+    if api == 0:
+        body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": TOPIC, "partition_data": [{"index": 0, "records": encode_batch([(None, b"x" * 100)])}]}]}
+        version = 9
+    else:
+        body = {"group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "",
+                "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
+                    {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                     "committed_metadata": ""}]}]}
+        version = 8
+    with SyncClient("127.0.0.1", port_of(b, api)) as c:
+        first = c.request(api, version, body)
+        errors = [p.error_code for t in (first.responses if api == 0 else first.topics)
+                  for p in (t.partition_responses if api == 0 else t.partitions)]
+        assert errors == [0], errors
+        start = time.perf_counter()
+        for _ in range(n):
+            c.request(api, version, body)
+        return n / (time.perf_counter() - start)
+
+
+def guard_cost(b: ThreadedBroker, api: int, n: int = 20000) -> float:
+    """Microseconds the leadership guard adds to one request (the handler replaced by a no-op)."""
+    from odradek.broker.cluster import guard  # noqa: PLC0415
+    from odradek.broker.dispatch import RequestContext  # noqa: PLC0415
+    from odradek.protocol.registry import APIS  # noqa: PLC0415
+
+    version = 9 if api == 0 else 8
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": 0, "records": encode_batch([(None, b"x" * 100)])}]}]} \
+        if api == 0 else {"group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "",
+                          "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
+                              {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                               "committed_metadata": ""}]}]}
+    req = APIS[api].request.parse(APIS[api].request.build(body, version), version)
+    cluster = b.app.cluster
+    node = cluster.state(TOPIC, 0).leader if api == 0 else cluster.coordinator(GROUP, False)
+    ctx = RequestContext(api, version, 1, "bench", "127.0.0.1", 1, node_id=node)
+    if api == 0:
+        def call() -> None:
+            guard._partition_guard(cluster, lambda _ctx, _req: None, ctx, req)
+    else:
+        def call() -> None:
+            guard._coordinator_guard(cluster, lambda _ctx, _req: None, "group_id", False, ctx, req)
+    start = time.process_time()
+    for _ in range(n):
+        call()
+    return (time.process_time() - start) / n * 1e6
+
+
+def other_node(b: ThreadedBroker) -> int:
+    state = b.call(lambda: b.app.cluster.state(TOPIC, 0))
+    return next(n for n in state.replicas if n != state.leader) if len(state.replicas) > 1 else \
+        next(n for n in b.app.cluster.nodes if n != state.leader)
+
+
+def bootstrap(b: ThreadedBroker) -> str:
+    return b.broker.bootstrap_servers
+
+
+def follow_kafka_python(b: ThreadedBroker) -> float:
+    from kafka import KafkaProducer  # noqa: PLC0415
+
+    p = KafkaProducer(bootstrap_servers=bootstrap(b), retry_backoff_ms=10)
+    try:
+        p.send(TOPIC, b"warm", partition=0).get(10)
+        b.control("move_leader", topic=TOPIC, partition=0, node=other_node(b))
+        start = time.perf_counter()
+        p.send(TOPIC, b"after", partition=0).get(30)
+        return time.perf_counter() - start
+    finally:
+        p.close()
+
+
+def follow_confluent(b: ThreadedBroker) -> float:
+    from confluent_kafka import Producer  # noqa: PLC0415
+
+    p = Producer({"bootstrap.servers": bootstrap(b), "linger.ms": 0, "retry.backoff.ms": 10})
+    p.produce(TOPIC, b"warm", partition=0)
+    p.flush(10)
+    b.control("move_leader", topic=TOPIC, partition=0, node=other_node(b))
+    start = time.perf_counter()
+    p.produce(TOPIC, b"after", partition=0)
+    assert p.flush(30) == 0
+    return time.perf_counter() - start
+
+
+def follow_aiokafka(b: ThreadedBroker) -> float:
+    from aiokafka import AIOKafkaProducer  # noqa: PLC0415
+
+    async def run() -> float:
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap(b), retry_backoff_ms=10)
+        await p.start()
+        try:
+            await (await p.send(TOPIC, b"warm", partition=0))
+            await asyncio.to_thread(b.control, "move_leader", topic=TOPIC, partition=0, node=other_node(b))
+            start = time.perf_counter()
+            await (await p.send(TOPIC, b"after", partition=0))
+            return time.perf_counter() - start
+        finally:
+            await p.stop()
+
+    return asyncio.run(run())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--moves", type=int, default=5)
+    args = parser.parse_args()
+    logging_setup.configure("text", "warning")
+    with tempfile.TemporaryDirectory() as one_dir, tempfile.TemporaryDirectory() as three_dir:
+        one = ThreadedBroker(one_dir).start()
+        three = ThreadedBroker(three_dir, overrides={"default.replication.factor": "3"}, brokers=3).start()
+        try:
+            setup(one)
+            setup(three)
+            for api, name in ((0, "Produce acks=1"), (8, "OffsetCommit")):
+                single, cluster = [], []
+                for _ in range(args.rounds):
+                    single.append(rate(one, api, args.requests))
+                    cluster.append(rate(three, api, args.requests))
+                a, c = statistics.median(single), statistics.median(cluster)
+                print(f"{name:16} 1 broker {a:8.0f}/s   3 brokers {c:8.0f}/s   ratio {c / a:.2f}   "
+                      f"guard CPU {guard_cost(three, api):.1f} us/request")
+            for name, follow in (("kafka-python", follow_kafka_python), ("aiokafka", follow_aiokafka),
+                                 ("confluent-kafka", follow_confluent)):
+                times = [follow(three) for _ in range(args.moves)]
+                print(f"{name:16} leader move -> next produce acknowledged: median "
+                      f"{statistics.median(times) * 1000:7.1f} ms (max {max(times) * 1000:.1f} ms)")
+        finally:
+            one.close()
+            three.close()
+
+
+if __name__ == "__main__":
+    main()
