@@ -39,8 +39,9 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 from odradek.offsets import expiry as offset_expiry
 from odradek.offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from odradek.offsets.records import OffsetValue
-from odradek.pipeline.decode import CONTROL, DATA, GROUP_METADATA, OFFSET_COMMIT, OFFSETS_TOPIC
+from odradek.pipeline.decode import ARROW_SCHEMA, CONTROL, DATA, GROUP_METADATA, OFFSET_COMMIT, OFFSETS_TOPIC
 from odradek.pipeline.html import Summary, bar_chart, line_chart, table
+from odradek.pipeline.partial import OVERVIEW_PARTIAL, PARTIAL, RATE_PARTIAL, window_ms
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,6 +49,22 @@ if TYPE_CHECKING:
 COMMIT_MARKER = 1  # ControlRecordType.COMMIT
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def is_aggregated(df: DataFrame) -> bool:
+    """Rows of the data source's ``aggregate=reports`` (records and partial aggregates), not every record."""
+    return PARTIAL in df.columns
+
+
+def records_of(df: DataFrame) -> DataFrame:
+    """The record rows of either input, in the record schema (partial-aggregate rows dropped)."""
+    if not is_aggregated(df):
+        return df
+    return df.where(F.col(PARTIAL).isNull()).select(*ARROW_SCHEMA.names)
+
+
+def _partials(df: DataFrame, kind: str) -> DataFrame:
+    return df.where(F.col(PARTIAL) == kind)
 
 
 def _offsets_markers(df: DataFrame) -> DataFrame:
@@ -88,7 +105,7 @@ def _latest(df: DataFrame, keys: list[str], order: str = "offset") -> DataFrame:
 
 def latest_offsets(df: DataFrame) -> DataFrame:
     """Committed offsets as OffsetFetch would return them: one row per live (group, topic, partition)."""
-    commits = offset_commits(df).select(
+    commits = offset_commits(records_of(df)).select(
         "source_dir", "group_id", F.col("commit_topic").alias("topic"),
         F.col("commit_partition").alias("partition"), "committed_offset", "leader_epoch", "metadata",
         "commit_timestamp", "expire_timestamp", "is_tombstone",
@@ -111,6 +128,7 @@ def transactional_offsets(df: DataFrame) -> DataFrame:
     UNSTABLE_OFFSET_COMMIT for those partitions until its marker lands.
     """
     keys = ["source_dir", "partition", "producer_id"]
+    df = records_of(df)
     txn = df.where((F.col("record_type") == OFFSET_COMMIT) & F.col("decode_error").isNull()
                    & F.col("is_transactional"))
     first = (txn.select(*keys, "offset").join(_offsets_markers(df), keys)
@@ -139,7 +157,7 @@ def group_timeline(df: DataFrame) -> DataFrame:
     means rebalances whose generations were never persisted (e.g. a join
     phase that was superseded before SyncGroup).
     """
-    g = df.where((F.col("record_type") == GROUP_METADATA) & F.col("decode_error").isNull())
+    g = records_of(df).where((F.col("record_type") == GROUP_METADATA) & F.col("decode_error").isNull())
     w = Window.partitionBy("source_dir", "group_id").orderBy("offsets_partition", "offset")
     member_ids = F.coalesce(F.transform("members", lambda m: m["member_id"]), F.array().cast("array<string>"))
     count = F.when(F.col("members").isNull(), F.lit(0)).otherwise(F.size("members"))
@@ -168,7 +186,7 @@ def group_timeline(df: DataFrame) -> DataFrame:
 
 def group_snapshot(df: DataFrame) -> DataFrame:
     """The last group record per group (NULL fields when the group was deleted)."""
-    g = df.where((F.col("record_type") == GROUP_METADATA) & F.col("decode_error").isNull())
+    g = records_of(df).where((F.col("record_type") == GROUP_METADATA) & F.col("decode_error").isNull())
     cols = ["is_tombstone", "protocol_type", "generation", "protocol", "leader", "current_state_timestamp",
             "members"]
     last = _latest(g.select("source_dir", "group_id", "partition", "offset", *cols),
@@ -280,22 +298,48 @@ def expiry_audit(df: DataFrame, *, now_ms: int, retention_ms: int = 7 * 24 * 360
 
 # --- commit rates ------------------------------------------------------------------------------------
 
+def _rate_partials(commits: DataFrame, width: int) -> DataFrame:
+    """What the data source's ``commit-rate`` partial rows hold, computed by Spark from records."""
+    ts = F.col("timestamp")
+    return (commits.withColumn("window_start", ts - F.pmod(ts, F.lit(width)))
+            .groupBy("source_dir", "group_id", "commit_topic", "window_start")
+            .agg(F.count(F.lit(1)).alias("records"),
+                 F.countDistinct("partition", "batch_base_offset").alias("requests"),
+                 F.collect_set("commit_partition").alias("commit_partitions")))
+
+
 def commit_rates(df: DataFrame, window: str = "1 minute") -> DataFrame:
     """Commits per group and topic per time window (record timestamps: the broker's commit clock).
 
     ``commits`` counts partition offsets written, ``requests`` the OffsetCommit
-    batches they came in (one batch per accepted request).
+    batches they came in (one batch per accepted request).  Windows are
+    tumbling, aligned to the epoch, as Spark's ``window()``.  Over every
+    record Spark counts; over ``aggregate=reports`` rows it merges the data
+    source's per-split counts of plain commits with the committed
+    transactional ones (their markers may lie in another split), which gives
+    the same rows.
     """
-    seconds = F.unix_seconds("window.end") - F.unix_seconds("window.start")
-    c = offset_commits(df).where(~F.col("is_tombstone"))
-    return (c.groupBy("source_dir", "group_id", F.col("commit_topic").alias("topic"),
-                      F.window(F.timestamp_millis("timestamp"), window).alias("window"))
-            .agg(F.count(F.lit(1)).alias("commits"),
-                 F.countDistinct("partition", "batch_base_offset").alias("requests"),
-                 F.countDistinct("commit_partition").alias("partitions"))
-            .select("source_dir", "group_id", "topic", F.col("window.start").alias("window_start"),
-                    F.col("window.end").alias("window_end"), "commits", "requests", "partitions",
-                    (F.col("commits") / seconds).alias("commits_per_s")))
+    width = window_ms(window)
+    records = records_of(df)
+    if is_aggregated(df):
+        txn = offset_commits(records).where(F.col("is_transactional") & ~F.col("is_tombstone"))
+        mismatch = F.raise_error(F.lit(f"the commit-rate partials were aggregated over another window than "
+                                       f"{window!r}: decode again with it"))
+        plain = (_partials(df, RATE_PARTIAL)
+                 .where(F.coalesce(F.when(F.col("window_ms") != width, mismatch), F.lit(True)))
+                 .select("source_dir", "group_id", "commit_topic", "window_start", "records", "requests",
+                         "commit_partitions"))
+        parts = plain.unionByName(_rate_partials(txn, width))
+    else:
+        parts = _rate_partials(offset_commits(records).where(~F.col("is_tombstone")), width)
+    start = F.timestamp_millis("window_start")
+    return (parts.groupBy("source_dir", "group_id", F.col("commit_topic").alias("topic"), "window_start")
+            .agg(F.sum("records").alias("commits"), F.sum("requests").alias("requests"),
+                 F.size(F.array_distinct(F.flatten(F.collect_list("commit_partitions")))).cast("long")
+                 .alias("partitions"))
+            .select("source_dir", "group_id", "topic", start.alias("window_start"),
+                    F.timestamp_millis(F.col("window_start") + F.lit(width)).alias("window_end"), "commits",
+                    "requests", "partitions", (F.col("commits") / F.lit(width // 1000)).alias("commits_per_s")))
 
 
 # --- consumer lag ------------------------------------------------------------------------------------
@@ -306,7 +350,7 @@ def log_end_offsets(df: DataFrame) -> DataFrame:
     The end is the last batch's last offset + 1 (compaction keeps a batch's
     lastOffsetDelta, and control batches take offsets too).
     """
-    d = df.where(F.col("record_type").isin(DATA, CONTROL) & (F.col("topic") != OFFSETS_TOPIC))
+    d = records_of(df).where(F.col("record_type").isin(DATA, CONTROL) & (F.col("topic") != OFFSETS_TOPIC))
     return (d.groupBy("source_dir", "topic", "partition")
             .agg(F.min("offset").alias("log_start_offset"),
                  (F.max("batch_last_offset") + 1).alias("log_end_offset"),
@@ -325,13 +369,26 @@ def consumer_lag(df: DataFrame, offsets: DataFrame | None = None) -> DataFrame:
 
 # --- overview -----------------------------------------------------------------------------------------
 
-def overview(df: DataFrame) -> DataFrame:
-    """Records per data dir, topic and record type (the first table of the summary)."""
-    return (df.groupBy("source_dir", "topic", "record_type")
-            .agg(F.count(F.lit(1)).alias("records"), F.sum(F.col("is_tombstone").cast("int")).alias("tombstones"),
-                 F.countDistinct("partition").alias("partitions"), F.countDistinct("segment").alias("segments"),
-                 F.sum(F.col("decode_error").isNotNull().cast("int")).alias("decode_errors"),
+def _overview_partials(records: DataFrame) -> DataFrame:
+    """What the data source's ``overview`` partial rows hold, computed by Spark from records."""
+    return (records.groupBy("source_dir", "topic", "record_type", "partition", "segment")
+            .agg(F.count(F.lit(1)).alias("records"), F.sum(F.col("is_tombstone").cast("long")).alias("tombstones"),
+                 F.sum(F.col("decode_error").isNotNull().cast("long")).alias("decode_errors"),
                  F.min("timestamp").alias("first_timestamp"), F.max("timestamp").alias("last_timestamp")))
+
+
+def overview(df: DataFrame) -> DataFrame:
+    """Records per data dir, topic and record type (the first table of the summary).
+
+    Merged from per-(partition, segment) counts: Spark's own over every
+    record, or the data source's partial rows (``aggregate=reports``).
+    """
+    parts = _partials(df, OVERVIEW_PARTIAL) if is_aggregated(df) else _overview_partials(df)
+    return (parts.groupBy("source_dir", "topic", "record_type")
+            .agg(F.sum("records").alias("records"), F.sum("tombstones").alias("tombstones"),
+                 F.countDistinct("partition").alias("partitions"), F.countDistinct("segment").alias("segments"),
+                 F.sum("decode_errors").alias("decode_errors"),
+                 F.min("first_timestamp").alias("first_timestamp"), F.max("last_timestamp").alias("last_timestamp")))
 
 
 # --- output -------------------------------------------------------------------------------------------

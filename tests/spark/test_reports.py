@@ -154,6 +154,45 @@ def test_split_local_aggregation_gives_the_same_reports(spark, scenario, records
         spark.read.format("odradek-log").option("aggregate", "everything").load(str(scenario.parent)).count()
 
 
+def _every_report(window: str):
+    now = T0 + 3 * HOUR
+    return {"overview": reports.overview, "latest_offsets": reports.latest_offsets,
+            "group_timeline": reports.group_timeline, "group_snapshot": reports.group_snapshot,
+            "expiry_audit": lambda df: reports.expiry_audit(df, now_ms=now, retention_ms=DAY),
+            "commit_rates": lambda df: reports.commit_rates(df, window), "lag": reports.consumer_lag,
+            "txn_offsets": reports.transactional_offsets}
+
+
+@pytest.mark.parametrize("split_bytes", ["0", "134217728"])
+def test_the_reports_aggregation_gives_every_report_the_same_rows(spark, scenario, records, split_bytes):
+    """aggregate=reports: winners, group and transactional records, and partial counts; every report agrees."""
+    from odradek.pipeline.partial import PARTIAL
+
+    window = "10 minutes"
+    reduced = (spark.read.format("odradek-log").option("aggregate", "reports").option("windowMs", str(10 * MINUTE))
+               .option("splitBytes", split_bytes).load(str(scenario.parent))).cache()
+    assert reduced.where(f"{PARTIAL} IS NULL").count() < records.count()
+    for name, build in _every_report(window).items():
+        full, agg = build(records), build(reduced)
+        assert full.schema.simpleString() == agg.schema.simpleString(), name
+        assert full.count() > 0, name
+        assert full.exceptAll(agg).count() == 0 and agg.exceptAll(full).count() == 0, name
+    with pytest.raises(Exception, match="another window"):
+        reports.commit_rates(reduced, "1 minute").collect()
+    reduced.unpersist()
+
+
+def test_window_ms_reads_spark_intervals():
+    from odradek.pipeline.partial import window_ms
+
+    assert window_ms("1 minute") == MINUTE and window_ms("10 minutes") == 10 * MINUTE
+    assert window_ms("1 hour 30 minutes") == 90 * MINUTE and window_ms("INTERVAL 2 days") == 2 * DAY
+    assert window_ms("500 milliseconds") == 500
+    for bad in ("1 month", "soon", "0 seconds", ""):
+        with pytest.raises(ValueError):
+            window_ms(bad)
+
+
 def test_transactional_offsets_committed_aborted_and_pending(spark, tmp_path):
     from odradek.offsets.records import OffsetKey, OffsetValue, encode_key, encode_value
     from tests.spark.datagen import OffsetsLog
