@@ -215,11 +215,13 @@ def _session(master: str, binary: bool) -> tuple[SparkSession, bool]:
 def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, names: Sequence[str]) -> DataFrame:
     from odradek.pipeline.datasource import read_binary_files, read_logs
     from odradek.pipeline.partial import window_ms
-    from odradek.pipeline.reports import parquet_rows
+    from odradek.pipeline.reports import is_aggregated, parquet_rows
 
     if args.from_records:
-        stages.run("records", lambda: f"{parquet_rows(spark, args.from_records):,} records in {args.from_records}")
-        return spark.read.parquet(args.from_records)
+        df = spark.read.parquet(args.from_records)
+        kind = "rows" if is_aggregated(df) else "records"
+        stages.run("records", lambda: f"{parquet_rows(spark, args.from_records):,} {kind} in {args.from_records}")
+        return df
     if not args.paths:
         raise SystemExit("odradek-report: give data dirs (or --from-records)")
     aggregated = not (args.binary_files or args.every_record)
@@ -269,9 +271,10 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
             "latest-offsets": lambda: reports.latest_offsets(records),
             "group-timeline": lambda: reports.group_timeline(records),
             "expiry-audit": lambda: reports.expiry_audit(records, now_ms=now,
-                                                         retention_ms=args.retention_minutes * 60_000),
+                                                         retention_ms=args.retention_minutes * 60_000,
+                                                         offsets=produced.get("latest-offsets")),
             "commit-rates": lambda: reports.commit_rates(records, args.window),
-            "lag": lambda: reports.consumer_lag(records),
+            "lag": lambda: reports.consumer_lag(records, produced.get("latest-offsets")),
             "txn-offsets": lambda: reports.transactional_offsets(records),
         }
         for name in names:

@@ -272,7 +272,8 @@ def _audit_batches(retention_ms: int):
     return run
 
 
-def expiry_audit(df: DataFrame, *, now_ms: int, retention_ms: int = 7 * 24 * 3600 * 1000) -> DataFrame:
+def expiry_audit(df: DataFrame, *, now_ms: int, retention_ms: int = 7 * 24 * 3600 * 1000,
+                 offsets: DataFrame | None = None) -> DataFrame:
     """Which committed offsets would expire, when, and why (KIP-211), as of the end of the log.
 
     The rules are the broker's own (``odradek.offsets.expiry``, which
@@ -284,9 +285,10 @@ def expiry_audit(df: DataFrame, *, now_ms: int, retention_ms: int = 7 * 24 * 360
     ``kept-group-state`` (no rule applies, e.g. an unknown subscription or a
     non-consumer protocol).  ``expired``: ``expires_at <= now_ms`` -- the
     broker's next sweep removes it.  ``retention_ms`` is
-    ``offsets.retention.minutes`` × 60000.
+    ``offsets.retention.minutes`` × 60000.  ``offsets``: :func:`latest_offsets` of ``df`` when
+    already computed (the CLI passes the report it wrote).
     """
-    offsets = latest_offsets(df)
+    offsets = latest_offsets(df) if offsets is None else offsets
     groups = group_snapshot(df)
     joined = (offsets.join(groups, ["source_dir", "group_id"], "left")
               .repartition("source_dir", "group_id").sortWithinPartitions("source_dir", "group_id"))
