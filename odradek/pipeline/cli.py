@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-REPORTS = ("overview", "latest-offsets", "group-timeline", "expiry-audit", "commit-rates", "lag", "txn-offsets")
+REPORTS = ("overview", "latest-offsets", "group-timeline", "expiry-audit", "commit-rates", "lag", "txn-offsets",
+           "transactions")
 
 
 class Stages:
@@ -276,6 +277,7 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
             "commit-rates": lambda: reports.commit_rates(records, args.window),
             "lag": lambda: reports.consumer_lag(records, produced.get("latest-offsets")),
             "txn-offsets": lambda: reports.transactional_offsets(records),
+            "transactions": lambda: reports.transactions(records),
         }
         for name in names:
             stages.run(name, lambda name=name: write(name, builders[name]()))

@@ -83,8 +83,9 @@ from odradek.protocol.records import (
     parse_control_key,
 )
 from odradek.storage.files import LOG_SUFFIX, parse_base_offset, parse_partition_dir
-from odradek.storage.log_manager import OFFSETS_TOPIC
+from odradek.storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.storage.segment import CHUNK, ScanError, iter_file_batches, iter_file_runs, whole_batches
+from odradek.transactions import records as txn_records
 
 # record_type values
 OFFSET_COMMIT = "offset_commit"
@@ -92,6 +93,7 @@ GROUP_METADATA = "group_metadata"
 DATA = "data"
 CONTROL = "control"
 UNKNOWN = "unknown"  # offsets-topic key of a type a classic coordinator skips (KIP-848/932), or no key
+TRANSACTION = "transaction"  # a __transaction_state record (TransactionLogKey/Value)
 
 DEFAULT_MAX_ROWS = 65536
 
@@ -145,10 +147,22 @@ ARROW_SCHEMA = pa.schema([
     pa.field("current_state_timestamp", pa.int64()),
     pa.field("members", _list(MEMBER_TYPE)),
     pa.field("decode_error", pa.string()),
+    # TransactionLogKey/Value (record_type "transaction"): the transaction coordinator's records
+    pa.field("transactional_id", pa.string()),
+    pa.field("txn_producer_id", pa.int64()),
+    pa.field("txn_producer_epoch", pa.int32()),
+    pa.field("txn_timeout_ms", pa.int32()),
+    pa.field("txn_state", pa.string()),  # Kafka's TransactionState names: Ongoing, CompleteCommit, ...
+    pa.field("txn_partitions", ASSIGNED_TYPE),  # NULL for Empty's null list
+    pa.field("txn_last_update_timestamp", pa.int64()),
+    pa.field("txn_start_timestamp", pa.int64()),
 ])
 
 # the group-metadata value's columns: filled only on group rows (rare), so built sparse
 GROUP_COLUMNS = ("protocol_type", "generation", "protocol", "leader", "current_state_timestamp", "members")
+# the transaction-log columns: filled only on __transaction_state rows (decoded by the row path)
+TXN_COLUMNS = ("transactional_id", "txn_producer_id", "txn_producer_epoch", "txn_timeout_ms", "txn_state",
+               "txn_partitions", "txn_last_update_timestamp", "txn_start_timestamp")
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -284,8 +298,9 @@ class _Chunk:
         self.value_keys: list[OffsetKey | GroupKey | None] = []
         self.value_readers: list[Callable[[int], Callable | None] | None] = []  # offset keys only
         self.group_codes: set[int] = set()
+        self.txn_topic = ref.topic == TRANSACTION_STATE_TOPIC
         if not self.offsets_topic:
-            self._entry((DATA, None, None, None, None), None)
+            self._entry((TRANSACTION if self.txn_topic else DATA, None, None, None, None), None)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -351,6 +366,9 @@ class _Chunk:
         if not self.offsets_topic:
             self.key_codes.extend([0] * n)
             self.values.extend([_ABSENT] * n)
+            if self.txn_topic:
+                for i, r in enumerate(records, start):
+                    _txn_cells(self._set, i, r.key, r.value)
             return
         # offsets topic, the hot path: key codes and values by comprehension (no per-row statements)
         get = self.key_map.get
@@ -463,8 +481,38 @@ class _Chunk:
             *value_cols,
             *(sparse(name) for name in GROUP_COLUMNS),
             sparse("decode_error"),
+            *(sparse(name) for name in TXN_COLUMNS),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def _txn_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes | None, vb: bytes | None) -> None:
+    """A __transaction_state record's cells, decoded by the transaction coordinator's own
+    ``transactions.records`` (Kafka's ``TransactionLog.readTxnRecordKey``/``readTxnRecordValue``)."""
+    try:
+        if kb is None:
+            raise txn_records.TxnRecordError("transaction log record without a key")
+        key = txn_records.decode_key(kb)
+        if key is None:
+            raise txn_records.TxnRecordError(f"unknown transaction log key version {kb[0] << 8 | kb[1]}")
+        value = txn_records.decode_value(vb)
+    except txn_records.TxnRecordError as exc:
+        set_cell("decode_error", row, str(exc))
+        return
+    set_cell("transactional_id", row, key.transactional_id)
+    if value is None:  # a tombstone: the id expired (transactional.id.expiration.ms)
+        return
+    partitions = None
+    if value.partitions is not None:
+        topics: dict[str, list[int]] = {}
+        for topic, partition in value.partitions:
+            topics.setdefault(topic, []).append(partition)
+        partitions = [{"topic": t, "partitions": ps} for t, ps in topics.items()]
+    for column, cell in (("txn_producer_id", value.producer_id), ("txn_producer_epoch", value.producer_epoch),
+                         ("txn_timeout_ms", value.timeout_ms), ("txn_state", value.state.kafka_name),
+                         ("txn_partitions", partitions), ("txn_last_update_timestamp", value.last_update_ms),
+                         ("txn_start_timestamp", value.start_ms)):
+        set_cell(column, row, cell)
 
 
 def _key_entry(kb: bytes | None) -> tuple[str, int | None, str | None, str | None, int | None, str | None,
@@ -704,6 +752,7 @@ class _Columnar:
             *value_cols,
             *(sparse(name) for name in GROUP_COLUMNS),
             _with_cells(key_errors, errors, pa.string()),
+            *(pa.nulls(n, ARROW_SCHEMA.field(name).type) for name in TXN_COLUMNS),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
@@ -904,7 +953,7 @@ def decode_segment_file(ref: SegmentRef, *, verify_crc: bool = True, max_rows: i
     fd = os.open(ref.path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        if columnar:
+        if columnar and ref.topic != TRANSACTION_STATE_TOPIC:  # the small txn log: row path
             yield from _decode_columns(iter_file_runs(fd, 0, size), ref, verify_crc=verify_crc,
                                        max_rows=max_rows, strict=strict, warn=warn)
         else:
@@ -941,7 +990,7 @@ def decode_segment_bytes(data: bytes, ref: SegmentRef, *, verify_crc: bool = Tru
                          warn: Warn = _stderr, columnar: bool = True) -> Iterator[pa.RecordBatch]:
     """The same for a segment already in memory (``binaryFile`` content)."""
     data = bytes(data)
-    if columnar:
+    if columnar and ref.topic != TRANSACTION_STATE_TOPIC:
         yield from _decode_columns(_bytes_runs(data), ref, verify_crc=verify_crc, max_rows=max_rows,
                                    strict=strict, warn=warn)
     else:

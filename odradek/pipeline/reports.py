@@ -39,7 +39,15 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 from odradek.offsets import expiry as offset_expiry
 from odradek.offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from odradek.offsets.records import OffsetValue
-from odradek.pipeline.decode import ARROW_SCHEMA, CONTROL, DATA, GROUP_METADATA, OFFSET_COMMIT, OFFSETS_TOPIC
+from odradek.pipeline.decode import (
+    ARROW_SCHEMA,
+    CONTROL,
+    DATA,
+    GROUP_METADATA,
+    OFFSET_COMMIT,
+    OFFSETS_TOPIC,
+    TRANSACTION,
+)
 from odradek.pipeline.html import Summary, bar_chart, line_chart, table
 from odradek.pipeline.partial import OVERVIEW_PARTIAL, PARTIAL, RATE_PARTIAL, window_ms
 
@@ -192,6 +200,45 @@ def group_snapshot(df: DataFrame) -> DataFrame:
     last = _latest(g.select("source_dir", "group_id", "partition", "offset", *cols),
                    ["source_dir", "group_id"])
     return last.select("source_dir", "group_id", *cols)
+
+
+# --- transactions (__transaction_state) ---------------------------------------------------------
+
+def transactions(df: DataFrame) -> DataFrame:
+    """One row per transaction-log record, per transactional id in log order: the coordinator's view.
+
+    Producer id and epoch, ``state`` (Kafka's ``TransactionState`` names:
+    ``Ongoing``, ``PrepareCommit``, ``CompleteCommit``, ...; ``Dead`` for a
+    tombstone, the id expired), whether it changed since the id's previous
+    record, the transaction's partitions and timeout, and when it started
+    and was last updated.  A reload keeps each id's last record
+    (``is_last``); a new producer id or a higher epoch with the same id is a
+    fencing or a new producer session (``epoch_step``).
+    """
+    t = records_of(df).where((F.col("record_type") == TRANSACTION) & F.col("decode_error").isNull())
+    w = Window.partitionBy("source_dir", "transactional_id").orderBy("txn_log_partition", "offset")
+    state = F.when(F.col("is_tombstone"), F.lit("Dead")).otherwise(F.col("txn_state"))
+    count = F.aggregate(F.coalesce("txn_partitions", F.array().cast("array<struct<topic:string,partitions:"
+                                                                   "array<int>>>")),
+                        F.lit(0), lambda acc, tp: acc + F.size(tp["partitions"]))
+    rows = (t.select("source_dir", "transactional_id", F.col("partition").alias("txn_log_partition"), "offset",
+                     "timestamp", F.col("txn_producer_id").alias("producer_id"),
+                     F.col("txn_producer_epoch").alias("producer_epoch"), state.alias("state"),
+                     F.col("txn_timeout_ms").alias("timeout_ms"), F.col("txn_partitions").alias("partitions"),
+                     count.alias("partition_count"), F.col("txn_start_timestamp").alias("start_timestamp"),
+                     F.col("txn_last_update_timestamp").alias("last_update_timestamp"))
+            .withColumn("_prev_state", F.lag("state").over(w))
+            .withColumn("_prev_pid", F.lag("producer_id").over(w))
+            .withColumn("_prev_epoch", F.lag("producer_epoch").over(w))
+            .withColumn("_next", F.lead("offset").over(w)))
+    return rows.select(
+        "source_dir", "transactional_id", "txn_log_partition", F.col("offset").alias("record_offset"),
+        F.col("timestamp").alias("record_timestamp"), "producer_id", "producer_epoch", "state",
+        F.coalesce(F.col("_prev_state") != F.col("state"), F.lit(True)).alias("state_changed"),
+        F.when(F.col("_prev_pid") == F.col("producer_id"), F.col("producer_epoch") - F.col("_prev_epoch"))
+         .alias("epoch_step"),
+        "timeout_ms", "partition_count", "partitions", "start_timestamp", "last_update_timestamp",
+        F.col("_next").isNull().alias("is_last"))
 
 
 # --- KIP-211 expiry audit ------------------------------------------------------------------------
@@ -573,6 +620,16 @@ def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8
                  + table(soon, ["expires_at", "expired", "group_id", "topic", "partition", "committed_offset",
                                 "group_state", "reason"], time_columns=("expires_at",)),
                  "Offsets the broker's sweep would remove, soonest first, as of the report time.")
+    txns = produced.get("transactions")
+    if txns is not None:
+        rows = [r.asDict() for r in txns.where("state_changed")
+                .orderBy(F.desc("record_timestamp"), "source_dir", "transactional_id", "record_offset")
+                .limit(50).collect()]
+        if rows:
+            page.add("Transactions", table(rows, ["record_timestamp", "transactional_id", "producer_id",
+                                                  "producer_epoch", "state", "partition_count", "timeout_ms"],
+                                           time_columns=("record_timestamp",)),
+                     "State changes of transactional ids (__transaction_state), newest first.")
     latest = produced.get("latest-offsets")
     if latest is not None:
         rows = [r.asDict() for r in latest.orderBy("source_dir", "group_id", "topic", "partition").limit(100).collect()]

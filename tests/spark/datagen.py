@@ -189,3 +189,21 @@ def build_scenario(parent: Path) -> Scenario:
             ("broker-a", "orders", 1): data_topic(a, "orders", 1, 40, t),
             ("broker-b", "orders", 0): data_topic(b, "orders", 0, 30, t)}
     return Scenario(parent, {"broker-a": a, "broker-b": b}, {"broker-a": la, "broker-b": lb}, ends, 1)
+
+
+class TxnStateLog:
+    """Appends transaction-coordinator records to ``<data dir>/__transaction_state-<p>`` as a broker would."""
+
+    def __init__(self, data_dir: Path, partition: int = 0) -> None:
+        from odradek.storage.log_manager import TRANSACTION_STATE_TOPIC
+
+        self.log = Log.open(data_dir / f"{TRANSACTION_STATE_TOPIC}-{partition}", LogConfig(), clock=lambda: T0)
+
+    def write(self, transactional_id: str, value, ts: int, version: int = 0) -> None:
+        from odradek.transactions.records import TxnKey, encode_key, encode_value
+
+        self.log.append(encode_batch([(encode_key(TxnKey(transactional_id)), encode_value(value, version))],
+                                     base_timestamp=ts))
+
+    def close(self) -> None:
+        self.log.close()

@@ -210,3 +210,47 @@ def test_transactional_offsets_committed_aborted_and_pending(spark, tmp_path):
         0: (10, 7, "committed"), 1: (20, 8, "aborted"), 2: (30, 9, "pending")}
     assert rows[0].marker_timestamp == T0 + 1 and rows[0].marker_offset > rows[0].record_offset
     assert rows[2].marker_offset is None
+
+
+def test_transaction_log_records_and_the_transactions_report(spark, tmp_path):
+    """__transaction_state decoded by the coordinator's own records module; one report row per record."""
+    from odradek.pipeline.decode import decode_segment_file
+    from odradek.protocol.records import encode_batch
+    from odradek.transactions.records import TxnValue
+    from odradek.transactions.state import TxnState
+    from tests.spark.datagen import TxnStateLog
+
+    log = TxnStateLog(tmp_path / "broker")
+
+    def value(state, epoch=0, partitions=(), pid=4000, start=T0):
+        return TxnValue(producer_id=pid, producer_epoch=epoch, timeout_ms=60000, state=state,
+                        partitions=partitions, last_update_ms=T0 + epoch, start_ms=start)
+
+    log.write("app-1", value(TxnState.EMPTY, partitions=None, start=-1), T0)
+    log.write("app-1", value(TxnState.ONGOING, partitions=(("orders", 0), ("orders", 1), ("pay", 3))), T0 + 1)
+    log.write("app-1", value(TxnState.PREPARE_COMMIT, partitions=(("orders", 0), ("orders", 1), ("pay", 3))),
+              T0 + 2, version=1)
+    log.write("app-1", value(TxnState.COMPLETE_COMMIT, epoch=1), T0 + 3)
+    log.write("gone", value(TxnState.ONGOING, pid=4001), T0 + 4)
+    log.log.append(encode_batch([(b"\x00\x00\x00\x04gone", None), (b"\x00\x07junk", b"\x00\x00")],
+                                base_timestamp=T0 + 5))
+    log.close()
+
+    ref = find_segments([str(tmp_path / "broker")])[0]
+    rows = [r for b in decode_segment_file(ref) for r in b.to_pylist()]
+    assert [r["record_type"] for r in rows] == ["transaction"] * 7
+    assert rows[1]["txn_partitions"] == [{"topic": "orders", "partitions": [0, 1]}, {"topic": "pay", "partitions": [3]}]
+    assert (rows[2]["transactional_id"], rows[2]["txn_state"], rows[2]["txn_timeout_ms"]) == (
+        "app-1", "PrepareCommit", 60000)
+    assert rows[0]["txn_partitions"] is None and rows[5]["is_tombstone"] and rows[5]["transactional_id"] == "gone"
+    assert "unknown transaction log key version 7" in rows[6]["decode_error"]
+
+    df = spark.read.format("odradek-log").load(str(tmp_path / "broker"))
+    report = reports.transactions(df).orderBy("record_offset").collect()
+    assert [(r.transactional_id, r.state, r.state_changed, r.producer_epoch, r.epoch_step, r.partition_count,
+             r.is_last) for r in report] == [
+        ("app-1", "Empty", True, 0, None, 0, False), ("app-1", "Ongoing", True, 0, 0, 3, False),
+        ("app-1", "PrepareCommit", True, 0, 0, 3, False), ("app-1", "CompleteCommit", True, 1, 1, 0, True),
+        ("gone", "Ongoing", True, 0, None, 0, False), ("gone", "Dead", True, None, None, 0, True)]
+    reduced = spark.read.format("odradek-log").option("aggregate", "reports").load(str(tmp_path / "broker"))
+    assert sorted(reports.transactions(reduced).collect()) == sorted(report)
