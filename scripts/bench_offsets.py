@@ -272,7 +272,13 @@ async def one_shot(port: int, frame: bytes, repeat: int) -> list[float]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
+    """CPU time of a process so far (Linux /proc): its threads' schedstat in ns where the kernel
+    keeps it (a fetch of 100 partitions is well under a 10 ms tick), else user + system ticks."""
+    from bench_startup import cpu_s
+
+    spent = cpu_s(pid)
+    if spent == spent:  # not NaN
+        return spent
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -417,15 +423,18 @@ def run_baseline(args) -> dict:
 
 class CannedServer:
     """The canned-reply server (``--canned``) in its own process, for ``with``; its reply
-    carries ``partitions`` partitions (the shape of the broker's answer to the same load)."""
+    carries ``partitions`` partitions (the shape of the broker's answer to the same load): an
+    OffsetCommit answer, or with ``fetch`` an OffsetFetch v8 answer (the partitions under
+    ``FETCH_TOPICS``, 1,000 a topic at most)."""
 
-    def __init__(self, partitions: int = 1) -> None:
+    def __init__(self, partitions: int = 1, fetch: bool = False) -> None:
         self.partitions = partitions
+        self.fetch = fetch
 
     def __enter__(self) -> CannedServer:
         self.port = free_port()
         self.proc = subprocess.Popen([sys.executable, __file__, "--canned", str(self.port),
-                                      str(self.partitions)])
+                                      str(self.partitions), *(["fetch"] if self.fetch else [])])
         self.pid = self.proc.pid
         while serves_tcp(self.port) is False:
             time.sleep(0.05)
@@ -454,11 +463,11 @@ def serves_tcp(port: int) -> bool:
         return False
 
 
-def canned(port: int, partitions: int = 1) -> int:
+def canned(port: int, partitions: int = 1, fetch: bool = False) -> int:
     """The canned server: read size-prefixed frames, answer each with a fixed v8 reply."""
     from canned_server import run
 
-    return run(port, encode_canned_reply(partitions))
+    return run(port, encode_canned_fetch_reply(partitions) if fetch else encode_canned_reply(partitions))
 
 
 def encode_canned_reply(partitions: int = 1) -> bytes:
@@ -469,6 +478,21 @@ def encode_canned_reply(partitions: int = 1) -> bytes:
         {"name": TOPIC, "partitions": [{"partition_index": p, "error_code": 0}
                                        for p in range(partitions)]}]}, 8)
     return headers.encode_response(1, 1, body)
+
+
+def encode_canned_fetch_reply(partitions: int) -> bytes:
+    """The broker's OffsetFetch v8 answer's shape for ``partitions`` committed partitions."""
+    from odradek.protocol import headers
+    from odradek.protocol.registry import APIS
+
+    per_topic = min(partitions, 1000)
+    topics = [{"name": t, "partitions": [
+        {"partition_index": p, "committed_offset": 1000 + p, "committed_leader_epoch": 0,
+         "metadata": "", "error_code": 0} for p in range(per_topic)]}
+        for t in FETCH_TOPICS[:partitions // per_topic]]
+    body = APIS[9].response.build({"throttle_time_ms": 0, "groups": [
+        {"group_id": "fetch-group", "topics": topics, "error_code": 0}]}, 8)
+    return headers.encode_response(1, 1, body)  # correlation id 1, flexible header
 
 
 def run_bulk(args) -> dict:
@@ -498,7 +522,10 @@ def run_ratios(args) -> None:
     """Partition-offsets/s beside the canned server, pair by pair; OffsetFetch latencies."""
     pairs: dict[int, list[tuple[float, float]]] = {n: [] for n, _, _ in RATIO_LOADS}
     cpu_us: dict[int, list[float]] = {n: [] for n, _, _ in RATIO_LOADS}
+    canned_cpu_us: dict[int, list[float]] = {n: [] for n, _, _ in RATIO_LOADS}
     fetch_ms: dict[int, list[float]] = {100: [], 10_000: []}
+    fetch_cpu_ms: dict[int, list[float]] = {100: [], 10_000: []}
+    canned_fetch_ms: dict[int, list[float]] = {100: [], 10_000: []}
     for _ in range(args.runs):
         broker = start_broker("never", fixed_topics=True)
         try:
@@ -512,15 +539,23 @@ def run_ratios(args) -> None:
             for topic in FETCH_TOPICS:  # 10,000 committed partitions in one group
                 asyncio.run(one_shot(broker.port, commit_frame("fetch-group", list(range(1000)), topic), 1))
             for n, topics, per_topic in ((100, FETCH_TOPICS[:1], 100), (10_000, FETCH_TOPICS, 1000)):
+                before = cpu_seconds(broker.proc.pid)
                 lat = asyncio.run(one_shot(broker.port, fetch_frame("fetch-group", topics, per_topic), 20))
+                fetch_cpu_ms[n].append((cpu_seconds(broker.proc.pid) - before) / len(lat) * 1000)
                 fetch_ms[n].append(statistics.median(lat) * 1000)
         finally:
             broker.stop()
         for n, conns, window in RATIO_LOADS:
             frames = [commit_frame(f"ratio-{n}-{i}", list(range(n))) for i in range(conns)]
             with CannedServer(n) as server:
+                before = cpu_seconds(server.pid)
                 canned_rate = asyncio.run(closed_loop(server.port, frames, window, args.seconds))[0] * n
+                canned_cpu_us[n].append((cpu_seconds(server.pid) - before) / (canned_rate * args.seconds) * 1e6)
             pairs[n].append((rates[n], canned_rate))
+        for n, topics, per_topic in ((100, FETCH_TOPICS[:1], 100), (10_000, FETCH_TOPICS, 1000)):
+            with CannedServer(n, fetch=True) as server:  # the same request, an answer of the same size
+                lat = asyncio.run(one_shot(server.port, fetch_frame("fetch-group", topics, per_topic), 20))
+            canned_fetch_ms[n].append(statistics.median(lat) * 1000)
     print(f"OffsetCommit v8 partition-offsets/s, broker (fsync never) beside the canned-reply server, "
           f"{args.runs} runs of {args.seconds:g} s:")
     for n, conns, window in RATIO_LOADS:
@@ -529,10 +564,16 @@ def run_ratios(args) -> None:
               f"{statistics.median(b for b, _ in pairs[n]):>11,.0f}/s  canned "
               f"{statistics.median(c for _, c in pairs[n]):>11,.0f}/s  ratio median "
               f"{statistics.median(ratios):.2f} (min {min(ratios):.2f}, max {max(ratios):.2f}); broker CPU "
-              f"{statistics.median(cpu_us[n]):.2f} us per partition-offset")
+              f"{statistics.median(cpu_us[n]):.2f} us per partition-offset, canned "
+              f"{statistics.median(canned_cpu_us[n]):.2f}: CPU ratio canned/broker "
+              f"{statistics.median(c / b for b, c in zip(cpu_us[n], canned_cpu_us[n], strict=True)):.2f} "
+              f"(the rate ratio when each server is bound by its own CPU)")
     for n, values in fetch_ms.items():
-        print(f"  OffsetFetch v8 of {n:>6,} partitions: median of runs {statistics.median(values):.2f} ms "
-              f"(each run's median: {', '.join(f'{v:.2f}' for v in values)})")
+        print(f"  OffsetFetch v8 of {n:>6,} partitions over TCP: median of runs {statistics.median(values):.2f} ms "
+              f"(each run's median: {', '.join(f'{v:.2f}' for v in values)}); the canned server's answer "
+              f"of the same size {statistics.median(canned_fetch_ms[n]):.2f} ms "
+              f"({', '.join(f'{v:.2f}' for v in canned_fetch_ms[n])}); broker CPU per fetch "
+              f"{statistics.median(fetch_cpu_ms[n]):.2f} ms (what a fetch costs when it need not wait for a core)")
     print(f"  (load average when done: {open('/proc/loadavg').read().split()[0]})")
 
 
@@ -616,7 +657,7 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         return child(sys.argv[2:])
     if len(sys.argv) > 2 and sys.argv[1] == "--canned":
-        return canned(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+        return canned(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 1, "fetch" in sys.argv[4:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)

@@ -61,7 +61,6 @@ from .lazy_import import import_off_loop
 from .metrics import Metrics
 from .quota_enforcer import QuotaEnforcer
 from .runtime.runtime import CoordinatorRuntime
-from .schema_registry import SchemaStore
 from .security.listeners import Endpoint
 from .security.scram_store import ScramCredentialStore
 from .security.served import ServedListener, build_listeners
@@ -72,6 +71,7 @@ from .txn.markers import MarkerRouter
 if TYPE_CHECKING:
     from ..web.control import ControlEndpoint  # the wiring starts the HTTP surfaces above it
     from ..web.deferred import DeferredListener
+    from .schema_registry import SchemaStore  # loaded when the registry is on (_start_registry)
     from .security.authorizer import Authorizer
 
 log = structlog.get_logger("odradek.broker")
@@ -316,7 +316,10 @@ class BrokerApp:
         """Replay ``_schemas`` and bind the registry's port; its HTTP application (aiohttp, the
         routes) is built on the first connection (``web.deferred``), so a broker whose registry
         is never used pays neither the import nor its memory."""
+        # the store loads on the loop's thread, not import_off_loop's: the first requests' codecs
+        # compile meanwhile (CPython 3.11's concurrent-compile SystemError, gh-106905)
         from ..web.deferred import DeferredListener  # noqa: PLC0415 - the wiring starts the HTTP surfaces
+        from .schema_registry import SchemaStore  # noqa: PLC0415 - only with the registry on
 
         setting = "odradek.schema.registry.listener"
         host, port = registry_address(self.config[setting])

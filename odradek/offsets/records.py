@@ -321,6 +321,30 @@ def encode_value(value: OffsetValue | GroupValue | None, version: int | None = N
     raise TypeError(f"not an offsets-topic value: {value!r}")
 
 
+def encode_offset_records(records: list[tuple[OffsetKey, OffsetValue | None]]) -> list[tuple[bytes, bytes | None]]:
+    """``[(encode_key(k), encode_value(v)) for k, v in records]`` for a batch of offset commits
+    (or their tombstones), in one loop: the key's bytes straight from :func:`encode_key`'s cache
+    and each value through its version's writer (:func:`offset_value_version`, inlined), without
+    the two calls per record that are a quarter of the records' encoding.  Whatever cannot be
+    encoded goes the general way, which raises its ``RecordEncodeError``."""
+    cached = _KEY_BYTES.get
+    v1, v3 = _OFFSET_VALUE_WRITERS[1], _OFFSET_VALUE_WRITERS[3]
+    out: list[tuple[bytes, bytes | None]] = []
+    ap = out.append
+    try:
+        for key, value in records:
+            data = cached(key) or encode_key(key)
+            if value is None:
+                ap((data, None))
+            elif type(value) is OffsetValue:
+                ap((data, (v3 if value.expire_timestamp == -1 else v1)(value)))
+            else:
+                ap((data, encode_value(value)))
+    except (struct.error, ProtocolError, UnicodeEncodeError):
+        return [(encode_key(k), encode_value(v)) for k, v in records]
+    return out
+
+
 def decode_value(key: OffsetKey | GroupKey,
                  data: bytes | bytearray | memoryview | None) -> OffsetValue | GroupValue | None:
     """Parse the value stored under ``key`` (as returned by :func:`decode_key`).

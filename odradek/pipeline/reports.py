@@ -495,7 +495,7 @@ def write_report(df: DataFrame, out_dir: str, name: str, *, csv: bool = True) ->
 
     The report is computed once, into Parquet; the CSV is converted from that
     Parquet (a report with a Python stage, like the expiry audit, would
-    otherwise run twice).  Locally the CSV is one file with a header, written
+    otherwise run twice), its rows in a total order.  Locally the CSV is one file with a header, written
     by one task into a temp dir beside it and moved into place, so a reader
     never sees half of it; on a Hadoop filesystem it is Spark's directory of
     part files.
@@ -507,7 +507,10 @@ def write_report(df: DataFrame, out_dir: str, name: str, *, csv: bool = True) ->
     written = [target]
     if not csv:
         return written
-    flat = _csv_safe(spark.read.parquet(target)).coalesce(1).write.mode("overwrite").option("header", "true")
+    safe = _csv_safe(spark.read.parquet(target))
+    # Rows sorted by every column, left to right: the CSV is the same bytes whatever the
+    # splits, the executors or the order their tasks finished in.
+    flat = safe.coalesce(1).sortWithinPartitions(*safe.columns).write.mode("overwrite").option("header", "true")
     if not is_local(base):
         flat.csv(f"{base}/{name}.csv")
         return [*written, f"{base}/{name}.csv"]

@@ -75,7 +75,12 @@ UNNEEDED = [
     "odradek.web.console",
     "fastavro",  # ... and its parsers on the first schema of their type
     "jsonschema",
+    "re2",  # google-re2: only on a consumer group's first regex subscription (KIP-848)
 ]
+
+# the schema registry's store and its modules: only with odradek.schema.registry.listener set
+REGISTRY = ["odradek.broker.schema_registry", "odradek.registry.operations", "odradek.registry.state",
+            "odradek.registry.schemas"]
 
 
 def loaded_modules(tmp_path: Path, *settings: str) -> set[str]:
@@ -95,6 +100,12 @@ def test_default_serve_does_not_import_unneeded_modules(tmp_path):
     loaded = loaded_modules(tmp_path)
     assert "odradek.broker.app" in loaded  # the child really ran the broker
     assert [m for m in UNNEEDED if m in loaded] == []
+
+
+def test_a_broker_without_the_schema_registry_does_not_load_it(tmp_path):
+    loaded = loaded_modules(tmp_path, "odradek.schema.registry.listener=", "odradek.console.listener=")
+    assert "odradek.broker.app" in loaded
+    assert [m for m in REGISTRY if m in loaded] == []
 
 
 def test_the_control_endpoint_binds_without_loading_aiohttp(tmp_path):

@@ -127,6 +127,8 @@ def _outputs(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.suffix in (".csv", ".html")}
 
 
+# two whole `odradek-report all` runs in fresh JVMs: more than the suite's default 300 s on a busy machine
+@pytest.mark.timeout(START_TIMEOUT_S + 2 * RUN_TIMEOUT_S + 60)
 def test_all_reports_on_a_standalone_cluster_equal_local(cluster, scenario, tmp_path):
     env = _env(tmp_path)
     _report(cluster, scenario.parent, tmp_path / "cluster", env)

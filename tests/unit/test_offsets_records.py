@@ -353,6 +353,19 @@ def test_unencodable_values_raise():
         r.encode_key(("g", "t", 0))
 
 
+def test_a_commit_batch_encodes_as_each_record_alone():
+    """The coordinator's one-loop encoding of a commit batch (``encode_offset_records``) writes
+    what ``encode_key``/``encode_value`` write record by record: both value versions, tombstones,
+    and the same error for what cannot be encoded."""
+    records = [(r.offset_key("g", "t", p), r.offset_value(p, p - 1, "m" * p, 1000 + p, -1 if p % 2 else 5000 + p))
+               for p in range(6)] + [(r.OffsetKey("g", "t", 9), None), (r.offset_key("g", "t", 0), None)]
+    assert r.encode_offset_records(records) == [(r.encode_key(k), r.encode_value(v)) for k, v in records]
+    with pytest.raises(r.RecordEncodeError):
+        r.encode_offset_records([(r.OffsetKey("g", "t", 0), r.OffsetValue(offset=2**63, commit_timestamp=0))])
+    with pytest.raises(r.RecordEncodeError):
+        r.encode_offset_records([(r.OffsetKey("g" * 40000, "t", 0), None)])
+
+
 def test_keys_are_immutable_and_hashable(monkeypatch):
     monkeypatch.setattr(r, "_KEY_CACHE_MAX", 4)  # decoded keys are shared: they must not change
     keys = [r.OffsetKey("g", f"t{i}", i) for i in range(10)] + [r.GroupKey("g")]

@@ -154,19 +154,18 @@ def compile_regex(regex: str) -> Any:
                       f"SubscribedTopicRegex `{regex}` is not a valid regular expression: {exc}") from None
 
 
-try:
-    import re2 as _re2  # google-re2
-
-    _RE2_OPTIONS = _re2.Options()
-    _RE2_OPTIONS.log_errors = False  # a client's bad pattern is answered, not logged by RE2 itself
-
-    def _engine_compile(regex: str) -> Any:
-        return _re2.compile(regex, _RE2_OPTIONS)
-except ImportError:  # pragma: no cover - the dependency is declared; a checked ``re`` stands in
-    def _engine_compile(regex: str) -> Any:
+def _engine_compile(regex: str) -> Any:
+    """RE2 (``google-re2``, imported on the first regex subscription: a group that subscribes by
+    name never loads it), or a checked ``re`` when the bindings are missing."""
+    try:
+        import re2  # noqa: PLC0415 - google-re2, only for regex subscriptions
+    except ImportError:  # pragma: no cover - the dependency is declared; a checked ``re`` stands in
         if re.search(r"\\[1-9]|\(\?[=!<>(]|\(\?P=", regex):
-            raise ValueError("back-references, look-around, atomic groups and conditionals are not RE2")
+            raise ValueError("back-references, look-around, atomic groups and conditionals are not RE2") from None
         return re.compile(regex)
+    options = re2.Options()
+    options.log_errors = False  # a client's bad pattern is answered, not logged by RE2 itself
+    return re2.compile(regex, options)
 
 
 _REGEX_CACHE: dict[str, Any] = {}

@@ -39,6 +39,7 @@ from ...offsets.records import (
     RecordDecodeError,
     RecordEncodeError,
     encode_key,
+    encode_offset_records,
     encode_value,
 )
 from ...offsets.transactions import MarkerKey, TxnOffsetKey, TxnOffsets, decode_record, encode_txn_records
@@ -72,7 +73,7 @@ def encode_records(records: list[Record]) -> list[EncodedRecord]:
     if first is TxnOffsetKey or first is MarkerKey:
         return encode_txn_records(records)
     if first is OffsetKey and type(records[-1][0]) is OffsetKey:  # commits (a deletion ends with its group)
-        return [(encode_key(k), encode_value(v)) for k, v in records]
+        return encode_offset_records(records)
     return [_encode_any(k, v) for k, v in records]
 
 
