@@ -82,6 +82,7 @@ from odradek.protocol.records import (
     iter_batch_headers,
     parse_control_key,
 )
+from odradek.shares import records as share_records
 from odradek.storage.files import LOG_SUFFIX, parse_base_offset, parse_partition_dir
 from odradek.storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.storage.segment import CHUNK, ScanError, iter_file_batches, iter_file_runs, whole_batches
@@ -94,6 +95,9 @@ DATA = "data"
 CONTROL = "control"
 UNKNOWN = "unknown"  # offsets-topic key of a type a classic coordinator skips (KIP-848/932), or no key
 TRANSACTION = "transaction"  # a __transaction_state record (TransactionLogKey/Value)
+SHARE_STATE = "share_state"  # a __share_group_state record (ShareSnapshot/ShareUpdate, KIP-932)
+# coordinator topics whose (few) records take the row path, with their record type
+_COORDINATOR_TOPICS = {TRANSACTION_STATE_TOPIC: TRANSACTION, share_records.STATE_TOPIC: SHARE_STATE}
 
 DEFAULT_MAX_ROWS = 65536
 
@@ -156,6 +160,20 @@ ARROW_SCHEMA = pa.schema([
     pa.field("txn_partitions", ASSIGNED_TYPE),  # NULL for Empty's null list
     pa.field("txn_last_update_timestamp", pa.int64()),
     pa.field("txn_start_timestamp", pa.int64()),
+    # ShareSnapshot/ShareUpdate key and value (record_type "share_state"): the share coordinator's records
+    pa.field("share_group_id", pa.string()),
+    pa.field("share_topic_id", pa.string()),  # Kafka's Uuid text
+    pa.field("share_partition", pa.int32()),
+    pa.field("share_record", pa.string()),  # ShareSnapshot or ShareUpdate
+    pa.field("share_snapshot_epoch", pa.int32()),
+    pa.field("share_state_epoch", pa.int32()),  # snapshots only
+    pa.field("share_leader_epoch", pa.int32()),
+    pa.field("share_start_offset", pa.int64()),  # updates: -1 = unchanged
+    pa.field("share_delivery_complete_count", pa.int32()),
+    pa.field("share_state_batches", _list(pa.struct([
+        pa.field("first_offset", pa.int64()), pa.field("last_offset", pa.int64()),
+        pa.field("delivery_state", pa.int32()),  # 0 AVAILABLE, 2 ACKNOWLEDGED, 4 ARCHIVED
+        pa.field("delivery_count", pa.int32())]))),
 ])
 
 # the group-metadata value's columns: filled only on group rows (rare), so built sparse
@@ -163,6 +181,10 @@ GROUP_COLUMNS = ("protocol_type", "generation", "protocol", "leader", "current_s
 # the transaction-log columns: filled only on __transaction_state rows (decoded by the row path)
 TXN_COLUMNS = ("transactional_id", "txn_producer_id", "txn_producer_epoch", "txn_timeout_ms", "txn_state",
                "txn_partitions", "txn_last_update_timestamp", "txn_start_timestamp")
+SHARE_COLUMNS = ("share_group_id", "share_topic_id", "share_partition", "share_record", "share_snapshot_epoch",
+                 "share_state_epoch", "share_leader_epoch", "share_start_offset", "share_delivery_complete_count",
+                 "share_state_batches")
+COORDINATOR_COLUMNS = (*TXN_COLUMNS, *SHARE_COLUMNS)
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -298,9 +320,9 @@ class _Chunk:
         self.value_keys: list[OffsetKey | GroupKey | None] = []
         self.value_readers: list[Callable[[int], Callable | None] | None] = []  # offset keys only
         self.group_codes: set[int] = set()
-        self.txn_topic = ref.topic == TRANSACTION_STATE_TOPIC
+        self.coordinator_type = _COORDINATOR_TOPICS.get(ref.topic)
         if not self.offsets_topic:
-            self._entry((TRANSACTION if self.txn_topic else DATA, None, None, None, None), None)
+            self._entry((self.coordinator_type or DATA, None, None, None, None), None)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -366,9 +388,10 @@ class _Chunk:
         if not self.offsets_topic:
             self.key_codes.extend([0] * n)
             self.values.extend([_ABSENT] * n)
-            if self.txn_topic:
+            if self.coordinator_type is not None:
+                cells = _txn_cells if self.coordinator_type == TRANSACTION else _share_cells
                 for i, r in enumerate(records, start):
-                    _txn_cells(self._set, i, r.key, r.value)
+                    cells(self._set, i, r.key, r.value)
             return
         # offsets topic, the hot path: key codes and values by comprehension (no per-row statements)
         get = self.key_map.get
@@ -481,7 +504,7 @@ class _Chunk:
             *value_cols,
             *(sparse(name) for name in GROUP_COLUMNS),
             sparse("decode_error"),
-            *(sparse(name) for name in TXN_COLUMNS),
+            *(sparse(name) for name in COORDINATOR_COLUMNS),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
@@ -512,6 +535,36 @@ def _txn_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes
                          ("txn_timeout_ms", value.timeout_ms), ("txn_state", value.state.kafka_name),
                          ("txn_partitions", partitions), ("txn_last_update_timestamp", value.last_update_ms),
                          ("txn_start_timestamp", value.start_ms)):
+        set_cell(column, row, cell)
+
+
+def _share_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes | None,
+                 vb: bytes | None) -> None:
+    """A __share_group_state record's cells, decoded by the share coordinator's own ``shares.records``."""
+    try:
+        if kb is None:
+            raise share_records.ShareRecordDecodeError("share-state record without a key")
+        key = share_records.decode_key(kb)
+        if key is None:
+            raise share_records.ShareRecordDecodeError(f"unknown share-state key type {kb[0] << 8 | kb[1]}")
+        value = share_records.decode_value(key, vb)
+    except share_records.ShareRecordDecodeError as exc:
+        set_cell("decode_error", row, str(exc))
+        return
+    snapshot = type(key) is share_records.ShareSnapshotKey
+    for column, cell in (("share_group_id", key.group_id), ("share_topic_id", share_records.kafka_uuid_text(key.topic_id)),
+                         ("share_partition", key.partition),
+                         ("share_record", "ShareSnapshot" if snapshot else "ShareUpdate")):
+        set_cell(column, row, cell)
+    if value is None:
+        return
+    batches = [{"first_offset": b.first_offset, "last_offset": b.last_offset, "delivery_state": b.delivery_state,
+                "delivery_count": b.delivery_count} for b in value.state_batches]
+    for column, cell in (("share_snapshot_epoch", value.snapshot_epoch),
+                         ("share_state_epoch", value.state_epoch if snapshot else None),
+                         ("share_leader_epoch", value.leader_epoch), ("share_start_offset", value.start_offset),
+                         ("share_delivery_complete_count", value.delivery_complete_count),
+                         ("share_state_batches", batches)):
         set_cell(column, row, cell)
 
 
@@ -752,7 +805,7 @@ class _Columnar:
             *value_cols,
             *(sparse(name) for name in GROUP_COLUMNS),
             _with_cells(key_errors, errors, pa.string()),
-            *(pa.nulls(n, ARROW_SCHEMA.field(name).type) for name in TXN_COLUMNS),
+            *(pa.nulls(n, ARROW_SCHEMA.field(name).type) for name in COORDINATOR_COLUMNS),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
@@ -953,7 +1006,7 @@ def decode_segment_file(ref: SegmentRef, *, verify_crc: bool = True, max_rows: i
     fd = os.open(ref.path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        if columnar and ref.topic != TRANSACTION_STATE_TOPIC:  # the small txn log: row path
+        if columnar and ref.topic not in _COORDINATOR_TOPICS:  # the small txn log: row path
             yield from _decode_columns(iter_file_runs(fd, 0, size), ref, verify_crc=verify_crc,
                                        max_rows=max_rows, strict=strict, warn=warn)
         else:
@@ -990,7 +1043,7 @@ def decode_segment_bytes(data: bytes, ref: SegmentRef, *, verify_crc: bool = Tru
                          warn: Warn = _stderr, columnar: bool = True) -> Iterator[pa.RecordBatch]:
     """The same for a segment already in memory (``binaryFile`` content)."""
     data = bytes(data)
-    if columnar and ref.topic != TRANSACTION_STATE_TOPIC:
+    if columnar and ref.topic not in _COORDINATOR_TOPICS:
         yield from _decode_columns(_bytes_runs(data), ref, verify_crc=verify_crc, max_rows=max_rows,
                                    strict=strict, warn=warn)
     else:

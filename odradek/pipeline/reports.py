@@ -46,10 +46,13 @@ from odradek.pipeline.decode import (
     GROUP_METADATA,
     OFFSET_COMMIT,
     OFFSETS_TOPIC,
+    SHARE_STATE,
     TRANSACTION,
 )
 from odradek.pipeline.html import Summary, bar_chart, line_chart, table
 from odradek.pipeline.partial import OVERVIEW_PARTIAL, PARTIAL, RATE_PARTIAL, window_ms
+from odradek.shares import records as share_records
+from odradek.shares import state as share_state
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -239,6 +242,102 @@ def transactions(df: DataFrame) -> DataFrame:
          .alias("epoch_step"),
         "timeout_ms", "partition_count", "partitions", "start_timestamp", "last_update_timestamp",
         F.col("_next").isNull().alias("is_last"))
+
+
+# --- share groups (__share_group_state) -----------------------------------------------------------
+
+_SHARE_ARROW = pa.schema([
+    ("source_dir", pa.string()), ("group_id", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32()),
+    ("snapshots", pa.int64()), ("updates", pa.int64()), ("deleted", pa.bool_()),
+    ("state_epoch", pa.int32()), ("leader_epoch", pa.int32()), ("start_offset", pa.int64()),
+    ("in_flight_offsets", pa.int64()), ("available_offsets", pa.int64()), ("acknowledged_offsets", pa.int64()),
+    ("archived_offsets", pa.int64()), ("redelivered_offsets", pa.int64()), ("max_delivery_count", pa.int32()),
+    ("last_write_timestamp", pa.int64()),
+])
+SHARE_SCHEMA: StructType = from_arrow_schema(_SHARE_ARROW)
+_SHARE_KEYS = ("source_dir", "share_group_id", "share_topic_id", "share_partition")
+
+
+def _share_value(row: dict[str, Any]) -> share_records.ShareSnapshotValue | share_records.ShareUpdateValue | None:
+    if row["is_tombstone"]:
+        return None
+    batches = [share_records.StateBatch(b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"])
+               for b in row["share_state_batches"] or []]
+    if row["share_record"] == "ShareSnapshot":
+        return share_records.ShareSnapshotValue(
+            snapshot_epoch=row["share_snapshot_epoch"], state_epoch=row["share_state_epoch"],
+            leader_epoch=row["share_leader_epoch"], start_offset=row["share_start_offset"],
+            delivery_complete_count=row["share_delivery_complete_count"], create_timestamp=-1,
+            write_timestamp=-1, state_batches=batches)
+    return share_records.ShareUpdateValue(
+        snapshot_epoch=row["share_snapshot_epoch"], leader_epoch=row["share_leader_epoch"],
+        start_offset=row["share_start_offset"], delivery_complete_count=row["share_delivery_complete_count"],
+        state_batches=batches)
+
+
+def _share_row(ident: tuple, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One share-partition replayed by the share coordinator's own ``shares.state.apply_record``."""
+    state = None
+    for row in rows:
+        key_type = (share_records.ShareSnapshotKey if row["share_record"] == "ShareSnapshot"
+                    else share_records.ShareUpdateKey)
+        state = share_state.apply_record(state, key_type(row["share_group_id"], None, row["share_partition"]),
+                                         _share_value(row))
+    batches = [] if state is None else state.state_batches
+
+    def offsets(which) -> int:
+        return sum(b.last_offset - b.first_offset + 1 for b in batches if which(b))
+
+    return {"source_dir": ident[0], "group_id": ident[1], "topic_id": ident[2], "partition": ident[3],
+            "snapshots": sum(r["share_record"] == "ShareSnapshot" for r in rows),
+            "updates": sum(r["share_record"] == "ShareUpdate" for r in rows), "deleted": state is None,
+            "state_epoch": None if state is None else state.state_epoch,
+            "leader_epoch": None if state is None else state.leader_epoch,
+            "start_offset": None if state is None else state.start_offset,
+            "in_flight_offsets": offsets(lambda b: True), "available_offsets": offsets(lambda b: b.delivery_state == 0),
+            "acknowledged_offsets": offsets(lambda b: b.delivery_state == 2),
+            "archived_offsets": offsets(lambda b: b.delivery_state == 4),
+            "redelivered_offsets": offsets(lambda b: b.delivery_count > 1),
+            "max_delivery_count": max((b.delivery_count for b in batches), default=None),
+            "last_write_timestamp": rows[-1]["timestamp"]}
+
+
+def _share_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: rows sorted by share-partition and log position -> one row per share-partition."""
+    ident, rows = None, []
+    out: list[dict[str, Any]] = []
+    for batch in batches:
+        for row in batch.to_pylist():
+            key = tuple(row[k] for k in _SHARE_KEYS)
+            if key != ident and rows:
+                out.append(_share_row(ident, rows))
+                rows = []
+            ident = key
+            rows.append(row)
+        if len(out) >= 4096:
+            yield pa.RecordBatch.from_pylist(out, schema=_SHARE_ARROW)
+            out = []
+    if rows:
+        out.append(_share_row(ident, rows))
+    if out:
+        yield pa.RecordBatch.from_pylist(out, schema=_SHARE_ARROW)
+
+
+def share_groups(df: DataFrame) -> DataFrame:
+    """Per share-partition (group, topic id, partition): its state as the share coordinator replays the log.
+
+    Snapshots and updates are applied by ``odradek.shares.state.apply_record``
+    (Kafka's ``PersisterStateBatchCombiner`` rules), so the offsets in flight,
+    their delivery states, and ``redelivered_offsets`` (delivery count > 1)
+    and ``max_delivery_count`` are what ReadShareGroupState would answer;
+    ``deleted``: the state's tombstone came last.
+    """
+    s = (records_of(df).where((F.col("record_type") == SHARE_STATE) & F.col("decode_error").isNull())
+         .select(*_SHARE_KEYS, "partition", "offset", "timestamp", "is_tombstone", "share_record",
+                 "share_snapshot_epoch", "share_state_epoch", "share_leader_epoch", "share_start_offset",
+                 "share_delivery_complete_count", "share_state_batches"))
+    return (s.repartition(*_SHARE_KEYS).sortWithinPartitions(*_SHARE_KEYS, "partition", "offset")
+            .mapInArrow(_share_batches, SHARE_SCHEMA))
 
 
 # --- KIP-211 expiry audit ------------------------------------------------------------------------

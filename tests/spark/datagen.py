@@ -191,19 +191,15 @@ def build_scenario(parent: Path) -> Scenario:
     return Scenario(parent, {"broker-a": a, "broker-b": b}, {"broker-a": la, "broker-b": lb}, ends, 1)
 
 
-class TxnStateLog:
-    """Appends transaction-coordinator records to ``<data dir>/__transaction_state-<p>`` as a broker would."""
+class CoordinatorLog:
+    """Appends records to a coordinator topic's ``<data dir>/<topic>-<p>`` (__transaction_state,
+    __share_group_state) as a broker would: one record per batch."""
 
-    def __init__(self, data_dir: Path, partition: int = 0) -> None:
-        from odradek.storage.log_manager import TRANSACTION_STATE_TOPIC
+    def __init__(self, data_dir: Path, topic: str, partition: int = 0) -> None:
+        self.log = Log.open(data_dir / f"{topic}-{partition}", LogConfig(), clock=lambda: T0)
 
-        self.log = Log.open(data_dir / f"{TRANSACTION_STATE_TOPIC}-{partition}", LogConfig(), clock=lambda: T0)
-
-    def write(self, transactional_id: str, value, ts: int, version: int = 0) -> None:
-        from odradek.transactions.records import TxnKey, encode_key, encode_value
-
-        self.log.append(encode_batch([(encode_key(TxnKey(transactional_id)), encode_value(value, version))],
-                                     base_timestamp=ts))
+    def write(self, key: bytes, value: bytes | None, ts: int) -> None:
+        self.log.append(encode_batch([(key, value)], base_timestamp=ts))
 
     def close(self) -> None:
         self.log.close()

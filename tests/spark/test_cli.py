@@ -24,12 +24,12 @@ def test_all_reports_and_the_summary(spark, scenario, tmp_path, capsys):
                "--retention-minutes", "1440", "--window", "10 minutes", "--progress-seconds", "0"])
     assert rc == 0
     progress = capsys.readouterr().err
-    assert re.findall(r"^\[(\d+)/10\] (\S+): ", progress, re.M) == [
+    assert re.findall(r"^\[(\d+)/11\] (\S+): ", progress, re.M) == [
         ("1", "decode"), ("2", "overview"), ("3", "latest-offsets"), ("4", "group-timeline"),
         ("5", "expiry-audit"), ("6", "commit-rates"), ("7", "lag"), ("8", "txn-offsets"), ("9", "transactions"),
-        ("10", "summary.html")]
+        ("10", "share-groups"), ("11", "summary.html")]
     for name in ("aggregated", "overview", "latest_offsets", "group_timeline", "expiry_audit", "commit_rates", "lag",
-                 "txn_offsets", "transactions"):
+                 "txn_offsets", "transactions", "share_groups"):
         assert (out / f"{name}.parquet").is_dir(), name
     audit = pq.read_table(out / "expiry_audit.parquet").to_pylist()
     assert {(r["group_id"], r["topic"], r["partition"]) for r in audit if r["expired"]} == {("simple-app", "orders", 1)}
@@ -81,7 +81,7 @@ def test_reports_from_the_aggregating_data_source_are_the_every_record_bytes(spa
     assert main(["all", str(scenario.parent), "--out", str(full), "--every-record", *common]) == 0
     assert main(["all", str(scenario.parent), "--out", str(agg), "--split-mb", "0.004", *common]) == 0
     csvs = sorted(p.name for p in full.glob("*.csv"))
-    assert len(csvs) == 8
+    assert len(csvs) == 9
     for name in csvs:
         assert (agg / name).read_bytes() == (full / name).read_bytes(), name
     assert (agg / "aggregated.parquet").is_dir() and not (agg / "records.parquet").exists()
