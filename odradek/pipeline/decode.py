@@ -509,19 +509,30 @@ class _Chunk:
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
+def _coordinator_record(set_cell: Callable[[str, int, object], None], row: int, kb: bytes | None,
+                        vb: bytes | None, module, what: str, key_field: str) -> tuple[object, object] | None:
+    """(key, value) of a coordinator-topic record by its domain's own ``decode_key``/``decode_value``
+    (``module``: ``transactions.records`` or ``shares.records``), or None with ``decode_error`` set."""
+    error = module.TxnRecordError if module is txn_records else module.ShareRecordDecodeError
+    try:
+        if kb is None:
+            raise error(f"{what} record without a key")
+        key = module.decode_key(kb)
+        if key is None:
+            raise error(f"unknown {what} {key_field} {kb[0] << 8 | kb[1]}")
+        return key, module.decode_value(vb) if module is txn_records else module.decode_value(key, vb)
+    except error as exc:
+        set_cell("decode_error", row, str(exc))
+        return None
+
+
 def _txn_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes | None, vb: bytes | None) -> None:
     """A __transaction_state record's cells, decoded by the transaction coordinator's own
     ``transactions.records`` (Kafka's ``TransactionLog.readTxnRecordKey``/``readTxnRecordValue``)."""
-    try:
-        if kb is None:
-            raise txn_records.TxnRecordError("transaction log record without a key")
-        key = txn_records.decode_key(kb)
-        if key is None:
-            raise txn_records.TxnRecordError(f"unknown transaction log key version {kb[0] << 8 | kb[1]}")
-        value = txn_records.decode_value(vb)
-    except txn_records.TxnRecordError as exc:
-        set_cell("decode_error", row, str(exc))
+    decoded = _coordinator_record(set_cell, row, kb, vb, txn_records, "transaction log", "key version")
+    if decoded is None:
         return
+    key, value = decoded
     set_cell("transactional_id", row, key.transactional_id)
     if value is None:  # a tombstone: the id expired (transactional.id.expiration.ms)
         return
@@ -541,18 +552,13 @@ def _txn_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes
 def _share_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes | None,
                  vb: bytes | None) -> None:
     """A __share_group_state record's cells, decoded by the share coordinator's own ``shares.records``."""
-    try:
-        if kb is None:
-            raise share_records.ShareRecordDecodeError("share-state record without a key")
-        key = share_records.decode_key(kb)
-        if key is None:
-            raise share_records.ShareRecordDecodeError(f"unknown share-state key type {kb[0] << 8 | kb[1]}")
-        value = share_records.decode_value(key, vb)
-    except share_records.ShareRecordDecodeError as exc:
-        set_cell("decode_error", row, str(exc))
+    decoded = _coordinator_record(set_cell, row, kb, vb, share_records, "share-state", "key type")
+    if decoded is None:
         return
+    key, value = decoded
     snapshot = type(key) is share_records.ShareSnapshotKey
-    for column, cell in (("share_group_id", key.group_id), ("share_topic_id", share_records.kafka_uuid_text(key.topic_id)),
+    for column, cell in (("share_group_id", key.group_id),
+                         ("share_topic_id", share_records.kafka_uuid_text(key.topic_id)),
                          ("share_partition", key.partition),
                          ("share_record", "ShareSnapshot" if snapshot else "ShareUpdate")):
         set_cell(column, row, cell)
