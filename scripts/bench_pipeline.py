@@ -23,6 +23,15 @@ broker writes it, in 16 MiB segments.  Then, alternating, best of
   session's cores (``parallelism``); on ``local[2]`` and then
   ``local[1]`` (a second session) for the scaling ratio.
 
+With ``--report-all N`` it measures ``odradek-report all`` instead (issue
+37's second target: 1 M records in <= 20 s): a production-shaped log from
+``scripts/gen_offsets_log.py`` (``N`` records, 2,000 groups), then, alternating
+per round, the CLI as a user runs it (its own process, JVM start included)
+with ``--every-record`` (every record into Spark, the path before the
+``reports`` aggregation) and without (the data source aggregates per split):
+wall time, the stage times from its progress lines, the driver's peak RSS,
+and a check that every CSV is the same bytes.
+
 Prints records/s of each, their ratios (targets from issue 37: spark-agg
 local[2] >= 1.8x local[1] and >= 1.2x the single process) and the
 per-record decode cost of the single process (target: <= 2 µs), plus where
@@ -37,8 +46,10 @@ import argparse
 import dataclasses
 import gc
 import os
+import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -259,13 +270,75 @@ def decode_breakdown(refs, limit: int = 400_000) -> dict[str, float]:
             "[row path, before: decode_batch + rows + Arrow]": t_rows / n * 1e6}
 
 
+_STAGE = re.compile(r"^\[\d+/\d+\] ([\w.-]+): .*\(([\d.]+)s\)$", re.M)
+
+
+def _report_run(data: Path, out: Path, master: str, extra: list[str]) -> tuple[float, dict[str, float], float]:
+    """One ``odradek-report all`` process: (wall s, seconds per stage, driver peak RSS MiB)."""
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "odradek.pipeline.cli", "all", str(data), "--out", str(out), "--master", master,
+           "--progress-seconds", "0", "--now", "2024-05-01T00:00", *extra]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = proc.stderr.read() if proc.stderr else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    if status != 0:
+        raise SystemExit(f"odradek-report failed:\n{err[-3000:]}")
+    return wall, {m.group(1): float(m.group(2)) for m in _STAGE.finditer(err)}, usage.ru_maxrss / 1024
+
+
+def report_all(records: int, rounds: int, keep: str | None, master: str) -> int:
+    """``--report-all``: the CLI over a generated log, every record vs aggregated per split, alternating."""
+    data = Path(keep or tempfile.mkdtemp(prefix="odradek-bench-all-"))
+    marker = data / f".gen-{records}"
+    if not marker.exists():
+        shutil.rmtree(data, ignore_errors=True)
+        t = time.perf_counter()
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_offsets_log.py"), str(data), "--records",
+                        str(records), "--groups", "2000", "--workers", "1"], check=True, stdout=subprocess.DEVNULL)
+        marker.touch()
+        print(f"generated {records:,} records in {time.perf_counter() - t:.1f}s", flush=True)
+    arms = {"every-record": ["--every-record"], "aggregated": []}
+    walls: dict[str, list[float]] = {a: [] for a in arms}
+    outs = {a: Path(tempfile.mkdtemp(prefix=f"odradek-bench-{a}-")) for a in arms}
+    try:
+        for rnd in range(rounds):
+            for arm, extra in arms.items():
+                load = _load()
+                wall, stages, rss = _report_run(data, outs[arm], master, extra)
+                walls[arm].append(wall)
+                print(f"round {rnd + 1} {arm:<12}: {wall:6.1f}s wall, driver RSS {rss:.0f} MiB ({load} before); "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()), flush=True)
+            csvs = sorted(p.name for p in outs["every-record"].glob("*.csv"))
+            differ = [n for n in csvs if (outs["every-record"] / n).read_bytes() != (outs["aggregated"] / n).read_bytes()]
+            print(f"round {rnd + 1}: {len(csvs)} CSVs, {'all the same bytes' if not differ else 'DIFFER: ' + str(differ)}",
+                  flush=True)
+    finally:
+        for out in outs.values():
+            shutil.rmtree(out, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(data, ignore_errors=True)
+    best = {a: min(w) for a, w in walls.items()}
+    print(f"\nodradek-report all, {records:,} records, {master}: every-record {best['every-record']:.1f}s, "
+          f"aggregated {best['aggregated']:.1f}s (best of {rounds}; target <= 20 s), "
+          f"{best['every-record'] / best['aggregated']:.2f}x; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=4_000_000)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--keep", help="data dir to reuse (generated there if missing)")
     ap.add_argument("--budget", type=float, default=270, help="seconds; later rounds are skipped past it")
+    ap.add_argument("--report-all", type=int, metavar="N",
+                    help="measure `odradek-report all` over a generated N-record log instead (A/B)")
+    ap.add_argument("--master", default="local[2]", help="with --report-all")
     args = ap.parse_args()
+    if args.report_all:
+        return report_all(args.report_all, args.rounds, args.keep, args.master)
 
     from odradek.pipeline import local_session
     from odradek.pipeline.decode import find_segments

@@ -2,11 +2,15 @@
 
 Needs the ``spark`` extra (``pip install 'odradek[spark]'``) and Java 17.
 Layering (docs/ARCHITECTURE.md): this package reads ``odradek.offsets``,
-``odradek.storage`` and ``odradek.protocol`` only, never ``odradek.broker``.
+``odradek.transactions``, ``odradek.shares``, ``odradek.storage`` and
+``odradek.protocol`` only, never ``odradek.broker``.
 
 - :mod:`.decode`      segment bytes -> Arrow batches (the one decoder)
 - :mod:`.datasource`  ``spark.read.format("odradek-log")`` and the binaryFile path
-- :mod:`.reports`     latest offsets, group timeline, KIP-211 expiry audit, commit rates, lag
+- :mod:`.splits`      segment runs sized for the cluster (the data source's input partitions)
+- :mod:`.partial`     split-local aggregation: Spark merges keys, not records
+- :mod:`.reports`     latest offsets, group timeline, KIP-211 expiry audit, commit rates, lag,
+                      transactional offsets, transactions, share groups
 - :mod:`.html`        the HTML summary with inline SVG charts
 - :mod:`.compact`     offline compaction of a data dir, in Kafka's segment format
 - :mod:`.cli`         ``odradek-report``

@@ -5,13 +5,15 @@
     odradek-report expiry-audit /var/lib/odradek --out out/ --retention-minutes 10080
     odradek-report compact /var/lib/odradek --verify           # broker stopped
 
-Every stage prints one progress line to stderr.  Decoding happens once: the
-records are written to ``<out>/records.parquet`` and every report reads that
-(``--from-records`` starts from an earlier one).  ``latest-offsets``,
-``expiry-audit`` and ``lag`` alone need only each key's winning record: the
-data source keeps just those per split (``aggregate=latest-offsets``,
-:mod:`odradek.pipeline.partial`) and they go to
-``<out>/latest_records.parquet`` instead (not an input for other reports).  On a cluster use
+Every stage prints one progress line to stderr.  Decoding happens once, and
+aggregates where the data is: the data source keeps per split only what the
+reports read -- each key's winning commit, group records, transactional
+commits and markers, and partial counts for the overview and commit rates
+(``aggregate=reports``, :mod:`odradek.pipeline.partial`) -- written to
+``<out>/aggregated.parquet``, which every report reads.  ``--every-record``
+decodes every record to ``<out>/records.parquet`` instead (the full-record
+path; the reports give the same rows), as ``--binary-files`` always does;
+``--from-records`` starts from either, written earlier.  On a cluster use
 ``spark-submit`` (docs/PIPELINE.md); ``--master`` here only picks the local
 master.
 """
@@ -31,9 +33,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-REPORTS = ("overview", "latest-offsets", "group-timeline", "expiry-audit", "commit-rates", "lag", "txn-offsets")
-# reports that read only each key's winning record: the data source can aggregate per split for them
-WINNER_REPORTS = frozenset({"latest-offsets", "expiry-audit", "lag"})
+REPORTS = ("overview", "latest-offsets", "group-timeline", "expiry-audit", "commit-rates", "lag", "txn-offsets",
+           "transactions", "share-groups")
 
 
 class Stages:
@@ -154,7 +155,10 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--out", required=True,
                         help="output directory: local, or a Hadoop URI (hdfs://, s3a://) on a cluster")
         sp.add_argument("--records-path", help="where the decoded records go (default: <out>/records.parquet)")
-        sp.add_argument("--from-records", help="read a records.parquet written by an earlier run instead")
+        sp.add_argument("--from-records",
+                        help="read an aggregated.parquet or records.parquet written by an earlier run instead")
+        sp.add_argument("--every-record", action="store_true",
+                        help="decode every record to <out>/records.parquet (no aggregation in the data source)")
         sp.add_argument("--binary-files", action="store_true",
                         help="read through binaryFile + mapInArrow (Hadoop filesystems: hdfs://, s3a://)")
         sp.add_argument("--topics", help="comma-separated topics to read (default: all)")
@@ -211,15 +215,18 @@ def _session(master: str, binary: bool) -> tuple[SparkSession, bool]:
 
 def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, names: Sequence[str]) -> DataFrame:
     from odradek.pipeline.datasource import read_binary_files, read_logs
-    from odradek.pipeline.reports import parquet_rows
+    from odradek.pipeline.partial import window_ms
+    from odradek.pipeline.reports import is_aggregated, parquet_rows
 
     if args.from_records:
-        stages.run("records", lambda: f"{parquet_rows(spark, args.from_records):,} records in {args.from_records}")
-        return spark.read.parquet(args.from_records)
+        df = spark.read.parquet(args.from_records)
+        kind = "rows" if is_aggregated(df) else "records"
+        stages.run("records", lambda: f"{parquet_rows(spark, args.from_records):,} {kind} in {args.from_records}")
+        return df
     if not args.paths:
         raise SystemExit("odradek-report: give data dirs (or --from-records)")
-    winners_only = not args.binary_files and set(names) <= WINNER_REPORTS
-    default_name = "latest_records.parquet" if winners_only else "records.parquet"
+    aggregated = not (args.binary_files or args.every_record)
+    default_name = "aggregated.parquet" if aggregated else "records.parquet"
     target = args.records_path or f"{args.out.rstrip('/')}/{default_name}"
 
     def decode() -> str:
@@ -231,11 +238,11 @@ def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, name
             options = {"splitBytes": str(int(args.split_mb * 2**20))}
             if args.topics:
                 options["topics"] = args.topics
-            if winners_only:
-                options["aggregate"] = "latest-offsets"
+            if aggregated:
+                options.update(aggregate="reports", windowMs=str(window_ms(args.window)))
             df = read_logs(spark, args.paths, **options)
         df.write.mode("overwrite").parquet(target)
-        return f"{parquet_rows(spark, target):,} records -> {target}"
+        return f"{parquet_rows(spark, target):,} {'rows' if aggregated else 'records'} -> {target}"
     stages.run("decode", decode)
     return spark.read.parquet(target)
 
@@ -265,10 +272,13 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
             "latest-offsets": lambda: reports.latest_offsets(records),
             "group-timeline": lambda: reports.group_timeline(records),
             "expiry-audit": lambda: reports.expiry_audit(records, now_ms=now,
-                                                         retention_ms=args.retention_minutes * 60_000),
+                                                         retention_ms=args.retention_minutes * 60_000,
+                                                         offsets=produced.get("latest-offsets")),
             "commit-rates": lambda: reports.commit_rates(records, args.window),
-            "lag": lambda: reports.consumer_lag(records),
+            "lag": lambda: reports.consumer_lag(records, produced.get("latest-offsets")),
             "txn-offsets": lambda: reports.transactional_offsets(records),
+            "transactions": lambda: reports.transactions(records),
+            "share-groups": lambda: reports.share_groups(records),
         }
         for name in names:
             stages.run(name, lambda name=name: write(name, builders[name]()))

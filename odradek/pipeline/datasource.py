@@ -27,7 +27,10 @@ Options (all optional)::
     parallelism         cores to spread over: a split is at most 1/3 of a core's share
                         (read_logs sets Spark's defaultParallelism; default 0: no cap)
     aggregate           "none" (default): every record; "latest-offsets": per split, only the
-                        records latest offsets, the expiry audit and lag read
+                        records latest offsets, the expiry audit and lag read; "reports": those,
+                        group records, and partial aggregates for the overview and commit rates
+                        (the schema gains partial.PARTIAL_FIELDS)
+    windowMs            aggregate=reports: the commit-rate window in ms (default 60000)
 
 ``topics`` is an option rather than a pushed-down filter: Spark refuses a
 reader that implements ``pushFilters`` unless
@@ -66,6 +69,16 @@ if TYPE_CHECKING:
 
 FORMAT = "odradek-log"
 SPARK_SCHEMA: StructType = from_arrow_schema(ARROW_SCHEMA)
+REPORTS_SPARK_SCHEMA: StructType = from_arrow_schema(partial.REPORTS_SCHEMA)
+
+
+def _aggregate_name(options: Mapping[str, str]) -> str:
+    return str(options.get("aggregate", "none")).strip().lower()
+
+
+def schema_for(options: Mapping[str, str]) -> StructType:
+    """The rows' schema: the records', plus the partial-aggregate columns with ``aggregate=reports``."""
+    return REPORTS_SPARK_SCHEMA if _aggregate_name(options) == partial.REPORTS else SPARK_SCHEMA
 
 
 def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -95,20 +108,20 @@ def input_paths(options: Mapping[str, str]) -> list[str]:
     return out
 
 
-def _columns(schema: StructType | None) -> list[str] | None:
+def _columns(schema: StructType | None, full: StructType = SPARK_SCHEMA) -> list[str] | None:
     """Columns of a user-given schema (``.schema("offset bigint, group_id string")``), None for all.
 
     Python data sources get no column pruning from Spark, so a job that
     needs a few columns can name them: fewer columns cross into the JVM and
     are converted there.  Each must be one of ours, with our type.
     """
-    if schema is None or schema == SPARK_SCHEMA:
+    if schema is None or schema == full:
         return None
-    ours = {f.name: f.dataType for f in SPARK_SCHEMA.fields}
+    ours = {f.name: f.dataType for f in full.fields}
     for f in schema.fields:
         if ours.get(f.name) != f.dataType:
             raise ValueError(f"{FORMAT}: column {f.name} {f.dataType.simpleString()} is not one of its columns; "
-                             f"they are: {SPARK_SCHEMA.simpleString()}")
+                             f"they are: {full.simpleString()}")
     return schema.fieldNames()
 
 
@@ -123,7 +136,7 @@ class SegmentPartition(InputPartition):
 class OdradekLogReader(DataSourceReader):
     def __init__(self, options: Mapping[str, str], schema: StructType | None = None) -> None:
         self.paths = input_paths(options)
-        self.columns = _columns(schema)
+        self.columns = _columns(schema, schema_for(options))
         topics = options.get("topics")
         self.topics: set[str] | None = ({t.strip() for t in str(topics).split(",") if t.strip()}
                                         if topics else None)
@@ -134,7 +147,7 @@ class OdradekLogReader(DataSourceReader):
             raise ValueError("maxRowsPerBatch must be >= 1")
         self.split_bytes = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
         self.parallelism = int(options.get("parallelism", 0))
-        self.aggregate = partial.aggregator(str(options.get("aggregate", "none")).strip().lower())
+        self.aggregate = partial.aggregator(_aggregate_name(options), options)
 
     def partitions(self) -> Sequence[InputPartition]:
         refs = find_segments(self.paths)
@@ -168,7 +181,7 @@ class OdradekLogDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        return SPARK_SCHEMA
+        return schema_for(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return OdradekLogReader(self.options, schema)  # case-insensitive, as Spark documents options

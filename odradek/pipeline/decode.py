@@ -82,9 +82,11 @@ from odradek.protocol.records import (
     iter_batch_headers,
     parse_control_key,
 )
+from odradek.shares import records as share_records
 from odradek.storage.files import LOG_SUFFIX, parse_base_offset, parse_partition_dir
-from odradek.storage.log_manager import OFFSETS_TOPIC
+from odradek.storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from odradek.storage.segment import CHUNK, ScanError, iter_file_batches, iter_file_runs, whole_batches
+from odradek.transactions import records as txn_records
 
 # record_type values
 OFFSET_COMMIT = "offset_commit"
@@ -92,6 +94,10 @@ GROUP_METADATA = "group_metadata"
 DATA = "data"
 CONTROL = "control"
 UNKNOWN = "unknown"  # offsets-topic key of a type a classic coordinator skips (KIP-848/932), or no key
+TRANSACTION = "transaction"  # a __transaction_state record (TransactionLogKey/Value)
+SHARE_STATE = "share_state"  # a __share_group_state record (ShareSnapshot/ShareUpdate, KIP-932)
+# coordinator topics whose (few) records take the row path, with their record type
+_COORDINATOR_TOPICS = {TRANSACTION_STATE_TOPIC: TRANSACTION, share_records.STATE_TOPIC: SHARE_STATE}
 
 DEFAULT_MAX_ROWS = 65536
 
@@ -145,10 +151,40 @@ ARROW_SCHEMA = pa.schema([
     pa.field("current_state_timestamp", pa.int64()),
     pa.field("members", _list(MEMBER_TYPE)),
     pa.field("decode_error", pa.string()),
+    # TransactionLogKey/Value (record_type "transaction"): the transaction coordinator's records
+    pa.field("transactional_id", pa.string()),
+    pa.field("txn_producer_id", pa.int64()),
+    pa.field("txn_producer_epoch", pa.int32()),
+    pa.field("txn_timeout_ms", pa.int32()),
+    pa.field("txn_state", pa.string()),  # Kafka's TransactionState names: Ongoing, CompleteCommit, ...
+    pa.field("txn_partitions", ASSIGNED_TYPE),  # NULL for Empty's null list
+    pa.field("txn_last_update_timestamp", pa.int64()),
+    pa.field("txn_start_timestamp", pa.int64()),
+    # ShareSnapshot/ShareUpdate key and value (record_type "share_state"): the share coordinator's records
+    pa.field("share_group_id", pa.string()),
+    pa.field("share_topic_id", pa.string()),  # Kafka's Uuid text
+    pa.field("share_partition", pa.int32()),
+    pa.field("share_record", pa.string()),  # ShareSnapshot or ShareUpdate
+    pa.field("share_snapshot_epoch", pa.int32()),
+    pa.field("share_state_epoch", pa.int32()),  # snapshots only
+    pa.field("share_leader_epoch", pa.int32()),
+    pa.field("share_start_offset", pa.int64()),  # updates: -1 = unchanged
+    pa.field("share_delivery_complete_count", pa.int32()),
+    pa.field("share_state_batches", _list(pa.struct([
+        pa.field("first_offset", pa.int64()), pa.field("last_offset", pa.int64()),
+        pa.field("delivery_state", pa.int32()),  # 0 AVAILABLE, 2 ACKNOWLEDGED, 4 ARCHIVED
+        pa.field("delivery_count", pa.int32())]))),
 ])
 
 # the group-metadata value's columns: filled only on group rows (rare), so built sparse
 GROUP_COLUMNS = ("protocol_type", "generation", "protocol", "leader", "current_state_timestamp", "members")
+# the transaction-log columns: filled only on __transaction_state rows (decoded by the row path)
+TXN_COLUMNS = ("transactional_id", "txn_producer_id", "txn_producer_epoch", "txn_timeout_ms", "txn_state",
+               "txn_partitions", "txn_last_update_timestamp", "txn_start_timestamp")
+SHARE_COLUMNS = ("share_group_id", "share_topic_id", "share_partition", "share_record", "share_snapshot_epoch",
+                 "share_state_epoch", "share_leader_epoch", "share_start_offset", "share_delivery_complete_count",
+                 "share_state_batches")
+COORDINATOR_COLUMNS = (*TXN_COLUMNS, *SHARE_COLUMNS)
 
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
@@ -284,8 +320,9 @@ class _Chunk:
         self.value_keys: list[OffsetKey | GroupKey | None] = []
         self.value_readers: list[Callable[[int], Callable | None] | None] = []  # offset keys only
         self.group_codes: set[int] = set()
+        self.coordinator_type = _COORDINATOR_TOPICS.get(ref.topic)
         if not self.offsets_topic:
-            self._entry((DATA, None, None, None, None), None)
+            self._entry((self.coordinator_type or DATA, None, None, None, None), None)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -351,6 +388,10 @@ class _Chunk:
         if not self.offsets_topic:
             self.key_codes.extend([0] * n)
             self.values.extend([_ABSENT] * n)
+            if self.coordinator_type is not None:
+                cells = _txn_cells if self.coordinator_type == TRANSACTION else _share_cells
+                for i, r in enumerate(records, start):
+                    cells(self._set, i, r.key, r.value)
             return
         # offsets topic, the hot path: key codes and values by comprehension (no per-row statements)
         get = self.key_map.get
@@ -463,8 +504,74 @@ class _Chunk:
             *value_cols,
             *(sparse(name) for name in GROUP_COLUMNS),
             sparse("decode_error"),
+            *(sparse(name) for name in COORDINATOR_COLUMNS),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def _coordinator_record(set_cell: Callable[[str, int, object], None], row: int, kb: bytes | None,
+                        vb: bytes | None, module, what: str, key_field: str) -> tuple[object, object] | None:
+    """(key, value) of a coordinator-topic record by its domain's own ``decode_key``/``decode_value``
+    (``module``: ``transactions.records`` or ``shares.records``), or None with ``decode_error`` set."""
+    error = module.TxnRecordError if module is txn_records else module.ShareRecordDecodeError
+    try:
+        if kb is None:
+            raise error(f"{what} record without a key")
+        key = module.decode_key(kb)
+        if key is None:
+            raise error(f"unknown {what} {key_field} {kb[0] << 8 | kb[1]}")
+        return key, module.decode_value(vb) if module is txn_records else module.decode_value(key, vb)
+    except error as exc:
+        set_cell("decode_error", row, str(exc))
+        return None
+
+
+def _txn_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes | None, vb: bytes | None) -> None:
+    """A __transaction_state record's cells, decoded by the transaction coordinator's own
+    ``transactions.records`` (Kafka's ``TransactionLog.readTxnRecordKey``/``readTxnRecordValue``)."""
+    decoded = _coordinator_record(set_cell, row, kb, vb, txn_records, "transaction log", "key version")
+    if decoded is None:
+        return
+    key, value = decoded
+    set_cell("transactional_id", row, key.transactional_id)
+    if value is None:  # a tombstone: the id expired (transactional.id.expiration.ms)
+        return
+    partitions = None
+    if value.partitions is not None:
+        topics: dict[str, list[int]] = {}
+        for topic, partition in value.partitions:
+            topics.setdefault(topic, []).append(partition)
+        partitions = [{"topic": t, "partitions": ps} for t, ps in topics.items()]
+    for column, cell in (("txn_producer_id", value.producer_id), ("txn_producer_epoch", value.producer_epoch),
+                         ("txn_timeout_ms", value.timeout_ms), ("txn_state", value.state.kafka_name),
+                         ("txn_partitions", partitions), ("txn_last_update_timestamp", value.last_update_ms),
+                         ("txn_start_timestamp", value.start_ms)):
+        set_cell(column, row, cell)
+
+
+def _share_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes | None,
+                 vb: bytes | None) -> None:
+    """A __share_group_state record's cells, decoded by the share coordinator's own ``shares.records``."""
+    decoded = _coordinator_record(set_cell, row, kb, vb, share_records, "share-state", "key type")
+    if decoded is None:
+        return
+    key, value = decoded
+    snapshot = type(key) is share_records.ShareSnapshotKey
+    for column, cell in (("share_group_id", key.group_id),
+                         ("share_topic_id", share_records.kafka_uuid_text(key.topic_id)),
+                         ("share_partition", key.partition),
+                         ("share_record", "ShareSnapshot" if snapshot else "ShareUpdate")):
+        set_cell(column, row, cell)
+    if value is None:
+        return
+    batches = [{"first_offset": b.first_offset, "last_offset": b.last_offset, "delivery_state": b.delivery_state,
+                "delivery_count": b.delivery_count} for b in value.state_batches]
+    for column, cell in (("share_snapshot_epoch", value.snapshot_epoch),
+                         ("share_state_epoch", value.state_epoch if snapshot else None),
+                         ("share_leader_epoch", value.leader_epoch), ("share_start_offset", value.start_offset),
+                         ("share_delivery_complete_count", value.delivery_complete_count),
+                         ("share_state_batches", batches)):
+        set_cell(column, row, cell)
 
 
 def _key_entry(kb: bytes | None) -> tuple[str, int | None, str | None, str | None, int | None, str | None,
@@ -704,6 +811,7 @@ class _Columnar:
             *value_cols,
             *(sparse(name) for name in GROUP_COLUMNS),
             _with_cells(key_errors, errors, pa.string()),
+            *(pa.nulls(n, ARROW_SCHEMA.field(name).type) for name in COORDINATOR_COLUMNS),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
@@ -904,7 +1012,7 @@ def decode_segment_file(ref: SegmentRef, *, verify_crc: bool = True, max_rows: i
     fd = os.open(ref.path, os.O_RDONLY)
     try:
         size = os.fstat(fd).st_size
-        if columnar:
+        if columnar and ref.topic not in _COORDINATOR_TOPICS:  # the small txn log: row path
             yield from _decode_columns(iter_file_runs(fd, 0, size), ref, verify_crc=verify_crc,
                                        max_rows=max_rows, strict=strict, warn=warn)
         else:
@@ -941,7 +1049,7 @@ def decode_segment_bytes(data: bytes, ref: SegmentRef, *, verify_crc: bool = Tru
                          warn: Warn = _stderr, columnar: bool = True) -> Iterator[pa.RecordBatch]:
     """The same for a segment already in memory (``binaryFile`` content)."""
     data = bytes(data)
-    if columnar:
+    if columnar and ref.topic not in _COORDINATOR_TOPICS:
         yield from _decode_columns(_bytes_runs(data), ref, verify_crc=verify_crc, max_rows=max_rows,
                                    strict=strict, warn=warn)
     else:

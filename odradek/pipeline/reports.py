@@ -39,8 +39,20 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 from odradek.offsets import expiry as offset_expiry
 from odradek.offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from odradek.offsets.records import OffsetValue
-from odradek.pipeline.decode import CONTROL, DATA, GROUP_METADATA, OFFSET_COMMIT, OFFSETS_TOPIC
+from odradek.pipeline.decode import (
+    ARROW_SCHEMA,
+    CONTROL,
+    DATA,
+    GROUP_METADATA,
+    OFFSET_COMMIT,
+    OFFSETS_TOPIC,
+    SHARE_STATE,
+    TRANSACTION,
+)
 from odradek.pipeline.html import Summary, bar_chart, line_chart, table
+from odradek.pipeline.partial import OVERVIEW_PARTIAL, PARTIAL, RATE_PARTIAL, window_ms
+from odradek.shares import records as share_records
+from odradek.shares import state as share_state
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,6 +60,22 @@ if TYPE_CHECKING:
 COMMIT_MARKER = 1  # ControlRecordType.COMMIT
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def is_aggregated(df: DataFrame) -> bool:
+    """Rows of the data source's ``aggregate=reports`` (records and partial aggregates), not every record."""
+    return PARTIAL in df.columns
+
+
+def records_of(df: DataFrame) -> DataFrame:
+    """The record rows of either input, in the record schema (partial-aggregate rows dropped)."""
+    if not is_aggregated(df):
+        return df
+    return df.where(F.col(PARTIAL).isNull()).select(*ARROW_SCHEMA.names)
+
+
+def _partials(df: DataFrame, kind: str) -> DataFrame:
+    return df.where(F.col(PARTIAL) == kind)
 
 
 def _offsets_markers(df: DataFrame) -> DataFrame:
@@ -88,7 +116,7 @@ def _latest(df: DataFrame, keys: list[str], order: str = "offset") -> DataFrame:
 
 def latest_offsets(df: DataFrame) -> DataFrame:
     """Committed offsets as OffsetFetch would return them: one row per live (group, topic, partition)."""
-    commits = offset_commits(df).select(
+    commits = offset_commits(records_of(df)).select(
         "source_dir", "group_id", F.col("commit_topic").alias("topic"),
         F.col("commit_partition").alias("partition"), "committed_offset", "leader_epoch", "metadata",
         "commit_timestamp", "expire_timestamp", "is_tombstone",
@@ -111,6 +139,7 @@ def transactional_offsets(df: DataFrame) -> DataFrame:
     UNSTABLE_OFFSET_COMMIT for those partitions until its marker lands.
     """
     keys = ["source_dir", "partition", "producer_id"]
+    df = records_of(df)
     txn = df.where((F.col("record_type") == OFFSET_COMMIT) & F.col("decode_error").isNull()
                    & F.col("is_transactional"))
     first = (txn.select(*keys, "offset").join(_offsets_markers(df), keys)
@@ -139,7 +168,7 @@ def group_timeline(df: DataFrame) -> DataFrame:
     means rebalances whose generations were never persisted (e.g. a join
     phase that was superseded before SyncGroup).
     """
-    g = df.where((F.col("record_type") == GROUP_METADATA) & F.col("decode_error").isNull())
+    g = records_of(df).where((F.col("record_type") == GROUP_METADATA) & F.col("decode_error").isNull())
     w = Window.partitionBy("source_dir", "group_id").orderBy("offsets_partition", "offset")
     member_ids = F.coalesce(F.transform("members", lambda m: m["member_id"]), F.array().cast("array<string>"))
     count = F.when(F.col("members").isNull(), F.lit(0)).otherwise(F.size("members"))
@@ -168,12 +197,147 @@ def group_timeline(df: DataFrame) -> DataFrame:
 
 def group_snapshot(df: DataFrame) -> DataFrame:
     """The last group record per group (NULL fields when the group was deleted)."""
-    g = df.where((F.col("record_type") == GROUP_METADATA) & F.col("decode_error").isNull())
+    g = records_of(df).where((F.col("record_type") == GROUP_METADATA) & F.col("decode_error").isNull())
     cols = ["is_tombstone", "protocol_type", "generation", "protocol", "leader", "current_state_timestamp",
             "members"]
     last = _latest(g.select("source_dir", "group_id", "partition", "offset", *cols),
                    ["source_dir", "group_id"])
     return last.select("source_dir", "group_id", *cols)
+
+
+# --- transactions (__transaction_state) ---------------------------------------------------------
+
+def transactions(df: DataFrame) -> DataFrame:
+    """One row per transaction-log record, per transactional id in log order: the coordinator's view.
+
+    Producer id and epoch, ``state`` (Kafka's ``TransactionState`` names:
+    ``Ongoing``, ``PrepareCommit``, ``CompleteCommit``, ...; ``Dead`` for a
+    tombstone, the id expired), whether it changed since the id's previous
+    record, the transaction's partitions and timeout, and when it started
+    and was last updated.  A reload keeps each id's last record
+    (``is_last``); a new producer id or a higher epoch with the same id is a
+    fencing or a new producer session (``epoch_step``).
+    """
+    t = records_of(df).where((F.col("record_type") == TRANSACTION) & F.col("decode_error").isNull())
+    w = Window.partitionBy("source_dir", "transactional_id").orderBy("txn_log_partition", "offset")
+    state = F.when(F.col("is_tombstone"), F.lit("Dead")).otherwise(F.col("txn_state"))
+    count = F.aggregate(F.coalesce("txn_partitions", F.array().cast("array<struct<topic:string,partitions:"
+                                                                   "array<int>>>")),
+                        F.lit(0), lambda acc, tp: acc + F.size(tp["partitions"]))
+    rows = (t.select("source_dir", "transactional_id", F.col("partition").alias("txn_log_partition"), "offset",
+                     "timestamp", F.col("txn_producer_id").alias("producer_id"),
+                     F.col("txn_producer_epoch").alias("producer_epoch"), state.alias("state"),
+                     F.col("txn_timeout_ms").alias("timeout_ms"), F.col("txn_partitions").alias("partitions"),
+                     count.alias("partition_count"), F.col("txn_start_timestamp").alias("start_timestamp"),
+                     F.col("txn_last_update_timestamp").alias("last_update_timestamp"))
+            .withColumn("_prev_state", F.lag("state").over(w))
+            .withColumn("_prev_pid", F.lag("producer_id").over(w))
+            .withColumn("_prev_epoch", F.lag("producer_epoch").over(w))
+            .withColumn("_next", F.lead("offset").over(w)))
+    return rows.select(
+        "source_dir", "transactional_id", "txn_log_partition", F.col("offset").alias("record_offset"),
+        F.col("timestamp").alias("record_timestamp"), "producer_id", "producer_epoch", "state",
+        F.coalesce(F.col("_prev_state") != F.col("state"), F.lit(True)).alias("state_changed"),
+        F.when(F.col("_prev_pid") == F.col("producer_id"), F.col("producer_epoch") - F.col("_prev_epoch"))
+         .alias("epoch_step"),
+        "timeout_ms", "partition_count", "partitions", "start_timestamp", "last_update_timestamp",
+        F.col("_next").isNull().alias("is_last"))
+
+
+# --- share groups (__share_group_state) -----------------------------------------------------------
+
+_SHARE_ARROW = pa.schema([
+    ("source_dir", pa.string()), ("group_id", pa.string()), ("topic_id", pa.string()), ("partition", pa.int32()),
+    ("snapshots", pa.int64()), ("updates", pa.int64()), ("deleted", pa.bool_()),
+    ("state_epoch", pa.int32()), ("leader_epoch", pa.int32()), ("start_offset", pa.int64()),
+    ("in_flight_offsets", pa.int64()), ("available_offsets", pa.int64()), ("acknowledged_offsets", pa.int64()),
+    ("archived_offsets", pa.int64()), ("redelivered_offsets", pa.int64()), ("max_delivery_count", pa.int32()),
+    ("last_write_timestamp", pa.int64()),
+])
+SHARE_SCHEMA: StructType = from_arrow_schema(_SHARE_ARROW)
+_SHARE_KEYS = ("source_dir", "share_group_id", "share_topic_id", "share_partition")
+
+
+def _share_value(row: dict[str, Any]) -> share_records.ShareSnapshotValue | share_records.ShareUpdateValue | None:
+    if row["is_tombstone"]:
+        return None
+    batches = [share_records.StateBatch(b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"])
+               for b in row["share_state_batches"] or []]
+    if row["share_record"] == "ShareSnapshot":
+        return share_records.ShareSnapshotValue(
+            snapshot_epoch=row["share_snapshot_epoch"], state_epoch=row["share_state_epoch"],
+            leader_epoch=row["share_leader_epoch"], start_offset=row["share_start_offset"],
+            delivery_complete_count=row["share_delivery_complete_count"], create_timestamp=-1,
+            write_timestamp=-1, state_batches=batches)
+    return share_records.ShareUpdateValue(
+        snapshot_epoch=row["share_snapshot_epoch"], leader_epoch=row["share_leader_epoch"],
+        start_offset=row["share_start_offset"], delivery_complete_count=row["share_delivery_complete_count"],
+        state_batches=batches)
+
+
+def _share_row(ident: tuple, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One share-partition replayed by the share coordinator's own ``shares.state.apply_record``."""
+    state = None
+    for row in rows:
+        key_type = (share_records.ShareSnapshotKey if row["share_record"] == "ShareSnapshot"
+                    else share_records.ShareUpdateKey)
+        state = share_state.apply_record(state, key_type(row["share_group_id"], None, row["share_partition"]),
+                                         _share_value(row))
+    batches = [] if state is None else state.state_batches
+
+    def offsets(which) -> int:
+        return sum(b.last_offset - b.first_offset + 1 for b in batches if which(b))
+
+    return {"source_dir": ident[0], "group_id": ident[1], "topic_id": ident[2], "partition": ident[3],
+            "snapshots": sum(r["share_record"] == "ShareSnapshot" for r in rows),
+            "updates": sum(r["share_record"] == "ShareUpdate" for r in rows), "deleted": state is None,
+            "state_epoch": None if state is None else state.state_epoch,
+            "leader_epoch": None if state is None else state.leader_epoch,
+            "start_offset": None if state is None else state.start_offset,
+            "in_flight_offsets": offsets(lambda b: True), "available_offsets": offsets(lambda b: b.delivery_state == 0),
+            "acknowledged_offsets": offsets(lambda b: b.delivery_state == 2),
+            "archived_offsets": offsets(lambda b: b.delivery_state == 4),
+            "redelivered_offsets": offsets(lambda b: b.delivery_count > 1),
+            "max_delivery_count": max((b.delivery_count for b in batches), default=None),
+            "last_write_timestamp": rows[-1]["timestamp"]}
+
+
+def _share_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: rows sorted by share-partition and log position -> one row per share-partition."""
+    ident, rows = None, []
+    out: list[dict[str, Any]] = []
+    for batch in batches:
+        for row in batch.to_pylist():
+            key = tuple(row[k] for k in _SHARE_KEYS)
+            if key != ident and rows:
+                out.append(_share_row(ident, rows))
+                rows = []
+            ident = key
+            rows.append(row)
+        if len(out) >= 4096:
+            yield pa.RecordBatch.from_pylist(out, schema=_SHARE_ARROW)
+            out = []
+    if rows:
+        out.append(_share_row(ident, rows))
+    if out:
+        yield pa.RecordBatch.from_pylist(out, schema=_SHARE_ARROW)
+
+
+def share_groups(df: DataFrame) -> DataFrame:
+    """Per share-partition (group, topic id, partition): its state as the share coordinator replays the log.
+
+    Snapshots and updates are applied by ``odradek.shares.state.apply_record``
+    (Kafka's ``PersisterStateBatchCombiner`` rules), so the offsets in flight,
+    their delivery states, and ``redelivered_offsets`` (delivery count > 1)
+    and ``max_delivery_count`` are what ReadShareGroupState would answer;
+    ``deleted``: the state's tombstone came last.
+    """
+    s = (records_of(df).where((F.col("record_type") == SHARE_STATE) & F.col("decode_error").isNull())
+         .select(*_SHARE_KEYS, "partition", "offset", "timestamp", "is_tombstone", "share_record",
+                 "share_snapshot_epoch", "share_state_epoch", "share_leader_epoch", "share_start_offset",
+                 "share_delivery_complete_count", "share_state_batches"))
+    return (s.repartition(*_SHARE_KEYS).sortWithinPartitions(*_SHARE_KEYS, "partition", "offset")
+            .mapInArrow(_share_batches, SHARE_SCHEMA))
 
 
 # --- KIP-211 expiry audit ------------------------------------------------------------------------
@@ -254,7 +418,8 @@ def _audit_batches(retention_ms: int):
     return run
 
 
-def expiry_audit(df: DataFrame, *, now_ms: int, retention_ms: int = 7 * 24 * 3600 * 1000) -> DataFrame:
+def expiry_audit(df: DataFrame, *, now_ms: int, retention_ms: int = 7 * 24 * 3600 * 1000,
+                 offsets: DataFrame | None = None) -> DataFrame:
     """Which committed offsets would expire, when, and why (KIP-211), as of the end of the log.
 
     The rules are the broker's own (``odradek.offsets.expiry``, which
@@ -266,9 +431,10 @@ def expiry_audit(df: DataFrame, *, now_ms: int, retention_ms: int = 7 * 24 * 360
     ``kept-group-state`` (no rule applies, e.g. an unknown subscription or a
     non-consumer protocol).  ``expired``: ``expires_at <= now_ms`` -- the
     broker's next sweep removes it.  ``retention_ms`` is
-    ``offsets.retention.minutes`` × 60000.
+    ``offsets.retention.minutes`` × 60000.  ``offsets``: :func:`latest_offsets` of ``df`` when
+    already computed (the CLI passes the report it wrote).
     """
-    offsets = latest_offsets(df)
+    offsets = latest_offsets(df) if offsets is None else offsets
     groups = group_snapshot(df)
     joined = (offsets.join(groups, ["source_dir", "group_id"], "left")
               .repartition("source_dir", "group_id").sortWithinPartitions("source_dir", "group_id"))
@@ -280,22 +446,48 @@ def expiry_audit(df: DataFrame, *, now_ms: int, retention_ms: int = 7 * 24 * 360
 
 # --- commit rates ------------------------------------------------------------------------------------
 
+def _rate_partials(commits: DataFrame, width: int) -> DataFrame:
+    """What the data source's ``commit-rate`` partial rows hold, computed by Spark from records."""
+    ts = F.col("timestamp")
+    return (commits.withColumn("window_start", ts - F.pmod(ts, F.lit(width)))
+            .groupBy("source_dir", "group_id", "commit_topic", "window_start")
+            .agg(F.count(F.lit(1)).alias("records"),
+                 F.countDistinct("partition", "batch_base_offset").alias("requests"),
+                 F.collect_set("commit_partition").alias("commit_partitions")))
+
+
 def commit_rates(df: DataFrame, window: str = "1 minute") -> DataFrame:
     """Commits per group and topic per time window (record timestamps: the broker's commit clock).
 
     ``commits`` counts partition offsets written, ``requests`` the OffsetCommit
-    batches they came in (one batch per accepted request).
+    batches they came in (one batch per accepted request).  Windows are
+    tumbling, aligned to the epoch, as Spark's ``window()``.  Over every
+    record Spark counts; over ``aggregate=reports`` rows it merges the data
+    source's per-split counts of plain commits with the committed
+    transactional ones (their markers may lie in another split), which gives
+    the same rows.
     """
-    seconds = F.unix_seconds("window.end") - F.unix_seconds("window.start")
-    c = offset_commits(df).where(~F.col("is_tombstone"))
-    return (c.groupBy("source_dir", "group_id", F.col("commit_topic").alias("topic"),
-                      F.window(F.timestamp_millis("timestamp"), window).alias("window"))
-            .agg(F.count(F.lit(1)).alias("commits"),
-                 F.countDistinct("partition", "batch_base_offset").alias("requests"),
-                 F.countDistinct("commit_partition").alias("partitions"))
-            .select("source_dir", "group_id", "topic", F.col("window.start").alias("window_start"),
-                    F.col("window.end").alias("window_end"), "commits", "requests", "partitions",
-                    (F.col("commits") / seconds).alias("commits_per_s")))
+    width = window_ms(window)
+    records = records_of(df)
+    if is_aggregated(df):
+        txn = offset_commits(records).where(F.col("is_transactional") & ~F.col("is_tombstone"))
+        mismatch = F.raise_error(F.lit(f"the commit-rate partials were aggregated over another window than "
+                                       f"{window!r}: decode again with it"))
+        plain = (_partials(df, RATE_PARTIAL)
+                 .where(F.coalesce(F.when(F.col("window_ms") != width, mismatch), F.lit(True)))
+                 .select("source_dir", "group_id", "commit_topic", "window_start", "records", "requests",
+                         "commit_partitions"))
+        parts = plain.unionByName(_rate_partials(txn, width))
+    else:
+        parts = _rate_partials(offset_commits(records).where(~F.col("is_tombstone")), width)
+    start = F.timestamp_millis("window_start")
+    return (parts.groupBy("source_dir", "group_id", F.col("commit_topic").alias("topic"), "window_start")
+            .agg(F.sum("records").alias("commits"), F.sum("requests").alias("requests"),
+                 F.size(F.array_distinct(F.flatten(F.collect_list("commit_partitions")))).cast("long")
+                 .alias("partitions"))
+            .select("source_dir", "group_id", "topic", start.alias("window_start"),
+                    F.timestamp_millis(F.col("window_start") + F.lit(width)).alias("window_end"), "commits",
+                    "requests", "partitions", (F.col("commits") / F.lit(width // 1000)).alias("commits_per_s")))
 
 
 # --- consumer lag ------------------------------------------------------------------------------------
@@ -306,7 +498,7 @@ def log_end_offsets(df: DataFrame) -> DataFrame:
     The end is the last batch's last offset + 1 (compaction keeps a batch's
     lastOffsetDelta, and control batches take offsets too).
     """
-    d = df.where(F.col("record_type").isin(DATA, CONTROL) & (F.col("topic") != OFFSETS_TOPIC))
+    d = records_of(df).where(F.col("record_type").isin(DATA, CONTROL) & (F.col("topic") != OFFSETS_TOPIC))
     return (d.groupBy("source_dir", "topic", "partition")
             .agg(F.min("offset").alias("log_start_offset"),
                  (F.max("batch_last_offset") + 1).alias("log_end_offset"),
@@ -325,13 +517,26 @@ def consumer_lag(df: DataFrame, offsets: DataFrame | None = None) -> DataFrame:
 
 # --- overview -----------------------------------------------------------------------------------------
 
-def overview(df: DataFrame) -> DataFrame:
-    """Records per data dir, topic and record type (the first table of the summary)."""
-    return (df.groupBy("source_dir", "topic", "record_type")
-            .agg(F.count(F.lit(1)).alias("records"), F.sum(F.col("is_tombstone").cast("int")).alias("tombstones"),
-                 F.countDistinct("partition").alias("partitions"), F.countDistinct("segment").alias("segments"),
-                 F.sum(F.col("decode_error").isNotNull().cast("int")).alias("decode_errors"),
+def _overview_partials(records: DataFrame) -> DataFrame:
+    """What the data source's ``overview`` partial rows hold, computed by Spark from records."""
+    return (records.groupBy("source_dir", "topic", "record_type", "partition", "segment")
+            .agg(F.count(F.lit(1)).alias("records"), F.sum(F.col("is_tombstone").cast("long")).alias("tombstones"),
+                 F.sum(F.col("decode_error").isNotNull().cast("long")).alias("decode_errors"),
                  F.min("timestamp").alias("first_timestamp"), F.max("timestamp").alias("last_timestamp")))
+
+
+def overview(df: DataFrame) -> DataFrame:
+    """Records per data dir, topic and record type (the first table of the summary).
+
+    Merged from per-(partition, segment) counts: Spark's own over every
+    record, or the data source's partial rows (``aggregate=reports``).
+    """
+    parts = _partials(df, OVERVIEW_PARTIAL) if is_aggregated(df) else _overview_partials(df)
+    return (parts.groupBy("source_dir", "topic", "record_type")
+            .agg(F.sum("records").alias("records"), F.sum("tombstones").alias("tombstones"),
+                 F.countDistinct("partition").alias("partitions"), F.countDistinct("segment").alias("segments"),
+                 F.sum("decode_errors").alias("decode_errors"),
+                 F.min("first_timestamp").alias("first_timestamp"), F.max("last_timestamp").alias("last_timestamp")))
 
 
 # --- output -------------------------------------------------------------------------------------------
@@ -517,6 +722,16 @@ def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8
                  + table(soon, ["expires_at", "expired", "group_id", "topic", "partition", "committed_offset",
                                 "group_state", "reason"], time_columns=("expires_at",)),
                  "Offsets the broker's sweep would remove, soonest first, as of the report time.")
+    txns = produced.get("transactions")
+    if txns is not None:
+        rows = [r.asDict() for r in txns.where("state_changed")
+                .orderBy(F.desc("record_timestamp"), "source_dir", "transactional_id", "record_offset")
+                .limit(50).collect()]
+        if rows:
+            page.add("Transactions", table(rows, ["record_timestamp", "transactional_id", "producer_id",
+                                                  "producer_epoch", "state", "partition_count", "timeout_ms"],
+                                           time_columns=("record_timestamp",)),
+                     "State changes of transactional ids (__transaction_state), newest first.")
     latest = produced.get("latest-offsets")
     if latest is not None:
         rows = [r.asDict() for r in latest.orderBy("source_dir", "group_id", "topic", "partition").limit(100).collect()]

@@ -189,3 +189,17 @@ def build_scenario(parent: Path) -> Scenario:
             ("broker-a", "orders", 1): data_topic(a, "orders", 1, 40, t),
             ("broker-b", "orders", 0): data_topic(b, "orders", 0, 30, t)}
     return Scenario(parent, {"broker-a": a, "broker-b": b}, {"broker-a": la, "broker-b": lb}, ends, 1)
+
+
+class CoordinatorLog:
+    """Appends records to a coordinator topic's ``<data dir>/<topic>-<p>`` (__transaction_state,
+    __share_group_state) as a broker would: one record per batch."""
+
+    def __init__(self, data_dir: Path, topic: str, partition: int = 0) -> None:
+        self.log = Log.open(data_dir / f"{topic}-{partition}", LogConfig(), clock=lambda: T0)
+
+    def write(self, key: bytes, value: bytes | None, ts: int) -> None:
+        self.log.append(encode_batch([(key, value)], base_timestamp=ts))
+
+    def close(self) -> None:
+        self.log.close()

@@ -24,11 +24,12 @@ def test_all_reports_and_the_summary(spark, scenario, tmp_path, capsys):
                "--retention-minutes", "1440", "--window", "10 minutes", "--progress-seconds", "0"])
     assert rc == 0
     progress = capsys.readouterr().err
-    assert re.findall(r"^\[(\d)/9\] (\S+): ", progress, re.M) == [
+    assert re.findall(r"^\[(\d+)/11\] (\S+): ", progress, re.M) == [
         ("1", "decode"), ("2", "overview"), ("3", "latest-offsets"), ("4", "group-timeline"),
-        ("5", "expiry-audit"), ("6", "commit-rates"), ("7", "lag"), ("8", "txn-offsets"), ("9", "summary.html")]
-    for name in ("records", "overview", "latest_offsets", "group_timeline", "expiry_audit", "commit_rates", "lag",
-                 "txn_offsets"):
+        ("5", "expiry-audit"), ("6", "commit-rates"), ("7", "lag"), ("8", "txn-offsets"), ("9", "transactions"),
+        ("10", "share-groups"), ("11", "summary.html")]
+    for name in ("aggregated", "overview", "latest_offsets", "group_timeline", "expiry_audit", "commit_rates", "lag",
+                 "txn_offsets", "transactions", "share_groups"):
         assert (out / f"{name}.parquet").is_dir(), name
     audit = pq.read_table(out / "expiry_audit.parquet").to_pylist()
     assert {(r["group_id"], r["topic"], r["partition"]) for r in audit if r["expired"]} == {("simple-app", "orders", 1)}
@@ -41,7 +42,7 @@ def test_all_reports_and_the_summary(spark, scenario, tmp_path, capsys):
 
     # a single report from those records, with its CSV: one file, nested columns flattened
     again = tmp_path / "again"
-    assert main(["latest-offsets", "--from-records", str(out / "records.parquet"), "--out", str(again)]) == 0
+    assert main(["latest-offsets", "--from-records", str(out / "aggregated.parquet"), "--out", str(again)]) == 0
     with open(again / "latest_offsets.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {(r["source_dir"], r["group_id"], r["topic"], int(r["partition"]), int(r["committed_offset"]))
@@ -72,17 +73,22 @@ def test_outputs_on_a_hadoop_filesystem(spark, records, tmp_path, monkeypatch):
     assert (tmp_path / "out" / "summary.html").read_text(encoding="utf-8") == "<p>é</p>"
 
 
-@pytest.mark.parametrize("name", ["latest-offsets", "expiry-audit", "lag"])
-def test_winner_reports_alone_aggregate_per_split_and_write_the_same_bytes(spark, scenario, tmp_path, name):
-    """Alone, these reports read the data source's split-local aggregation; the CSV is the `all` run's, byte for byte."""
-    common = ["--now", str(T0 + 3 * HOUR), "--retention-minutes", "1440"]
-    full, alone = tmp_path / "full", tmp_path / "alone"
-    assert main(["all", str(scenario.parent), "--out", str(full), *common]) == 0
-    assert main([name, str(scenario.parent), "--out", str(alone), "--split-mb", "0.004", *common]) == 0
-    file = name.replace("-", "_") + ".csv"
-    assert (alone / file).read_bytes() == (full / file).read_bytes()
-    assert (alone / "latest_records.parquet").is_dir() and not (alone / "records.parquet").exists()
-    assert pq.read_table(alone / "latest_records.parquet").num_rows < pq.read_table(full / "records.parquet").num_rows
+def test_reports_from_the_aggregating_data_source_are_the_every_record_bytes(spark, scenario, tmp_path):
+    """`all` aggregates per split (small splits here: many partials to merge); every CSV is the full path's."""
+    common = ["--now", str(T0 + 3 * HOUR), "--retention-minutes", "1440", "--window", "10 minutes",
+              "--progress-seconds", "0"]
+    full, agg = tmp_path / "full", tmp_path / "agg"
+    assert main(["all", str(scenario.parent), "--out", str(full), "--every-record", *common]) == 0
+    assert main(["all", str(scenario.parent), "--out", str(agg), "--split-mb", "0.004", *common]) == 0
+    csvs = sorted(p.name for p in full.glob("*.csv"))
+    assert len(csvs) == 9
+    for name in csvs:
+        assert (agg / name).read_bytes() == (full / name).read_bytes(), name
+    assert (agg / "aggregated.parquet").is_dir() and not (agg / "records.parquet").exists()
+    assert pq.read_table(agg / "aggregated.parquet").num_rows < pq.read_table(full / "records.parquet").num_rows
+    alone = tmp_path / "alone"
+    assert main(["lag", str(scenario.parent), "--out", str(alone), *common]) == 0
+    assert (alone / "lag.csv").read_bytes() == (full / "lag.csv").read_bytes()
 
 
 def test_long_stages_print_progress_lines(capsys):

@@ -154,6 +154,45 @@ def test_split_local_aggregation_gives_the_same_reports(spark, scenario, records
         spark.read.format("odradek-log").option("aggregate", "everything").load(str(scenario.parent)).count()
 
 
+def _every_report(window: str):
+    now = T0 + 3 * HOUR
+    return {"overview": reports.overview, "latest_offsets": reports.latest_offsets,
+            "group_timeline": reports.group_timeline, "group_snapshot": reports.group_snapshot,
+            "expiry_audit": lambda df: reports.expiry_audit(df, now_ms=now, retention_ms=DAY),
+            "commit_rates": lambda df: reports.commit_rates(df, window), "lag": reports.consumer_lag,
+            "txn_offsets": reports.transactional_offsets}
+
+
+@pytest.mark.parametrize("split_bytes", ["0", "134217728"])
+def test_the_reports_aggregation_gives_every_report_the_same_rows(spark, scenario, records, split_bytes):
+    """aggregate=reports: winners, group and transactional records, and partial counts; every report agrees."""
+    from odradek.pipeline.partial import PARTIAL
+
+    window = "10 minutes"
+    reduced = (spark.read.format("odradek-log").option("aggregate", "reports").option("windowMs", str(10 * MINUTE))
+               .option("splitBytes", split_bytes).load(str(scenario.parent))).cache()
+    assert reduced.where(f"{PARTIAL} IS NULL").count() < records.count()
+    for name, build in _every_report(window).items():
+        full, agg = build(records), build(reduced)
+        assert full.schema.simpleString() == agg.schema.simpleString(), name
+        assert full.count() > 0, name
+        assert full.exceptAll(agg).count() == 0 and agg.exceptAll(full).count() == 0, name
+    with pytest.raises(Exception, match="another window"):
+        reports.commit_rates(reduced, "1 minute").collect()
+    reduced.unpersist()
+
+
+def test_window_ms_reads_spark_intervals():
+    from odradek.pipeline.partial import window_ms
+
+    assert window_ms("1 minute") == MINUTE and window_ms("10 minutes") == 10 * MINUTE
+    assert window_ms("1 hour 30 minutes") == 90 * MINUTE and window_ms("INTERVAL 2 days") == 2 * DAY
+    assert window_ms("500 milliseconds") == 500
+    for bad in ("1 month", "soon", "0 seconds", ""):
+        with pytest.raises(ValueError):
+            window_ms(bad)
+
+
 def test_transactional_offsets_committed_aborted_and_pending(spark, tmp_path):
     from odradek.offsets.records import OffsetKey, OffsetValue, encode_key, encode_value
     from tests.spark.datagen import OffsetsLog
@@ -171,3 +210,102 @@ def test_transactional_offsets_committed_aborted_and_pending(spark, tmp_path):
         0: (10, 7, "committed"), 1: (20, 8, "aborted"), 2: (30, 9, "pending")}
     assert rows[0].marker_timestamp == T0 + 1 and rows[0].marker_offset > rows[0].record_offset
     assert rows[2].marker_offset is None
+
+
+def test_transaction_log_records_and_the_transactions_report(spark, tmp_path):
+    """__transaction_state decoded by the coordinator's own records module; one report row per record."""
+    from odradek.pipeline.decode import decode_segment_file
+    from odradek.protocol.records import encode_batch
+    from odradek.storage.log_manager import TRANSACTION_STATE_TOPIC
+    from odradek.transactions.records import TxnKey, TxnValue, encode_key, encode_value
+    from odradek.transactions.state import TxnState
+    from tests.spark.datagen import CoordinatorLog
+
+    log = CoordinatorLog(tmp_path / "broker", TRANSACTION_STATE_TOPIC)
+
+    def write(txn_id, value, ts, version=0):
+        log.write(encode_key(TxnKey(txn_id)), encode_value(value, version), ts)
+
+    def value(state, epoch=0, partitions=(), pid=4000, start=T0):
+        return TxnValue(producer_id=pid, producer_epoch=epoch, timeout_ms=60000, state=state,
+                        partitions=partitions, last_update_ms=T0 + epoch, start_ms=start)
+
+    write("app-1", value(TxnState.EMPTY, partitions=None, start=-1), T0)
+    write("app-1", value(TxnState.ONGOING, partitions=(("orders", 0), ("orders", 1), ("pay", 3))), T0 + 1)
+    write("app-1", value(TxnState.PREPARE_COMMIT, partitions=(("orders", 0), ("orders", 1), ("pay", 3))),
+              T0 + 2, version=1)
+    write("app-1", value(TxnState.COMPLETE_COMMIT, epoch=1), T0 + 3)
+    write("gone", value(TxnState.ONGOING, pid=4001), T0 + 4)
+    log.log.append(encode_batch([(b"\x00\x00\x00\x04gone", None), (b"\x00\x07junk", b"\x00\x00")],
+                                base_timestamp=T0 + 5))
+    log.close()
+
+    ref = find_segments([str(tmp_path / "broker")])[0]
+    rows = [r for b in decode_segment_file(ref) for r in b.to_pylist()]
+    assert [r["record_type"] for r in rows] == ["transaction"] * 7
+    assert rows[1]["txn_partitions"] == [{"topic": "orders", "partitions": [0, 1]}, {"topic": "pay", "partitions": [3]}]
+    assert (rows[2]["transactional_id"], rows[2]["txn_state"], rows[2]["txn_timeout_ms"]) == (
+        "app-1", "PrepareCommit", 60000)
+    assert rows[0]["txn_partitions"] is None and rows[5]["is_tombstone"] and rows[5]["transactional_id"] == "gone"
+    assert "unknown transaction log key version 7" in rows[6]["decode_error"]
+
+    df = spark.read.format("odradek-log").load(str(tmp_path / "broker"))
+    report = reports.transactions(df).orderBy("record_offset").collect()
+    assert [(r.transactional_id, r.state, r.state_changed, r.producer_epoch, r.epoch_step, r.partition_count,
+             r.is_last) for r in report] == [
+        ("app-1", "Empty", True, 0, None, 0, False), ("app-1", "Ongoing", True, 0, 0, 3, False),
+        ("app-1", "PrepareCommit", True, 0, 0, 3, False), ("app-1", "CompleteCommit", True, 1, 1, 0, True),
+        ("gone", "Ongoing", True, 0, None, 0, False), ("gone", "Dead", True, None, None, 0, True)]
+    reduced = spark.read.format("odradek-log").option("aggregate", "reports").load(str(tmp_path / "broker"))
+    assert sorted(reports.transactions(reduced).collect()) == sorted(report)
+
+
+def test_share_group_state_records_and_the_share_groups_report(spark, tmp_path):
+    """__share_group_state decoded by shares.records, replayed per share-partition by shares.state."""
+    import uuid
+
+    from odradek.pipeline.decode import decode_segment_file
+    from odradek.shares import records as sr
+    from odradek.shares.state import replay
+    from tests.spark.datagen import CoordinatorLog
+
+    topic = uuid.UUID(int=7)
+    log = CoordinatorLog(tmp_path / "broker", sr.STATE_TOPIC)
+    written = []
+
+    def write(key, value, ts):
+        written.append((key, value))
+        log.write(sr.encode_key(key), sr.encode_value(value), ts)
+
+    snap, upd = sr.ShareSnapshotKey("sg", topic, 0), sr.ShareUpdateKey("sg", topic, 0)
+    write(snap, sr.ShareSnapshotValue(snapshot_epoch=0, state_epoch=1, leader_epoch=0, start_offset=0,
+                                      create_timestamp=T0, write_timestamp=T0,
+                                      state_batches=[sr.StateBatch(0, 9, 2, 1)]), T0)
+    write(upd, sr.ShareUpdateValue(snapshot_epoch=0, leader_epoch=0, start_offset=10,
+                                   state_batches=[sr.StateBatch(10, 14, 0, 2), sr.StateBatch(15, 19, 4, 5)]), T0 + 1)
+    write(upd, sr.ShareUpdateValue(snapshot_epoch=0, leader_epoch=-1, start_offset=-1,
+                                   state_batches=[sr.StateBatch(10, 11, 2, 3)]), T0 + 2)
+    gone = sr.ShareSnapshotKey("gone", topic, 1)
+    write(gone, sr.ShareSnapshotValue(snapshot_epoch=0, state_epoch=0, leader_epoch=0, start_offset=5,
+                                      create_timestamp=T0, write_timestamp=T0), T0 + 3)
+    write(gone, None, T0 + 4)
+    log.close()
+
+    rows = [r for ref in find_segments([str(tmp_path / "broker")]) for b in decode_segment_file(ref)
+            for r in b.to_pylist()]
+    assert {r["record_type"] for r in rows} == {"share_state"} and len(rows) == 5
+    assert (rows[1]["share_record"], rows[1]["share_topic_id"], rows[1]["share_start_offset"]) == (
+        "ShareUpdate", sr.kafka_uuid_text(topic), 10)
+    assert rows[1]["share_state_batches"][1] == {"first_offset": 15, "last_offset": 19, "delivery_state": 4,
+                                                 "delivery_count": 5}
+
+    expected = replay(written)[("sg", topic, 0)]
+    df = spark.read.format("odradek-log").load(str(tmp_path / "broker"))
+    report = {r.group_id: r for r in reports.share_groups(df).collect()}
+    sg = report["sg"]
+    assert (sg.snapshots, sg.updates, sg.deleted, sg.start_offset) == (1, 2, False, expected.start_offset)
+    assert sg.in_flight_offsets == sum(b.last_offset - b.first_offset + 1 for b in expected.state_batches)
+    assert (sg.redelivered_offsets, sg.max_delivery_count, sg.archived_offsets) == (10, 5, 5)
+    assert report["gone"].deleted and report["gone"].in_flight_offsets == 0
+    reduced = spark.read.format("odradek-log").option("aggregate", "reports").load(str(tmp_path / "broker"))
+    assert sorted(reports.share_groups(reduced).collect()) == sorted(report.values())

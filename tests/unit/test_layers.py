@@ -25,7 +25,7 @@ ALLOWED = {
     "shares": {"protocol", "storage"},
     "broker": {"protocol", "storage", "offsets", "transactions", "registry", "shares"},
     "web": {"protocol", "storage", "offsets", "transactions", "registry", "shares", "broker"},
-    "pipeline": {"protocol", "storage", "offsets"},
+    "pipeline": {"protocol", "storage", "offsets", "transactions", "shares"},
     "testing": {"protocol", "storage", "offsets", "transactions", "registry", "shares", "broker", "web"},
 }
 
