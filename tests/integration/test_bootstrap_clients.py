@@ -17,7 +17,7 @@ def test_kafka_python_bootstraps(broker):
         assert cluster["cluster_id"] == broker.app.cluster_id
         assert [(b["host"], b["port"]) for b in cluster["brokers"]] == [
             ("127.0.0.1", broker.app.endpoint.port)]
-        assert sorted(admin.list_topics()) == ["__consumer_offsets", "__transaction_state"]  # internal ones
+        assert sorted(admin.list_topics()) == ["__consumer_offsets", "__share_group_state", "__transaction_state"]  # internal ones
     finally:
         admin.close()
 
@@ -44,7 +44,7 @@ def test_confluent_kafka_bootstraps(broker):
     assert md.controller_id == broker.app.node_id
     assert {b.id: (b.host, b.port) for b in md.brokers.values()} == {
         1: ("127.0.0.1", broker.app.endpoint.port)}
-    assert set(md.topics) == {"__consumer_offsets", "__transaction_state"}  # internal ones
+    assert set(md.topics) == {"__consumer_offsets", "__share_group_state", "__transaction_state"}  # internal ones
 
 
 def test_cluster_id_survives_restart(broker):

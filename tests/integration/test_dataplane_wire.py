@@ -219,7 +219,7 @@ def test_metadata_topics_null_is_all_and_empty_is_none(broker):
         for v in range(1, 13):
             every = metadata(c, None, version=v)
             assert [(t.name, t.is_internal) for t in every.topics] == [
-                ("__consumer_offsets", True), ("__transaction_state", True), ("m1", False), ("m2", False)]
+                ("__consumer_offsets", True), ("__share_group_state", True), ("__transaction_state", True), ("m1", False), ("m2", False)]
             assert metadata(c, [], version=v).topics == []
             t = every.topics[3]
             assert (t.error_code, t.is_internal) == (E.NONE, False)
@@ -251,7 +251,7 @@ def test_metadata_auto_creates_only_when_allowed(broker, strict):
         assert metadata(c, ["bad name"], auto=True).topics[0].error_code == E.INVALID_TOPIC_EXCEPTION
     with client(strict) as c:
         assert metadata(c, ["auto-off"], auto=True).topics[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
-        assert [t.name for t in metadata(c, None).topics] == ["__consumer_offsets", "__transaction_state"]
+        assert [t.name for t in metadata(c, None).topics] == ["__consumer_offsets", "__share_group_state", "__transaction_state"]
 
 
 # --- Produce ---------------------------------------------------------------------------
@@ -703,7 +703,8 @@ def test_deleting_a_topic_deletes_its_committed_offsets(broker):
         assert commit(c, "g1", "offs", 3) == E.NONE
         assert committed(c, "g1", "offs") == 3
         listed = {t.name: t.is_internal for t in metadata(c, None).topics}
-        assert listed == {"offs": False, "__consumer_offsets": True, "__transaction_state": True}
+        assert listed == {"offs": False, "__consumer_offsets": True, "__share_group_state": True,
+                          "__transaction_state": True}
         c.request(DELETE, 6, {"topics": [{"name": "offs", "topic_id": ZERO}], "timeout_ms": 5000})
         create(c, "offs")
         assert committed(c, "g1", "offs") == -1

@@ -128,6 +128,7 @@ def test_a_32k_group_instance_id_joins_describes_and_survives_a_restart(tmp_path
 def test_a_32k_client_id_still_gets_a_member_id_that_encodes(broker, tracebacks):
     join = {"group_id": "g2", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
             "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+    broker.wait_loaded()  # a raw JoinGroup during the load would get COORDINATOR_LOAD_IN_PROGRESS
     with _client(broker) as c:
         c.send_raw(encode(11, 4, 1, join, client_id="c" * LONG))
         _cid, r = decode(11, 4, c.recv_frame())  # v4+: MEMBER_ID_REQUIRED hands out the id

@@ -43,8 +43,9 @@ def test_limits_and_value_versions_per_release():
 
 
 def test_a_4x_profile_is_cut_to_what_this_broker_serves():
-    """Keys a 4.2/4.3 broker serves that are not implemented here (the share group protocol's)
-    stay unserved (UpdateFeatures and the consumer group protocol are served now); versions above ours are cut to ours; KIP-896's
+    """Keys a 4.2/4.3 broker serves that are not implemented here (the streams group protocol's,
+    the share coordinator's broker-to-broker state RPCs) stay unserved (UpdateFeatures, the consumer
+    and share group protocols are served now); versions above ours are cut to ours; KIP-896's
     minimums apply; and the default profile keeps the old versions old clients send."""
     from odradek.broker.doc_tables import _served
 
@@ -52,8 +53,8 @@ def test_a_4x_profile_is_cut_to_what_this_broker_serves():
     assert default[0][0] == 0 and default[1][0] == 0 and default[2][0] == 0  # old tools' versions
     for release in ("4.2", "4.3"):
         served = _served({"odradek.emulate.kafka.version": release})
-        assert not {76, 77, 78, 79} & set(served)
-        assert {57, 68, 69} <= set(served)
+        assert not {83, 84, 85, 86, 87, 88, 89} & set(served)
+        assert {57, 68, 69, 76, 77, 78, 79, 90, 91, 92} <= set(served)
         for key, (lo, hi) in served.items():
             rlo, rhi = RELEASES[release]["apis"][key][1:3]
             assert (lo, hi) == (max(rlo, default[key][0]), min(rhi, default[key][1])), key
