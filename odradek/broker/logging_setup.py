@@ -67,7 +67,7 @@ _OURS: list[bool] = []  # [True] once configure() or configure_embedded() set st
 # Every component that logs (``structlog.get_logger("odradek.<component>")``): the loggers
 # DescribeConfigs lists for a BROKER_LOGGER resource, beside "root" (the global level).
 # tests/unit/test_broker_loggers.py checks that each logger the package asks for is here.
-COMPONENTS = ("authorizer", "broker", "cli", "clock", "configs", "control", "coordinator", "dataplane",
+COMPONENTS = ("authorizer", "broker", "cli", "clock", "cluster", "configs", "control", "coordinator", "dataplane",
               "features", "gc", "produce", "producers", "quotas", "registry", "security", "server", "share", "storage",
               "telemetry", "topics", "txn", "web")
 ROOT = "root"
