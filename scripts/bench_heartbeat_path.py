@@ -7,10 +7,11 @@ consumer group of as many are formed over TCP (``bench_groups.py``'s helpers), t
 (``data_received``, 16 frames a read, as a pipelining client's read would) and each loop turn
 ends.  Prints, per kind, the best of five runs (process CPU time per heartbeat) and the ratio, the
 two kinds alternating so both see the same background load: what ``bench_groups.py --only
-consumer``'s heartbeats/s compares, without the machine's noise.  ``--profile`` prints where the
-consumer heartbeats' time went (cProfile, by own time).
+consumer``'s heartbeats/s compares, without the machine's noise.  ``--profile [KIND]`` prints where
+the heartbeats of KIND (``consumer``, the default, or ``classic``) spent their time (cProfile, by
+own time).
 
-    PYTHONPATH=. python scripts/bench_heartbeat_path.py [--members 1000] [--profile]
+    PYTHONPATH=. python scripts/bench_heartbeat_path.py [--members 1000] [--profile [classic|consumer]]
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ async def run(args) -> dict[str, float]:
             profile = cProfile.Profile()
         for i in range(5):
             for kind in ("classic", "consumer"):
-                if profile is not None and i == 4 and kind == "consumer":
+                if profile is not None and i == 4 and kind == args.profile:
                     profile.enable()
                 best[kind] = min(best[kind], await one_run(conn, transport, reads[kind]))
                 if profile is not None:
@@ -117,7 +118,7 @@ async def run(args) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--members", type=int, default=1000)
-    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--profile", nargs="?", const="consumer", choices=("classic", "consumer"))
     args = parser.parse_args()
     logging_setup.configure("text", "warning")
     us = asyncio.run(run(args))

@@ -16,7 +16,9 @@ from ..protocol.lean_dataclass import dataclass
 from ..protocol.registry import APIS, ApiSpec
 from ..protocol.schema import Versions
 
-# A handler returns the response body as a dict, NO_RESPONSE, a ``Later``, or an awaitable.
+# A handler returns the response body as a dict, NO_RESPONSE, a ``Later``, or an awaitable; or
+# the body already encoded (``bytes``: a hot answer built from a template), which code amending
+# answers (a quota's or a fault rule's throttle time) reads back first (``decoded``).
 HandlerFn = Callable[["RequestContext", Any], Any]
 
 
@@ -115,6 +117,14 @@ def after(result: Any, fn: Callable[[dict], dict]) -> Any:
 
 def _apply(fn: Callable[[dict], dict], body: Any) -> Any:
     return body if body is NO_RESPONSE or body is None else fn(body)
+
+
+def decoded(ctx: RequestContext, body: Any) -> Any:
+    """A handler's answer as the dict it stands for: a body answered already encoded (``bytes``)
+    is read back with the request's response codec; any other answer is returned as it is."""
+    if type(body) is not bytes:
+        return body
+    return dict(APIS[ctx.api_key].response.codec(ctx.api_version)[0](body, 0)[0])
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from . import partition_errors
-from .dispatch import NO_RESPONSE, CloseConnection, Later, RequestContext, after
+from .dispatch import NO_RESPONSE, CloseConnection, Later, RequestContext, after, decoded
 from .error_answers import error_answer
 from .leader_hints import add_leader_hints, hinted
 
@@ -54,9 +54,10 @@ def apply_fault(rule: Any, api_key: int, handler: Any, ctx: RequestContext, body
     if not rule.delay_ms and rule.close is None:
         if rule.throttle_ms is None or result is NO_RESPONSE:
             return result
+        result = decoded(ctx, result)
         if type(result) is dict:
             return {**result, "throttle_time_ms": rule.throttle_ms}
-    return _fault_later(rule, result)
+    return _fault_later(rule, result, ctx)
 
 
 def _with_partition_errors(result: Any, lay: Any, chosen: list, code: int) -> Any:
@@ -72,7 +73,7 @@ def _with_partition_errors(result: Any, lay: Any, chosen: list, code: int) -> An
     return later()
 
 
-async def _fault_later(rule: Any, result: Any) -> Any:
+async def _fault_later(rule: Any, result: Any, ctx: RequestContext) -> Any:
     """The handler's answer, then the rule's delay, throttle or close (see ``apply_fault``)."""
     if type(result) is Later:
         result = await result.as_future()
@@ -82,6 +83,8 @@ async def _fault_later(rule: Any, result: Any) -> Any:
         await asyncio.sleep(rule.delay_ms / 1000)
     if rule.close == "after":
         raise CloseConnection(f"fault rule {rule.id}: close after handling")
-    if rule.throttle_ms is not None and type(result) is dict:
-        result = {**result, "throttle_time_ms": rule.throttle_ms}
+    if rule.throttle_ms is not None:
+        result = decoded(ctx, result)
+        if type(result) is dict:
+            result = {**result, "throttle_time_ms": rule.throttle_ms}
     return result

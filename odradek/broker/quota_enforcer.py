@@ -24,7 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
-from .dispatch import NO_RESPONSE, ON_THROTTLE, after
+from .dispatch import NO_RESPONSE, ON_THROTTLE, after, decoded
 
 if TYPE_CHECKING:
     from .client_quotas import Entity, QuotaStore
@@ -129,6 +129,7 @@ class QuotaEnforcer:
             if ms > 0:
                 mute(ms)
                 if body is not NO_RESPONSE:
+                    body = decoded(ctx, body)
                     body["throttle_time_ms"] = max(body.get("throttle_time_ms") or 0, ms)
             return body
         if result is NO_RESPONSE:  # acks=0: muted, nothing to answer

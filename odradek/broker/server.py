@@ -794,7 +794,7 @@ class Connection(asyncio.Protocol):
             if type(result) is not dict:
                 if type(result) is Later:  # the coordinator answers later (a commit awaiting fsync)
                     return _Pending(result, route, version, correlation_id, started, body)
-                if inspect.isawaitable(result):  # a coroutine needs a task
+                if type(result) is not bytes and inspect.isawaitable(result):  # a coroutine needs a task
                     return _Pending(asyncio.ensure_future(result), route, version, correlation_id, started,
                                     body)
             return self._answer(result, route, version, correlation_id, started)
@@ -967,11 +967,12 @@ class Connection(asyncio.Protocol):
         return route
 
     def _answer(self, result, route: Route, version: int, correlation_id: int, started: float):
-        """The encoded answer (or NO_RESPONSE), counted in the request metrics."""
+        """The encoded answer (or NO_RESPONSE), counted in the request metrics; a handler's
+        ``bytes`` are the body already encoded (``dispatch.HandlerFn``)."""
         if result is NO_RESPONSE:
             out = NO_RESPONSE
         else:
-            body = route.build_response(result)
+            body = result if type(result) is bytes else route.build_response(result)
             out = headers.encode_response_parts(correlation_id, route.response_header_version, body)
             control = self.server.control
             if control is not None:  # capturing: the answer joins its request

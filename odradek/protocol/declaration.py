@@ -64,7 +64,7 @@ _PRIM_DEFAULTS = {
 class F:
     """One field of a message declaration (see module docstring)."""
 
-    __slots__ = ("name", "type", "versions", "nullable", "tag", "tagged", "default",
+    __slots__ = ("name", "type", "versions", "nullable", "tag", "tagged", "default", "declared_default",
                  "fields", "flexible")
 
     def __init__(self, name: str, type: str, versions: str = "0+", *,
@@ -85,6 +85,8 @@ class F:
         if fields is None and self.elem_type not in _PRIM_DEFAULTS:
             raise ValueError(f"{name}: unknown type {type!r}")
         self.default = self._initial_default() if default is _MISSING else default
+        # the declaration names its default (Kafka's JSON ``default``): a value senders often leave
+        self.declared_default = default is not _MISSING
 
     @property
     def is_array(self) -> bool:

@@ -56,4 +56,5 @@ class LocalKafka:
             result = await result
         if result is NO_RESPONSE or result is None:
             raise KafkaCallError(f"{api} gave no answer")
-        return spec.response.parse(spec.response.build(result, version), version)
+        body = result if type(result) is bytes else spec.response.build(result, version)  # bytes: encoded
+        return spec.response.parse(body, version)

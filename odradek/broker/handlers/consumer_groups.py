@@ -1,16 +1,19 @@
 """ConsumerGroupHeartbeat and ConsumerGroupDescribe (keys 68, 69; KIP-848): wire glue over
 ``coordinator/consumer_heartbeat.py`` and ``coordinator/consumer_admin.py``.
 
-The answer of a heartbeat leaves once its records are durable and replayed (a ``Later``).
+The answer of a heartbeat leaves once its records are durable and replayed (a ``Later``); a
+Stable member's steady heartbeat is answered at once, already encoded (``steady_body``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import struct
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from ...protocol.errors import ErrorCode
+from ...protocol.primitives import encode_uvarint
 from ..coordinator.consumer_admin import describe_consumer_groups
 from ..coordinator.consumer_heartbeat import (
     HeartbeatRequest,
@@ -37,7 +40,7 @@ def register(table: HandlerTable, app: ConsumerGroupServices) -> None:
 
 
 def handle_consumer_group_heartbeat(app: ConsumerGroupServices, ctx: RequestContext,
-                                    req) -> dict | asyncio.Future:
+                                    req) -> dict | bytes | asyncio.Future:
     coordinator = app.coordinator
     if coordinator is None:
         return heartbeat_response(HeartbeatResult.failed(ErrorCode.COORDINATOR_NOT_AVAILABLE))
@@ -57,12 +60,12 @@ def handle_consumer_group_heartbeat(app: ConsumerGroupServices, ctx: RequestCont
     return answer_when(consumer_heartbeat(coordinator, coordinator.topics, request), heartbeat_response)
 
 
-def _steady_answer(coordinator: Coordinator, ctx: RequestContext, req) -> dict | None:
-    """A Stable member's heartbeat with nothing new: its answer, or None for the general path.
+def _steady_answer(coordinator: Coordinator, ctx: RequestContext, req) -> bytes | None:
+    """A Stable member's heartbeat with nothing new: its answer's body, or None for the general path.
 
     ``GroupShards.check`` inlined for its one outcome that can be steady (a non-empty group id
-    on an active shard), and the answer built with only the fields that differ from the
-    response's defaults (no error, no message, no assignment)."""
+    on an active shard), and the answer encoded from a template (``steady_body``): every poll
+    of every member comes here."""
     group_id = req["group_id"]
     shards = coordinator.shards
     shard = shards[0] if len(shards) == 1 else coordinator.shard_for(group_id)
@@ -73,10 +76,25 @@ def _steady_answer(coordinator: Coordinator, ctx: RequestContext, req) -> dict |
                                ctx.client_id or "", ctx.client_host)
     if interval is None:
         return None
-    return {"member_id": member_id, "member_epoch": epoch, "heartbeat_interval_ms": interval}
+    return steady_body(member_id, epoch, interval)
 
 
 _ACTIVE = ShardStatus.ACTIVE
+# the steady answer's bytes around the member's id: no throttle, no error, a null message, then
+# after the id its epoch and interval, a null assignment, no tagged fields (v0 and v1 alike)
+_STEADY_HEAD = bytes(7)
+_STEADY_TAIL = struct.Struct(">iiBB")
+_COMPACT_LENGTHS = tuple(encode_uvarint(n + 1) for n in range(127))
+
+
+def steady_body(member_id: str, epoch: int, interval: int) -> bytes:
+    """``ConsumerGroupHeartbeatResponse`` (v0, v1) of no error for ``member_id`` at ``epoch``, as
+    its generated writer encodes ``{"member_id", "member_epoch", "heartbeat_interval_ms"}``
+    (checked equal in ``test_consumer_steady_answer``) in a third of its time."""
+    name = member_id.encode()
+    n = len(name)
+    return b"".join((_STEADY_HEAD, _COMPACT_LENGTHS[n] if n < 127 else encode_uvarint(n + 1), name,
+                     _STEADY_TAIL.pack(epoch, interval, 0xFF, 0)))
 
 
 def _assignment(rows) -> dict:
