@@ -24,12 +24,12 @@ def test_all_reports_and_the_summary(spark, scenario, tmp_path, capsys):
                "--retention-minutes", "1440", "--window", "10 minutes", "--progress-seconds", "0"])
     assert rc == 0
     progress = capsys.readouterr().err
-    assert re.findall(r"^\[(\d+)/11\] (\S+): ", progress, re.M) == [
+    assert re.findall(r"^\[(\d+)/12\] (\S+): ", progress, re.M) == [
         ("1", "decode"), ("2", "overview"), ("3", "latest-offsets"), ("4", "group-timeline"),
         ("5", "expiry-audit"), ("6", "commit-rates"), ("7", "lag"), ("8", "txn-offsets"), ("9", "transactions"),
-        ("10", "share-groups"), ("11", "summary.html")]
+        ("10", "share-groups"), ("11", "modern-groups"), ("12", "summary.html")]
     for name in ("aggregated", "overview", "latest_offsets", "group_timeline", "expiry_audit", "commit_rates", "lag",
-                 "txn_offsets", "transactions", "share_groups"):
+                 "txn_offsets", "transactions", "share_groups", "modern_groups"):
         assert (out / f"{name}.parquet").is_dir(), name
     audit = pq.read_table(out / "expiry_audit.parquet").to_pylist()
     assert {(r["group_id"], r["topic"], r["partition"]) for r in audit if r["expired"]} == {("simple-app", "orders", 1)}
