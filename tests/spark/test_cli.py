@@ -68,7 +68,7 @@ def test_outputs_on_a_hadoop_filesystem(spark, records, tmp_path, monkeypatch):
     written = reports.write_report(reports.overview(records), base, "overview")
     assert written == [f"{base}/overview.parquet", f"{base}/overview.csv"]
     assert (tmp_path / "out" / "overview.csv").is_dir()
-    assert reports.parquet_rows(spark, written[0]) == 8
+    assert reports.parquet_rows(spark, written[0]) == 10  # data dir x topic x record type
     reports.write_text(spark, f"{base}/summary.html", "<p>é</p>")
     assert (tmp_path / "out" / "summary.html").read_text(encoding="utf-8") == "<p>é</p>"
 
@@ -81,7 +81,7 @@ def test_reports_from_the_aggregating_data_source_are_the_every_record_bytes(spa
     assert main(["all", str(scenario.parent), "--out", str(full), "--every-record", *common]) == 0
     assert main(["all", str(scenario.parent), "--out", str(agg), "--split-mb", "0.004", *common]) == 0
     csvs = sorted(p.name for p in full.glob("*.csv"))
-    assert len(csvs) == 9
+    assert len(csvs) == 10
     for name in csvs:
         assert (agg / name).read_bytes() == (full / name).read_bytes(), name
     assert (agg / "aggregated.parquet").is_dir() and not (agg / "records.parquet").exists()
