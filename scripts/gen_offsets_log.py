@@ -19,6 +19,17 @@ broker writes.  What the groups do, per group, seeded (``--seed``):
 - about 1 group in 20 is retired: it goes Empty and its offsets expire
   (tombstones for each, then the group's tombstone), as the broker's KIP-211
   sweep writes them; the name then comes back as a new group;
+- about 1 group in 4 uses KIP-848's consumer protocol (``group.protocol=consumer``,
+  the default of Kafka 4's clients is still classic): instead of a group
+  record per generation it writes what the new coordinator writes
+  (``offsets.consumer_records``): a member's metadata when it joins and its
+  tombstones when it leaves, the group epoch (and the subscribed topics'
+  metadata the first time), each member's target assignment and the target
+  epoch, each member's current assignment; retiring deletes all of them;
+- one share group (KIP-932, ``offsets.share_group_records``) per 20 groups:
+  membership records only (members joining and leaving, the group epoch,
+  target and current assignments, the initialized share-partitions), no
+  commits, as share groups keep their state in ``__share_group_state``;
 - about 1 group in 8 is an exactly-once app: its offsets go in
   TxnOffsetCommit batches (a producer id per app) followed by a COMMIT
   marker, about 1 in 25 an ABORT, and the last one may be left pending.
@@ -37,11 +48,15 @@ import os
 import random
 import sys
 import time
+import uuid
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from odradek.offsets import consumer_records as cg  # noqa: E402
+from odradek.offsets import share_group_records as sg  # noqa: E402
 from odradek.offsets.consumer_protocol import (  # noqa: E402
     Assignment,
     Subscription,
@@ -67,7 +82,10 @@ from odradek.storage.log_manager import OFFSETS_TOPIC, offsets_topic_config  # n
 T0 = 1_700_000_000_000
 TICK_MS = 5_000  # auto.commit.interval.ms
 COUNTS = ("records", "commits", "tombstones", "group_records", "group_tombstones", "txn_commits",
-          "txn_committed", "txn_aborted", "txn_pending", "batches")
+          "txn_committed", "txn_aborted", "txn_pending", "batches", "cg_records", "cg_tombstones", "sg_records",
+          "sg_tombstones")
+KIP848_SHARE = 1 / 4  # of the groups: consumer protocol (KIP-848)
+SHARE_GROUPS_PER_GROUP = 1 / 20  # share groups (KIP-932) beside the consumer groups
 
 
 @dataclasses.dataclass
@@ -85,6 +103,9 @@ class GroupSim:
     keys: dict[tuple[str, int], bytes] = dataclasses.field(default_factory=dict)
     next_rebalance: int = 0
     retire_at: int | None = None
+    kip848: bool = False  # consumer protocol: KIP-848 records instead of GroupMetadata
+    share: bool = False  # a share group: membership records only
+    live_members: int = 0  # KIP-848/932 members with records in the log
 
 
 def _group(name: str, seed: int, n_topics: int, producer_id: int, horizon: int) -> GroupSim:
@@ -94,9 +115,12 @@ def _group(name: str, seed: int, n_topics: int, producer_id: int, horizon: int) 
     parts = [(f"topic-{t:03d}", p) for t in topics for p in range(1 + (t * 7) % 12)]
     eos = rng.random() < 1 / 8
     retire = rng.random() < 0.05
-    return GroupSim(name, rng, parts, rng.randint(1, 5), producer_id if eos else None, horizon=horizon,
+    share = name.startswith("share-")
+    kip848 = not share and rng.random() < KIP848_SHARE
+    return GroupSim(name, rng, parts, rng.randint(1, 5), producer_id if eos and not share else None, horizon=horizon,
                     next_rebalance=rng.randint(2, max(3, horizon // 3)),
-                    retire_at=rng.randint(horizon // 4, max(horizon // 4, horizon * 9 // 10)) if retire else None)
+                    retire_at=rng.randint(horizon // 4, max(horizon // 4, horizon * 9 // 10)) if retire else None,
+                    kip848=kip848, share=share)
 
 
 def _members(g: GroupSim) -> list[MemberValue]:
@@ -146,6 +170,92 @@ def _group_record(w: PartitionWriter, g: GroupSim, ts: int, empty: bool = False)
     w.counts["group_records"] += 1
 
 
+def topic_id(topic: str) -> uuid.UUID:
+    """A data topic's id, the same in every run and worker."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"odradek-gen:{topic}")
+
+
+def _assignments(g: GroupSim) -> list[dict[uuid.UUID, frozenset[int]]]:
+    """Each live member's partitions (round-robin), by topic id."""
+    out: list[dict[uuid.UUID, set[int]]] = [{} for _ in range(g.members)]
+    for i, (t, p) in enumerate(g.partitions):
+        out[i % g.members].setdefault(topic_id(t), set()).add(p)
+    return [{t: frozenset(ps) for t, ps in a.items()} for a in out]
+
+
+def _modern_tombstones(g: GroupSim, members: range) -> list[tuple[bytes, None]]:
+    """What a member leaving writes (``GroupCoordinatorRecordHelpers``): its current assignment's,
+    target assignment's and metadata's tombstones."""
+    mod = sg if g.share else cg
+    enc = mod.encode_sg_key if g.share else mod.encode_cg_key
+    keys = ((sg.SGAssignmentKey, sg.SGTargetMemberKey, sg.SGMemberKey) if g.share
+            else (cg.CGAssignmentKey, cg.CGTargetMemberKey, cg.CGMemberKey))
+    return [(enc(k(g.name, f"{g.name}-c{m}")), None) for m in members for k in keys]
+
+
+def _modern_rebalance(w: PartitionWriter, g: GroupSim, ts: int) -> None:
+    """A KIP-848 consumer group's or KIP-932 share group's records for a new group epoch: members left
+    and joined, the epoch, the target assignment, each member's current assignment."""
+    epoch = g.generation
+    items: list[tuple[bytes, bytes | None]] = _modern_tombstones(g, range(g.members, g.live_members))
+    topics = sorted({t for t, _ in g.partitions})
+    if g.share:
+        key, value = sg.encode_sg_key, sg.encode_sg_value
+        for m in range(g.live_members, g.members):
+            k = sg.SGMemberKey(g.name, f"{g.name}-c{m}")
+            items.append((key(k), value(k, sg.SGMemberValue(client_id=f"client-{m}", client_host="/10.1.0.9",
+                                                            subscribed_topic_names=tuple(topics)))))
+        records = [(sg.SGMetadataKey(g.name), sg.SGMetadataValue(epoch, zlib.crc32(','.join(topics).encode())))]
+        if epoch == 1:
+            records.append((sg.SGStatePartitionKey(g.name), sg.SGStatePartitionValue(initialized={
+                topic_id(t): sg.TopicPartitionsInfo(t, frozenset(p for tt, p in g.partitions if tt == t))
+                for t in topics})))
+        target = [(sg.SGTargetMemberKey(g.name, f"{g.name}-c{m}"), sg.SGTargetMemberValue(a))
+                  for m, a in enumerate(_assignments(g))]
+        records += [*target, (sg.SGTargetMetadataKey(g.name), sg.SGTargetMetadataValue(epoch))]
+        records += [(sg.SGAssignmentKey(g.name, f"{g.name}-c{m}"), sg.SGAssignmentValue(
+            member_epoch=epoch, previous_member_epoch=epoch - 1, state=0, assigned=a))
+            for m, a in enumerate(_assignments(g))]
+    else:
+        key, value = cg.encode_cg_key, cg.encode_cg_value
+        for m in range(g.live_members, g.members):
+            k = cg.CGMemberKey(g.name, f"{g.name}-c{m}")
+            items.append((key(k), value(k, cg.CGMemberValue(
+                client_id=f"client-{m}", client_host="/10.1.0.7", subscribed_topic_names=tuple(topics),
+                subscribed_topic_regex=None, rebalance_timeout_ms=300000, server_assignor="uniform"))))
+        records = [(cg.CGMetadataKey(g.name), cg.CGMetadataValue(epoch))]
+        if epoch == 1:
+            records.append((cg.CGPartitionMetadataKey(g.name), cg.CGPartitionMetadataValue({
+                t: cg.TopicMetadata(topic_id(t), t, sum(1 for tt, _ in g.partitions if tt == t)) for t in topics})))
+        target = [(cg.CGTargetMemberKey(g.name, f"{g.name}-c{m}"), cg.CGTargetMemberValue(a))
+                  for m, a in enumerate(_assignments(g))]
+        records += [*target, (cg.CGTargetMetadataKey(g.name), cg.CGTargetMetadataValue(epoch))]
+        records += [(cg.CGAssignmentKey(g.name, f"{g.name}-c{m}"), cg.CGAssignmentValue(
+            member_epoch=epoch, previous_member_epoch=epoch - 1, state=0, assigned=a, pending_revocation={}))
+            for m, a in enumerate(_assignments(g))]
+    items += [(key(k), value(k, v)) for k, v in records]
+    g.live_members = g.members
+    w.append(items, ts)
+    kind = "sg" if g.share else "cg"
+    tombs = sum(1 for _k, v in items if v is None)
+    w.counts[f"{kind}_records"] += len(items) - tombs
+    w.counts[f"{kind}_tombstones"] += tombs
+
+
+def _modern_delete(w: PartitionWriter, g: GroupSim, ts: int) -> None:
+    """A KIP-848/932 group deleted: every member's tombstones, then the group's records'."""
+    items = _modern_tombstones(g, range(g.live_members))
+    if g.share:
+        keys = [sg.SGTargetMetadataKey(g.name), sg.SGStatePartitionKey(g.name), sg.SGMetadataKey(g.name)]
+        items += [(sg.encode_sg_key(k), None) for k in keys]
+    else:
+        keys = [cg.CGTargetMetadataKey(g.name), cg.CGPartitionMetadataKey(g.name), cg.CGMetadataKey(g.name)]
+        items += [(cg.encode_cg_key(k), None) for k in keys]
+    w.append(items, ts)
+    w.counts["sg_tombstones" if g.share else "cg_tombstones"] += len(items)
+    g.live_members = 0
+
+
 def _commit(w: PartitionWriter, g: GroupSim, tick: int, ts: int, last: bool) -> None:
     items = []
     for tp in g.partitions:
@@ -172,11 +282,20 @@ def _commit(w: PartitionWriter, g: GroupSim, tick: int, ts: int, last: bool) -> 
 def _retire(w: PartitionWriter, g: GroupSim, ts: int) -> None:
     """The group empties; its offsets expire (tombstones), then the group record is deleted."""
     g.generation += 1
-    _group_record(w, g, ts, empty=True)
-    w.append([(g.keys.get(tp) or encode_key(OffsetKey(g.name, *tp)), None) for tp in g.partitions], ts + 1)
-    w.counts["tombstones"] += len(g.partitions)
-    w.append([(encode_key(GroupKey(g.name)), None)], ts + 2)
-    w.counts["group_tombstones"] += 1
+    if g.share or g.kip848:  # members leave (the group goes Empty), then it is deleted
+        w.append(_modern_tombstones(g, range(g.live_members)), ts)
+        w.counts["sg_tombstones" if g.share else "cg_tombstones"] += 3 * g.live_members
+        g.live_members = 0
+    else:
+        _group_record(w, g, ts, empty=True)
+    if not g.share:
+        w.append([(g.keys.get(tp) or encode_key(OffsetKey(g.name, *tp)), None) for tp in g.partitions], ts + 1)
+        w.counts["tombstones"] += len(g.partitions)
+    if g.share or g.kip848:
+        _modern_delete(w, g, ts + 2)
+    else:
+        w.append([(encode_key(GroupKey(g.name)), None)], ts + 2)
+        w.counts["group_tombstones"] += 1
     g.offsets.clear()
     g.generation = 0
     g.retire_at = None  # the name comes back as a new group on its next tick
@@ -190,23 +309,29 @@ def write_partition(args: tuple[str, int, list[str], int, int, int, int]) -> dic
     groups = [_group(n, seed, n_topics, 1000 + partition * 100_000 + i, horizon) for i, n in enumerate(names)]
     tick = 0
     try:
-        while groups and w.counts["records"] < budget:
+        # a partition holding only share groups (no commits) stops after about the others' lifetime
+        while groups and w.counts["records"] < budget and tick < 4 * horizon + 10:
             ts = T0 + tick * TICK_MS
             last = w.counts["records"] + len(groups) * 8 >= budget
             for i, g in enumerate(groups):
                 t = ts + i  # groups commit in turn within a tick
                 if g.generation == 0 or tick >= g.next_rebalance:
                     g.generation += 1
-                    if g.generation > 1 and g.rng.random() < 0.2:
+                    modern = g.share or g.kip848
+                    if g.generation > 1 and g.rng.random() < 0.2 and not modern:
                         _group_record(w, g, t, empty=True)  # everyone left before the new generation
                         g.generation += 1
                     g.members = max(1, g.members + g.rng.choice((-1, 0, 1)))
                     g.next_rebalance = tick + g.rng.randint(max(2, g.horizon // 12), max(3, g.horizon // 3))
-                    _group_record(w, g, t)
+                    if modern:
+                        _modern_rebalance(w, g, t)
+                    else:
+                        _group_record(w, g, t)
                 if g.retire_at is not None and tick >= g.retire_at:
                     _retire(w, g, t)
                     continue
-                _commit(w, g, tick, t, last)
+                if not g.share:
+                    _commit(w, g, tick, t, last)
             tick += 1
     finally:
         w.log.close()
@@ -230,10 +355,11 @@ def main() -> int:
         raise SystemExit(f"{out} already holds {OFFSETS_TOPIC}; give an empty or new directory")
     out.mkdir(parents=True, exist_ok=True)
     by_partition: dict[int, list[str]] = {p: [] for p in range(args.partitions)}
-    for i in range(args.groups):
-        name = f"app-{i:05d}"
+    names = [f"app-{i:05d}" for i in range(args.groups)]
+    names += [f"share-{i:05d}" for i in range(round(args.groups * SHARE_GROUPS_PER_GROUP))]
+    for name in names:
         by_partition[partition_for(name, args.partitions)].append(name)
-    jobs = [(str(out), p, names, max(1, args.records * len(names) // args.groups), int(args.segment_mb * 2**20),
+    jobs = [(str(out), p, names, max(1, args.records * sum(not n.startswith("share-") for n in names) // args.groups), int(args.segment_mb * 2**20),
              args.seed, args.topics) for p, names in by_partition.items() if names]
     started = time.perf_counter()
     totals = dict.fromkeys(COUNTS, 0)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 REPORTS = ("overview", "latest-offsets", "group-timeline", "expiry-audit", "commit-rates", "lag", "txn-offsets",
-           "transactions", "share-groups")
+           "transactions", "share-groups", "modern-groups")
 
 
 class Stages:
@@ -279,6 +279,7 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
             "txn-offsets": lambda: reports.transactional_offsets(records),
             "transactions": lambda: reports.transactions(records),
             "share-groups": lambda: reports.share_groups(records),
+            "modern-groups": lambda: reports.modern_groups(records),
         }
         for name in names:
             stages.run(name, lambda name=name: write(name, builders[name]()))

@@ -54,6 +54,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from odradek.offsets import consumer_records as cg_records
+from odradek.offsets import share_group_records as sg_records
 from odradek.offsets.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     ConsumerProtocolError,
@@ -93,7 +95,9 @@ OFFSET_COMMIT = "offset_commit"
 GROUP_METADATA = "group_metadata"
 DATA = "data"
 CONTROL = "control"
-UNKNOWN = "unknown"  # offsets-topic key of a type a classic coordinator skips (KIP-848/932), or no key
+UNKNOWN = "unknown"  # offsets-topic key of a type no coordinator here knows (streams groups, 4.0's type 9), or no key
+CONSUMER_GROUP = "consumer_group"  # a KIP-848 consumer-group record (key types 3-8, 16)
+SHARE_GROUP = "share_group"  # a KIP-932 share-group record of __consumer_offsets (key types 10-15)
 TRANSACTION = "transaction"  # a __transaction_state record (TransactionLogKey/Value)
 SHARE_STATE = "share_state"  # a __share_group_state record (ShareSnapshot/ShareUpdate, KIP-932)
 # coordinator topics whose (few) records take the row path, with their record type
@@ -174,6 +178,26 @@ ARROW_SCHEMA = pa.schema([
         pa.field("first_offset", pa.int64()), pa.field("last_offset", pa.int64()),
         pa.field("delivery_state", pa.int32()),  # 0 AVAILABLE, 2 ACKNOWLEDGED, 4 ARCHIVED
         pa.field("delivery_count", pa.int32())]))),
+    # KIP-848 consumer-group and KIP-932 share-group records of __consumer_offsets (record_type
+    # "consumer_group"/"share_group"), decoded by the group coordinator's own offsets.consumer_records /
+    # offsets.share_group_records; group_id is the key's group
+    pa.field("group_record", pa.string()),  # Kafka's CoordinatorRecordType name, e.g. ConsumerGroupMetadata
+    pa.field("member_id", pa.string()),  # member records (types 5, 7, 8, 10, 13, 14)
+    pa.field("group_epoch", pa.int32()),  # *GroupMetadata
+    pa.field("assignment_epoch", pa.int32()),  # *GroupTargetAssignmentMetadata
+    pa.field("member_epoch", pa.int32()),  # *GroupCurrentMemberAssignment
+    pa.field("previous_member_epoch", pa.int32()),
+    pa.field("member_state", pa.int32()),  # 0 STABLE, 1 UNREVOKED_PARTITIONS, 2 UNRELEASED_PARTITIONS, 3 UNKNOWN
+    pa.field("member_client_id", pa.string()),  # *GroupMemberMetadata
+    pa.field("member_client_host", pa.string()),
+    pa.field("member_instance_id", pa.string()),
+    pa.field("member_rack_id", pa.string()),
+    # member metadata: subscribed topic names; partition metadata: the topics' names; regular
+    # expression: the topics it resolved to; share state-partition metadata: initialized topics' names
+    pa.field("group_topics", _list(pa.string())),
+    pa.field("group_regex", pa.string()),  # member's subscribed regex, or the RegularExpression record's
+    pa.field("member_assignment", ASSIGNED_TYPE),  # target member / current assignment; topic = Kafka Uuid text
+    pa.field("member_pending_revocation", ASSIGNED_TYPE),  # consumer groups' current assignment
 ])
 
 # the group-metadata value's columns: filled only on group rows (rare), so built sparse
@@ -184,6 +208,10 @@ TXN_COLUMNS = ("transactional_id", "txn_producer_id", "txn_producer_epoch", "txn
 SHARE_COLUMNS = ("share_group_id", "share_topic_id", "share_partition", "share_record", "share_snapshot_epoch",
                  "share_state_epoch", "share_leader_epoch", "share_start_offset", "share_delivery_complete_count",
                  "share_state_batches")
+MODERN_GROUP_COLUMNS = ("group_record", "member_id", "group_epoch", "assignment_epoch", "member_epoch",
+                        "previous_member_epoch", "member_state", "member_client_id", "member_client_host",
+                        "member_instance_id", "member_rack_id", "group_topics", "group_regex", "member_assignment",
+                        "member_pending_revocation")
 COORDINATOR_COLUMNS = (*TXN_COLUMNS, *SHARE_COLUMNS)
 
 _INT16 = struct.Struct(">h")
@@ -320,6 +348,7 @@ class _Chunk:
         self.value_keys: list[OffsetKey | GroupKey | None] = []
         self.value_readers: list[Callable[[int], Callable | None] | None] = []  # offset keys only
         self.group_codes: set[int] = set()
+        self.modern_codes: set[int] = set()  # KIP-848/932 group records: cells per row, tombstones too
         self.coordinator_type = _COORDINATOR_TOPICS.get(ref.topic)
         if not self.offsets_topic:
             self._entry((self.coordinator_type or DATA, None, None, None, None), None)
@@ -339,6 +368,7 @@ class _Chunk:
         if len(self.key_entries) <= len(self.records):
             nxt.key_map, nxt.key_entries, nxt.value_keys = self.key_map, self.key_entries, self.value_keys
             nxt.value_readers, nxt.group_codes = self.value_readers, self.group_codes
+            nxt.modern_codes = self.modern_codes
         return nxt
 
     def _set(self, column: str, row: int, value: object) -> None:
@@ -352,6 +382,8 @@ class _Chunk:
         self.value_readers.append(_OFFSET_VALUE_READERS.get if type(key) is OffsetKey else None)
         if type(key) is GroupKey:
             self.group_codes.add(code)
+        elif columns[0] in _MODERN_TYPES:
+            self.modern_codes.add(code)
         return code
 
     def _key_code(self, kb: bytes | None, row: int) -> int:
@@ -415,6 +447,10 @@ class _Chunk:
             for i, c in enumerate(codes):
                 if c in self.group_codes and records[i].value is not None:
                     self._group_value(start + i, self.value_keys[c], records[i].value)
+        if self.modern_codes and not self.modern_codes.isdisjoint(codes):
+            for i, c in enumerate(codes):
+                if c in self.modern_codes:
+                    _modern_group_cells(self._set, start + i, records[i].key, records[i].value)
 
     def _add_rows(self, records: list[Record], start: int) -> None:
         """The same as the hot path, one row at a time through ``decode_value``, errors on their rows."""
@@ -429,7 +465,9 @@ class _Chunk:
             value = _ABSENT
             if type(key) is GroupKey and r.value is not None:
                 self._group_value(row, key, r.value)
-            elif key is not None and r.value is not None:
+            elif code in self.modern_codes:
+                _modern_group_cells(self._set, row, kb, r.value)
+            elif type(key) is OffsetKey and r.value is not None:
                 try:
                     value = decode_value(key, r.value)
                 except RecordDecodeError as exc:
@@ -505,6 +543,7 @@ class _Chunk:
             *(sparse(name) for name in GROUP_COLUMNS),
             sparse("decode_error"),
             *(sparse(name) for name in COORDINATOR_COLUMNS),
+            *(sparse(name) for name in MODERN_GROUP_COLUMNS),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
@@ -589,10 +628,82 @@ def _key_entry(kb: bytes | None) -> tuple[str, int | None, str | None, str | Non
         return rtype, key_type, None, None, None, str(exc), None
     key_type = _INT16.unpack_from(kb, 0)[0]
     if key is None:
-        return UNKNOWN, key_type, None, None, None, None, None
+        return _modern_key_entry(kb, key_type)
     if type(key) is OffsetKey:
         return OFFSET_COMMIT, key_type, key.group, key.topic, key.partition, None, key
     return GROUP_METADATA, key_type, key.group, None, None, None, key
+
+
+_MODERN_TYPES = (CONSUMER_GROUP, SHARE_GROUP)
+# key type -> (record type, the coordinator's decoder of that family, Kafka's record names by key class)
+_MODERN_DECODERS = {
+    **{t: (CONSUMER_GROUP, cg_records.decode_cg_record, cg_records.CG_RECORD_NAMES) for t in cg_records.CG_KEY_TYPES},
+    **{t: (SHARE_GROUP, sg_records.decode_sg_record, sg_records.SG_RECORD_NAMES) for t in sg_records.SG_KEY_TYPES},
+}
+
+
+def _modern_key_entry(kb: bytes, key_type: int) -> tuple[str, int | None, str | None, str | None, int | None,
+                                                        str | None, None]:
+    """:func:`_key_entry` of a key the classic loader skips: a KIP-848/932 group record's group, or ``unknown``."""
+    found = _MODERN_DECODERS.get(key_type)
+    if found is None:
+        return UNKNOWN, key_type, None, None, None, None, None
+    rtype, decode, _names = found
+    try:
+        key, _value = decode(kb, None)
+    except RecordDecodeError as exc:
+        return rtype, key_type, None, None, None, str(exc), None
+    return rtype, key_type, key.group, None, None, None, None
+
+
+def _topic_ids(assignment: dict | None) -> list[dict[str, object]] | None:
+    if assignment is None:
+        return None
+    return [{"topic": share_records.kafka_uuid_text(row["topic_id"]), "partitions": row["partitions"]}
+            for row in cg_records.assignment_rows(assignment)]
+
+
+def _modern_group_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes,
+                        vb: bytes | None) -> None:
+    """A KIP-848 consumer-group or KIP-932 share-group record's cells (or its ``decode_error``),
+    decoded by the group coordinator's own record modules (``offsets.consumer_records``,
+    ``offsets.share_group_records``); a tombstone keeps its record name and member."""
+    _rtype, decode, names = _MODERN_DECODERS[_INT16.unpack_from(kb, 0)[0]]
+    try:
+        key, value = decode(kb, vb)
+    except RecordDecodeError as exc:
+        set_cell("decode_error", row, str(exc))
+        return
+    set_cell("group_record", row, names[type(key)])
+    set_cell("member_id", row, getattr(key, "member", None))
+    if type(key) is cg_records.CGRegexKey:
+        set_cell("group_regex", row, key.regex)
+    if value is None:
+        return
+    topics: object = getattr(value, "subscribed_topic_names", None)
+    if isinstance(value, cg_records.CGPartitionMetadataValue):
+        topics = sorted(value.topics)
+    elif isinstance(value, sg_records.SGStatePartitionValue):
+        topics = sorted(info.topic_name for info in value.initialized.values())
+    elif isinstance(value, cg_records.CGRegexValue):
+        topics = value.topics
+    assignment = getattr(value, "assigned", getattr(value, "partitions", None))
+    for column, cell in (("group_epoch", getattr(value, "epoch", None)),
+                         ("assignment_epoch", getattr(value, "assignment_epoch", None)),
+                         ("member_epoch", getattr(value, "member_epoch", None)),
+                         ("previous_member_epoch", getattr(value, "previous_member_epoch", None)),
+                         ("member_state", getattr(value, "state", None)),
+                         ("member_client_id", getattr(value, "client_id", None)),
+                         ("member_client_host", getattr(value, "client_host", None)),
+                         ("member_instance_id", getattr(value, "instance_id", None)),
+                         ("member_rack_id", getattr(value, "rack_id", None)),
+                         ("group_topics", None if topics is None else sorted(topics)),
+                         ("member_assignment", _topic_ids(assignment)),
+                         ("member_pending_revocation", _topic_ids(getattr(value, "pending_revocation", None)))):
+        if cell is not None:
+            set_cell(column, row, cell)
+    if isinstance(value, cg_records.CGMemberValue):
+        set_cell("group_regex", row, value.subscribed_topic_regex or None)
 
 
 def _group_cells(set_cell: Callable[[str, int, object], None], row: int, key: GroupKey, data: bytes) -> None:
@@ -812,6 +923,7 @@ class _Columnar:
             *(sparse(name) for name in GROUP_COLUMNS),
             _with_cells(key_errors, errors, pa.string()),
             *(pa.nulls(n, ARROW_SCHEMA.field(name).type) for name in COORDINATOR_COLUMNS),
+            *(sparse(name) for name in MODERN_GROUP_COLUMNS),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
@@ -881,6 +993,10 @@ class _Columnar:
         for r in np.flatnonzero((kind == 2) & has_value).tolist():
             p = int(value_pos[r])
             _group_cells(set_cell, r, key[idx[r]], data[p:p + int(value_len[r])])
+        modern = np.array([t in _MODERN_TYPES for t in rtype], bool)[idx]
+        for r in np.flatnonzero(modern).tolist():
+            p, length = int(value_pos[r]), int(value_len[r])
+            _modern_group_cells(set_cell, r, uniques[idx[r]], None if length < 0 else data[p:p + length])
         mask = ~valid
         value_cols = [pa.array(values["offset"], pa.int64(), mask=mask),
                       pa.array(values["leader_epoch"], pa.int32(), mask=mask),

@@ -41,11 +41,13 @@ from odradek.offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from odradek.offsets.records import OffsetValue
 from odradek.pipeline.decode import (
     ARROW_SCHEMA,
+    CONSUMER_GROUP,
     CONTROL,
     DATA,
     GROUP_METADATA,
     OFFSET_COMMIT,
     OFFSETS_TOPIC,
+    SHARE_GROUP,
     SHARE_STATE,
     TRANSACTION,
 )
@@ -203,6 +205,64 @@ def group_snapshot(df: DataFrame) -> DataFrame:
     last = _latest(g.select("source_dir", "group_id", "partition", "offset", *cols),
                    ["source_dir", "group_id"])
     return last.select("source_dir", "group_id", *cols)
+
+
+# --- KIP-848 consumer groups and KIP-932 share groups (__consumer_offsets key types 3-16) ------------
+
+# (record name suffix after "ConsumerGroup"/"ShareGroup", is a tombstone) -> event
+_GROUP_EVENTS = (
+    ("Metadata", False, "group-epoch"), ("Metadata", True, "group-deleted"),
+    ("PartitionMetadata", False, "subscription-metadata"), ("StatePartitionMetadata", False, "share-partitions"),
+    ("TargetAssignmentMetadata", False, "target-assignment-epoch"),
+    ("TargetAssignmentMember", False, "target-assignment"), ("TargetAssignmentMember", True, "target-removed"),
+    ("CurrentMemberAssignment", False, "member-epoch"), ("CurrentMemberAssignment", True, "assignment-removed"),
+    ("RegularExpression", False, "regex-resolved"), ("RegularExpression", True, "regex-removed"),
+)
+
+
+def modern_groups(df: DataFrame) -> DataFrame:
+    """One row per KIP-848 consumer-group or KIP-932 share-group record, per group in log order.
+
+    What the group coordinator replays on load (``GroupMetadataManager.replay``):
+    ``event`` names what the record does — ``group-epoch`` (``group_epoch``,
+    and ``epoch_step`` since the group's previous epoch record), ``member-joined``
+    (a member's metadata with no live metadata before it), ``member-updated``,
+    ``member-left`` (its tombstone), ``target-assignment-epoch``,
+    ``target-assignment``, ``member-epoch`` (the member's current assignment,
+    ``member_epoch`` and ``previous_member_epoch``), ``group-deleted`` (the
+    epoch record's tombstone), ...; ``member_count`` is the group's live
+    members after the record; ``is_last`` marks the record a reload keeps for
+    its key (group, record, member or regex).
+    """
+    g = records_of(df).where(F.col("record_type").isin(CONSUMER_GROUP, SHARE_GROUP)
+                             & F.col("decode_error").isNull())
+    kind = F.regexp_replace("group_record", "^(Consumer|Share)Group", "")
+    event = F.when((kind == "MemberMetadata") & F.col("is_tombstone"), F.lit("member-left"))
+    event = event.when((kind == "MemberMetadata") & F.coalesce(F.col("_prev_member_live"), F.lit(False)),
+                       F.lit("member-updated")).when(kind == "MemberMetadata", F.lit("member-joined"))
+    for suffix, tombstone, name in _GROUP_EVENTS:
+        event = event.when((kind == suffix) & (F.col("is_tombstone") == F.lit(tombstone)), F.lit(name))
+    order = ["offsets_partition", "offset"]
+    group = Window.partitionBy("source_dir", "group_id").orderBy(*order)
+    per_key = Window.partitionBy("source_dir", "group_id", "group_record", "_member_key").orderBy(*order)
+    epochs = Window.partitionBy("source_dir", "group_id", "_is_epoch").orderBy(*order)
+    t = (g.withColumn("offsets_partition", F.col("partition"))
+         .withColumn("_member_key", F.coalesce("member_id", "group_regex", F.lit("")))
+         .withColumn("_prev_member_live", F.lag(~F.col("is_tombstone")).over(per_key))
+         .withColumn("_is_last", F.lead("offset").over(per_key).isNull())
+         .withColumn("_is_epoch", kind == "Metadata")
+         .withColumn("event", event))
+    delta = F.when(F.col("event") == "member-joined", 1).when(F.col("event") == "member-left", -1).otherwise(0)
+    step = F.when(F.col("_is_epoch"), F.col("group_epoch") - F.lag("group_epoch").over(epochs))
+    return t.select(
+        "source_dir", F.when(F.col("record_type") == SHARE_GROUP, F.lit("share")).otherwise(F.lit("consumer"))
+        .alias("group_type"), "group_id", "offsets_partition", F.col("offset").alias("record_offset"),
+        F.col("timestamp").alias("record_timestamp"), "group_record", "event", "member_id", "is_tombstone",
+        "group_epoch", step.alias("epoch_step"), "assignment_epoch", "member_epoch", "previous_member_epoch",
+        "member_state", F.sum(delta).over(group.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        .cast("int").alias("member_count"),
+        "member_client_id", "member_client_host", "member_instance_id", "group_topics", "group_regex",
+        "member_assignment", "member_pending_revocation", F.col("_is_last").alias("is_last"))
 
 
 # --- transactions (__transaction_state) ---------------------------------------------------------

@@ -10,8 +10,10 @@ simple way (last record per key wins, tombstones delete), for the assertions.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from pathlib import Path
 
+from odradek.offsets import consumer_records, share_group_records
 from odradek.offsets.consumer_protocol import (
     Assignment,
     Subscription,
@@ -175,8 +177,11 @@ def build_scenario(parent: Path) -> Scenario:
     # txn-app: a committed and an aborted transactional commit
     la.txn_commit("txn-app", {("orders", 0): 500}, t + 15 * MINUTE, producer_id=42, commit=True)
     la.txn_commit("txn-app", {("orders", 1): 600}, t + 16 * MINUTE, producer_id=43, commit=False)
-    # a KIP-848 record (key type 5): skipped by a classic coordinator, reported as "unknown"
-    la.raw(b"\x00\x05\x00\x03abc", b"\x00\x00", t + 17 * MINUTE)
+    # cg-app, a KIP-848 consumer group: c1 joins (epoch 1), c2 joins (epoch 2), c1 leaves (epoch 3);
+    # share-app, a KIP-932 share group with one member
+    kip848_records(la, t + 17 * MINUTE)
+    # a 4.0 ShareGroupPartitionMetadata record (key type 9, gone in 4.1): no coordinator here reads it
+    la.raw(b"\x00\x09\x00\x03abc", b"\x00\x00", t + 18 * MINUTE)
     la.close()
 
     lb = OffsetsLog(b)
@@ -189,6 +194,46 @@ def build_scenario(parent: Path) -> Scenario:
             ("broker-a", "orders", 1): data_topic(a, "orders", 1, 40, t),
             ("broker-b", "orders", 0): data_topic(b, "orders", 0, 30, t)}
     return Scenario(parent, {"broker-a": a, "broker-b": b}, {"broker-a": la, "broker-b": lb}, ends, 1)
+
+
+CG_TOPIC_ID = uuid.UUID(int=0x0D7AD3C)
+
+
+def kip848_records(log: OffsetsLog, ts: int) -> None:
+    """What a KIP-848 group coordinator writes for cg-app (two members join, one leaves) and share-app
+    (one member), through the offsets package's encoders: the bytes Kafka writes."""
+    cg, sg = consumer_records, share_group_records
+
+    def write(encode_key, encode_value, key, value, at: int) -> None:
+        log.raw(encode_key(key), encode_value(key, value), at)
+
+    def cg_write(key, value, at: int) -> None:
+        write(cg.encode_cg_key, cg.encode_cg_value, key, value, at)
+
+    def assignment(member: str, epoch: int, partitions: set[int], at: int) -> None:
+        cg_write(cg.CGTargetMemberKey("cg-app", member), cg.CGTargetMemberValue({CG_TOPIC_ID: frozenset(partitions)}),
+                 at)
+        cg_write(cg.CGAssignmentKey("cg-app", member), cg.CGAssignmentValue(
+            member_epoch=epoch, previous_member_epoch=epoch - 1, state=0,
+            assigned={CG_TOPIC_ID: frozenset(partitions)}, pending_revocation={}), at)
+
+    for epoch, joining in ((1, "c1"), (2, "c2")):
+        cg_write(cg.CGMemberKey("cg-app", joining), cg.CGMemberValue(
+            client_id=f"client-{joining}", client_host="/127.0.0.1", subscribed_topic_names=("orders",),
+            subscribed_topic_regex=None, rebalance_timeout_ms=45000, server_assignor="uniform"), ts)
+        cg_write(cg.CGMetadataKey("cg-app"), cg.CGMetadataValue(epoch), ts)
+        cg_write(cg.CGTargetMetadataKey("cg-app"), cg.CGTargetMetadataValue(epoch), ts)
+        assignment(joining, epoch, {0, 1} if epoch == 1 else {1}, ts)
+        ts += 1000
+    assignment("c1", 2, {0}, ts)
+    for key in (cg.CGAssignmentKey("cg-app", "c1"), cg.CGTargetMemberKey("cg-app", "c1"),
+                cg.CGMemberKey("cg-app", "c1")):
+        cg_write(key, None, ts + 1000)
+    cg_write(cg.CGMetadataKey("cg-app"), cg.CGMetadataValue(3), ts + 1000)
+    write(sg.encode_sg_key, sg.encode_sg_value, sg.SGMemberKey("share-app", "s1"),
+          sg.SGMemberValue(client_id="client-s1", client_host="/127.0.0.1", subscribed_topic_names=("orders",)),
+          ts + 2000)
+    write(sg.encode_sg_key, sg.encode_sg_value, sg.SGMetadataKey("share-app"), sg.SGMetadataValue(1, 0), ts + 2000)
 
 
 class CoordinatorLog:

@@ -24,12 +24,12 @@ def test_all_reports_and_the_summary(spark, scenario, tmp_path, capsys):
                "--retention-minutes", "1440", "--window", "10 minutes", "--progress-seconds", "0"])
     assert rc == 0
     progress = capsys.readouterr().err
-    assert re.findall(r"^\[(\d+)/11\] (\S+): ", progress, re.M) == [
+    assert re.findall(r"^\[(\d+)/12\] (\S+): ", progress, re.M) == [
         ("1", "decode"), ("2", "overview"), ("3", "latest-offsets"), ("4", "group-timeline"),
         ("5", "expiry-audit"), ("6", "commit-rates"), ("7", "lag"), ("8", "txn-offsets"), ("9", "transactions"),
-        ("10", "share-groups"), ("11", "summary.html")]
+        ("10", "share-groups"), ("11", "modern-groups"), ("12", "summary.html")]
     for name in ("aggregated", "overview", "latest_offsets", "group_timeline", "expiry_audit", "commit_rates", "lag",
-                 "txn_offsets", "transactions", "share_groups"):
+                 "txn_offsets", "transactions", "share_groups", "modern_groups"):
         assert (out / f"{name}.parquet").is_dir(), name
     audit = pq.read_table(out / "expiry_audit.parquet").to_pylist()
     assert {(r["group_id"], r["topic"], r["partition"]) for r in audit if r["expired"]} == {("simple-app", "orders", 1)}
@@ -68,7 +68,7 @@ def test_outputs_on_a_hadoop_filesystem(spark, records, tmp_path, monkeypatch):
     written = reports.write_report(reports.overview(records), base, "overview")
     assert written == [f"{base}/overview.parquet", f"{base}/overview.csv"]
     assert (tmp_path / "out" / "overview.csv").is_dir()
-    assert reports.parquet_rows(spark, written[0]) == 8
+    assert reports.parquet_rows(spark, written[0]) == 10  # data dir x topic x record type
     reports.write_text(spark, f"{base}/summary.html", "<p>é</p>")
     assert (tmp_path / "out" / "summary.html").read_text(encoding="utf-8") == "<p>é</p>"
 
@@ -81,7 +81,7 @@ def test_reports_from_the_aggregating_data_source_are_the_every_record_bytes(spa
     assert main(["all", str(scenario.parent), "--out", str(full), "--every-record", *common]) == 0
     assert main(["all", str(scenario.parent), "--out", str(agg), "--split-mb", "0.004", *common]) == 0
     csvs = sorted(p.name for p in full.glob("*.csv"))
-    assert len(csvs) == 9
+    assert len(csvs) == 10
     for name in csvs:
         assert (agg / name).read_bytes() == (full / name).read_bytes(), name
     assert (agg / "aggregated.parquet").is_dir() and not (agg / "records.parquet").exists()

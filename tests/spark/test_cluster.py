@@ -136,6 +136,6 @@ def test_all_reports_on_a_standalone_cluster_equal_local(cluster, scenario, tmp_
     on_cluster, local = _outputs(tmp_path / "cluster"), _outputs(tmp_path / "local")
     assert set(local) == {"overview.csv", "latest_offsets.csv", "group_timeline.csv", "expiry_audit.csv",
                           "commit_rates.csv", "lag.csv", "txn_offsets.csv", "transactions.csv", "share_groups.csv",
-                          "summary.html"}
+                          "modern_groups.csv", "summary.html"}
     for name, data in local.items():
         assert on_cluster[name] == data, name

@@ -35,9 +35,25 @@ def test_rows_of_every_record_type(scenario):
     by_type = {}
     for r in rows:
         by_type.setdefault(r["record_type"], []).append(r)
-    assert set(by_type) == {"offset_commit", "group_metadata", "control", "unknown", "data"}
+    assert set(by_type) == {"offset_commit", "group_metadata", "control", "unknown", "data", "consumer_group",
+                            "share_group"}
     assert [r["control_type"] for r in by_type["control"]] == [1, 0]  # COMMIT, then ABORT
-    assert by_type["unknown"][0]["key_type"] == 5
+    assert [r["key_type"] for r in by_type["unknown"]] == [9]
+    # KIP-848/932 group records: decoded by the group coordinator's record modules, not "unknown"
+    cg = by_type["consumer_group"]
+    assert all(r["group_id"] == "cg-app" and r["decode_error"] is None for r in cg)
+    assert [r["group_epoch"] for r in cg if r["group_record"] == "ConsumerGroupMetadata"] == [1, 2, 3]
+    joined = [r for r in cg if r["group_record"] == "ConsumerGroupMemberMetadata"]
+    assert [(r["member_id"], r["is_tombstone"], r["member_client_id"], r["group_topics"]) for r in joined] == [
+        ("c1", False, "client-c1", ["orders"]), ("c2", False, "client-c2", ["orders"]), ("c1", True, None, None)]
+    current = [r for r in cg if r["group_record"] == "ConsumerGroupCurrentMemberAssignment" and not r["is_tombstone"]]
+    assert [(r["member_id"], r["member_epoch"], r["previous_member_epoch"], r["member_state"],
+             [a["partitions"] for a in r["member_assignment"]]) for r in current] == [
+        ("c1", 1, 0, 0, [[0, 1]]), ("c2", 2, 1, 0, [[1]]), ("c1", 2, 1, 0, [[0]])]
+    assert {r["key_type"] for r in cg} == {3, 5, 6, 7, 8}
+    sg = by_type["share_group"]
+    assert [(r["group_id"], r["group_record"], r["member_id"], r["group_epoch"]) for r in sg] == [
+        ("share-app", "ShareGroupMemberMetadata", "s1", None), ("share-app", "ShareGroupMetadata", None, 1)]
     tomb = [r for r in by_type["offset_commit"] if r["is_tombstone"]]
     assert {(r["group_id"], r["commit_topic"], r["commit_partition"]) for r in tomb} == {
         ("orders-app", "orders", 2), ("gone-app", "orders", 0)}

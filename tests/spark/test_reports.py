@@ -42,6 +42,8 @@ def test_splits_are_segment_runs_of_split_bytes_across_both_brokers(spark, scena
     assert counts[("broker-a", "__consumer_offsets", "group_metadata")] == 7
     assert counts[("broker-a", "__consumer_offsets", "control")] == 2
     assert counts[("broker-a", "__consumer_offsets", "unknown")] == scenario.unknown_records
+    assert counts[("broker-a", "__consumer_offsets", "consumer_group")] == 16
+    assert counts[("broker-a", "__consumer_offsets", "share_group")] == 2
     assert counts[("broker-a", "orders", "data")] == 140
     assert counts[("broker-b", "orders", "data")] == 30
 
@@ -97,6 +99,31 @@ def test_group_timeline_infers_states_and_membership(records, scenario):
     assert [r["state_changed"] for r in orders] == [True, False, True]
     gone = [r["state"] for r in rows if r["group_id"] == "gone-app"]
     assert gone == ["Stable", "Empty", "Dead"]
+
+
+def test_modern_groups_follow_epochs_members_and_assignments(records, scenario):
+    """KIP-848 consumer-group and KIP-932 share-group records: epochs, members joining and leaving."""
+    rows = [r.asDict() for r in reports.modern_groups(records).orderBy("source_dir", "group_id", "record_offset")
+            .collect()]
+    cg = [r for r in rows if r["group_id"] == "cg-app"]
+    assert {r["group_type"] for r in cg} == {"consumer"}
+    assert [(r["event"], r["member_id"], r["member_count"]) for r in cg if r["event"].startswith("member-")
+            and r["event"] != "member-epoch"] == [("member-joined", "c1", 1), ("member-joined", "c2", 2),
+                                                 ("member-left", "c1", 1)]
+    assert [(r["group_epoch"], r["epoch_step"]) for r in cg if r["event"] == "group-epoch"] == [
+        (1, None), (2, 1), (3, 1)]
+    assert [r["assignment_epoch"] for r in cg if r["event"] == "target-assignment-epoch"] == [1, 2]
+    assert [(r["member_id"], r["previous_member_epoch"], r["member_epoch"]) for r in cg
+            if r["event"] == "member-epoch"] == [("c1", 0, 1), ("c2", 1, 2), ("c1", 1, 2)]
+    assert [r["event"] for r in cg if r["is_tombstone"]] == ["assignment-removed", "target-removed", "member-left"]
+    # what a reload keeps: the last record per key; c2's state and the group's epoch 3
+    last = {(r["group_record"], r["member_id"]): r for r in cg if r["is_last"]}
+    assert last[("ConsumerGroupMetadata", None)]["group_epoch"] == 3
+    assert last[("ConsumerGroupCurrentMemberAssignment", "c2")]["member_epoch"] == 2
+    assert last[("ConsumerGroupMemberMetadata", "c1")]["is_tombstone"]
+    share = [(r["group_type"], r["event"], r["member_id"], r["member_count"]) for r in rows
+             if r["group_id"] == "share-app"]
+    assert share == [("share", "member-joined", "s1", 1), ("share", "group-epoch", None, 1)]
 
 
 def test_expiry_audit_applies_kip211_to_groups_rebuilt_from_the_log(records):
@@ -160,7 +187,7 @@ def _every_report(window: str):
             "group_timeline": reports.group_timeline, "group_snapshot": reports.group_snapshot,
             "expiry_audit": lambda df: reports.expiry_audit(df, now_ms=now, retention_ms=DAY),
             "commit_rates": lambda df: reports.commit_rates(df, window), "lag": reports.consumer_lag,
-            "txn_offsets": reports.transactional_offsets}
+            "txn_offsets": reports.transactional_offsets, "modern_groups": reports.modern_groups}
 
 
 @pytest.mark.parametrize("split_bytes", ["0", "134217728"])
