@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from odradek.protocol.errors import ErrorCode
+from odradek.shares.records import kafka_uuid_text, state_partition_for
 from odradek.testing.handle import BrokerHandle
 from tests.integration.share_wire import (
     ACCEPT,
@@ -25,8 +26,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 @pytest.fixture(scope="module")
 def cluster():
-    # several __consumer_offsets partitions, so groups have different coordinators
-    with BrokerHandle(brokers=3, overrides={"offsets.topic.num.partitions": 6}) as handle:
+    # several __consumer_offsets / __share_group_state partitions, so keys have different coordinators
+    with BrokerHandle(brokers=3, overrides={"offsets.topic.num.partitions": 6,
+                                            "share.coordinator.state.topic.num.partitions": 6}) as handle:
         yield handle
 
 
@@ -91,3 +93,29 @@ def test_a_share_group_describe_answers_each_group_from_its_coordinator(cluster)
     for g in described.groups:
         assert g.error_code != ErrorCode.NOT_COORDINATOR if g.group_id in mine else \
             g.error_code == ErrorCode.NOT_COORDINATOR, g
+
+
+def test_the_share_coordinator_is_the_leader_of_the_keys_share_state_partition(cluster):
+    """FindCoordinator v6 key type 2 (what a broker's persister asks): the leader of the
+    ``__share_group_state`` partition ``"group:topicId:partition"`` hashes to, following a move."""
+    topic, group = unique("share-state"), unique("share-state-g")
+    placed(cluster, topic, partitions=4)
+    tid = topic_id(cluster, topic)
+    keys = [f"{group}:{kafka_uuid_text(tid)}:{p}" for p in range(4)]
+
+    def found(version: int = 6) -> list:
+        with client(cluster, 2) as c:
+            return c.request(10, version, {"key_type": 2, "coordinator_keys": keys}).coordinators
+
+    def leader(p: int) -> int:
+        index = state_partition_for(group, tid, p, 6)
+        return cluster.layout("__share_group_state")["partitions"][f"__share_group_state-{index}"]["leader_id"]
+
+    assert [(c.error_code, c.node_id) for c in found()] == [(0, leader(p)) for p in range(4)]
+    index = state_partition_for(group, tid, 0, 6)
+    cluster.move_leader("__share_group_state", index, leader(0) % 3 + 1)
+    assert found()[0].node_id == leader(0)
+    assert {c.error_code for c in found(5)} == {ErrorCode.INVALID_REQUEST}
+    with client(cluster, 1) as c:
+        bad = c.request(10, 6, {"key_type": 2, "coordinator_keys": ["", f"{group}:nope:0"]}).coordinators
+    assert [b.error_code for b in bad] == [ErrorCode.INVALID_REQUEST] * 2
