@@ -144,7 +144,6 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
     if ctx.api_key == 1:  # an incremental session's partitions are checked by the handler
         req[LED_PARTITIONS] = partial(cluster.partition_error, ctx.node_id)
     refused: dict[int, list] = {}  # error code -> [(request topic, [partition indexes])]
-    leaders: dict[tuple[str | None, int], tuple[int, int]] = {}
     kept_topics = []
     names_by_id = cluster.app.topics.name_by_id
     for t in req[layout.request_topics] or ():
@@ -161,8 +160,6 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
                 kept.append(p)
                 continue
             chosen.setdefault(code, []).append(index)
-            state = cluster.state(name, index)
-            leaders[(name, index)] = (state.leader, state.epoch)
         if not chosen:
             kept_topics.append(t)
             continue
@@ -172,7 +169,10 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
             rest = type(t)(t)
             rest[layout.request_partitions] = kept
             kept_topics.append(rest)
+    hint = hinted(ctx.api_key, ctx.api_version, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     if not refused:
+        if hint and ctx.api_key == 1 and req["session_epoch"] > 0:  # cached partitions the handler refuses
+            return after(inner(ctx, req), partial(_hints, cluster, ctx, layout))
         return inner(ctx, req)
     remaining = type(req)(req)
     remaining[layout.request_topics] = kept_topics
@@ -188,9 +188,7 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
     def amend(answer: dict) -> dict:
         for code, chosen in refused.items():
             answer = partition_errors.merge(layout, answer, chosen, code)
-        if hinted(ctx.api_key, ctx.api_version, ErrorCode.NOT_LEADER_OR_FOLLOWER):
-            answer = _hints(cluster, ctx, layout, answer, leaders)
-        return answer
+        return _hints(cluster, ctx, layout, answer) if hint else answer
 
     return after(result, amend)
 
@@ -210,9 +208,10 @@ def _unanswered(inner: Callable, ctx: RequestContext, remaining: Any, kept: list
 _WRITING: set[asyncio.Future] = set()  # acks=0 writes finishing after their connection closed
 
 
-def _hints(cluster: Cluster, ctx: RequestContext, layout: Any, answer: dict,
-           leaders: dict[tuple[str | None, int], tuple[int, int]]) -> dict:
-    """KIP-951: each refused partition's current leader, and the live leaders' endpoints."""
+def _hints(cluster: Cluster, ctx: RequestContext, layout: Any, answer: dict) -> dict:
+    """KIP-951: each refused partition's current leader, and the live leaders' endpoints, from the
+    layout as the answer leaves (Kafka's metadata cache): the request's refused partitions and an
+    incremental fetch session's cached ones alike."""
     _first, parts_field, codes = HINTED[ctx.api_key]
     names_by_id = cluster.app.topics.name_by_id
     nodes = {}
@@ -222,11 +221,13 @@ def _hints(cluster: Cluster, ctx: RequestContext, layout: Any, answer: dict,
             name = names_by_id(topic["topic_id"], cluster.app.cluster_id)
         parts = topic[parts_field]
         for p in parts.rows if type(parts) is EncodedArray else parts:
-            leader = leaders.get((name, p.get(layout.answer_index)))
-            if leader is None or p.get("error_code") not in codes:
+            if p.get("error_code") not in codes or name is None:
                 continue
-            p["current_leader"] = {"leader_id": leader[0], "leader_epoch": leader[1]}
-            ep = cluster.endpoint(leader[0], ctx.listener)
+            state = cluster.state(name, p.get(layout.answer_index))
+            if state is None:
+                continue
+            p["current_leader"] = {"leader_id": state.leader, "leader_epoch": state.epoch}
+            ep = cluster.endpoint(state.leader, ctx.listener)
             if ep is not None:
                 nodes[ep.node_id] = {"node_id": ep.node_id, "host": ep.host, "port": ep.port, "rack": None}
     if nodes:
