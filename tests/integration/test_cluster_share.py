@@ -119,3 +119,23 @@ def test_the_share_coordinator_is_the_leader_of_the_keys_share_state_partition(c
     with client(cluster, 1) as c:
         bad = c.request(10, 6, {"key_type": 2, "coordinator_keys": ["", f"{group}:nope:0"]}).coordinators
     assert [b.error_code for b in bad] == [ErrorCode.INVALID_REQUEST] * 2
+
+
+def test_a_share_sessions_partition_that_moved_away_names_its_new_leader(cluster):
+    """The share session's cached partition is checked on every ShareFetch, as the fetch session's:
+    after a move the old leader answers NOT_LEADER_OR_FOLLOWER with the new one, and hands out nothing."""
+    topic, group = unique("share-moved"), unique("share-moved-g")
+    leader, follower, _outsider = roles(placed(cluster, topic)[f"{topic}-0"])
+    with client(cluster, leader) as c:
+        c.request(0, 9, produce(topic, [0]))
+    with client(cluster, coordinator_of(cluster, group)) as c:
+        init_share(c, group, topic)
+    tid = topic_id(cluster, topic)
+    with client(cluster, leader) as c:
+        assert partition_rows(share_fetch(c, group, "m1", 0, fetch_topics(tid, 0), max_records=0))[0].error_code == 0
+        moved = cluster.move_leader(topic, 0, follower)
+        again = share_fetch(c, group, "m1", 1, [])
+    part = partition_rows(again)[0]
+    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and list(part.acquired_records) == []
+    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (follower, moved["leader_epoch"])
+    assert [n.node_id for n in again.node_endpoints] == [follower]

@@ -37,6 +37,9 @@ PARTITION_APIS = (0, 1, 2, 21, 23, 61, 78, 79)
 # APIs whose handler sees every request even when all its partitions are refused: the session's epoch
 # moves on (Fetch's KIP-227 session, the share session of ShareFetch / ShareAcknowledge)
 SESSION_APIS = frozenset({1, 78, 79})
+# api key -> its session epoch field: above 0, the handler also serves the session's cached partitions,
+# which it checks itself (``LED_PARTITIONS``) and the guard hints
+SESSION_EPOCHS = {1: "session_epoch", 78: "share_session_epoch"}
 LIST_GROUPS = 16
 # api key -> the request's list of group ids, each answered by its own coordinator (ShareGroupDescribe)
 DESCRIBED: dict[int, str] = {77: "group_ids"}
@@ -141,7 +144,8 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
     layout = partition_errors.layout(ctx.api_key, ctx.api_version)
     if layout is None:
         return inner(ctx, req)
-    if ctx.api_key == 1:  # an incremental session's partitions are checked by the handler
+    session_epoch = SESSION_EPOCHS.get(ctx.api_key)
+    if session_epoch is not None:  # an incremental session's partitions are checked by the handler
         req[LED_PARTITIONS] = partial(cluster.partition_error, ctx.node_id)
     refused: dict[int, list] = {}  # error code -> [(request topic, [partition indexes])]
     kept_topics = []
@@ -171,7 +175,7 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
             kept_topics.append(rest)
     hint = hinted(ctx.api_key, ctx.api_version, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     if not refused:
-        if hint and ctx.api_key == 1 and req["session_epoch"] > 0:  # cached partitions the handler refuses
+        if hint and session_epoch is not None and req[session_epoch] > 0:  # cached partitions it refused
             return after(inner(ctx, req), partial(_hints, cluster, ctx, layout))
         return inner(ctx, req)
     remaining = type(req)(req)
