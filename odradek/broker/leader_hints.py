@@ -1,4 +1,4 @@
-"""KIP-951's leader hints in Produce (v10+) and Fetch (v16+) answers.
+"""KIP-951's leader hints in Produce (v10+), Fetch (v16+), ShareFetch and ShareAcknowledge answers.
 
 Kafka fills a partition's tagged ``CurrentLeader`` and the answer's
 ``NodeEndpoints`` only beside NOT_LEADER_OR_FOLLOWER (and, on Fetch,
@@ -21,7 +21,10 @@ if TYPE_CHECKING:
 LEADER_EPOCH = 0  # this node's leader epoch of every partition (handlers/fetch.py's)
 # api key -> (first version with the hints, the partitions' answer list, the errors that carry one)
 HINTED = {0: (10, "partition_responses", frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER})),
-          1: (16, "partitions", frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH}))}
+          1: (16, "partitions", frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})),
+          # ShareFetch / ShareAcknowledge: every version (KafkaApis.handleShareFetchRequest)
+          78: (0, "partitions", frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER})),
+          79: (0, "partitions", frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER}))}
 
 
 def hinted(api_key: int, version: int, code: int | None) -> bool:

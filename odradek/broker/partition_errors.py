@@ -32,12 +32,13 @@ ERROR_FIELDS = ("error_code", "partition_error_code")
 # the fields of an error partition where Kafka does not write the declaration's default, by API
 # key: Produce's PartitionResponse(error) (INVALID_OFFSET), Fetch's partitionResponse(error)
 # (INVALID_HIGH_WATERMARK, empty records: librdkafka refuses null ones), OffsetFetch's PartitionData(INVALID_OFFSET, empty epoch,
-# NO_METADATA), DeleteRecords' INVALID_LOW_WATERMARK; the rest's defaults (-1, "", null) are Kafka's
+# NO_METADATA), DeleteRecords' INVALID_LOW_WATERMARK, ShareFetch's empty records; the rest's defaults (-1, "", null) are Kafka's
 ERROR_VALUES: dict[int, dict[str, Any]] = {
     0: {"base_offset": -1},
     1: {"high_watermark": -1, "records": b""},
     9: {"committed_offset": -1, "committed_leader_epoch": -1, "metadata": ""},
     21: {"low_watermark": -1},
+    78: {"records": b""},  # ShareFetch: empty records, as its handler's rows
 }
 
 

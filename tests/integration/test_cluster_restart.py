@@ -169,3 +169,27 @@ def test_an_emulated_older_release_works_as_a_cluster(release):
         consumer.assign([TopicPartition("old", 0)])
         assert [int(m.value) for m in consumer] == list(range(10))
         consumer.close()
+
+
+def test_a_crash_right_after_a_reset_keeps_the_initial_layout(tmp_path, monkeypatch):
+    """The layout returns to the initial one while the reset's marker stands: killed the moment the
+    reset is durable (its marker gone), the next start has every node up and every partition as placed."""
+    from odradek.broker.control import reset as reset_module  # noqa: PLC0415
+
+    with BrokerHandle(data_dir=tmp_path, brokers=3) as cluster:
+        cluster.move_coordinator(other_node(cluster, "__consumer_offsets"), group="g")
+        cluster.node_down(3)
+        real = reset_module._remove_marker
+
+        def crash(data_dir):
+            real(data_dir)
+            raise OSError("killed right after the reset's marker went")
+
+        monkeypatch.setattr(reset_module, "_remove_marker", crash)
+        with pytest.raises(Exception):  # noqa: B017  (however the control call reports it)
+            cluster.reset()
+        monkeypatch.setattr(reset_module, "_remove_marker", real)
+        cluster._broker.stop()
+        cluster._broker.start()
+        layout = cluster.layout("__consumer_offsets")
+        assert layout["down"] == [] and all(p["leader_epoch"] == 0 for p in layout["partitions"].values())

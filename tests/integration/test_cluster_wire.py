@@ -207,6 +207,26 @@ def test_an_incremental_fetch_session_learns_its_partition_moved(cluster):
     assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and part.records == b""
 
 
+def test_a_partition_refused_inside_a_fetch_session_names_its_new_leader(cluster):
+    """KIP-951 in an incremental fetch: the session's cached partition that moved away is answered
+    NOT_LEADER_OR_FOLLOWER with its current leader and that leader's endpoint (Fetch v16+), as the
+    same partition asked for by name would be."""
+    topic = unique("wire-session-hint")
+    leader, follower, _outsider = roles(placed(cluster, topic)[f"{topic}-0"])
+    tid = topic_id(cluster, topic)
+    with client(cluster, leader) as c:
+        first = c.request(1, 17, {**fetch(tid, -1), "session_epoch": 0})
+        assert first.error_code == 0 and first.session_id > 0
+        moved = cluster.move_leader(topic, 0, follower)
+        again = c.request(1, 17, {**fetch(tid, -1), "session_id": first.session_id, "session_epoch": 1,
+                                  "topics": []})
+    part = again.responses[0].partitions[0]
+    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (follower, moved["leader_epoch"])
+    endpoint = cluster.app.cluster.endpoints[follower]["PLAINTEXT"]
+    assert [(n.node_id, n.port) for n in again.node_endpoints] == [(follower, endpoint.port)]
+
+
 def test_an_unclean_truncation_rebuilds_the_idempotent_producers_state(cluster):
     """After the cut at 5 the partition knows the producer's sequence only up to 4
     (``UnifiedLog.truncateTo`` rebuilds producer state): sequence 10 is out of order, 5 is next."""

@@ -31,14 +31,24 @@ from .layout import NO_LEADER
 if TYPE_CHECKING:
     from .service import Cluster
 
-# Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch, DescribeProducers
-PARTITION_APIS = (0, 1, 2, 21, 23, 61)
+# Produce, Fetch, ListOffsets, DeleteRecords, OffsetForLeaderEpoch, DescribeProducers, ShareFetch,
+# ShareAcknowledge
+PARTITION_APIS = (0, 1, 2, 21, 23, 61, 78, 79)
+# APIs whose handler sees every request even when all its partitions are refused: the session's epoch
+# moves on (Fetch's KIP-227 session, the share session of ShareFetch / ShareAcknowledge)
+SESSION_APIS = frozenset({1, 78, 79})
+# api key -> its session epoch field: above 0, the handler also serves the session's cached partitions,
+# which it checks itself (``LED_PARTITIONS``) and the guard hints
+SESSION_EPOCHS = {1: "session_epoch", 78: "share_session_epoch"}
 LIST_GROUPS = 16
+# api key -> the request's list of group ids, each answered by its own coordinator (ShareGroupDescribe)
+DESCRIBED: dict[int, str] = {77: "group_ids"}
 # api key -> (the request's key field, transactional?) for requests a coordinator must answer
 COORDINATED: dict[int, tuple[str, bool]] = {
     8: ("group_id", False), 9: ("group_id", False), 11: ("group_id", False), 12: ("group_id", False),
     13: ("group_id", False), 14: ("group_id", False), 28: ("group_id", False), 47: ("group_id", False),
-    68: ("group_id", False),
+    68: ("group_id", False), 76: ("group_id", False), 90: ("group_id", False), 91: ("group_id", False),
+    92: ("group_id", False),
     22: ("transactional_id", True), 24: ("transactional_id", True), 25: ("transactional_id", True),
     26: ("transactional_id", True),
 }
@@ -54,6 +64,10 @@ def install(table: HandlerTable, cluster: Cluster) -> None:
         handler = table.get(key)
         if handler is not None:
             handler.fn = partial(_coordinator_guard, cluster, handler.fn, field, transactional)
+    for key, field in DESCRIBED.items():
+        handler = table.get(key)
+        if handler is not None:
+            handler.fn = partial(_own_described, cluster, handler.fn, field)
     handler = table.get(LIST_GROUPS)
     if handler is not None:
         handler.fn = partial(_own_groups, cluster, handler.fn)
@@ -72,6 +86,39 @@ def _own_groups(cluster: Cluster, inner: Callable, ctx: RequestContext, req: Any
     return after(inner(ctx, req), mine)
 
 
+def _own_described(cluster: Cluster, inner: Callable, field: str, ctx: RequestContext, req: Any) -> Any:
+    """A describe of several groups: the ones another node coordinates are answered NOT_COORDINATOR
+    (COORDINATOR_NOT_AVAILABLE without a leader) in their place, the rest by the handler, as the
+    group coordinator answers each group from its own partition (``GroupCoordinatorService``)."""
+    ids = list(req[field] or ())
+    refused = {g: c for g in ids if (c := _coordinator_code(cluster, ctx, g, False)) is not None}
+    if not refused:
+        return inner(ctx, req)
+    mine = type(req)(req)
+    mine[field] = [g for g in ids if g not in refused]
+    errors = {}
+    for g, code in refused.items():
+        one = type(req)(req)
+        one[field] = [g]
+        errors[g] = error_answer(ctx.api_key, ctx.api_version, one, code)["groups"][0]
+
+    def merged(answer: dict) -> dict:
+        served = iter(answer.get("groups") or ())
+        answer["groups"] = [errors[g] if g in errors else next(served) for g in ids]
+        return answer
+
+    return after(inner(ctx, mine) if mine[field] else {"throttle_time_ms": 0, "groups": []}, merged)
+
+
+def _coordinator_code(cluster: Cluster, ctx: RequestContext, key: str, transactional: bool) -> ErrorCode | None:
+    """NOT_COORDINATOR (COORDINATOR_NOT_AVAILABLE while nobody leads its partition) unless this node
+    coordinates ``key``; None when it does."""
+    node = cluster.coordinator(key, transactional)
+    if node == ctx.node_id:
+        return None
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE if node == NO_LEADER else ErrorCode.NOT_COORDINATOR
+
+
 def _coordinator_key(req: Any, field: str) -> str | None:
     key = req.get(field) if hasattr(req, "get") else getattr(req, field, None)
     if key is None:  # batched versions (OffsetFetch v8+, AddPartitionsToTxn v4+): their first key
@@ -85,13 +132,11 @@ def _coordinator_key(req: Any, field: str) -> str | None:
 def _coordinator_guard(cluster: Cluster, inner: Callable, field: str, transactional: bool,
                        ctx: RequestContext, req: Any) -> Any:
     key = _coordinator_key(req, field)
-    if key is not None:
-        node = cluster.coordinator(key, transactional)
-        if node != ctx.node_id:
-            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if node == NO_LEADER else ErrorCode.NOT_COORDINATOR
-            answer = error_answer(ctx.api_key, ctx.api_version, req, code)
-            if answer is not None:
-                return answer
+    code = None if key is None else _coordinator_code(cluster, ctx, key, transactional)
+    if code is not None:
+        answer = error_answer(ctx.api_key, ctx.api_version, req, code)
+        if answer is not None:
+            return answer
     return inner(ctx, req)
 
 
@@ -99,10 +144,10 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
     layout = partition_errors.layout(ctx.api_key, ctx.api_version)
     if layout is None:
         return inner(ctx, req)
-    if ctx.api_key == 1:  # an incremental session's partitions are checked by the handler
+    session_epoch = SESSION_EPOCHS.get(ctx.api_key)
+    if session_epoch is not None:  # an incremental session's partitions are checked by the handler
         req[LED_PARTITIONS] = partial(cluster.partition_error, ctx.node_id)
     refused: dict[int, list] = {}  # error code -> [(request topic, [partition indexes])]
-    leaders: dict[tuple[str | None, int], tuple[int, int]] = {}
     kept_topics = []
     names_by_id = cluster.app.topics.name_by_id
     for t in req[layout.request_topics] or ():
@@ -119,8 +164,6 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
                 kept.append(p)
                 continue
             chosen.setdefault(code, []).append(index)
-            state = cluster.state(name, index)
-            leaders[(name, index)] = (state.leader, state.epoch)
         if not chosen:
             kept_topics.append(t)
             continue
@@ -130,7 +173,10 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
             rest = type(t)(t)
             rest[layout.request_partitions] = kept
             kept_topics.append(rest)
+    hint = hinted(ctx.api_key, ctx.api_version, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     if not refused:
+        if hint and session_epoch is not None and req[session_epoch] > 0:  # cached partitions it refused
+            return after(inner(ctx, req), partial(_hints, cluster, ctx, layout))
         return inner(ctx, req)
     remaining = type(req)(req)
     remaining[layout.request_topics] = kept_topics
@@ -138,7 +184,7 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
         _unanswered(inner, ctx, remaining, kept_topics)
     if ctx.api_key == 1:
         remaining["max_wait_ms"] = 0  # an error answers at once (Kafka's errorReadingData)
-    if not kept_topics and ctx.api_key != 1:
+    if not kept_topics and ctx.api_key not in SESSION_APIS:
         result: Any = {"throttle_time_ms": 0, layout.answer_topics: []}
     else:
         result = inner(ctx, remaining)
@@ -146,9 +192,7 @@ def _partition_guard(cluster: Cluster, inner: Callable, ctx: RequestContext, req
     def amend(answer: dict) -> dict:
         for code, chosen in refused.items():
             answer = partition_errors.merge(layout, answer, chosen, code)
-        if hinted(ctx.api_key, ctx.api_version, ErrorCode.NOT_LEADER_OR_FOLLOWER):
-            answer = _hints(cluster, ctx, layout, answer, leaders)
-        return answer
+        return _hints(cluster, ctx, layout, answer) if hint else answer
 
     return after(result, amend)
 
@@ -168,9 +212,10 @@ def _unanswered(inner: Callable, ctx: RequestContext, remaining: Any, kept: list
 _WRITING: set[asyncio.Future] = set()  # acks=0 writes finishing after their connection closed
 
 
-def _hints(cluster: Cluster, ctx: RequestContext, layout: Any, answer: dict,
-           leaders: dict[tuple[str | None, int], tuple[int, int]]) -> dict:
-    """KIP-951: each refused partition's current leader, and the live leaders' endpoints."""
+def _hints(cluster: Cluster, ctx: RequestContext, layout: Any, answer: dict) -> dict:
+    """KIP-951: each refused partition's current leader, and the live leaders' endpoints, from the
+    layout as the answer leaves (Kafka's metadata cache): the request's refused partitions and an
+    incremental fetch session's cached ones alike."""
     _first, parts_field, codes = HINTED[ctx.api_key]
     names_by_id = cluster.app.topics.name_by_id
     nodes = {}
@@ -180,11 +225,13 @@ def _hints(cluster: Cluster, ctx: RequestContext, layout: Any, answer: dict,
             name = names_by_id(topic["topic_id"], cluster.app.cluster_id)
         parts = topic[parts_field]
         for p in parts.rows if type(parts) is EncodedArray else parts:
-            leader = leaders.get((name, p.get(layout.answer_index)))
-            if leader is None or p.get("error_code") not in codes:
+            if p.get("error_code") not in codes or name is None:
                 continue
-            p["current_leader"] = {"leader_id": leader[0], "leader_epoch": leader[1]}
-            ep = cluster.endpoint(leader[0], ctx.listener)
+            state = cluster.state(name, p.get(layout.answer_index))
+            if state is None:
+                continue
+            p["current_leader"] = {"leader_id": state.leader, "leader_epoch": state.epoch}
+            ep = cluster.endpoint(state.leader, ctx.listener)
             if ep is not None:
                 nodes[ep.node_id] = {"node_id": ep.node_id, "host": ep.host, "port": ep.port, "rack": None}
     if nodes:

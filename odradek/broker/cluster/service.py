@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
@@ -20,7 +21,8 @@ import structlog
 
 from ...offsets.records import partition_for
 from ...protocol.errors import ErrorCode
-from ...storage.log_manager import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ...shares.records import state_partition_for
+from ...storage.log_manager import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from ..config import ConfigError, parse_listeners
 from ..dataplane.topics import INTERNAL_TOPICS
 from .layout import NO_LEADER, Layout, PartitionState, place
@@ -192,6 +194,13 @@ class Cluster:
         partition it hashes to (``GroupCoordinatorService.partitionFor``, ``TransactionStateManager``)."""
         topic = TRANSACTION_STATE_TOPIC if transactional else OFFSETS_TOPIC
         state = self.state(topic, partition_for(key, self._internal_count(topic)))
+        return NO_LEADER if state is None else state.leader
+
+    def share_coordinator(self, group: str, topic_id: uuid.UUID, partition: int) -> int:
+        """The node coordinating a share-partition's state: the leader of the ``__share_group_state``
+        partition its key hashes to (``ShareCoordinatorService.partitionFor``)."""
+        index = state_partition_for(group, topic_id, partition, self._internal_count(SHARE_STATE_TOPIC))
+        state = self.state(SHARE_STATE_TOPIC, index)
         return NO_LEADER if state is None else state.leader
 
     def _internal_count(self, topic: str) -> int:

@@ -274,12 +274,14 @@ class BrokerControl:
         resources, fault rules and captured requests; crash-safe (a start finishes a reset cut short),
         connections stay open; SCRAM credentials and ACLs stay.  Returns what went (``topics``, ``groups``, ``faults``) and how long it took (``ms``)."""
         faults = self.clear_faults()  # first: no rule may fail the clients' first requests after
-        gone = await reset_broker(self._app, self._reset_lock)
         cluster = self._app.cluster
-        if cluster is not None:  # every node up, every partition as placed
+
+        async def initial_layout() -> None:  # every node up, every partition as placed
             for node in sorted(cluster.layout.down):
                 await self._app.set_node_down(node, False)
             await cluster.reset()
+
+        gone = await reset_broker(self._app, self._reset_lock, None if cluster is None else initial_layout)
         self.clear_capture()  # last: what was captured during the reset goes too
         return {**gone, "faults": faults}
 

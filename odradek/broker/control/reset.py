@@ -5,7 +5,8 @@ sessions and live share-partitions, producer
 state, fetch sessions, broker settings changed at runtime (AlterConfigs on the broker: back to
 the static configuration), client quotas (AlterClientQuotas), feature levels (UpdateFeatures),
 client-metrics resources and telemetry instances, group configs (``_STORES``: one list, for the running
-reset and for a start finishing an interrupted one); ``BrokerControl.reset`` also clears
+reset and for a start finishing an interrupted one), a cluster's layout (every node up, every
+partition as placed: done while the marker stands); ``BrokerControl.reset`` also clears
 the fault rules and the captured requests.  Kept: the listeners and their connections, the
 cluster id, the producer-id block (ids never repeat), the clock (time only
 moves forward; a frozen clock runs again), the static configuration and the security
@@ -118,9 +119,11 @@ class ResetServices(Protocol):
 _CHECKPOINTS = (RECOVERY_POINT_FILE, CLEANER_FILE, LOG_START_FILE, LAYOUT_FILE)
 
 
-async def reset_broker(app: ResetServices, lock: asyncio.Lock) -> dict[str, Any]:
+async def reset_broker(app: ResetServices, lock: asyncio.Lock,
+                       also: Callable[[], Awaitable[None]] | None = None) -> dict[str, Any]:
     """Empty the broker, one reset at a time (``lock``); returns what went (topics, groups) and how long
-    it took (ms)."""
+    it took (ms).  ``also``: what else returns to its start while the marker stands (a cluster's
+    layout, whose file a start finishing the reset removes), so no crash keeps it without the rest."""
     async with lock:
         started = time.perf_counter()
         await asyncio.to_thread(_write_marker, app.data_dir)  # from here on a crash ends empty
@@ -140,6 +143,8 @@ async def reset_broker(app: ResetServices, lock: asyncio.Lock) -> dict[str, Any]
             await app.txn_coordinator.load()
         if app.share_coordinator is not None:  # share-partition states went with __share_group_state
             await app.share_coordinator.load()
+        if also is not None:
+            await also()
         await app.topics.save()
         await asyncio.to_thread(_make_durable, app, app.logs.checkpoint_snapshot())
         cleanup = asyncio.ensure_future(_remove_old(old_logs))

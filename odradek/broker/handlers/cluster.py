@@ -9,6 +9,9 @@ that bootstrapped on the TLS port only learns TLS addresses.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import uuid
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
@@ -38,6 +41,7 @@ GROUP_KEY_TYPE = 0
 # CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER, DESCRIBE)
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 9, 10, 11, 12, 7, 8))
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE, SHARE_KEY_VERSION = 2, 6  # KIP-932: a share-partition's share coordinator, v6+
 
 
 def register(table: HandlerTable, app: ClusterServices) -> None:
@@ -87,21 +91,43 @@ async def metadata(app: ClusterServices, ctx: RequestContext, req) -> dict:
 
 
 def _coordinator_for(app: ClusterServices, ctx: RequestContext, key: str, key_type: int) -> dict:
-    """This node coordinates every group and transactional id (key_type 0 and 1): it leads every
-    partition of ``__consumer_offsets`` and ``__transaction_state``."""
-    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+    """The coordinator of a group, transactional id or share-partition (key types 0, 1, 2): the
+    leader of the internal partition the key hashes to (``KafkaApis.getCoordinator``); one node
+    leads them all."""
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE) or (
+            key_type == SHARE_KEY_TYPE and (ctx.api_version < SHARE_KEY_VERSION or share_key(key) is None)):
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": ErrorCode.INVALID_REQUEST,
-                "error_message": f"unsupported coordinator key type {key_type}"}
+                "error_message": f"unsupported coordinator key type {key_type}"
+                if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE, SHARE_KEY_TYPE) else None}
     if app.cluster is None:
         ep = app.endpoint_for(ctx.listener)
-    else:  # the leader of the internal partition the key hashes to (KafkaApis.getCoordinator)
-        ep = app.cluster.endpoint(app.cluster.coordinator(key, key_type == TRANSACTION_KEY_TYPE), ctx.listener)
+    else:
+        cluster = app.cluster
+        node = cluster.share_coordinator(*share_key(key)) if key_type == SHARE_KEY_TYPE else \
+            cluster.coordinator(key, key_type == TRANSACTION_KEY_TYPE)
+        ep = cluster.endpoint(node, ctx.listener)
         if ep is None:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": None}
     return {"key": key, "node_id": ep.node_id, "host": ep.host, "port": ep.port,
             "error_code": ErrorCode.NONE, "error_message": None}
+
+
+def share_key(key: str) -> tuple[str, uuid.UUID, int] | None:
+    """(group, topic id, partition) of a share coordinator key ``"group:topicId:partition"``
+    (``SharePartitionKey.getInstance``), None when it is not one."""
+    parts = key.split(":")
+    if len(parts) != 3 or not parts[0]:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(parts[1] + "==")
+        partition = int(parts[2])
+    except (ValueError, binascii.Error):
+        return None
+    if len(raw) != 16 or partition < 0:
+        return None
+    return parts[0], uuid.UUID(bytes=raw), partition
 
 
 def find_coordinator(app: ClusterServices, ctx: RequestContext, req) -> dict:

@@ -11,7 +11,9 @@ share-partition manager (``share/manager.py``) and the share sessions
    -1 ends it after its acknowledgements) -> SHARE_SESSION_NOT_FOUND,
    INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED at the top;
 3. per partition: READ on the topic -> TOPIC_AUTHORIZATION_FAILED, an unknown topic id ->
-   UNKNOWN_TOPIC_ID, a partition the topic lacks -> UNKNOWN_TOPIC_OR_PARTITION;
+   UNKNOWN_TOPIC_ID, a partition the topic lacks -> UNKNOWN_TOPIC_OR_PARTITION; in a cluster, a
+   partition this node does not lead -> NOT_LEADER_OR_FOLLOWER with the leader hint (the cluster's
+   guard; a session's cached partition is checked here, through ``LED_PARTITIONS``);
 4. acknowledgement batches checked (first > last, overlapping or out of order, no types,
    a type list of the wrong length, an unknown type, RENEW without IsRenewAck) ->
    INVALID_REQUEST as the partition's acknowledge error, then applied (records not acquired
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode
 from ...shares.partition import AckBatch, AckType
-from ..dispatch import AUTHORIZED_TOPICS, HandlerTable, RequestContext
+from ..dispatch import AUTHORIZED_TOPICS, LED_PARTITIONS, HandlerTable, RequestContext
 from ..share.manager import PartitionFetch, SharePartitionError
 from ..share.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 
@@ -241,6 +243,7 @@ async def _fetch(app: ShareServices, group: str, member: str, req: Any, session:
     record_limit = req.get("share_acquire_mode", BATCH_OPTIMIZED) == RECORD_LIMIT  # v2, KIP-1206
     if max_records <= 0 or max_bytes <= 0:
         return
+    led = req.get(LED_PARTITIONS)  # a cluster's node: a cached partition that moved away is refused
     keys = list(session.partitions)
     if keys:  # Kafka rotates the partitions by session epoch so none starves
         shift = session.epoch % len(keys)
@@ -249,6 +252,8 @@ async def _fetch(app: ShareServices, group: str, member: str, req: Any, session:
         budget, got, waitable = max_records, 0, []
         for key in keys:
             name, error = _resolve(app, key[0], key[1], denied)
+            if error is E.NONE and led is not None:
+                error = led(name, key[1], -1) or E.NONE
             if error is not E.NONE:
                 rows.setdefault(key, _row(key[1]))["error_code"] = error
                 continue

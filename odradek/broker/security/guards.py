@@ -462,13 +462,18 @@ def describe_cluster(g: Guarded, ctx: RequestContext, req: Any) -> Any:
     return after(g.inner(ctx, req), ops)
 
 
-GROUP_KEY, TXN_KEY = 0, 1
+GROUP_KEY, TXN_KEY, SHARE_KEY = 0, 1, 2
 
 
 @guard(10)
 def find_coordinator(g: Guarded, ctx: RequestContext, req: Any) -> Any:
-    """DESCRIBE on the group (key type 0) or transactional id (1)."""
+    """DESCRIBE on the group (key type 0) or transactional id (1); CLUSTER_ACTION for a share
+    coordinator (2), which only brokers look up (``KafkaApis.getCoordinator``)."""
     key_type = req.key_type if ctx.api_version >= 1 else GROUP_KEY
+    if key_type == SHARE_KEY:
+        if not g.authz.cluster(ctx, Op.CLUSTER_ACTION):
+            return _denied(ctx, req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return g.inner(ctx, req)
     if key_type == TXN_KEY:
         rtype, code = R.TRANSACTIONAL_ID, TXN_DENIED
     elif key_type == GROUP_KEY:
