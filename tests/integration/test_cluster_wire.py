@@ -138,6 +138,20 @@ def test_group_requests_go_to_the_coordinator(cluster):
         assert join.error_code == expected, node
 
 
+@pytest.mark.parametrize("api_key, version, field", [(15, 5, "groups"), (69, 1, "group_ids")])
+def test_group_describes_answer_only_the_groups_this_broker_coordinates(cluster, api_key, version, field):
+    """DescribeGroups / ConsumerGroupDescribe: each group from its coordinator, NOT_COORDINATOR elsewhere."""
+    group = unique("wire-describe")
+    with client(cluster, 1) as c:
+        coordinator = c.request(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0].node_id
+    for node in (1, 2, 3):
+        with client(cluster, node) as c:
+            (described,) = c.request(api_key, version, {field: [group],
+                                                        "include_authorized_operations": False}).groups
+        assert described.group_id == group
+        assert (described.error_code == ErrorCode.NOT_COORDINATOR) == (node != coordinator), node
+
+
 def test_metadata_and_describe_cluster_show_a_broker_down(cluster):
     topic = unique("wire-down")
     state = placed(cluster, topic, rf=1)[f"{topic}-0"]

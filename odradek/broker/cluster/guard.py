@@ -41,8 +41,9 @@ SESSION_APIS = frozenset({1, 78, 79})
 # which it checks itself (``LED_PARTITIONS``) and the guard hints
 SESSION_EPOCHS = {1: "session_epoch", 78: "share_session_epoch"}
 LIST_GROUPS = 16
-# api key -> the request's list of group ids, each answered by its own coordinator (ShareGroupDescribe)
-DESCRIBED: dict[int, str] = {77: "group_ids"}
+# api key -> the request's list of group ids, each answered by its own coordinator (DescribeGroups,
+# ConsumerGroupDescribe, ShareGroupDescribe)
+DESCRIBED: dict[int, str] = {15: "groups", 69: "group_ids", 77: "group_ids"}
 # api key -> (the request's key field, transactional?) for requests a coordinator must answer
 COORDINATED: dict[int, tuple[str, bool]] = {
     8: ("group_id", False), 9: ("group_id", False), 11: ("group_id", False), 12: ("group_id", False),
