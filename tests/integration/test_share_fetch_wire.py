@@ -335,3 +335,19 @@ def test_fault_rules_and_capture_reach_the_share_apis(c, broker):
     finally:
         broker.control("remove_fault", rule_id=rule)
         broker.control("set_capture", max_requests=0)
+
+
+def test_altering_the_offsets_of_an_absent_group_creates_an_empty_share_group(c, broker):
+    """Kafka's ``alterShareGroupOffsets`` gets or creates the share group: tools can seed a
+    group's start offsets before any consumer of it runs, and then see and manage it."""
+    tid = _topic(c, batches=2, group="seeded")  # AlterShareGroupOffsets on an id no group has
+    [d] = c.request(77, 1, {"group_ids": ["seeded"], "include_authorized_operations": False}).groups
+    assert (d.error_code, d.group_state, d.group_epoch, d.members) == (0, "Empty", 0, [])
+    listed = c.request(16, 5, {"states_filter": [], "types_filter": ["share"]}).groups
+    assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed] == [
+        ("seeded", "share", "Empty", "share")]
+    row = describe_offsets(c, "seeded").groups[0].topics[0].partitions[0]  # Topics null: what it initialized
+    assert (row.start_offset, row.lag, row.error_code) == (0, 10, 0)
+    assert acquired(share_fetch(c, "seeded", "m1", 0, fetch_topics(tid, 0)))[0][0] == 0
+    deleted = c.request(92, 0, {"group_id": "seeded", "topics": [{"topic_name": "t"}]})
+    assert (deleted.error_code, [t.error_code for t in deleted.responses]) == (0, [0])
