@@ -427,24 +427,12 @@ def _assignment(blob: bytes | None) -> list[tuple[str, list[int]]]:
         return []
 
 
-async def consumer_group(kafka: LocalKafka, group: str) -> Any | None:
-    """ConsumerGroupDescribe's answer for a KIP-848 group; None for any other group (classic or
-    unknown: GROUP_ID_NOT_FOUND) and on a broker that does not serve the API or the protocol."""
+async def modern_group(kafka: LocalKafka, api: str, group: str) -> Any | None:
+    """``api``'s answer for ``group``: ConsumerGroupDescribe for a KIP-848 group, ShareGroupDescribe
+    for a KIP-932 share group.  None for a group of another kind or none (GROUP_ID_NOT_FOUND), and
+    on a broker that does not serve the API or has the protocol off (UNSUPPORTED_VERSION)."""
     try:
-        answer = await kafka.call("ConsumerGroupDescribe", 1, {"group_ids": [group],
-                                                                "include_authorized_operations": False})
-    except KafkaCallError:
-        return None
-    g = answer.groups[0]
-    return None if g.error_code else g
-
-
-async def share_group(kafka: LocalKafka, group: str) -> Any | None:
-    """ShareGroupDescribe's answer for a KIP-932 share group; None for any other group, and on a
-    broker that does not serve the API or has share groups off (UNSUPPORTED_VERSION)."""
-    try:
-        answer = await kafka.call("ShareGroupDescribe", 1, {"group_ids": [group],
-                                                             "include_authorized_operations": False})
+        answer = await kafka.call(api, 1, {"group_ids": [group], "include_authorized_operations": False})
     except KafkaCallError:
         return None
     g = answer.groups[0]
@@ -459,12 +447,10 @@ async def describe(kafka: LocalKafka, group: str) -> tuple[Any, str, Any | None]
     g = answer.groups[0]
     dead = g.error_code == 0 and g.group_state == "Dead"
     if dead or g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
-        consumer = await consumer_group(kafka, group)
-        if consumer is not None:
-            return g, "consumer", consumer
-        share = await share_group(kafka, group)
-        if share is not None:
-            return g, "share", share
+        for kind, api in (("consumer", "ConsumerGroupDescribe"), ("share", "ShareGroupDescribe")):
+            modern = await modern_group(kafka, api, group)
+            if modern is not None:
+                return g, kind, modern
     return g, "classic", None
 
 
