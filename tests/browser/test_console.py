@@ -290,3 +290,57 @@ def test_a_consumer_protocol_group_shows_its_members_and_lag(tab, console_broker
         assert not tab.pwned()
     finally:
         consumer.close()
+
+
+def test_a_share_group_shows_its_members_and_share_partitions(tab, console_broker):
+    """A confluent-kafka ShareConsumer (KIP-932, a hostile client id) that accepted 3 of the 5
+    records it got: the list names the group a share group, its page the member, its assignment,
+    and per share-partition the start offset and lag DescribeShareGroupOffsets answers."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    from tests.integration.share_wire import client, describe_offsets
+
+    bootstrap = console_broker.bootstrap_servers
+    console_broker.create_topic("sh-browse", partitions=2)
+    _produce(bootstrap, "sh-browse", [(None, b"x", [])] * 5, partition=0)
+    console_broker.call(lambda: console_broker.app.group_configs.set_overrides(
+        "queue-readers", {"share_auto_offset_reset": "earliest"}))
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "queue-readers", "client.id": HOSTILE,
+                              "share.acknowledgement.mode": "explicit"})
+    try:
+        consumer.subscribe(["sh-browse"])
+        got: list = []
+        deadline = time.monotonic() + 30
+        while len(got) < 5:
+            assert time.monotonic() < deadline, f"only {[m.offset() for m in got]}"
+            got += [m for m in consumer.poll(0.2) or [] if m.error() is None]
+        for m in got:
+            if m.offset() < 3:
+                consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+        with client(console_broker.bootstrap_servers.rsplit(":", 1)) as raw:
+            [described] = describe_offsets(raw, "queue-readers").groups[0].topics
+        admin = sorted(["sh-browse", str(p.partition_index), str(p.start_offset), str(p.lag) if p.lag >= 0 else ""]
+                       for p in described.partitions)
+
+        page = tab.open("/groups")
+        row = page.locator("#groups tr").filter(has_text="queue-readers")
+        assert row.locator("td.type").inner_text() == "share"
+        row.locator("a").click()
+        assert page.locator("h1").inner_text() == "Group queue-readers"
+        assert (page.locator("#type").inner_text(), page.locator("#state").inner_text()) == ("share", "Stable")
+        assert page.locator("p.err").count() == 0
+        assert page.locator("#members td.client-id").inner_text() == HOSTILE
+        assert page.locator("#members td.subscribed").inner_text() == "sh-browse"
+        assert page.locator("#members td.assigned").inner_text().strip() == "sh-browse: 0, 1"
+        rows = _rows(page, "#lag tr.lag-row")
+        # partition 1 has had no record yet: no start offset (-1, auto.offset.reset still to apply), no lag
+        assert rows == [["sh-browse", "0", "3", "5", "2"], ["sh-browse", "1", "-1", "0", ""]]
+        assert [[r[0], r[1], r[2], r[4]] for r in rows] == admin
+        assert "Start offset" in page.locator("#lag").inner_text()
+        assert page.locator("#reset-offsets").count() == 0  # share groups have no committed offsets to reset
+        tab.shot("share-group")
+        page.wait_for_timeout(300)  # an onerror would have fired by now
+        assert not tab.pwned()
+    finally:
+        consumer.close()

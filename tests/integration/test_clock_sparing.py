@@ -145,3 +145,36 @@ async def test_without_sparing_the_same_advance_expires_every_member(broker):
     finally:
         for c in consumers:
             await c.stop()
+
+
+def _modern_join(c: SyncClient, kind: str, group: str, member: str, topic: str) -> None:
+    """Join a consumer (KIP-848, key 68) or share (KIP-932, key 76) group in raw frames."""
+    if kind == "consumer":
+        r = c.request(68, 1, {"group_id": group, "member_id": member, "member_epoch": 0, "instance_id": None,
+                              "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": [topic],
+                              "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []})
+    else:
+        r = c.request(76, 1, {"group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
+                              "subscribed_topic_names": [topic]})
+    assert r.error_code == 0, r
+
+
+def _modern_members(c: SyncClient, kind: str, group: str) -> set[str]:
+    r = c.request(69 if kind == "consumer" else 77, 1, {"group_ids": [group], "include_authorized_operations": False})
+    return {m.member_id for g in r.groups if g.error_code == 0 for m in g.members}
+
+
+@pytest.mark.parametrize("kind", ["consumer", "share"])
+def test_a_sparing_advance_spares_the_consumer_and_share_group_members_heard_from(broker, kind):
+    """The rule is the same for every kind of group: the member that heartbeated within the window
+    keeps its session, the silent one expires."""
+    topic, group = _name(kind), _name(f"{kind}-g")
+    _create(broker, topic, 2)
+    broker.wait_loaded()
+    with SyncClient("127.0.0.1", broker.app.endpoint.port, timeout=10) as c:
+        _modern_join(c, kind, group, "quiet", topic)
+        time.sleep(1.2)  # silent for longer than the window
+        _modern_join(c, kind, group, "busy", topic)
+        assert _modern_members(c, kind, group) == {"quiet", "busy"}
+        broker.advance(seconds=DAY, spare_active=1.0)  # past every session timeout
+        assert _modern_members(c, kind, group) == {"busy"}

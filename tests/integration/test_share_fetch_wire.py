@@ -72,9 +72,10 @@ def test_records_are_acquired_by_one_member_and_accept_moves_the_start_offset(c,
     with client(broker) as other:  # the locked records go to nobody else
         second = share_fetch(other, "g", "m2", 0, fetch_topics(tid, 0))
         assert offsets_of(second) == list(range(10, 20))
-    done = share_fetch(c, "g", "m1", 1, acks(tid, 0, (0, 9, [ACCEPT])))
-    assert partition_rows(done)[0].acknowledge_error_code == 0
-    assert offsets_of(done) == []  # nothing left: 10..19 are m2's
+        # m2's connection stays open: once it closes, 10..19 are released (in the background)
+        done = share_fetch(c, "g", "m1", 1, acks(tid, 0, (0, 9, [ACCEPT])))
+        assert partition_rows(done)[0].acknowledge_error_code == 0
+        assert offsets_of(done) == []  # nothing left: 10..19 are m2's
     d = describe_offsets(c, "g", "t")
     row = d.groups[0].topics[0].partitions[0]
     assert (row.start_offset, row.lag, row.error_code) == (10, 10, 0)
@@ -132,18 +133,26 @@ def test_the_delivery_limit_archives_a_poison_record(c, broker):
     assert describe_offsets(c, "g", "t").groups[0].topics[0].partitions[0].start_offset == 1
 
 
+def _wait_released(broker, group: str, member: str, within_s: float = 10) -> None:
+    """Until the broker has seen the member's connection close and written the release of its records."""
+    def done() -> bool:
+        app = broker.app
+        return (group, member) not in app.share_sessions.sessions and not app.share_partitions.busy()
+    deadline = time.monotonic() + within_s
+    while not broker.call(done):
+        assert time.monotonic() < deadline, "the closed connection's share session was never released"
+        time.sleep(0.02)
+
+
 def test_a_final_epoch_and_a_closed_connection_release_the_members_records(c, broker):
     tid = _topic(c, batches=2)
     with client(broker) as gone:
         assert offsets_of(share_fetch(gone, "g", "m1", 0, fetch_topics(tid, 0), max_records=5)) == [0, 1, 2, 3, 4]
-    share_fetch(c, "g", "m2", 0, fetch_topics(tid, 0), max_records=5)  # 5..9
-    end = share_fetch(c, "g", "m2", -1, acks(tid, 0, (5, 5, [ACCEPT])))
+        assert offsets_of(share_fetch(c, "g", "m2", 0, fetch_topics(tid, 0), max_records=5)) == [5, 6, 7, 8, 9]
+    _wait_released(broker, "g", "m1")  # a closed connection is noticed and released in the background
+    end = share_fetch(c, "g", "m2", -1, acks(tid, 0, (5, 5, [ACCEPT])))  # released before the answer
     assert end.error_code == 0
-    deadline = time.monotonic() + 5
-    while len(got := acquired(share_fetch(c, "g", "m3", 0, fetch_topics(tid, 0)))) < 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    assert got == [(0, 4, 2), (6, 9, 2)]
+    assert acquired(share_fetch(c, "g", "m3", 0, fetch_topics(tid, 0))) == [(0, 4, 2), (6, 9, 2)]
     assert share_fetch(c, "g", "m2", 1, fetch_topics(tid, 0)).error_code == SESSION_NOT_FOUND
 
 
@@ -327,3 +336,19 @@ def test_fault_rules_and_capture_reach_the_share_apis(c, broker):
     finally:
         broker.control("remove_fault", rule_id=rule)
         broker.control("set_capture", max_requests=0)
+
+
+def test_altering_the_offsets_of_an_absent_group_creates_an_empty_share_group(c, broker):
+    """Kafka's ``alterShareGroupOffsets`` gets or creates the share group: tools can seed a
+    group's start offsets before any consumer of it runs, and then see and manage it."""
+    tid = _topic(c, batches=2, group="seeded")  # AlterShareGroupOffsets on an id no group has
+    [d] = c.request(77, 1, {"group_ids": ["seeded"], "include_authorized_operations": False}).groups
+    assert (d.error_code, d.group_state, d.group_epoch, d.members) == (0, "Empty", 0, [])
+    listed = c.request(16, 5, {"states_filter": [], "types_filter": ["share"]}).groups
+    assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed] == [
+        ("seeded", "share", "Empty", "share")]
+    row = describe_offsets(c, "seeded").groups[0].topics[0].partitions[0]  # Topics null: what it initialized
+    assert (row.start_offset, row.lag, row.error_code) == (0, 10, 0)
+    assert acquired(share_fetch(c, "seeded", "m1", 0, fetch_topics(tid, 0)))[0][0] == 0
+    deleted = c.request(92, 0, {"group_id": "seeded", "topics": [{"topic_name": "t"}]})
+    assert (deleted.error_code, [t.error_code for t in deleted.responses]) == (0, [0])

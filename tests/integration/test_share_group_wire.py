@@ -214,6 +214,7 @@ def test_unknown_topics_join_without_partitions_until_created(kbroker):
 
 def test_faults_capture_and_reset_reach_share_groups(topic):
     with ThreadedBroker() as b:
+        b.wait_loaded()
         create_topic_kafka_python(b.bootstrap_servers, topic, 2)
         b.fault("ShareGroupHeartbeat", error="GROUP_MAX_SIZE_REACHED", group_id="faulted", times=1)
         with client(b) as c:
@@ -236,6 +237,7 @@ def test_share_groups_off_answer_unsupported_version_but_stay_listed():
         assert {76, 77} <= keys
     with ThreadedBroker(overrides={"odradek.initial.features": "share.version=0", "group.share.enable": "true"}) as b, \
             client(b) as c:  # the legacy switch turns them on whatever share.version says
+        b.wait_loaded()  # it serves while it loads: a heartbeat gets COORDINATOR_LOAD_IN_PROGRESS until then
         assert c.request(HEARTBEAT, 1, hb("g", "m", 0, ["t"])).error_code == E.NONE
 
 
@@ -249,6 +251,7 @@ def test_an_emulated_older_release_hides_them():
 def test_restart_replays_the_live_state(tmp_path):
     topic = "restart-t"
     with ThreadedBroker(tmp_path) as b:
+        b.wait_loaded()
         create_topic_kafka_python(b.bootstrap_servers, topic, 3)
         with client(b) as c:
             _f, a = join(c, "sg-r", "a", topic)
@@ -280,6 +283,7 @@ def test_acls_as_kafka_checks_them(tmp_path):
     overrides = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                  "allow.everyone.if.no.acl.found": "true"}
     with ThreadedBroker(tmp_path, overrides=overrides) as b:
+        b.wait_loaded()
         create_topic_kafka_python(b.bootstrap_servers, "open", 1)
         create_topic_kafka_python(b.bootstrap_servers, "hidden", 1)
         with client(b) as c:
@@ -341,6 +345,7 @@ def test_random_membership_then_restart_replays_the_live_state(tmp_path, seed):
     import random
     rnd = random.Random(seed)
     with ThreadedBroker(tmp_path) as b:
+        b.wait_loaded()
         names = [f"r{i}" for i in range(3)]
         for i, n in enumerate(names):
             create_topic_kafka_python(b.bootstrap_servers, n, i + 1)

@@ -90,8 +90,8 @@ def sparing(app: ClockServices, clock: Any, ms: int, spare_active: bool | float)
     """The rule of a sparing advance, applied before any timer fires.
 
     Active = the broker heard from it within the window of real time before the advance: a
-    group member whose session was restarted (a heartbeat, a join or sync, a commit naming
-    it), a connection that received bytes.  An active member's session deadline and an
+    group member of any kind whose session was restarted (a classic heartbeat, join, sync or
+    commit naming it; a consumer or share group heartbeat), a connection that received bytes.  An active member's session deadline and an
     active connection's idle time move with the clock, so the advance does not run them
     down: they keep the time they had left.  A rebalance that the advance starts (a silent
     member expiring) waits its join and sync timeouts from the end of the advance, since no

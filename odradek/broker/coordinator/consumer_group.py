@@ -84,6 +84,7 @@ class ConsumerMember:
     session_timer: Any = None
     session_deadline_ms: int = 0
     session_timer_ms: int = 0  # when the armed session timer fires (a shorter group config re-arms it)
+    heard_real_ms: int = 0  # real time (``clock.real_ms``) of the last session restart (``spare_active``)
     rebalance_timer: Any = None
     join_timer: Any = None  # classic members: rejoin within the rebalance timeout after a 27
     sync_timer: Any = None  # classic members: SyncGroup within the rebalance timeout after a join

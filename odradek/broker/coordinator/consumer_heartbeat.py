@@ -43,6 +43,7 @@ from ...offsets.consumer_records import (
 from ...offsets.records import GroupKey
 from ...protocol.errors import ErrorCode
 from ...protocol.lean_dataclass import dataclass
+from ..clock import real_ms
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult
 from .assignors import ASSIGNORS, AssignorMember
@@ -249,6 +250,7 @@ def steady_interval(shard: Shard, topics: TopicsView, group_id: str, member_id: 
     # arm_session's common case, inlined: only the deadline moves while the timer fires before it
     deadline = shard.clock.now_ms() + config.consumer_session_timeout_ms
     member.session_deadline_ms = deadline
+    member.heard_real_ms = real_ms()
     if member.session_timer is None or deadline < member.session_timer_ms:
         arm_session(shard, group, member)
     return config.consumer_heartbeat_interval_ms
@@ -621,6 +623,7 @@ def arm_session(shard: Shard, group: ConsumerGroup, member: ConsumerMember, time
     timeout = timeout_ms
     deadline = shard.clock.now_ms() + timeout
     member.session_deadline_ms = deadline
+    member.heard_real_ms = real_ms()  # what a sparing advance asks (``spare_active``)
     timer = member.session_timer
     if timer is not None:
         if deadline >= member.session_timer_ms:

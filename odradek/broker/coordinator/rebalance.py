@@ -104,9 +104,12 @@ def _on_session_timer(shard: Shard, group: ClassicGroup, member: Member) -> None
 def spare_members(shard: Shard, heard_since_real_ms: int, shift_ms: int) -> int:
     """A sparing advance (``advance(..., spare_active=...)``): members heard from since
     ``heard_since_real_ms`` keep the session time they had left, so only the silent ones expire.
-    Their armed timers fire early and re-arm at the moved deadline (``_on_session_timer``)."""
+    Every kind of group's members (classic, consumer, share: each restarts its session by moving
+    ``session_deadline_ms`` and stamping ``heard_real_ms``); their armed timers fire early and
+    re-arm at the moved deadline (``_on_session_timer`` and the consumer and share heartbeats')."""
     spared = 0
-    for group in shard.groups.values():
+    groups = [*shard.groups.values(), *shard.consumer_groups.values(), *shard.share_groups.values()]
+    for group in groups:
         for member in group.members.values():
             if member.heard_real_ms >= heard_since_real_ms:
                 member.session_deadline_ms += shift_ms

@@ -49,6 +49,7 @@ class ShareMember:
     # live only
     session_timer: Any = None
     session_deadline_ms: int = 0
+    heard_real_ms: int = 0  # real time (``clock.real_ms``) of the last session restart (``spare_active``)
 
 
 @dataclass(eq=False)

@@ -45,6 +45,7 @@ from ...offsets.share_group_records import (
     TopicPartitionsInfo,
 )
 from ...protocol.errors import ErrorCode
+from ..clock import real_ms
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus
 from . import share_assignor
@@ -423,6 +424,7 @@ def arm_session(shard: Shard, group: ShareGroup, member: ShareMember) -> None:
     deadline moves while a timer is armed before it."""
     timeout = shard.group_configs.effective(group.group_id).share_session_timeout_ms
     member.session_deadline_ms = deadline = shard.clock.now_ms() + timeout
+    member.heard_real_ms = real_ms()  # what a sparing advance asks (``spare_active``)
     if member.session_timer is None:
         member.session_timer = shard.clock.call_at(deadline, lambda: _on_session(shard, group, member))
 

@@ -63,11 +63,13 @@ def initialized_partitions(coordinator: Coordinator | None, group_id: str) -> di
 def record_initialized(coordinator: Coordinator | None, group_id: str, topic_id: uuid.UUID, topic: str,
                        partitions: set[int], *, initialized: bool) -> Promise:
     """Record 15 with ``partitions`` of the topic added to *initialized* (an alter) or the topic
-    removed from it (a delete); nothing to write when the group does not exist."""
-    group, _status, _error = _group(coordinator, group_id)
-    if group is None:
+    removed from it (a delete).  An alter on an absent group creates it: Kafka's
+    ``GroupMetadataManager.alterShareGroupOffsets`` gets or creates the share group, and the
+    replay of its record 15 persists it (an empty share group at epoch 0)."""
+    group, status, _error = _group(coordinator, group_id)
+    if group is None and not (initialized and status is ShareGroupStatus.ABSENT):
         return Promise.resolved(ErrorCode.NONE)
-    before = group.partitions or SGStatePartitionValue()
+    before = (group.partitions if group is not None else None) or SGStatePartitionValue()
     value = SGStatePartitionValue(dict(before.initializing), dict(before.initialized), dict(before.deleting))
     if initialized:
         have = value.initialized.get(topic_id)

@@ -358,8 +358,8 @@ async def registered(app: ReadServices, ids: set[int]) -> dict[int, Registered]:
 # --- groups --------------------------------------------------------------------------------------
 
 async def group_list(kafka: LocalKafka) -> list[dict]:
-    """Every group with its state and type (ListGroups v5: ``classic`` or ``consumer``, KIP-848;
-    an emulated release before v5 has classic groups only)."""
+    """Every group with its state and type (ListGroups v5: ``classic``, ``consumer`` (KIP-848) or
+    ``share`` (KIP-932); an emulated release before v5 has classic groups only)."""
     answer = await kafka.call("ListGroups", 5, {"states_filter": [], "types_filter": []})
     return sorted(({"id": g.group_id, "protocol_type": g.protocol_type, "state": g.group_state,
                     "type": getattr(g, "group_type", "") or "classic"}
@@ -372,6 +372,30 @@ async def committed(kafka: LocalKafka, group: str) -> tuple[dict[tuple[str, int]
         return {}, error_name(answer.error_code)
     return {(t.name, p.partition_index): p.committed_offset for t in answer.topics for p in t.partitions
             if p.committed_offset >= 0}, None
+
+
+async def share_lag(kafka: LocalKafka, group: str) -> dict:
+    """A share group's start offset, end offset and lag per share-partition it has initialized
+    (DescribeShareGroupOffsets v1, ``kafka-share-groups --describe --offsets``: the start offset
+    is the first record not yet acknowledged, the lag the broker's count of records not yet
+    delivered for good), with the total."""
+    answer = await kafka.call("DescribeShareGroupOffsets", 1, {"groups": [{"group_id": group, "topics": None}]})
+    g = answer.groups[0]
+    if g.error_code:
+        return {"rows": [], "error": error_name(g.error_code), "total": 0, "kind": "share"}
+    rows = []
+    for t in sorted(g.topics, key=lambda t: t.topic_name):
+        parts = sorted(t.partitions, key=lambda p: p.partition_index)
+        ends = await list_offsets(kafka, t.topic_name, [p.partition_index for p in parts], LATEST)
+        rows.extend({"topic": t.topic_name, "partition": p.partition_index, "committed": p.start_offset,
+                     "end": ends.get(p.partition_index, (-1, None))[0],
+                     "lag": p.lag if p.lag >= 0 else None} for p in parts)
+    return {"rows": rows, "error": None, "total": sum(r["lag"] or 0 for r in rows), "kind": "share"}
+
+
+async def group_lag(kafka: LocalKafka, group: str, kind: str) -> dict:
+    """The lag table of a group page: a share group's share-partitions, any other's committed offsets."""
+    return await (share_lag if kind == "share" else lag)(kafka, group)
 
 
 async def lag(kafka: LocalKafka, group: str) -> dict:
@@ -388,7 +412,7 @@ async def lag(kafka: LocalKafka, group: str) -> dict:
             end = ends.get(p, (-1, None))[0]
             rows.append({"topic": topic, "partition": p, "committed": offsets[(topic, p)], "end": end,
                          "lag": max(0, end - offsets[(topic, p)]) if end >= 0 else None})
-    return {"rows": rows, "error": error, "total": sum(r["lag"] or 0 for r in rows)}
+    return {"rows": rows, "error": error, "total": sum(r["lag"] or 0 for r in rows), "kind": "committed"}
 
 
 def _assignment(blob: bytes | None) -> list[tuple[str, list[int]]]:
@@ -403,33 +427,37 @@ def _assignment(blob: bytes | None) -> list[tuple[str, list[int]]]:
         return []
 
 
-async def consumer_group(kafka: LocalKafka, group: str) -> Any | None:
-    """ConsumerGroupDescribe's answer for a KIP-848 group; None for any other group (classic or
-    unknown: GROUP_ID_NOT_FOUND) and on a broker that does not serve the API or the protocol."""
+async def modern_group(kafka: LocalKafka, api: str, group: str) -> Any | None:
+    """``api``'s answer for ``group``: ConsumerGroupDescribe for a KIP-848 group, ShareGroupDescribe
+    for a KIP-932 share group.  None for a group of another kind or none (GROUP_ID_NOT_FOUND), and
+    on a broker that does not serve the API or has the protocol off (UNSUPPORTED_VERSION)."""
     try:
-        answer = await kafka.call("ConsumerGroupDescribe", 1, {"group_ids": [group],
-                                                                "include_authorized_operations": False})
+        answer = await kafka.call(api, 1, {"group_ids": [group], "include_authorized_operations": False})
     except KafkaCallError:
         return None
     g = answer.groups[0]
     return None if g.error_code else g
 
 
-async def describe(kafka: LocalKafka, group: str) -> tuple[Any, Any | None]:
-    """DescribeGroups' answer for ``group``, and ConsumerGroupDescribe's when it is a consumer group
-    (DescribeGroups answers Dead for one, v6 GROUP_ID_NOT_FOUND: it is not a classic group)."""
+async def describe(kafka: LocalKafka, group: str) -> tuple[Any, str, Any | None]:
+    """DescribeGroups' answer for ``group``, the group's type, and ConsumerGroupDescribe's or
+    ShareGroupDescribe's answer when it is a consumer or share group (DescribeGroups answers Dead
+    for one, v6 GROUP_ID_NOT_FOUND: it is not a classic group)."""
     answer = await kafka.call("DescribeGroups", 4, {"groups": [group], "include_authorized_operations": False})
     g = answer.groups[0]
     dead = g.error_code == 0 and g.group_state == "Dead"
     if dead or g.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
-        return g, await consumer_group(kafka, group)
-    return g, None
+        for kind, api in (("consumer", "ConsumerGroupDescribe"), ("share", "ShareGroupDescribe")):
+            modern = await modern_group(kafka, api, group)
+            if modern is not None:
+                return g, kind, modern
+    return g, "classic", None
 
 
 async def group_state(kafka: LocalKafka, group: str) -> tuple[str, int]:
-    """(state, error code) of a group of either type."""
-    g, consumer = await describe(kafka, group)
-    return (consumer.group_state, 0) if consumer is not None else (g.group_state, g.error_code)
+    """(state, error code) of a group of any type."""
+    g, _kind, modern = await describe(kafka, group)
+    return (modern.group_state, 0) if modern is not None else (g.group_state, g.error_code)
 
 
 def _partitions_of(assignment: Any) -> dict[str, set[int]]:
@@ -476,10 +504,28 @@ async def _consumer_detail(app: ReadServices, kafka: LocalKafka, g: Any) -> dict
             "lag": await lag(kafka, g.group_id)}
 
 
+def _share_member(m: Any) -> dict:
+    """A share group's member: its epoch, subscription and the partitions it is assigned (several
+    members may share one: records, not partitions, are what a share group hands out)."""
+    return {"id": m.member_id, "instance": None, "client_id": m.client_id, "host": m.client_host,
+            "rack": m.rack_id, "epoch": m.member_epoch, "topics": sorted(m.subscribed_topic_names),
+            "regex": None, "assigned": _listed(_partitions_of(m.assignment))}
+
+
+async def _share_detail(kafka: LocalKafka, g: Any) -> dict:
+    return {"id": g.group_id, "error": None, "type": "share", "state": g.group_state,
+            "protocol_type": "share", "protocol": g.assignor_name, "group_epoch": g.group_epoch,
+            "assignment_epoch": g.assignment_epoch,
+            "members": sorted((_share_member(m) for m in g.members), key=lambda m: m["id"]),
+            "lag": await share_lag(kafka, g.group_id)}
+
+
 async def group_detail(app: ReadServices, kafka: LocalKafka, group: str) -> dict:
-    g, consumer = await describe(kafka, group)
-    if consumer is not None:
-        return await _consumer_detail(app, kafka, consumer)
+    g, kind, modern = await describe(kafka, group)
+    if kind == "share":
+        return await _share_detail(kafka, modern)
+    if kind == "consumer":
+        return await _consumer_detail(app, kafka, modern)
     live = None
     coordinator = app.coordinator
     if coordinator is not None:

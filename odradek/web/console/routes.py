@@ -126,7 +126,8 @@ class ConsolePages:
 
     async def group_lag(self, request: web.Request) -> web.Response:
         group = request.query.get("id", "")
-        return self.render("lag.html", g={"id": group, "lag": await reads.lag(self.kafka, group)})
+        kind = request.query.get("type", "")
+        return self.render("lag.html", g={"id": group, "type": kind, "lag": await reads.group_lag(self.kafka, group, kind)})
 
     async def timeline(self, request: web.Request) -> web.Response:
         group = request.query.get("id", "")
