@@ -158,6 +158,7 @@ class BrokerApp:
                                                 self.clock.now_ms)  # KIP-227, Kafka's FetchSessionCache
         # finalized feature levels (KIP-584): read at start, changed by UpdateFeatures
         self.features = Features(self.data_dir, release, parse_levels(config["odradek.initial.features"]))
+        self.features.listeners.append(self.features_changed)
         self.features_lock = asyncio.Lock()
         self.quota_enforcer = QuotaEnforcer(self.client_quotas, self.clock.now_ms, config["quota.window.num"],
                                             config["quota.window.size.seconds"])
@@ -440,6 +441,12 @@ class BrokerApp:
         from .security.acls import AclOperation  # noqa: PLC0415 - loaded with the authorizer
 
         return self.authorizer.cluster(ctx, AclOperation[operation])
+
+    def features_changed(self) -> None:
+        """The finalized feature levels moved (UpdateFeatures, a reset, the start's load): the
+        coordinator's cached consumer-protocol switch follows."""
+        if self.coordinator is not None:
+            self.coordinator.features_changed()
 
     def quotas_changed(self) -> None:
         """The client quotas changed: the connections enforce them only while one is set."""

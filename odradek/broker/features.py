@@ -25,6 +25,7 @@ with Kafka's message, the first refusal fails the whole request.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from ..protocol.errors import ErrorCode
@@ -114,6 +115,9 @@ class Features:
         self.defaults.update({k: v for k, v in (initial or {}).items() if self._in_range(k, v)})
         self.levels = dict(self.defaults)
         self.epoch = 1 if self.supported else -1
+        # called after the finalized levels change (``apply``, ``load``): readers that cache a
+        # level on a hot path (the consumer protocol's switch) forget it
+        self.listeners: list[Callable[[], None]] = []
 
     def _in_range(self, name: str, level: int) -> bool:
         f = self.supported.get(name)
@@ -181,6 +185,11 @@ class Features:
         """New finalized levels (already durable): the epoch moves on."""
         self.levels = dict(levels)
         self.epoch += 1
+        self._changed()
+
+    def _changed(self) -> None:
+        for listener in self.listeners:
+            listener()
 
     # --- durability -------------------------------------------------------------------------
 
@@ -193,6 +202,7 @@ class Features:
         for name, level in data["levels"].items():
             if self._in_range(name, int(level)):
                 self.levels[name] = int(level)
+        self._changed()
 
     def save(self, levels: dict[str, int], epoch: int) -> None:
         """Durable first (call off the loop), then ``apply``."""

@@ -383,10 +383,9 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type | None, nested: Mapping[str,
     if g.flexible:  # almost always an empty tagged-field section: one zero byte
         body.extend(["if buf[pos] == 0:", "    pos += 1", "else:", "    pos = _skip_tags(buf, pos, blen)"])
     if split >= 0:  # the tail's bytes as its defaults encode them: its fields are those defaults
-        values = dict(assigns)
         rest = body[split:]
         body[split:] = [f"if buf[pos:pos + {len(tail)}] == {g.bind(tail, 'T')}:", f"    pos += {len(tail)}",
-                        *(f"    {values[pl.f.name]} = {pl.f.default!r}" for pl in plans[tail_from:] if pl.present),
+                        *("    " + line for line in _from_template(g, plans, tail_from, dict(assigns), clsname)),
                         "else:", *("    " + line for line in rest)]
     if cls is None:
         if not all(name.isidentifier() and not keyword.iskeyword(name) for name, _ in assigns):
@@ -412,6 +411,22 @@ def _gen_reader(g: _Gen, fields: list[F], cls: type | None, nested: Mapping[str,
         lines = [f"def {fname}(buf, pos, blen):"] + ["    " + line for line in body]
     g.chunks.append("\n".join(lines))
     return fname
+
+
+def _from_template(g: _Gen, plans: list[_Plan], tail_from: int, values: dict[str, str], clsname: str) -> list[str]:
+    """The message read up to its default tail, as a ``Container``: a copy of one holding every
+    field's default (key order as declared), then the fields read before the tail.  Copying a
+    ten-key dict and setting three costs about what building a four-key one does."""
+    template: dict[str, Any] = {}
+    lines = [f"o = {clsname}({{}})"]
+    for i, pl in enumerate(plans):
+        name = pl.f.name
+        fresh = (i < tail_from and pl.present) or isinstance(pl.f.default, list)  # read, or a fresh list
+        template[name] = None if fresh else pl.f.default
+        if fresh:
+            lines.append(f"o[{name!r}] = {values[name]}")
+    lines[0] = f"o = {clsname}({g.bind(template, 'TM')})"
+    return [*lines, "return o, pos"]
 
 
 def compile_reader(message: Declaration, version: int, cls: type | None,

@@ -66,3 +66,31 @@ def test_group_version_0_turns_the_consumer_protocol_off():
         assert c.request(68, 1, join("g", "m", "t")).error_code == ErrorCode.UNSUPPORTED_VERSION
         [d] = c.request(69, 1, {"group_ids": ["g"], "include_authorized_operations": False}).groups
         assert d.error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def _group_version(c: SyncClient, level: int, kind: int) -> None:
+    body = {"timeout_ms": 1000, "validate_only": False, "feature_updates": [
+        {"feature": "group.version", "max_version_level": level, "upgrade_type": kind, "allow_downgrade": kind != 1}]}
+    [r] = c.request(57, 1, body).results
+    assert r.error_code == 0, r
+
+
+def test_update_features_switches_a_steady_member_off_and_on():
+    """The coordinator keeps its consumer-protocol switch between heartbeats: lowering group.version
+    with UpdateFeatures (safe downgrade) turns the next steady heartbeat away, raising it serves the
+    member again, and a reset's defaults serve a new group."""
+    with ThreadedBroker() as b, SyncClient("127.0.0.1", b.app.endpoint.port) as c:
+        topic = f"t-{uuid.uuid4().hex[:6]}"
+        create_topic_kafka_python(b.bootstrap_servers, topic, 2)
+        assert c.request(68, 1, join("g", "m", topic)).member_epoch == 1
+        steady = {**join("g", "m", topic), "member_epoch": 1, "rebalance_timeout_ms": -1,
+                  "subscribed_topic_names": None, "topic_partitions": None}
+        assert c.request(68, 1, steady).error_code == 0
+        _group_version(c, 0, 2)
+        assert c.request(68, 1, steady).error_code == ErrorCode.UNSUPPORTED_VERSION
+        _group_version(c, 1, 1)
+        r = c.request(68, 1, steady)
+        assert (r.error_code, r.member_epoch) == (0, 1)
+        _group_version(c, 0, 2)
+        b.reset()
+        assert c.request(68, 1, join("g2", "m", topic)).member_epoch == 1

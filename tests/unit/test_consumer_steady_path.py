@@ -73,7 +73,10 @@ def test_a_default_tail_reads_as_construct_reads_it(msg, version):
     for data in samples:
         parsed, end = read(data, 0)
         assert end == len(data)
-        assert parsed == construct.parsefunc(Reader(data), None)
+        expected = construct.parsefunc(Reader(data), None)
+        assert parsed == expected and list(parsed) == [f.name for f in msg.fields]  # in declared order
+        parsed.clear()  # each read its own Container (the tail's is a copy of one template)
+        assert read(data, 0)[0] == expected
         for cut in range(len(data)):
             with pytest.raises(ProtocolError):
                 read(data[:cut], 0)

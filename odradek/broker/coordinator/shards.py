@@ -62,7 +62,8 @@ class GroupShards:
             shard.topics = self.topics
         # the finalized group.version (the broker wires its features in); None: a release without
         # that feature (3.x), where the setting alone decides
-        self.group_version: Callable[[], int | None] = lambda: None
+        self._group_version: Callable[[], int | None] = lambda: None
+        self._consumer_enabled: bool | None = None  # consumer_protocol_enabled's answer, until features change
         # share groups (KIP-932): the finalized share.version, each group's settings (GROUP configs)
         # and the share coordinator that keeps share-partition state (the broker wires them in)
         self.share_version: Callable[[], int] = lambda: 0
@@ -77,11 +78,27 @@ class GroupShards:
         """``KafkaApis.isConsumerGroupProtocolEnabled``: ``consumer`` is in
         ``group.coordinator.rebalance.protocols`` and the finalized ``group.version`` is at least 1
         (UpdateFeatures can lower it); otherwise ConsumerGroupHeartbeat/Describe answer
-        UNSUPPORTED_VERSION."""
-        if not self.config.consumer_protocol:
-            return False
-        level = self.group_version()
-        return level is None or level >= 1
+        UNSUPPORTED_VERSION.  Asked on every heartbeat: the answer is kept until the features
+        change (``features_changed``, wired to ``Features.listeners``: UpdateFeatures, a reset)."""
+        enabled = self._consumer_enabled
+        if enabled is None:
+            level = self._group_version()
+            enabled = self._consumer_enabled = self.config.consumer_protocol and (level is None or level >= 1)
+        return enabled
+
+    @property
+    def group_version(self) -> Callable[[], int | None]:
+        """The finalized ``group.version`` (None: a release without that feature)."""
+        return self._group_version
+
+    @group_version.setter
+    def group_version(self, level: Callable[[], int | None]) -> None:
+        self._group_version = level
+        self._consumer_enabled = None
+
+    def features_changed(self) -> None:
+        """The finalized features moved: ``consumer_protocol_enabled`` asks ``group_version`` again."""
+        self._consumer_enabled = None
 
     @property
     def group_configs(self) -> GroupConfigs:
