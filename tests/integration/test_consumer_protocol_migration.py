@@ -8,6 +8,7 @@ before is read again, nothing is skipped)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 
@@ -29,8 +30,15 @@ def kbroker():
 
 
 class Group:
-    """The members of one group, classic and consumer protocol, polled in turn on this thread;
-    who holds which partition, from their callbacks (an assign of a held partition is a violation)."""
+    """The members of one group, classic and consumer protocol, each polled without pause on a thread
+    of its own (as an application's poll loop); who holds which partition, from their callbacks (an
+    assign of a held partition is a violation).
+
+    A member polled in turn with the others misses rebalances: kafka-python 3.0.12 drops a
+    JoinGroup/SyncGroup round that completes while no ``poll`` waits for it and sends a new
+    JoinGroup on its next ``poll``; a leader doing so starts yet another rebalance, whose SyncGroup
+    again lands between its polls, so a downgraded classic group rebalanced for tens of seconds or
+    for good."""
 
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         self.bootstrap, self.group, self.topic = bootstrap, group, topic
@@ -38,18 +46,22 @@ class Group:
         self.owner: dict[int, str] = {}
         self.violations: list[str] = []
         self.seen: list[int] = []
+        self.lock = threading.Lock()
+        self.pollers: dict[str, tuple[threading.Thread, threading.Event]] = {}
 
     def _assigned(self, name: str, partitions) -> None:
-        for p in partitions:
-            holder = self.owner.get(p)
-            if holder is not None and holder != name:
-                self.violations.append(f"{name} got {p} still held by {holder}")
-            self.owner[p] = name
+        with self.lock:
+            for p in partitions:
+                holder = self.owner.get(p)
+                if holder is not None and holder != name:
+                    self.violations.append(f"{name} got {p} still held by {holder}")
+                self.owner[p] = name
 
     def _revoked(self, name: str, partitions) -> None:
-        for p in partitions:
-            if self.owner.get(p) == name:
-                del self.owner[p]
+        with self.lock:
+            for p in partitions:
+                if self.owner.get(p) == name:
+                    del self.owner[p]
 
     def classic(self, name: str) -> None:
         from kafka import ConsumerRebalanceListener
@@ -68,7 +80,7 @@ class Group:
                                     heartbeat_interval_ms=300, session_timeout_ms=10000)
         c.unsubscribe()
         c.subscribe([self.topic], listener=Listener())
-        self.members[name] = c
+        self._start(name, c, self._poll_classic)
 
     def consumer(self, name: str) -> None:
         from confluent_kafka import Consumer
@@ -79,37 +91,55 @@ class Group:
                     on_assign=lambda _c, ps: self._assigned(name, [tp.partition for tp in ps]),
                     on_revoke=lambda _c, ps: self._revoked(name, [tp.partition for tp in ps]),
                     on_lost=lambda _c, ps: self._revoked(name, [tp.partition for tp in ps]))
+        self._start(name, c, self._poll_consumer)
+
+    def _start(self, name: str, c, poll) -> None:
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.is_set():
+                poll(c)
+        thread = threading.Thread(target=loop, name=f"poll-{name}", daemon=True)
         self.members[name] = c
+        self.pollers[name] = (thread, stop)
+        thread.start()
 
     def close(self, name: str) -> None:
+        """Stop the member's poll loop, then close it (a leave; its partitions are no longer held)."""
+        thread, stop = self.pollers.pop(name)
+        stop.set()
+        thread.join(30)
         c = self.members.pop(name)
         c.close()
         self._revoked(name, list(self.owner))
 
-    def poll_once(self) -> None:
+    def _poll_consumer(self, c) -> None:
+        m = c.poll(0.1)
+        if m is not None and not m.error():
+            with self.lock:
+                self.seen.append(int(m.value()))
+            c.commit(message=m, asynchronous=False)
+
+    def _poll_classic(self, c) -> None:
         from kafka import OffsetAndMetadata, TopicPartition
 
-        for c in list(self.members.values()):
-            if hasattr(c, "consume"):  # confluent-kafka
-                m = c.poll(0.05)
-                if m is not None and not m.error():
-                    self.seen.append(int(m.value()))
-                    c.commit(message=m, asynchronous=False)
-                continue
-            for tp, records in c.poll(timeout_ms=50, max_records=10).items():
-                for r in records:
-                    self.seen.append(int(r.value))
-                try:
-                    c.commit({TopicPartition(tp.topic, tp.partition): OffsetAndMetadata(records[-1].offset + 1,
-                                                                                        "", -1)})
-                except Exception:  # a commit refused during a rebalance: those records come again
-                    pass
+        for tp, records in c.poll(timeout_ms=100, max_records=10).items():
+            with self.lock:
+                self.seen.extend(int(r.value) for r in records)
+            try:
+                c.commit({TopicPartition(tp.topic, tp.partition): OffsetAndMetadata(records[-1].offset + 1, "", -1)})
+            except Exception:  # a commit refused during a rebalance: those records come again
+                pass
 
     def poll_until(self, predicate, what: str, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, f"timed out waiting for {what}: owners {self.owner}"
-            self.poll_once()
+        while True:
+            with self.lock:
+                if predicate():
+                    return
+                owners = dict(self.owner)
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: owners {owners}"
+            time.sleep(0.05)
 
     def held(self, name: str) -> set[int]:
         return {p for p, n in self.owner.items() if n == name}
