@@ -72,7 +72,9 @@ def test_tombstones_go_after_delete_retention(scenario, tmp_path):
     before = latest_by_key(data / OFFSETS)
     compact_data_dir(data, now_ms=T0 + HOUR)
     r = compact_data_dir(data, now_ms=T0 + HOUR + DAY + 1)[0]  # past the delete horizon set by pass one
-    assert r.tombstones_dropped == 3  # orders-app orders-2; gone-app's offset and group (datagen)
+    # orders-app orders-2; gone-app's offset and group; cg-app's departed c1: its member
+    # metadata, target and current assignment (datagen)
+    assert r.tombstones_dropped == 6
     after = latest_by_key(data / OFFSETS)
     assert after == {k: v for k, v in before.items() if v[1] is not None}
     assert scan_log_end(data / OFFSETS) == scan_log_end(scenario.dirs["broker-a"] / OFFSETS)
