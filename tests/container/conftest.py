@@ -5,6 +5,7 @@ to run them, except under CI, where that is a failure."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,13 +22,15 @@ IMAGE = "localhost/odradek:test"
 
 
 @pytest.fixture(scope="session")
-def engine_exe() -> str:
+def engine_exe() -> Iterator[str]:
     try:
-        return find_engine()
+        exe = find_engine()
     except EngineMissing as exc:
         if running_under_ci():
             pytest.fail(f"CI must run the container tests, but: {exc}", pytrace=False)
         pytest.skip(f"{exc}; {HOW_TO_RUN}")
+    yield exe
+    Engine(exe, "").sweep_session()  # nothing this session started outlives it
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import time
@@ -42,10 +43,35 @@ def build_image(tag: str) -> None:
         raise RuntimeError(f"image build failed:\n{out.stderr[-4000:]}")
 
 
+SESSION_LABEL = f"odradek-test-session={uuid.uuid4().hex[:12]}"  # what this test session started
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free host port *below* the kernel's ephemeral range, for publishing a container's port.
+
+    Why not port 0: the engine forwards a published port with NAT rules, not a bound socket, so
+    once the picked port is released an in-process broker binding port 0 can get the very same
+    number -- and while that container lives (or if it leaks) every connection to the broker is
+    sent into the container instead.  Ports outside the ephemeral range are never handed out by
+    ``bind(0)``, so a container can never shadow another test's broker.
+    """
+    low = max(_ephemeral_low() - 8192, 1024)
+    for _ in range(200):
+        port = random.randrange(low, _ephemeral_low())
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def unique(prefix: str) -> str:
@@ -84,7 +110,7 @@ class Engine:
         env = dict(env or {})
         if advertise:
             env.setdefault("KAFKA_ADVERTISED_LISTENERS", f"PLAINTEXT://127.0.0.1:{port}")
-        cmd = ["run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:{inner_port}"]
+        cmd = ["run", "-d", "--name", name, "--label", SESSION_LABEL, "-p", f"127.0.0.1:{port}:{inner_port}"]
         for host_port, inner in (publish or {}).items():
             cmd += ["-p", f"127.0.0.1:{host_port}:{inner}"]
         if mount:
@@ -93,17 +119,40 @@ class Engine:
             cmd += ["-v", f"{host_dir}:{path}:ro"]
         for key, value in env.items():
             cmd += ["-e", f"{key}={value}"]
+        self._names.append(name)  # before the run: a run that fails or times out may still leave it
         self(*cmd, self.image, *args)
-        self._names.append(name)
         return Container(self, name, port)
 
     def cleanup(self) -> None:
-        for name in self._names:
-            self("rm", "-f", "-v", "-t", "0", name, check=False)  # -v: its anonymous volume too
+        """Remove what the test started; a container still there afterwards fails the test's
+        teardown (a leaked container keeps its published port forwarded)."""
+        names, self._names = self._names, []
+        for name in names:
+            self._remove(name)
         for vol in self._volumes:
             self("volume", "rm", "-f", vol, check=False)
-        self._names.clear()
         self._volumes.clear()
+        left = [name for name in names if self._exists(name)]
+        assert not left, f"containers left after rm: {left}"
+
+    def _remove(self, name: str) -> None:
+        for _ in range(3):  # -v: its anonymous volume too; a busy engine may time out once
+            try:
+                self("rm", "-f", "-v", "-t", "0", name, check=False, timeout=180)
+            except subprocess.TimeoutExpired:
+                continue
+            if not self._exists(name):
+                return
+
+    def _exists(self, name: str) -> bool:
+        return self("container", "inspect", name, check=False).returncode == 0
+
+    def sweep_session(self) -> None:
+        """At the session's end: remove every container this session labelled, whatever a
+        test's own cleanup missed (an interrupted test, a killed worker's leftovers aside)."""
+        out = self("ps", "-a", "-q", "--filter", f"label={SESSION_LABEL}", check=False)
+        for cid in out.stdout.split():
+            self._remove(cid)
 
 
 @dataclass
