@@ -29,6 +29,7 @@ def engine_exe() -> Iterator[str]:
         if running_under_ci():
             pytest.fail(f"CI must run the container tests, but: {exc}", pytrace=False)
         pytest.skip(f"{exc}; {HOW_TO_RUN}")
+    Engine(exe, "").sweep_orphans()  # what killed runs left behind
     yield exe
     Engine(exe, "").sweep_session()  # nothing this session started outlives it
 

@@ -44,6 +44,7 @@ def build_image(tag: str) -> None:
 
 
 SESSION_LABEL = f"odradek-test-session={uuid.uuid4().hex[:12]}"  # what this test session started
+PID_KEY = "odradek-test-pid"  # the pytest process that started it: a dead one's are leftovers
 
 
 def _ephemeral_low() -> int:
@@ -110,7 +111,8 @@ class Engine:
         env = dict(env or {})
         if advertise:
             env.setdefault("KAFKA_ADVERTISED_LISTENERS", f"PLAINTEXT://127.0.0.1:{port}")
-        cmd = ["run", "-d", "--name", name, "--label", SESSION_LABEL, "-p", f"127.0.0.1:{port}:{inner_port}"]
+        cmd = ["run", "-d", "--name", name, "--label", SESSION_LABEL,
+               "--label", f"{PID_KEY}={os.getpid()}", "-p", f"127.0.0.1:{port}:{inner_port}"]
         for host_port, inner in (publish or {}).items():
             cmd += ["-p", f"127.0.0.1:{host_port}:{inner}"]
         if mount:
@@ -153,6 +155,26 @@ class Engine:
         out = self("ps", "-a", "-q", "--filter", f"label={SESSION_LABEL}", check=False)
         for cid in out.stdout.split():
             self._remove(cid)
+
+    def sweep_orphans(self) -> None:
+        """At the session's start: remove test containers whose pytest process is gone (a run
+        killed mid-test never reached its cleanup, and its published ports stay forwarded)."""
+        out = self("ps", "-a", "-q", "--filter", f"label={PID_KEY}", check=False)
+        for cid in out.stdout.split():
+            owner = self("container", "inspect", "--format", f'{{{{index .Config.Labels "{PID_KEY}"}}}}',
+                         cid, check=False).stdout.strip()
+            if owner.isdigit() and not _alive(int(owner)):
+                self._remove(cid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass
