@@ -23,18 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchkit import (  # noqa: E402
-    GROUP,
-    OFFSET_COMMIT,
-    PRODUCE,
-    TOPIC,
-    alternating_medians,
-    brokers,
-    cpu_us,
-    create_topic,
-    request,
-    request_rate,
-)
+import benchkit as kit  # noqa: E402
+from benchkit import GROUP, OFFSET_COMMIT, PRODUCE, TOPIC  # noqa: E402
 
 from odradek.broker import logging_setup  # noqa: E402
 from odradek.broker.wire_client import SyncClient  # noqa: E402
@@ -49,7 +39,7 @@ def acl(rtype: int, name: str, pattern: int, principal: str, op: int) -> dict:
 
 
 def setup(b: ThreadedBroker, with_acls: bool) -> None:
-    create_topic(b)
+    kit.create_topic(b)
     if with_acls:
         others = [acl(TOPIC_T if i % 2 else GROUP_T, f"other-{i}", PREFIXED if i % 3 else LITERAL,
                       f"User:u{i}", ALL) for i in range(200)]
@@ -67,11 +57,11 @@ def guard_cost(b: ThreadedBroker, api: int) -> float:
     from odradek.broker.security import guards
     from odradek.protocol.registry import APIS
 
-    version, body = request(api)
+    version, body = kit.request(api)
     req = APIS[api].request.parse(APIS[api].request.build(body, version), version)
     guarded = guards.Guarded(b.app.authorizer, b.app, lambda ctx, r: None)
     ctx = RequestContext(api, version, 1, "bench", "/127.0.0.1", 1)
-    return cpu_us(guards.GUARDS[api], guarded, ctx, req)
+    return kit.cpu_us(guards.GUARDS[api], guarded, ctx, req)
 
 
 def main() -> None:
@@ -80,16 +70,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     logging_setup.configure("text", "warning")
-    with brokers({}, {"overrides": {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-                                    "super.users": "User:admin"}}) as (plain, secured):
+    authorizer = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                  "super.users": "User:admin"}
+    with kit.brokers({}, {"overrides": authorizer}) as (plain, secured):
         setup(plain, False)
         secured.app.authorizer.acls.super_users = frozenset({"User:admin", "User:ANONYMOUS"})
         setup(secured, True)  # as a super user, then as ANONYMOUS under the ACLs just made
         secured.app.authorizer.acls.super_users = frozenset({"User:admin"})
         secured.app.authorizer.acls.replace_all(secured.app.authorizer.acls.acls())
         for api, name in ((PRODUCE, "Produce acks=1"), (OFFSET_COMMIT, "OffsetCommit")):
-            a, b = alternating_medians(args.rounds, partial(request_rate, plain.app.endpoint.port, api, args.requests),
-                                       partial(request_rate, secured.app.endpoint.port, api, args.requests))
+            a, b = kit.alternating_medians(
+                args.rounds, partial(kit.request_rate, plain.app.endpoint.port, api, args.requests),
+                partial(kit.request_rate, secured.app.endpoint.port, api, args.requests))
             print(f"{name:16} no authorizer {a:8.0f}/s   ACLs {b:8.0f}/s   ratio {b / a:.2f}   "
                   f"guard CPU {guard_cost(secured, api):.1f} us/request")
 

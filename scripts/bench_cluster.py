@@ -24,18 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchkit import (  # noqa: E402
-    GROUP,
-    OFFSET_COMMIT,
-    PRODUCE,
-    TOPIC,
-    alternating_medians,
-    brokers,
-    cpu_us,
-    create_topic,
-    request,
-    request_rate,
-)
+import benchkit as kit  # noqa: E402
+from benchkit import GROUP, OFFSET_COMMIT, PRODUCE, TOPIC  # noqa: E402
 
 from odradek.broker import logging_setup  # noqa: E402
 from odradek.testing import ThreadedBroker  # noqa: E402
@@ -56,14 +46,14 @@ def guard_cost(b: ThreadedBroker, api: int) -> float:
     from odradek.broker.dispatch import RequestContext  # noqa: PLC0415
     from odradek.protocol.registry import APIS  # noqa: PLC0415
 
-    version, body = request(api)
+    version, body = kit.request(api)
     req = APIS[api].request.parse(APIS[api].request.build(body, version), version)
     cluster = b.app.cluster
     node = cluster.state(TOPIC, 0).leader if api == PRODUCE else cluster.coordinator(GROUP, False)
     ctx = RequestContext(api, version, 1, "bench", "127.0.0.1", 1, node_id=node)
     if api == PRODUCE:
-        return cpu_us(guard._partition_guard, cluster, lambda _ctx, _req: None, ctx, req)
-    return cpu_us(guard._coordinator_guard, cluster, lambda _ctx, _req: None, "group_id", False, ctx, req)
+        return kit.cpu_us(guard._partition_guard, cluster, lambda _ctx, _req: None, ctx, req)
+    return kit.cpu_us(guard._coordinator_guard, cluster, lambda _ctx, _req: None, "group_id", False, ctx, req)
 
 
 def other_node(b: ThreadedBroker) -> int:
@@ -128,13 +118,13 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=5)
     args = parser.parse_args()
     logging_setup.configure("text", "warning")
-    with brokers({}, {"overrides": {"default.replication.factor": "3"}, "brokers": 3}) as (one, three):
-        create_topic(one)
-        create_topic(three)
+    with kit.brokers({}, {"overrides": {"default.replication.factor": "3"}, "brokers": 3}) as (one, three):
+        kit.create_topic(one)
+        kit.create_topic(three)
         for api, name in ((PRODUCE, "Produce acks=1"), (OFFSET_COMMIT, "OffsetCommit")):
-            a, c = alternating_medians(args.rounds, partial(request_rate, port_of(one, api), api, args.requests,
-                                                            check=True),
-                                       partial(request_rate, port_of(three, api), api, args.requests, check=True))
+            a, c = kit.alternating_medians(
+                args.rounds, partial(kit.request_rate, port_of(one, api), api, args.requests, check=True),
+                partial(kit.request_rate, port_of(three, api), api, args.requests, check=True))
             print(f"{name:16} 1 broker {a:8.0f}/s   3 brokers {c:8.0f}/s   ratio {c / a:.2f}   "
                   f"guard CPU {guard_cost(three, api):.1f} us/request")
         for name, follow in (("kafka-python", follow_kafka_python), ("aiokafka", follow_aiokafka),

@@ -38,7 +38,8 @@ def brokers(*configs: dict[str, Any]) -> Iterator[list[ThreadedBroker]]:
         started: list[ThreadedBroker] = []
         try:
             for config in configs:
-                started.append(ThreadedBroker(dirs.enter_context(tempfile.TemporaryDirectory()), **config).start())
+                data_dir = dirs.enter_context(tempfile.TemporaryDirectory())
+                started.append(ThreadedBroker(data_dir, **config).start())
             yield started
         finally:
             for b in started:

@@ -34,18 +34,7 @@ from ...offsets.consumer_records import (
 )
 from ...protocol.errors import ErrorCode
 from ...protocol.lean_dataclass import dataclass
-from .modern_group import (
-    Groups,
-    ModernGroup,
-    ModernMember,
-    Rule,
-    replay_assignment,
-    replay_group_epoch,
-    replay_group_record,
-    replay_member,
-    replay_target_epoch,
-    replay_target_member,
-)
+from .modern_group import Groups, ModernGroup, ModernMember, Rule, replay_group_record, shared_rules
 
 
 class MemberState(IntEnum):
@@ -209,9 +198,9 @@ def _replay_regex(groups: Groups, group: ConsumerGroup, key: CGRegexKey, value: 
 
 # record kind -> its rule (``modern_group``): the rules both group kinds share, and its own
 _RULES: dict[type, Rule] = {
-    CGMetadataKey: replay_group_epoch, CGPartitionMetadataKey: _replay_subscription_metadata,
-    CGMemberKey: replay_member, CGTargetMetadataKey: replay_target_epoch, CGTargetMemberKey: replay_target_member,
-    CGAssignmentKey: replay_assignment, CGRegexKey: _replay_regex,
+    **shared_rules(group_epoch=CGMetadataKey, member=CGMemberKey, target_epoch=CGTargetMetadataKey,
+                   target_member=CGTargetMemberKey, assignment=CGAssignmentKey),
+    CGPartitionMetadataKey: _replay_subscription_metadata, CGRegexKey: _replay_regex,
 }
 
 

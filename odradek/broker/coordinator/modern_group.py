@@ -5,7 +5,8 @@ hash, members, a target assignment (its epoch and one target per member) and eac
 current assignment and epochs.  Kafka's ``GroupMetadataManager.replay`` replays the
 ``ConsumerGroup*`` and ``ShareGroup*`` records with parallel rules; here each group kind gives a
 table from its record kinds (key classes) to rules, the shared rules below for the records both
-kinds have and its own for the rest, and ``replay_group_record`` runs any of them.
+kinds have (``shared_rules``) and its own for the rest, and ``replay_group_record`` runs any of
+them.
 
 The rules reach what differs between the kinds through a few methods of the group and member
 (``apply_assignment``, ``cancel_timers``, ``_remove_member``, ``_owners_moved``,
@@ -125,6 +126,13 @@ def replay_group_record(groups: Groups, group_class: type[ModernGroup], rules: M
 
 
 # --- the rules of the records both kinds have ---------------------------------------------------
+
+def shared_rules(*, group_epoch: type, member: type, target_epoch: type, target_member: type,
+                 assignment: type) -> dict[type, Rule]:
+    """The part of a kind's table for the records every modern group has, keyed by its key classes."""
+    return {group_epoch: replay_group_epoch, member: replay_member, target_epoch: replay_target_epoch,
+            target_member: replay_target_member, assignment: replay_assignment}
+
 
 def replay_group_epoch(groups: Groups, group: ModernGroup, key: Any, value: Any, now: int) -> None:
     """Records 3 and 11: the group epoch and metadata hash; the tombstone removes the group."""

@@ -34,12 +34,8 @@ from .modern_group import (
     ModernMember,
     ReplayError,
     Rule,
-    replay_assignment,
-    replay_group_epoch,
     replay_group_record,
-    replay_member,
-    replay_target_epoch,
-    replay_target_member,
+    shared_rules,
 )
 
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
@@ -115,8 +111,8 @@ def _replay_partitions(groups: Groups, group: ShareGroup, key: SGStatePartitionK
 
 # record kind -> its rule (``modern_group``): the rules both group kinds share, and its own
 _RULES: dict[type, Rule] = {
-    SGMetadataKey: replay_group_epoch, SGMemberKey: replay_member, SGTargetMetadataKey: replay_target_epoch,
-    SGTargetMemberKey: replay_target_member, SGAssignmentKey: replay_assignment,
+    **shared_rules(group_epoch=SGMetadataKey, member=SGMemberKey, target_epoch=SGTargetMetadataKey,
+                   target_member=SGTargetMemberKey, assignment=SGAssignmentKey),
     SGStatePartitionKey: _replay_partitions,
 }
 
