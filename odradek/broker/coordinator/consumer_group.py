@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import field
 from enum import IntEnum
+from functools import partial
 from typing import Any, ClassVar
 
 from ...offsets.consumer_records import (
@@ -204,10 +205,10 @@ _RULES: dict[type, Rule] = {
 }
 
 
-def replay_consumer(groups: dict[str, ConsumerGroup], key: Any, value: Any) -> str | None:
-    """Apply one consumer-group record (types 3-8 and 16); returns the group id, or None when the
-    record was ignored (``modern_group.replay_group_record``)."""
-    return replay_group_record(groups, ConsumerGroup, _RULES, key, value)
+# (groups, key, value) -> the group id, or None when the record was ignored: one consumer-group
+# record (types 3-8 and 16) applied (``modern_group.replay_group_record``)
+replay_consumer: Callable[[dict[str, ConsumerGroup], Any, Any], str | None] = partial(
+    replay_group_record, ConsumerGroup, _RULES)
 
 
 def subscribed_names(members: dict[str, ConsumerMember], regexes: dict[str, CGRegexValue]) -> set[str]:

@@ -14,7 +14,9 @@ phase, several members may hold one partition, and the data path never asks who 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar
 
 from ...offsets.share_group_records import (
@@ -117,10 +119,11 @@ _RULES: dict[type, Rule] = {
 }
 
 
-def replay_share(groups: dict[str, ShareGroup], key: Any, value: Any, now: int) -> str | None:
-    """Apply one share-group record (types 10-15); returns the group id, or None when the record
-    was ignored (``modern_group.replay_group_record``; ``now``: the replay time record 15 stamps)."""
-    return replay_group_record(groups, ShareGroup, _RULES, key, value, now)
+# (groups, key, value, now) -> the group id, or None when the record was ignored: one share-group
+# record (types 10-15) applied (``modern_group.replay_group_record``; ``now``: the replay time
+# record 15 stamps)
+replay_share: Callable[[dict[str, ShareGroup], Any, Any, int], str | None] = partial(
+    replay_group_record, ShareGroup, _RULES)
 
 
 def persisted(group: ShareGroup) -> dict:
