@@ -18,25 +18,17 @@ import argparse
 import asyncio
 import statistics
 import sys
-import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import benchkit as kit  # noqa: E402
+from benchkit import GROUP, OFFSET_COMMIT, PRODUCE, TOPIC  # noqa: E402
+
 from odradek.broker import logging_setup  # noqa: E402
-from odradek.broker.wire_client import SyncClient  # noqa: E402
-from odradek.protocol.records import encode_batch  # noqa: E402
 from odradek.testing import ThreadedBroker  # noqa: E402
-
-TOPIC, GROUP = "bench-orders", "bench-group"
-
-
-def setup(b: ThreadedBroker) -> None:
-    with SyncClient("127.0.0.1", b.app.endpoint.port) as c:
-        c.request(19, 5, {"topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": -1,
-                                      "assignments": [], "configs": []}], "timeout_ms": 5000,
-                          "validate_only": False})
 
 
 def port_of(b: ThreadedBroker, api: int) -> int:
@@ -44,59 +36,24 @@ def port_of(b: ThreadedBroker, api: int) -> int:
     cluster = b.app.cluster
     if cluster is None:
         return b.app.endpoint.port
-    node = cluster.state(TOPIC, 0).leader if api == 0 else cluster.coordinator(GROUP, False)
+    node = cluster.state(TOPIC, 0).leader if api == PRODUCE else cluster.coordinator(GROUP, False)
     return cluster.endpoints[node]["PLAINTEXT"].port
 
 
-def rate(b: ThreadedBroker, api: int, n: int) -> float:
-    if api == 0:
-        body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
-            {"name": TOPIC, "partition_data": [{"index": 0, "records": encode_batch([(None, b"x" * 100)])}]}]}
-        version = 9
-    else:
-        body = {"group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "",
-                "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
-                    {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
-                     "committed_metadata": ""}]}]}
-        version = 8
-    with SyncClient("127.0.0.1", port_of(b, api)) as c:
-        first = c.request(api, version, body)
-        errors = [p.error_code for t in (first.responses if api == 0 else first.topics)
-                  for p in (t.partition_responses if api == 0 else t.partitions)]
-        assert errors == [0], errors
-        start = time.perf_counter()
-        for _ in range(n):
-            c.request(api, version, body)
-        return n / (time.perf_counter() - start)
-
-
-def guard_cost(b: ThreadedBroker, api: int, n: int = 20000) -> float:
+def guard_cost(b: ThreadedBroker, api: int) -> float:
     """Microseconds the leadership guard adds to one request (the handler replaced by a no-op)."""
     from odradek.broker.cluster import guard  # noqa: PLC0415
     from odradek.broker.dispatch import RequestContext  # noqa: PLC0415
     from odradek.protocol.registry import APIS  # noqa: PLC0415
 
-    version = 9 if api == 0 else 8
-    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
-        {"name": TOPIC, "partition_data": [{"index": 0, "records": encode_batch([(None, b"x" * 100)])}]}]} \
-        if api == 0 else {"group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "",
-                          "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
-                              {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
-                               "committed_metadata": ""}]}]}
+    version, body = kit.request(api)
     req = APIS[api].request.parse(APIS[api].request.build(body, version), version)
     cluster = b.app.cluster
-    node = cluster.state(TOPIC, 0).leader if api == 0 else cluster.coordinator(GROUP, False)
+    node = cluster.state(TOPIC, 0).leader if api == PRODUCE else cluster.coordinator(GROUP, False)
     ctx = RequestContext(api, version, 1, "bench", "127.0.0.1", 1, node_id=node)
-    if api == 0:
-        def call() -> None:
-            guard._partition_guard(cluster, lambda _ctx, _req: None, ctx, req)
-    else:
-        def call() -> None:
-            guard._coordinator_guard(cluster, lambda _ctx, _req: None, "group_id", False, ctx, req)
-    start = time.process_time()
-    for _ in range(n):
-        call()
-    return (time.process_time() - start) / n * 1e6
+    if api == PRODUCE:
+        return kit.cpu_us(guard._partition_guard, cluster, lambda _ctx, _req: None, ctx, req)
+    return kit.cpu_us(guard._coordinator_guard, cluster, lambda _ctx, _req: None, "group_id", False, ctx, req)
 
 
 def other_node(b: ThreadedBroker) -> int:
@@ -161,28 +118,20 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=5)
     args = parser.parse_args()
     logging_setup.configure("text", "warning")
-    with tempfile.TemporaryDirectory() as one_dir, tempfile.TemporaryDirectory() as three_dir:
-        one = ThreadedBroker(one_dir).start()
-        three = ThreadedBroker(three_dir, overrides={"default.replication.factor": "3"}, brokers=3).start()
-        try:
-            setup(one)
-            setup(three)
-            for api, name in ((0, "Produce acks=1"), (8, "OffsetCommit")):
-                single, cluster = [], []
-                for _ in range(args.rounds):
-                    single.append(rate(one, api, args.requests))
-                    cluster.append(rate(three, api, args.requests))
-                a, c = statistics.median(single), statistics.median(cluster)
-                print(f"{name:16} 1 broker {a:8.0f}/s   3 brokers {c:8.0f}/s   ratio {c / a:.2f}   "
-                      f"guard CPU {guard_cost(three, api):.1f} us/request")
-            for name, follow in (("kafka-python", follow_kafka_python), ("aiokafka", follow_aiokafka),
-                                 ("confluent-kafka", follow_confluent)):
-                times = [follow(three) for _ in range(args.moves)]
-                print(f"{name:16} leader move -> next produce acknowledged: median "
-                      f"{statistics.median(times) * 1000:7.1f} ms (max {max(times) * 1000:.1f} ms)")
-        finally:
-            one.close()
-            three.close()
+    with kit.brokers({}, {"overrides": {"default.replication.factor": "3"}, "brokers": 3}) as (one, three):
+        kit.create_topic(one)
+        kit.create_topic(three)
+        for api, name in ((PRODUCE, "Produce acks=1"), (OFFSET_COMMIT, "OffsetCommit")):
+            a, c = kit.alternating_medians(
+                args.rounds, partial(kit.request_rate, port_of(one, api), api, args.requests, check=True),
+                partial(kit.request_rate, port_of(three, api), api, args.requests, check=True))
+            print(f"{name:16} 1 broker {a:8.0f}/s   3 brokers {c:8.0f}/s   ratio {c / a:.2f}   "
+                  f"guard CPU {guard_cost(three, api):.1f} us/request")
+        for name, follow in (("kafka-python", follow_kafka_python), ("aiokafka", follow_aiokafka),
+                             ("confluent-kafka", follow_confluent)):
+            times = [follow(three) for _ in range(args.moves)]
+            print(f"{name:16} leader move -> next produce acknowledged: median "
+                  f"{statistics.median(times) * 1000:7.1f} ms (max {max(times) * 1000:.1f} ms)")
 
 
 if __name__ == "__main__":

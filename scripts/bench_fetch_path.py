@@ -32,6 +32,8 @@ from pathlib import Path
 if "PYTHONPATH" not in os.environ:  # an A/B names the tree to measure
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchkit import KeepingTransport  # noqa: E402
+
 from odradek.broker import logging_setup  # noqa: E402
 from odradek.broker.server import Connection  # noqa: E402
 from odradek.broker.wire_client import decode, encode  # noqa: E402
@@ -42,36 +44,7 @@ BATCHES = 2_000
 MAX_BYTES = 4 << 10
 
 
-class FakeTransport:
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-
-    def get_extra_info(self, name, default=None):
-        return ("127.0.0.1", 1) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high=None, low=None) -> None:
-        pass
-
-    def writelines(self, chunks) -> None:
-        self.chunks.extend(bytes(c) for c in chunks)
-
-    def write(self, data) -> None:
-        self.chunks.append(bytes(data))
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-
-async def _answer(conn: Connection, transport: FakeTransport, version: int, frame: bytes, api_key: int = 1):
+async def _answer(conn: Connection, transport: KeepingTransport, version: int, frame: bytes, api_key: int = 1):
     transport.chunks.clear()
     conn.data_received(frame)
     while not transport.chunks:
@@ -88,7 +61,7 @@ def _fetch(version: int, topic, offset: int, session_id: int, epoch: int) -> byt
                                                "log_start_offset": -1, "partition_max_bytes": MAX_BYTES}]}]})
 
 
-async def _pass(conn: Connection, transport: FakeTransport, version: int, topic, sessions: bool) -> int:
+async def _pass(conn: Connection, transport: KeepingTransport, version: int, topic, sessions: bool) -> int:
     """Fetch the whole partition once; the number of fetches."""
     offset = n = 0
     session, epoch = 0, (0 if sessions else -1)
@@ -106,7 +79,7 @@ async def run() -> dict[str, float]:
     async with Broker() as b:
         await b.app.wait_loaded()
         conn = Connection(b.app.server)
-        transport = FakeTransport()
+        transport = KeepingTransport()
         conn.connection_made(transport)
         await _answer(conn, transport, 5, encode(19, 5, 0, {"topics": [
             {"name": "bench", "num_partitions": 1, "replication_factor": -1, "assignments": [], "configs": []}],

@@ -35,7 +35,7 @@ from bench_groups import (  # noqa: E402
     connect,
     create_topic,
 )
-from bench_request_path import FakeTransport  # noqa: E402
+from benchkit import FakeTransport  # noqa: E402
 
 from odradek.broker import logging_setup  # noqa: E402
 from odradek.broker.server import Connection  # noqa: E402

@@ -28,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchkit import FakeTransport  # noqa: E402
+
 from odradek.broker import logging_setup  # noqa: E402
 from odradek.broker.server import Connection  # noqa: E402
 from odradek.broker.wire_client import encode  # noqa: E402
@@ -35,35 +37,6 @@ from odradek.testing import Broker  # noqa: E402
 
 COMMITS = 20_000
 TURN = 6
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.written = 0
-
-    def get_extra_info(self, name, default=None):
-        return ("127.0.0.1", 1) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high=None, low=None) -> None:
-        pass
-
-    def writelines(self, chunks) -> None:
-        self.written += len(chunks)
-
-    def write(self, data) -> None:
-        self.written += 1
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
 
 
 def frames(n: int, partitions: int = 1) -> list[bytes]:

@@ -16,11 +16,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import field
 from enum import IntEnum
-from typing import Any
+from functools import partial
+from typing import Any, ClassVar
 
 from ...offsets.consumer_records import (
     Assignment,
     CGAssignmentKey,
+    CGAssignmentValue,
     CGMemberKey,
     CGMemberValue,
     CGMetadataKey,
@@ -33,6 +35,7 @@ from ...offsets.consumer_records import (
 )
 from ...protocol.errors import ErrorCode
 from ...protocol.lean_dataclass import dataclass
+from .modern_group import Groups, ModernGroup, ModernMember, Rule, replay_group_record, shared_rules
 
 
 class MemberState(IntEnum):
@@ -70,21 +73,14 @@ class Refused(Exception):
 
 
 @dataclass(eq=False)
-class ConsumerMember:
+class ConsumerMember(ModernMember):
     """One member: the member record's fields, the current assignment's, and its live timers."""
 
-    member_id: str
     meta: CGMemberValue = field(default_factory=CGMemberValue)
-    member_epoch: int = 0
-    previous_member_epoch: int = 0
     state: int = MemberState.STABLE
-    assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
     # live only
-    session_timer: Any = None
-    session_deadline_ms: int = 0
     session_timer_ms: int = 0  # when the armed session timer fires (a shorter group config re-arms it)
-    heard_real_ms: int = 0  # real time (``clock.real_ms``) of the last session restart (``spare_active``)
     rebalance_timer: Any = None
     join_timer: Any = None  # classic members: rejoin within the rebalance timeout after a 27
     sync_timer: Any = None  # classic members: SyncGroup within the rebalance timeout after a join
@@ -106,21 +102,33 @@ class ConsumerMember:
             out[t] = out.get(t, frozenset()) | ps
         return out
 
+    def apply_assignment(self, value: CGAssignmentValue | None) -> None:
+        """Also the partitions pending revocation; a tombstone leaves it STABLE, a state this
+        broker does not know is UNKNOWN."""
+        super().apply_assignment(value)
+        if value is None:
+            self.state, self.pending_revocation = MemberState.STABLE, {}
+        else:
+            if self.state not in MemberState._value2member_map_:
+                self.state = MemberState.UNKNOWN
+            self.pending_revocation = value.pending_revocation
+
+    def cancel_timers(self) -> None:
+        for timer in (self.session_timer, self.rebalance_timer):
+            if timer is not None:
+                timer.cancel()
+
 
 @dataclass(eq=False)
-class ConsumerGroup:
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    metadata_hash: int = 0
+class ConsumerGroup(ModernGroup):
+    member_class: ClassVar[type[ModernMember]] = ConsumerMember
+
     members: dict[str, ConsumerMember] = field(default_factory=dict)
-    targets: dict[str, Assignment] = field(default_factory=dict)
     subscription_metadata: dict[str, TopicMetadata] = field(default_factory=dict)
     regexes: dict[str, CGRegexValue] = field(default_factory=dict)
     # derived
     static_members: dict[str, str] = field(default_factory=dict)
     owners: dict[tuple[uuid.UUID, int], str] = field(default_factory=dict)
-    topics_version: int | None = None  # live: the topics' version its metadata was last checked at
 
     @property
     def state(self) -> str:
@@ -133,12 +141,6 @@ class ConsumerGroup:
             if m.state != MemberState.STABLE or m.member_epoch != self.assignment_epoch:
                 return RECONCILING
         return STABLE
-
-    def member(self, member_id: str) -> ConsumerMember:
-        found = self.members.get(member_id)
-        if found is None:
-            found = self.members[member_id] = ConsumerMember(member_id)
-        return found
 
     def subscribed_topics(self) -> set[str]:
         """Every topic name some member subscribes to, by name or through a resolved regex."""
@@ -160,7 +162,8 @@ class ConsumerGroup:
                 votes[m.meta.server_assignor] = votes.get(m.meta.server_assignor, 0) + 1
         return max(votes, key=lambda k: votes[k]) if votes else None
 
-    def _set_owned(self, member: ConsumerMember, before: Assignment) -> None:
+    def _owners_moved(self, member: ConsumerMember, before: Assignment) -> None:
+        """The partitions ``before`` it held lose it as owner; those it holds now have it."""
         for t, ps in before.items():
             for p in ps:
                 if self.owners.get((t, p)) == member.member_id:
@@ -169,82 +172,43 @@ class ConsumerGroup:
             for p in ps:
                 self.owners[(t, p)] = member.member_id
 
-    def _reindex_static(self) -> None:
+    def _remove_member(self, member: ConsumerMember) -> None:
+        """It also stops owning what it held."""
+        super()._remove_member(member)
+        self._owners_moved(ConsumerMember(member.member_id), member.owned())
+
+    def _members_changed(self) -> None:
         self.static_members = {m.meta.instance_id: m.member_id for m in self.members.values()
                                if m.meta.instance_id is not None}
 
 
-def replay_consumer(groups: dict[str, ConsumerGroup], key: Any, value: Any) -> str | None:
-    """Apply one consumer-group record; returns the group id, or None when the record was ignored.
-
-    Kafka's ``GroupMetadataManager.replay`` for record types 3-8 and 16: any value creates the
-    group; a tombstone of an unknown group or member is ignored; the group-epoch tombstone
-    removes the group.
-    """
-    group_id = key.group
-    group = groups.get(group_id)
-    if group is None:
-        if value is None:
-            return None
-        group = groups[group_id] = ConsumerGroup(group_id)
-    kind = type(key)
-    if kind is CGMetadataKey:
-        if value is None:
-            del groups[group_id]
-        else:
-            group.group_epoch = value.epoch
-            group.metadata_hash = value.metadata_hash
-    elif kind is CGPartitionMetadataKey:
-        group.subscription_metadata = {} if value is None else dict(value.topics)
-    elif kind is CGMemberKey:
-        _replay_member(group, key.member, value)
-    elif kind is CGTargetMetadataKey:
-        group.assignment_epoch = -1 if value is None else value.assignment_epoch
-    elif kind is CGTargetMemberKey:
-        if value is None:
-            group.targets.pop(key.member, None)
-        else:
-            group.targets[key.member] = value.partitions
-    elif kind is CGAssignmentKey:
-        _replay_assignment(group, key.member, value)
-    elif kind is CGRegexKey:
-        if value is None:
-            group.regexes.pop(key.regex, None)
-        else:
-            group.regexes[key.regex] = value
-    return group_id
+def _replay_subscription_metadata(groups: Groups, group: ConsumerGroup, key: CGPartitionMetadataKey,
+                                  value: Any, now: int) -> None:
+    """Record 4: the subscribed topics' metadata (Kafka 4.0)."""
+    group.subscription_metadata = {} if value is None else dict(value.topics)
 
 
-def _replay_member(group: ConsumerGroup, member_id: str, value: CGMemberValue | None) -> None:
+def _replay_regex(groups: Groups, group: ConsumerGroup, key: CGRegexKey, value: CGRegexValue | None,
+                  now: int) -> None:
+    """Record 16: a resolved regular expression."""
     if value is None:
-        member = group.members.pop(member_id, None)
-        if member is not None:
-            group._set_owned(ConsumerMember(member_id), member.owned())
-            for timer in (member.session_timer, member.rebalance_timer):
-                if timer is not None:
-                    timer.cancel()
+        group.regexes.pop(key.regex, None)
     else:
-        group.member(member_id).meta = value
-    group._reindex_static()
+        group.regexes[key.regex] = value
 
 
-def _replay_assignment(group: ConsumerGroup, member_id: str, value: Any) -> None:
-    if value is None:
-        member = group.members.get(member_id)
-        if member is None:
-            return
-        before = member.owned()
-        member.member_epoch = member.previous_member_epoch = -1
-        member.state = MemberState.STABLE
-        member.assigned, member.pending_revocation = {}, {}
-    else:
-        member = group.member(member_id)
-        before = member.owned()
-        member.member_epoch = value.member_epoch
-        member.previous_member_epoch = value.previous_member_epoch
-        member.state = value.state if value.state in MemberState._value2member_map_ else MemberState.UNKNOWN
-        member.assigned, member.pending_revocation = value.assigned, value.pending_revocation
-    group._set_owned(member, before)
+# record kind -> its rule (``modern_group``): the rules both group kinds share, and its own
+_RULES: dict[type, Rule] = {
+    **shared_rules(group_epoch=CGMetadataKey, member=CGMemberKey, target_epoch=CGTargetMetadataKey,
+                   target_member=CGTargetMemberKey, assignment=CGAssignmentKey),
+    CGPartitionMetadataKey: _replay_subscription_metadata, CGRegexKey: _replay_regex,
+}
+
+
+# (groups, key, value) -> the group id, or None when the record was ignored: one consumer-group
+# record (types 3-8 and 16) applied (``modern_group.replay_group_record``)
+replay_consumer: Callable[[dict[str, ConsumerGroup], Any, Any], str | None] = partial(
+    replay_group_record, ConsumerGroup, _RULES)
 
 
 def subscribed_names(members: dict[str, ConsumerMember], regexes: dict[str, CGRegexValue]) -> set[str]:

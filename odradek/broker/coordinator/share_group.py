@@ -14,12 +14,12 @@ phase, several members may hold one partition, and the data path never asks who 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, ClassVar
 
-from ...offsets.records import RecordDecodeError
 from ...offsets.share_group_records import (
-    Assignment,
     SGAssignmentKey,
     SGMemberKey,
     SGMemberValue,
@@ -30,6 +30,15 @@ from ...offsets.share_group_records import (
     SGTargetMetadataKey,
     TopicPartitionsInfo,
 )
+from .modern_group import (
+    Groups,
+    ModernGroup,
+    ModernMember,
+    ReplayError,
+    Rule,
+    replay_group_record,
+    shared_rules,
+)
 
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
 SHARE_STATES = (EMPTY, STABLE, DEAD)
@@ -37,34 +46,22 @@ PROTOCOL_TYPE = "share"  # ListGroups' ProtocolType and GroupType of a share gro
 
 
 @dataclass(eq=False)
-class ShareMember:
+class ShareMember(ModernMember):
     """One member: the member record's fields, the current assignment's, and its live timer."""
 
-    member_id: str
     meta: SGMemberValue = field(default_factory=SGMemberValue)
-    member_epoch: int = 0
     previous_member_epoch: int = -1
-    state: int = 0
-    assigned: Assignment = field(default_factory=dict)
-    # live only
-    session_timer: Any = None
-    session_deadline_ms: int = 0
-    heard_real_ms: int = 0  # real time (``clock.real_ms``) of the last session restart (``spare_active``)
 
 
 @dataclass(eq=False)
-class ShareGroup:
-    group_id: str
-    group_epoch: int = 0
-    metadata_hash: int = 0
-    assignment_epoch: int = 0
+class ShareGroup(ModernGroup):
+    member_class: ClassVar[type[ModernMember]] = ShareMember
+
     members: dict[str, ShareMember] = field(default_factory=dict)
-    targets: dict[str, Assignment] = field(default_factory=dict)
     # record 15 (None: no such record)
     partitions: SGStatePartitionValue | None = None
     # live: when each initializing topic was stamped (replay time for replayed ones)
     initializing_since: dict[uuid.UUID, int] = field(default_factory=dict)
-    topics_version: int | None = None  # live: the topics' version its metadata was last checked at
     partitions_version: int = 0  # live: moves with every record 15 replayed
     # live: (group epoch, partitions version, topics version) at which a plain heartbeat last found
     # nothing to do -- while it holds, the next plain heartbeat at the group's epoch is answered at once
@@ -73,12 +70,6 @@ class ShareGroup:
     @property
     def state(self) -> str:
         return STABLE if self.members else EMPTY
-
-    def member(self, member_id: str) -> ShareMember:
-        found = self.members.get(member_id)
-        if found is None:
-            found = self.members[member_id] = ShareMember(member_id)
-        return found
 
     def subscribed_topics(self) -> set[str]:
         names: set[str] = set()
@@ -98,80 +89,41 @@ class ShareGroup:
     def deleting(self) -> dict[uuid.UUID, str]:
         return {} if self.partitions is None else self.partitions.deleting
 
+    def _check_removable(self) -> None:
+        if self.members or self.targets:
+            raise ReplayError(f"share group {self.group_id} removed while it has members")
 
-class ReplayError(RecordDecodeError):
-    """A share-group record that contradicts the state (Kafka's IllegalStateException): a load stops."""
-
-
-def replay_share(groups: dict[str, ShareGroup], key: Any, value: Any, now: int) -> str | None:
-    """Apply one share-group record; returns the group id, or None when the record was ignored.
-
-    Kafka's ``GroupMetadataManager.replay`` for record types 10-15: any value creates the group,
-    a tombstone of an unknown group or member is ignored, the group-epoch tombstone removes the
-    group (which must be empty by then).
-    """
-    group_id = key.group
-    group = groups.get(group_id)
-    if group is None:
-        if value is None:
-            return None
-        group = groups[group_id] = ShareGroup(group_id)
-    kind = type(key)
-    if kind is SGMetadataKey:
-        if value is None:
-            if group.members or group.targets:
-                raise ReplayError(f"share group {group_id} removed while it has members")
-            del groups[group_id]
-        else:
-            group.group_epoch, group.metadata_hash = value.epoch, value.metadata_hash
-    elif kind is SGMemberKey:
-        _replay_member(group, key.member, value)
-    elif kind is SGTargetMetadataKey:
-        group.assignment_epoch = -1 if value is None else value.assignment_epoch
-    elif kind is SGTargetMemberKey:
-        if value is None:
-            group.targets.pop(key.member, None)
-        else:
-            group.targets[key.member] = value.partitions
-    elif kind is SGAssignmentKey:
-        _replay_assignment(group, key.member, value)
-    elif kind is SGStatePartitionKey:
-        _replay_partitions(group, value, now)
-    return group_id
+    def _remove_member(self, member: ShareMember) -> None:
+        """Only once its assignments are gone (Kafka's ``replay`` of the member tombstone)."""
+        if member.member_epoch != -1 or member.member_id in self.targets:
+            raise ReplayError(f"member {member.member_id} of share group {self.group_id} removed before its "
+                              "assignments")
+        super()._remove_member(member)
 
 
-def _replay_member(group: ShareGroup, member_id: str, value: SGMemberValue | None) -> None:
-    if value is not None:
-        group.member(member_id).meta = value
-        return
-    member = group.members.get(member_id)
-    if member is None:
-        return
-    if member.member_epoch != -1 or member_id in group.targets:
-        raise ReplayError(f"member {member_id} of share group {group.group_id} removed before its assignments")
-    del group.members[member_id]
-    if member.session_timer is not None:
-        member.session_timer.cancel()
-        member.session_timer = None
-
-
-def _replay_assignment(group: ShareGroup, member_id: str, value: Any) -> None:
-    if value is None:
-        member = group.members.get(member_id)
-        if member is not None:
-            member.member_epoch = member.previous_member_epoch = -1
-            member.assigned = {}
-        return
-    member = group.member(member_id)
-    member.member_epoch, member.previous_member_epoch = value.member_epoch, value.previous_member_epoch
-    member.state, member.assigned = value.state, value.assigned
-
-
-def _replay_partitions(group: ShareGroup, value: SGStatePartitionValue | None, now: int) -> None:
+def _replay_partitions(groups: Groups, group: ShareGroup, key: SGStatePartitionKey,
+                       value: SGStatePartitionValue | None, now: int) -> None:
+    """Record 15: which share-partitions are initializing (stamped with ``now``), initialized or
+    being deleted."""
     old = group.initializing_since
     group.partitions_version += 1
     group.partitions = value
     group.initializing_since = {} if value is None else {t: old.get(t, now) for t in value.initializing}
+
+
+# record kind -> its rule (``modern_group``): the rules both group kinds share, and its own
+_RULES: dict[type, Rule] = {
+    **shared_rules(group_epoch=SGMetadataKey, member=SGMemberKey, target_epoch=SGTargetMetadataKey,
+                   target_member=SGTargetMemberKey, assignment=SGAssignmentKey),
+    SGStatePartitionKey: _replay_partitions,
+}
+
+
+# (groups, key, value, now) -> the group id, or None when the record was ignored: one share-group
+# record (types 10-15) applied (``modern_group.replay_group_record``; ``now``: the replay time
+# record 15 stamps)
+replay_share: Callable[[dict[str, ShareGroup], Any, Any, int], str | None] = partial(
+    replay_group_record, ShareGroup, _RULES)
 
 
 def persisted(group: ShareGroup) -> dict:
