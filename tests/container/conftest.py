@@ -22,7 +22,7 @@ IMAGE = "localhost/odradek:test"
 
 
 @pytest.fixture(scope="session")
-def engine_exe() -> Iterator[str]:
+def engine_exe() -> str:
     try:
         exe = find_engine()
     except EngineMissing as exc:
@@ -30,8 +30,14 @@ def engine_exe() -> Iterator[str]:
             pytest.fail(f"CI must run the container tests, but: {exc}", pytrace=False)
         pytest.skip(f"{exc}; {HOW_TO_RUN}")
     Engine(exe, "").sweep_orphans()  # what killed runs left behind
-    yield exe
-    Engine(exe, "").sweep_session()  # nothing this session started outlives it
+    return exe
+
+
+@pytest.fixture(scope="session")
+def session_sweep(engine_exe) -> Iterator[None]:
+    """Nothing this session started outlives it, whatever a test's own cleanup missed."""
+    yield
+    Engine(engine_exe, "").sweep_session()
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +50,7 @@ def image(engine_exe) -> str:
 
 
 @pytest.fixture
-def engine(engine_exe, image):
+def engine(engine_exe, image, session_sweep):
     e = Engine(engine_exe, image)
     yield e
     e.cleanup()
