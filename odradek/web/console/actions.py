@@ -174,12 +174,26 @@ async def _targets(kafka: LocalKafka, topic: str, parts: list[int], to: str, val
 
 
 async def delete_offsets(kafka: LocalKafka, group: str, topic: str) -> Outcome:
+    """OffsetDelete of the topic's partitions, or for a share group DeleteShareGroupOffsets
+    (``kafka-share-groups --delete-offsets``: the share-partitions' state goes)."""
+    if (await group_state(kafka, group))[2] == "share":
+        return await _delete_share_offsets(kafka, group, topic)
     parts = await _partitions(kafka, topic)
     answer = await kafka.call("OffsetDelete", 0, {"group_id": group, "topics": [
         {"name": topic, "partitions": [{"partition_index": p} for p in parts]}]})
     if answer.error_code:
         return Outcome(False, error_name(answer.error_code))
     errors = {error_name(p.error_code) for t in answer.topics for p in t.partitions if p.error_code}
+    if errors:
+        return Outcome(False, ", ".join(sorted(errors)))
+    return Outcome(True, f"deleted the offsets of {group} for {topic}")
+
+
+async def _delete_share_offsets(kafka: LocalKafka, group: str, topic: str) -> Outcome:
+    answer = await kafka.call("DeleteShareGroupOffsets", 0, {"group_id": group, "topics": [{"topic_name": topic}]})
+    if answer.error_code:
+        return _outcome(answer.error_code, "", answer.error_message)
+    errors = {error_name(t.error_code) for t in answer.responses if t.error_code}
     if errors:
         return Outcome(False, ", ".join(sorted(errors)))
     return Outcome(True, f"deleted the offsets of {group} for {topic}")
