@@ -338,7 +338,8 @@ def test_a_share_group_shows_its_members_and_share_partitions(tab, console_broke
         assert rows == [["sh-browse", "0", "3", "5", "2"], ["sh-browse", "1", "-1", "0", ""]]
         assert [[r[0], r[1], r[2], r[4]] for r in rows] == admin
         assert "Start offset" in page.locator("#lag").inner_text()
-        assert page.locator("#reset-offsets").count() == 0  # share groups have no committed offsets to reset
+        assert "Reset start offsets" in page.locator("#reset-offsets").inner_text()  # kafka-share-groups --reset-offsets
+        assert page.locator("#delete-offsets").count() == 1  # kafka-share-groups --delete-offsets
         tab.shot("share-group")
         page.wait_for_timeout(300)  # an onerror would have fired by now
         assert not tab.pwned()

@@ -256,6 +256,70 @@ def test_confluent_transactional_producer_across_coordinator_and_leader_moves(cl
     assert cluster.captured("EndTxn", error="NOT_COORDINATOR", transactional_id=txn_id)
 
 
+class TxnDisturbance(Disturbance):
+    """The partition's leader moves, the transaction's coordinator moves (onto that leader's broker,
+    or ``spared``: onto another), then the leader's broker goes down, each inside a transaction."""
+
+    def __init__(self, cluster, topic: str, txn_id: str, spared: bool = False) -> None:
+        super().__init__(cluster, topic)
+        self.txn_id = txn_id
+        self.spared = spared
+
+    def at(self, i: int) -> None:
+        super().at(i)
+        if i == N // 2:
+            leader = leader_of(self.cluster, self.topic)
+            node = other_node(self.cluster, self.topic) if self.spared else leader
+            self.cluster.move_coordinator(node, transactional_id=self.txn_id)
+
+
+def test_kafka_python_transactional_producer_across_moves_and_a_broker_down(cluster):
+    """The coordinator is spared the broker going down: kafka-python 3.0.12's producer sends nothing
+    more once its transaction coordinator's broker is gone (docs/compatibility.md)."""
+    from kafka import KafkaProducer  # noqa: PLC0415
+
+    topic, txn_id = rf3_topic(cluster, "kp-txn"), unique("kp-txn")
+    moves = TxnDisturbance(cluster, topic, txn_id, spared=True)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, transactional_id=txn_id,
+                             retries=100, retry_backoff_ms=50, request_timeout_ms=10000)
+    values = expected("kp-txn")
+    try:
+        producer.init_transactions()
+        for start in range(0, N, 10):
+            producer.begin_transaction()
+            for i in range(start, start + 10):
+                moves.at(i)
+                producer.send(topic, values[i], partition=0)
+            producer.commit_transaction()
+    finally:
+        producer.close(5)
+        moves.restore()
+    assert read_all(cluster.bootstrap_servers, topic, N) == values
+
+
+async def test_aiokafka_transactional_producer_across_moves_and_a_broker_down(cluster):
+    """The broker that goes down leads the partition and coordinates the transaction."""
+    from aiokafka import AIOKafkaProducer  # noqa: PLC0415
+
+    topic, txn_id = rf3_topic(cluster, "aio-txn"), unique("aio-txn")
+    moves = TxnDisturbance(cluster, topic, txn_id)
+    producer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap_servers, transactional_id=txn_id,
+                                retry_backoff_ms=50, request_timeout_ms=10000)
+    values = expected("aio-txn")
+    await producer.start()
+    try:
+        for start in range(0, N, 10):
+            async with producer.transaction():
+                for i in range(start, start + 10):
+                    await asyncio.to_thread(moves.at, i)
+                    await producer.send(topic, values[i], partition=0)
+    finally:
+        await producer.stop()
+        moves.restore()
+    got = await asyncio.to_thread(read_all, cluster.bootstrap_servers, topic, N)
+    assert got == values
+
+
 # --- consumers in a group across a coordinator move --------------------------------------------
 
 def fill(cluster, topic: str, values: list[bytes], batch_each: bool = False) -> None:

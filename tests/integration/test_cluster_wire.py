@@ -296,3 +296,79 @@ def test_added_partitions_get_the_topics_replication_factor(cluster):
     assert answer.results[0].error_code == 0
     layout = cluster.layout(topic)["partitions"]
     assert [len(layout[f"{topic}-{p}"]["replica_nodes"]) for p in range(3)] == [3, 3, 3]
+
+
+def reassign(cluster, node: int, version: int, topic: str, targets: dict[int, list[int] | None],
+             allow_rf_change: bool = True):
+    body = {"timeout_ms": 5000, "allow_replication_factor_change": allow_rf_change,
+            "topics": [{"name": topic, "partitions": [{"partition_index": p, "replicas": r}
+                                                      for p, r in targets.items()]}]}
+    with client(cluster, node) as c:
+        answer = c.request(45, version, body)
+    assert answer.error_code == 0
+    return {p.partition_index: (p.error_code, p.error_message) for t in answer.responses for p in t.partitions}
+
+
+def test_a_reassignment_moves_the_replicas_and_a_leader_outside_them(cluster):
+    """Shared storage: every added replica is caught up at once, so the reassignment completes in the
+    answer (``ReplicationControlManager.changePartitionReassignment``), nothing stays in progress, and
+    a leader the target leaves out gives way to the target's first replica with a new epoch."""
+    topic = unique("wire-reassign")
+    layout = placed(cluster, topic, partitions=2, rf=2)
+    before = layout[f"{topic}-0"]
+    leader, follower, outsider = roles(before)
+    kept = layout[f"{topic}-1"]
+    assert reassign(cluster, outsider, 0, topic, {0: [outsider, follower], 1: list(kept["replica_nodes"])}) == {
+        0: (0, None), 1: (0, None)}
+    after = cluster.layout(topic)["partitions"]
+    assert after[f"{topic}-0"]["replica_nodes"] == [outsider, follower]
+    assert sorted(after[f"{topic}-0"]["isr_nodes"]) == sorted([outsider, follower])
+    assert after[f"{topic}-0"]["leader_id"] == outsider
+    assert after[f"{topic}-0"]["leader_epoch"] == before["leader_epoch"] + 1
+    assert after[f"{topic}-1"] == kept  # the same replicas: no change at all
+    with client(cluster, leader) as c:
+        assert c.request(46, 0, {"timeout_ms": 5000, "topics": None}).topics == []
+        refused = c.request(0, 9, produce(topic, [0])).responses[0].partition_responses[0]
+    assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with client(cluster, outsider) as c:
+        assert c.request(0, 9, produce(topic, [0])).responses[0].partition_responses[0].error_code == 0
+
+
+def test_a_reassignment_keeping_the_leader_keeps_its_epoch(cluster):
+    topic = unique("wire-reassign-keep")
+    before = placed(cluster, topic, rf=2)[f"{topic}-0"]
+    leader, _follower, outsider = roles(before)
+    assert reassign(cluster, leader, 1, topic, {0: [outsider, leader, _follower]}) == {0: (0, None)}
+    after = cluster.layout(topic)["partitions"][f"{topic}-0"]
+    assert after["replica_nodes"] == [outsider, leader, _follower]
+    assert (after["leader_id"], after["leader_epoch"]) == (leader, before["leader_epoch"])
+
+
+def test_reassignment_targets_are_checked_against_the_registered_brokers(cluster):
+    topic = unique("wire-reassign-bad")
+    placed(cluster, topic, partitions=3, rf=2)
+    got = reassign(cluster, 1, 1, topic, {0: [1, 9], 1: [2, 2], 2: [1, 2, 3]}, allow_rf_change=False)
+    assert got[0] == (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                      "The manual partition assignment includes broker 9, but no such broker is registered.")
+    assert got[1] == (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                      "The manual partition assignment includes the broker 2 more than once.")
+    assert got[2] == (ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 2 to 3")
+    assert reassign(cluster, 1, 0, topic, {0: None}) == {0: (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                                                             "No partition reassignment is in progress.")}
+
+
+def test_added_partitions_take_their_manual_assignment(cluster):
+    topic = unique("wire-grow-manual")
+    placed(cluster, topic, partitions=1, rf=2)
+    body = {"topics": [{"name": topic, "count": 3, "assignments": [{"broker_ids": [3, 1]}, {"broker_ids": [2, 3]}]}],
+            "timeout_ms": 5000, "validate_only": False}
+    with client(cluster, 1) as c:
+        assert c.request(37, 3, body).results[0].error_code == 0
+        body = {**body, "topics": [{"name": topic, "count": 4, "assignments": [{"broker_ids": [1, 2, 3]}]}]}
+        refused = c.request(37, 3, body).results[0]
+    layout = cluster.layout(topic)["partitions"]
+    assert [layout[f"{topic}-{p}"]["replica_nodes"] for p in (1, 2)] == [[3, 1], [2, 3]]
+    assert [layout[f"{topic}-{p}"]["leader_id"] for p in (1, 2)] == [3, 2]
+    assert (refused.error_code, refused.error_message) == (
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes a partition with 3 "
+        "replica(s), but this is not consistent with previous partitions, which have 2 replica(s).")

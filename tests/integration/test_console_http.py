@@ -389,3 +389,39 @@ def _request(group: str):
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     return ConsumerGroupTopicPartitions(group)
+
+
+def test_a_share_groups_start_offsets_are_reset_and_deleted_from_its_page_while_it_is_empty():
+    """``kafka-share-groups --reset-offsets`` from the page: the start offsets of the share-partitions
+    the group has (or of a named topic), set with AlterShareGroupOffsets; ``--delete-offsets`` with
+    DeleteShareGroupOffsets; refused while the group has members, with ShareGroupCommand's message."""
+    from .share_wire import client as share_client
+    from .share_wire import create_topic, describe_offsets, init_share, produce
+
+    with BrokerHandle(console=True) as b:
+        url = b.console_url
+        with share_client(b) as c:
+            create_topic(c, "sq", partitions=2)
+            produce(c, "sq", 2, 5, partition=0)
+            produce(c, "sq", 1, 5, partition=1)
+            init_share(c, "sq-g", "sq", partitions=2)  # an empty share group starting at 0
+        assert 'id="reset-offsets"' in asyncio.run(_get(url, "group?id=sq-g"))[1]
+        status, html = asyncio.run(_post(url, "reset-offsets", group="sq-g", topic="", to="latest", confirm="yes"))
+        assert status == 200 and "offsets of sq-g reset to sq-0: 10, sq-1: 5" in html
+        with share_client(b) as c:
+            starts = describe_offsets(c, "sq-g", "sq", (0, 1)).groups[0].topics[0].partitions
+            assert [(p.start_offset, p.lag) for p in starts] == [(10, 0), (5, 0)]
+            status, html = asyncio.run(_post(url, "reset-offsets", group="sq-g", topic="sq", to="offset",
+                                             value="3", confirm="yes"))
+            assert "offsets of sq-g reset to sq-0: 3, sq-1: 3" in html
+            starts = describe_offsets(c, "sq-g", "sq", (0, 1)).groups[0].topics[0].partitions
+            assert [p.start_offset for p in starts] == [3, 3]
+            assert 'id="delete-offsets"' in asyncio.run(_get(url, "group?id=sq-g"))[1]
+            status, html = asyncio.run(_post(url, "delete-offsets", group="sq-g", topic="sq", confirm="yes"))
+            assert status == 200 and "deleted the offsets of sq-g for sq" in html
+            assert describe_offsets(c, "sq-g").groups[0].topics == []  # kafka-share-groups --delete-offsets
+            joined = c.request(76, 1, {"group_id": "sq-g", "member_id": "m" * 22, "member_epoch": 0,
+                                       "rack_id": None, "subscribed_topic_names": ["sq"]})
+            assert joined.error_code == 0
+        status, html = asyncio.run(_post(url, "reset-offsets", group="sq-g", topic="", to="earliest", confirm="yes"))
+        assert "Share group &#39;sq-g&#39; is not empty." in html

@@ -1,6 +1,7 @@
 """The data-plane versions real clients negotiate with a broker serving Kafka 4.2's (Produce
 0-13, Fetch 0-18), read from the request capture, and that path end to end: confluent-kafka
-2.16 (librdkafka) produces at v10 and fetches at v16 by topic id without sessions;
+2.16 (librdkafka) produces at v10 and fetches at v16 by topic id without sessions, and asks
+Metadata at v13;
 kafka-python fetches at v12 with an incremental fetch session (KIP-227) kept over many polls;
 aiokafka keeps its own versions."""
 
@@ -25,7 +26,7 @@ def _fetches(broker, client_prefix: str) -> list:
     return [c for c in broker.captured("Fetch") if (c.client_id or "").startswith(client_prefix)]
 
 
-def test_confluent_produces_at_v10_and_fetches_at_v16_by_topic_id(broker):
+def test_confluent_produces_at_v10_fetches_at_v16_by_topic_id_and_asks_metadata_v13(broker):
     from confluent_kafka import Consumer, Producer
 
     topic = _name("ck42")
@@ -56,6 +57,9 @@ def test_confluent_produces_at_v10_and_fetches_at_v16_by_topic_id(broker):
     answered = [c for c in fetches if c.answer is not None]  # the last may be cut short by close()
     assert answered and all(c.answer.error_code == E.NONE for c in answered)
     assert all(t.topic_id == topic_id for c in answered for t in c.answer.responses)
+    metadata = [c for c in broker.captured("Metadata") if c.client_id == "ck42"]
+    assert metadata and {c.version for c in metadata} == {13}  # KIP-1102's top-level error code
+    assert all(c.answer.error_code == E.NONE for c in metadata if c.answer is not None)
 
 
 def test_kafka_python_consumer_keeps_one_incremental_session_over_many_polls(broker):

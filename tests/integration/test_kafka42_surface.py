@@ -136,3 +136,20 @@ def test_the_committed_table_is_kafka_42s_json():
         top = int(hi or lo) - (1 if spec.get("latestVersionUnstable") else 0)
         found[spec["apiKey"]] = (re.sub("Request$", "", spec["name"]), int(lo), top, tuple(spec.get("listeners", [])))
     assert found == KAFKA_42
+
+
+COMPATIBILITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
+
+
+def test_the_compatibility_page_states_the_measured_counts(served):
+    """docs/compatibility.md says how many of the 63 keys are served at 4.2's maximum, below it
+    and not at all: the figures this comparison measures, not those of an earlier session."""
+    keys = client_facing()
+    at_max = sum(1 for k, (_n, _lo, hi) in keys.items() if served.get(k, (None, -1))[1] == hi)
+    unserved = sum(1 for k in keys if k not in served)
+    below = len(keys) - at_max - unserved
+    text = " ".join(COMPATIBILITY_DOC.read_text().split())
+    stated = re.search(r"Today (\d+) of those (\d+) keys are served at 4\.2's maximum, (\d+) below it"
+                       r" and (\d+) not at all", text)
+    assert stated, "docs/compatibility.md: the sentence giving the counts"
+    assert tuple(map(int, stated.groups())) == (at_max, len(keys), below, unserved)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,56 @@ def test_kill_9_loses_no_acknowledgement_and_no_acquired_record(tmp_path, fsync)
             assert (row.start_offset, row.lag) == (20, 0)
     finally:
         stop(proc)
+
+
+def test_a_confluent_share_consumer_across_kill_9_loses_no_acknowledgement(tmp_path):
+    """confluent-kafka's ``ShareConsumer`` (explicit acknowledgement) kept open across the kill:
+    what it accepted or rejected before the kill never comes back, what it released comes back
+    with its delivery count, and the start offset is where the acknowledgements left it.  (A
+    ShareConsumer must acknowledge a poll's records before it polls again, so records acquired
+    and unacknowledged at the kill are the raw-frame test's above.)"""
+    ck = pytest.importorskip("confluent_kafka")
+    if not hasattr(ck, "ShareConsumer"):
+        pytest.skip("confluent-kafka without ShareConsumer (2.15+)")
+    port = free_port()
+    proc = _start(tmp_path, port, "always")
+    consumer = ck.ShareConsumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "ck-g",
+                                 "share.acknowledgement.mode": "explicit"})
+    kinds = {**dict.fromkeys(range(5), ck.AcknowledgeType.ACCEPT), 5: ck.AcknowledgeType.RELEASE,
+             6: ck.AcknowledgeType.RELEASE, **dict.fromkeys(range(7, 10), ck.AcknowledgeType.REJECT)}
+    try:
+        with share_client(("127.0.0.1", port)) as c:
+            create_topic(c, "t")
+            produce(c, "t", 2, 5)  # offsets 0..9
+            init_share(c, "ck-g", "t")  # the group reads from offset 0
+        consumer.subscribe(["t"])
+        first = _poll(consumer, 10, kinds)
+        assert sorted(m.offset() for m in first) == list(range(10))
+        consumer.commit_sync()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc = _start(tmp_path, port, "always")
+        again = _poll(consumer, 2, dict.fromkeys((5, 6), ck.AcknowledgeType.ACCEPT), seconds=60)
+        assert sorted((m.offset(), m.delivery_count()) for m in again) == [(5, 2), (6, 2)]
+        consumer.commit_sync()
+        with share_client(("127.0.0.1", port)) as c:
+            row = describe_offsets(c, "ck-g", "t").groups[0].topics[0].partitions[0]
+            assert (row.start_offset, row.lag) == (10, 0)
+    finally:
+        consumer.close()
+        stop(proc)
+
+
+def _poll(consumer, count: int, kinds: dict, seconds: float = 30) -> list:
+    """Messages polled until ``count`` arrived, each acknowledged as ``kinds`` says by offset
+    (anything else ACCEPT) before the next poll, as explicit acknowledgement requires."""
+    accept = type(next(iter(kinds.values()))).ACCEPT
+    got: list = []
+    deadline = time.monotonic() + seconds
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"only {sorted(m.offset() for m in got)}"
+        for m in consumer.poll(0.5) or []:
+            if m.error() is None:
+                got.append(m)
+                consumer.acknowledge(m, kinds.get(m.offset(), accept))
+    return got

@@ -58,6 +58,21 @@ def test_a_broker_down_fails_its_partitions_over_and_preferred_election_brings_t
     assert layout.elect(state, unclean=False) == ErrorCode.ELECTION_NOT_NEEDED
 
 
+def test_a_reassignment_completes_at_once_and_a_down_target_joins_the_isr_when_up():
+    layout = Layout(list(NODES))
+    state = layout.initial("t", 0, 2)
+    leader, follower = state.replicas
+    outsider = next(n for n in NODES if n not in state.replicas)
+    assert not layout.reassign(state, [leader, follower])  # the same replicas: nothing changes
+    layout.down.add(outsider)
+    assert layout.reassign(state, [outsider, follower])
+    assert (state.replicas, state.isr, state.leader, state.epoch) == ([outsider, follower], [follower], follower, 1)
+    layout.down.discard(outsider)
+    assert layout.unfence(state, outsider)
+    assert state.isr == [outsider, follower] and state.leader == follower
+    assert layout.elect(state, unclean=False) == ErrorCode.NONE and state.leader == outsider
+
+
 def test_the_last_replica_down_leaves_no_leader_until_it_returns():
     layout = Layout(list(NODES))
     state = layout.initial("t", 0, 1)

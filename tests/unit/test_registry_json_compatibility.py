@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from odradek.registry.compatibility import check
 from odradek.registry.schemas import parse
 
 from .registry_levels import assert_levels
@@ -54,3 +55,21 @@ def test_invalid_json_schemas_do_not_parse():
     for text in ('{"type": 5}', "[1]", "{not json"):
         with pytest.raises(SchemaParseError):
             parse("JSON", text)
+
+
+def enum(*values: str, **extra: str) -> str:
+    return json.dumps({"enum": list(values), **extra})
+
+
+@pytest.mark.parametrize("level, v1, v2, v3", [
+    ("BACKWARD", enum("x"), enum("y"), enum("y", "z")),   # v3 reads v2's data, not v1's
+    ("FORWARD", enum("x"), enum("y", "z"), enum("y")),    # v2 reads v3's data, v1 does not
+    ("FULL", enum("x"), enum("y"), enum("y", title="T")),  # v3 and v2 read each other, not v1
+])
+def test_transitive_levels_check_every_version(level, v1, v2, v3):
+    """The plain level checks the latest version only; its transitive variant every one, and names
+    the version that fails."""
+    previous = [(2, parse("JSON", v2)), (1, parse("JSON", v1))]
+    assert check(level, parse("JSON", v3), previous) == []
+    messages = check(f"{level}_TRANSITIVE", parse("JSON", v3), previous)
+    assert messages and "{oldSchemaVersion: 1}" in messages

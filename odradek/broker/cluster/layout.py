@@ -106,6 +106,20 @@ class Layout:
             state.isr = [r for r in state.replicas if r in state.isr or r == node]
         return self.set_leader(state, node) or unclean
 
+    def reassign(self, state: PartitionState, target: list[int]) -> bool:
+        """A reassignment to ``target``, completed at once: with shared storage every added replica
+        is caught up (``ReplicationControlManager.changePartitionReassignment`` then its completion
+        by ``PartitionChangeBuilder``).  The ISR becomes the target's live replicas (a down one joins
+        when it is up again, as ``unfence``), and a leader outside it gives way to the first of
+        them, bumping the epoch; the same replicas change nothing."""
+        if list(target) == state.replicas:
+            return False
+        state.replicas = list(target)
+        state.isr = [r for r in target if r not in self.down] or state.replicas[-1:]
+        if state.leader not in state.isr or state.leader in self.down:
+            self.set_leader(state, next((r for r in state.isr if r not in self.down), NO_LEADER))
+        return True
+
     def fence(self, state: PartitionState, node: int) -> bool:
         """``handleBrokerFenced``: out of the ISR (which keeps its last member), and a leader on
         it replaced by the first ISR replica that is up, else none."""

@@ -327,6 +327,21 @@ class Cluster:
                     await self._apply(lg, state)
             return code
 
+    async def reassign(self, topic: str, partition: int, target: list[int]) -> None:
+        """AlterPartitionReassignments for one partition, its target already validated; a change of
+        leader is stamped on the log as any move's."""
+        async with self._lock:
+            state = self._stored(topic, partition, keep=False)
+            if not self.layout.reassign(state, target):
+                return
+            self.layout.partitions[(topic, partition)] = state
+            await self._save()
+            lg = self.app.topics.log(topic, partition)
+            if lg is not None:
+                await self._apply(lg, state)
+            log.warning("cluster.reassigned", topic=topic, partition=partition, replicas=state.replicas,
+                        leader=state.leader, epoch=state.epoch)
+
     async def reset(self) -> None:
         """Back to the initial layout: every node up, every partition as placed (a test's reset)."""
         async with self._lock:

@@ -7,9 +7,12 @@ partition and every election is ``ELECTION_NOT_NEEDED``, as Kafka answers
 when the desired leader already leads.  Reassignments are answered as
 Kafka's controller answers them for a cluster of one registered broker: the
 only valid target is ``[node_id]``, already the replica set, so a change is
-a no-op success and nothing is ever in progress.  Consumer groups notice new
-partitions through Metadata, as with Kafka (their leader rejoins when a
-subscribed topic's partition count changes); the broker pushes nothing.
+a no-op success.  With several brokers (``cluster/``) manual assignments and
+reassignments name any of them and change the layout; as storage is shared, a
+reassignment completes in its answer, so nothing is ever in progress either.
+Consumer groups notice new partitions through Metadata, as with Kafka (their
+leader rejoins when a subscribed topic's partition count changes); the
+broker pushes nothing.
 """
 
 from __future__ import annotations
@@ -82,30 +85,53 @@ async def _grow_one(app: PartitionServices, t, validate_only: bool) -> None:
     registry = app.topics
     assignments = t.assignments
     registry.check_grow(t.name, t.count, None if assignments is None else len(assignments))
+    replication = _replication(app, t.name, 0)
     for a in assignments or ():
-        _check_assignment(app.node_id, list(a.broker_ids))
+        _check_assignment(_registered(app), list(a.broker_ids), replication)
+    before = registry.partition_count(t.name) or 0
     await registry.grow(t.name, t.count, new_assignments=None if assignments is None else len(assignments),
                         validate_only=validate_only)
+    if app.cluster is not None and assignments and not validate_only:
+        await app.cluster.placed(t.name, t.count, replication,
+                                 {before + i: list(a.broker_ids) for i, a in enumerate(assignments)})
 
 
-def _check_assignment(node_id: int, brokers: list[int]) -> None:
-    """Kafka's checks of a manual assignment, where the only registered broker is this node."""
+def _registered(app: PartitionServices) -> list[int]:
+    return [app.node_id] if app.cluster is None else app.cluster.nodes
+
+
+def _replication(app: PartitionServices, topic: str, partition: int) -> int:
+    """How many replicas the partition has (one without a cluster)."""
+    state = None if app.cluster is None else app.cluster.state(topic, partition)
+    return 1 if state is None else len(state.replicas)
+
+
+def _check_assignment(registered: list[int], brokers: list[int], replication: int | None = None) -> None:
+    """Kafka's checks of a manual assignment (``validateManualPartitionAssignment``); ``replication``:
+    the replica count the topic's partitions already have, for new partitions."""
     if not brokers:
         raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                          "The manual partition assignment includes an empty replica list.")
-    for b in sorted(brokers):  # validateManualPartitionAssignment checks them sorted
-        if b != node_id:
+    previous = None
+    for b in sorted(brokers):  # checked sorted, as Kafka does
+        if b not in registered:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              f"The manual partition assignment includes broker {b}, but no such broker "
                              "is registered.")
-    if len(brokers) > 1:
+        if b == previous:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"The manual partition assignment includes the broker {b} more than once.")
+        previous = b
+    if replication is not None and len(brokers) != replication:
         raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                         f"The manual partition assignment includes the broker {node_id} more than once.")
+                         f"The manual partition assignment includes a partition with {len(brokers)} replica(s), "
+                         f"but this is not consistent with previous partitions, which have {replication} "
+                         "replica(s).")
 
 
 # --- AlterPartitionReassignments / ListPartitionReassignments -------------------------------
 
-def alter_partition_reassignments(app: PartitionServices, ctx: RequestContext, req) -> dict:
+async def alter_partition_reassignments(app: PartitionServices, ctx: RequestContext, req) -> dict:
     """``ReplicationControlManager.alterPartitionReassignments``: each partition on its own."""
     allow_rf_change = req.allow_replication_factor_change if ctx.api_version >= 1 else True
     responses = []
@@ -113,7 +139,7 @@ def alter_partition_reassignments(app: PartitionServices, ctx: RequestContext, r
         parts = []
         for p in t.partitions:
             try:
-                _reassign(app, t.name, p.partition_index, p.replicas, allow_rf_change)
+                await _reassign(app, t.name, p.partition_index, p.replicas, allow_rf_change)
                 code, message = ErrorCode.NONE, None
             except TopicError as exc:
                 code, message = exc.code, exc.message
@@ -125,24 +151,27 @@ def alter_partition_reassignments(app: PartitionServices, ctx: RequestContext, r
             "error_code": ErrorCode.NONE, "error_message": None, "responses": responses}
 
 
-def _reassign(app: PartitionServices, topic: str, partition: int, replicas: list[int] | None,
-              allow_rf_change: bool) -> None:
+async def _reassign(app: PartitionServices, topic: str, partition: int, replicas: list[int] | None,
+                    allow_rf_change: bool) -> None:
     count = app.topics.partition_count(topic)
     if count is None:
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}.")
     if not 0 <= partition < count:
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{partition}.")
-    if replicas is None:  # cancel: nothing is ever in progress on one broker
+    if replicas is None:  # cancel: a reassignment completes in its answer, so none is in progress
         raise TopicError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
-    _check_assignment(app.node_id, list(replicas))
-    if not allow_rf_change and len(replicas) != 1:  # validatePartitionReplicationFactorUnchanged
+    _check_assignment(_registered(app), list(replicas))
+    current = _replication(app, topic, partition)
+    if not allow_rf_change and len(replicas) != current:  # validatePartitionReplicationFactorUnchanged
         raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                         f"The replication factor is changed from 1 to {len(replicas)}")
-    # the target is the current replica set: no change record, success
+                         f"The replication factor is changed from {current} to {len(replicas)}")
+    if app.cluster is not None:
+        await app.cluster.reassign(topic, partition, list(replicas))
+    # one broker: the target is the current replica set, no change record, success
 
 
 def list_partition_reassignments(ctx: RequestContext, req) -> dict:
-    """Only partitions being reassigned are listed; on one broker there are none."""
+    """Only partitions being reassigned are listed: none, as every reassignment completes at once."""
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "topics": []}
 
 

@@ -3,8 +3,9 @@
 Every action goes through the broker's handler for that API (``LocalKafka``), so it is checked and
 answered exactly as a client's request is -- the same validation, the same ACLs as the console's
 principal, the same error codes -- and returns one line for the page: what was done, or Kafka's
-error.  Resetting offsets follows ``kafka-consumer-groups --reset-offsets``: refused while the
-group has members, as Kafka's ``ConsumerGroupCommand`` refuses it.
+error.  Resetting offsets follows ``kafka-consumer-groups --reset-offsets`` (a share group's start
+offsets ``kafka-share-groups --reset-offsets``): refused while the group has members, as Kafka's
+``ConsumerGroupCommand`` and ``ShareGroupCommand`` refuse it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from dataclasses import dataclass
 
 from ...protocol.records import encode_batch
 from ..kafka_local import LocalKafka
-from .reads import EARLIEST, LATEST, TOPIC_RESOURCE, committed, error_name, group_state, list_offsets
+from .reads import (
+    EARLIEST,
+    LATEST,
+    TOPIC_RESOURCE,
+    committed,
+    error_name,
+    group_state,
+    list_offsets,
+    share_lag,
+)
 
 INACTIVE = ("Empty", "Dead")
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
@@ -86,19 +96,22 @@ async def _partitions(kafka: LocalKafka, topic: str) -> list[int]:
 async def reset_offsets(kafka: LocalKafka, group: str, topic: str | None, to: str,
                         value: int | None = None) -> Outcome:
     """``to``: earliest, latest, timestamp (``value`` ms) or offset (``value``); ``topic`` None: every
-    topic the group has committed offsets for (``--all-topics``)."""
-    state, code = await group_state(kafka, group)
+    topic the group has committed offsets for (``--all-topics``), or a share group every
+    share-partition it has.  A share group's new offsets are its start offsets (AlterShareGroupOffsets)."""
+    state, code, kind = await group_state(kafka, group)
     if code:
         return Outcome(False, error_name(code))
-    if state not in INACTIVE:  # ConsumerGroupCommand.resetOffsets
-        return Outcome(False, f"Assignments can only be reset if the group '{group}' is inactive, "
+    if state not in INACTIVE:
+        if kind == "share":  # ShareGroupCommand.resetOffsets
+            return Outcome(False, f"Share group '{group}' is not empty.")
+        return Outcome(False, f"Assignments can only be reset if the group '{group}' is inactive, "  # ConsumerGroupCommand
                               f"but the current state is {state}.")
     if topic is not None:
         targets = {topic: await _partitions(kafka, topic)}
         if not targets[topic]:
             return Outcome(False, f"UNKNOWN_TOPIC_OR_PARTITION: {topic}")
     else:
-        have, error = await committed(kafka, group)
+        have, error = await (_share_partitions if kind == "share" else committed)(kafka, group)
         if error:
             return Outcome(False, error)
         targets = {}
@@ -109,17 +122,36 @@ async def reset_offsets(kafka: LocalKafka, group: str, topic: str | None, to: st
     new: dict[str, dict[int, int]] = {}
     for t, parts in targets.items():
         new[t] = await _targets(kafka, t, parts, to, value)
+    errors = await (_alter_start_offsets if kind == "share" else _commit)(kafka, group, new)
+    if errors:
+        return Outcome(False, ", ".join(sorted(errors)))
+    shown = ", ".join(f"{t}-{p}: {o}" for t, offsets in sorted(new.items()) for p, o in sorted(offsets.items()))
+    return Outcome(True, f"offsets of {group} reset to {shown}")
+
+
+async def _share_partitions(kafka: LocalKafka, group: str) -> tuple[dict[tuple[str, int], int], str | None]:
+    """The share-partitions the share group has (DescribeShareGroupOffsets, as ``listShareGroupOffsets``)."""
+    table = await share_lag(kafka, group)
+    return {(r["topic"], r["partition"]): r["committed"] for r in table["rows"]}, table["error"]
+
+
+async def _commit(kafka: LocalKafka, group: str, new: dict[str, dict[int, int]]) -> set[str]:
     answer = await kafka.call("OffsetCommit", 8, {
         "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
         "topics": [{"name": t, "partitions": [{"partition_index": p, "committed_offset": o,
                                                 "committed_leader_epoch": -1, "committed_metadata": ""}
                                                for p, o in sorted(offsets.items())]}
                    for t, offsets in sorted(new.items())]})
-    errors = {error_name(p.error_code) for t in answer.topics for p in t.partitions if p.error_code}
-    if errors:
-        return Outcome(False, ", ".join(sorted(errors)))
-    shown = ", ".join(f"{t}-{p}: {o}" for t, offsets in sorted(new.items()) for p, o in sorted(offsets.items()))
-    return Outcome(True, f"offsets of {group} reset to {shown}")
+    return {error_name(p.error_code) for t in answer.topics for p in t.partitions if p.error_code}
+
+
+async def _alter_start_offsets(kafka: LocalKafka, group: str, new: dict[str, dict[int, int]]) -> set[str]:
+    answer = await kafka.call("AlterShareGroupOffsets", 0, {"group_id": group, "topics": [
+        {"topic_name": t, "partitions": [{"partition_index": p, "start_offset": o} for p, o in sorted(offsets.items())]}
+        for t, offsets in sorted(new.items())]})
+    if answer.error_code:
+        return {error_name(answer.error_code)}
+    return {error_name(p.error_code) for t in answer.responses for p in t.partitions if p.error_code}
 
 
 async def _targets(kafka: LocalKafka, topic: str, parts: list[int], to: str, value: int | None) -> dict[int, int]:
@@ -142,12 +174,26 @@ async def _targets(kafka: LocalKafka, topic: str, parts: list[int], to: str, val
 
 
 async def delete_offsets(kafka: LocalKafka, group: str, topic: str) -> Outcome:
+    """OffsetDelete of the topic's partitions, or for a share group DeleteShareGroupOffsets
+    (``kafka-share-groups --delete-offsets``: the share-partitions' state goes)."""
+    if (await group_state(kafka, group))[2] == "share":
+        return await _delete_share_offsets(kafka, group, topic)
     parts = await _partitions(kafka, topic)
     answer = await kafka.call("OffsetDelete", 0, {"group_id": group, "topics": [
         {"name": topic, "partitions": [{"partition_index": p} for p in parts]}]})
     if answer.error_code:
         return Outcome(False, error_name(answer.error_code))
     errors = {error_name(p.error_code) for t in answer.topics for p in t.partitions if p.error_code}
+    if errors:
+        return Outcome(False, ", ".join(sorted(errors)))
+    return Outcome(True, f"deleted the offsets of {group} for {topic}")
+
+
+async def _delete_share_offsets(kafka: LocalKafka, group: str, topic: str) -> Outcome:
+    answer = await kafka.call("DeleteShareGroupOffsets", 0, {"group_id": group, "topics": [{"topic_name": topic}]})
+    if answer.error_code:
+        return _outcome(answer.error_code, "", answer.error_message)
+    errors = {error_name(t.error_code) for t in answer.responses if t.error_code}
     if errors:
         return Outcome(False, ", ".join(sorted(errors)))
     return Outcome(True, f"deleted the offsets of {group} for {topic}")

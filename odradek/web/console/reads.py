@@ -454,10 +454,10 @@ async def describe(kafka: LocalKafka, group: str) -> tuple[Any, str, Any | None]
     return g, "classic", None
 
 
-async def group_state(kafka: LocalKafka, group: str) -> tuple[str, int]:
-    """(state, error code) of a group of any type."""
-    g, _kind, modern = await describe(kafka, group)
-    return (modern.group_state, 0) if modern is not None else (g.group_state, g.error_code)
+async def group_state(kafka: LocalKafka, group: str) -> tuple[str, int, str]:
+    """(state, error code, type) of a group of any type."""
+    g, kind, modern = await describe(kafka, group)
+    return (modern.group_state, 0, kind) if modern is not None else (g.group_state, g.error_code, kind)
 
 
 def _partitions_of(assignment: Any) -> dict[str, set[int]]:
