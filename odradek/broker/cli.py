@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import signal
 import sys
@@ -56,6 +57,7 @@ def _unknown_setting_note(name: str) -> str:
 
 
 def cmd_serve(args) -> int:
+    gc.disable()  # no collections while the modules load: GcPolicy.imported turns them back on
     try:
         config = _load_config(args)
     except (ConfigError, OSError) as exc:
@@ -104,6 +106,8 @@ async def _serve(config: Config) -> int:
     from .datadir import DataDirError
     from .gcpolicy import GcPolicy
 
+    gc_policy = GcPolicy()  # this process is ours: keep full collections off the request path
+    gc_policy.imported()
     log = structlog.get_logger("odradek.cli")
     for name, source in sorted(config.unknown.items()):
         log.warning("config.unknown_setting", setting=name, source=source, note=_unknown_setting_note(name))
@@ -115,7 +119,6 @@ async def _serve(config: Config) -> int:
         return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    gc_policy = GcPolicy()  # this process is ours: keep full collections off the request path
     gc_policy.install(loop)
     signals = 0
 
