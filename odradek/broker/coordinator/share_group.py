@@ -14,7 +14,7 @@ phase, several members may hold one partition, and the data path never asks who 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ...offsets.records import RecordDecodeError
@@ -30,6 +30,7 @@ from ...offsets.share_group_records import (
     SGTargetMetadataKey,
     TopicPartitionsInfo,
 )
+from ...protocol.lean_dataclass import dataclass
 
 EMPTY, STABLE, DEAD = "Empty", "Stable", "Dead"
 SHARE_STATES = (EMPTY, STABLE, DEAD)
