@@ -87,6 +87,12 @@ UNNEEDED = [
     "re2",  # google-re2: only on a consumer group's first regex subscription (KIP-848)
     "greenlet",  # structlog's integrations serve never uses (cli._LOGGING_EXTRAS)
     "twisted",
+    "shutil",  # (and bz2, lzma): argparse's help formatter and rare file operations (cli._Formatter)
+    "bz2",
+    "lzma",
+    "difflib",  # a typo's suggestion only
+    "random",  # the first incremental fetch session
+    "xxhash",  # consumer groups' (KIP-848) metadata hash
 ] + ([] if sys.platform == "win32" else ["colorama"])
 
 # the schema registry's store and its modules: only with odradek.schema.registry.listener set
