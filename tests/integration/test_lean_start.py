@@ -93,6 +93,7 @@ UNNEEDED = [
     "difflib",  # a typo's suggestion only
     "random",  # the first incremental fetch session
     "xxhash",  # consumer groups' (KIP-848) metadata hash
+    "ctypes",  # kernel AIO fsync: with the first fsync (log.fsync.mode=never by default)
 ] + ([] if sys.platform == "win32" else ["colorama"])
 
 # the schema registry's store and its modules: only with odradek.schema.registry.listener set
