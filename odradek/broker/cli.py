@@ -57,7 +57,6 @@ def _unknown_setting_note(name: str) -> str:
 
 
 def cmd_serve(args) -> int:
-    gc.disable()  # no collections while the modules load: GcPolicy.imported turns them back on
     try:
         config = _load_config(args)
     except (ConfigError, OSError) as exc:
@@ -76,10 +75,14 @@ def cmd_serve(args) -> int:
         for name, source in sorted(config.unknown.items()):
             print(f"{name:<{width}}  ({_unknown_setting_note(name)})  ({source})")
         return 0
-    _spare_logging_extras()
-    from . import logging_setup
-    logging_setup.configure(config["log.format"], config["log.level"], levels=config["log.levels"])
-    return _run(_serve(config))
+    gc.disable()  # no collections while the modules load: GcPolicy.imported turns them back on
+    try:
+        _spare_logging_extras()
+        from . import logging_setup
+        logging_setup.configure(config["log.format"], config["log.level"], levels=config["log.levels"])
+        return _run(_serve(config))
+    finally:
+        gc.enable()  # on already once the broker imported; this is for a start that failed before
 
 
 # structlog's package imports its integrations whether a program uses them or not: greenlet for

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from odradek.testing.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,3 +153,16 @@ def test_metrics_port_loads_the_exporter(tmp_path):
     loaded = loaded_modules(tmp_path, "metrics.port=0")
     assert "prometheus_client" in loaded
 
+
+
+@pytest.mark.parametrize("argv", [["--print-config"], ["--override", "log.dirs="]])
+def test_a_serve_that_returns_before_serving_leaves_the_collector_on(tmp_path, argv):
+    """The serve command, run in someone else's process, never leaves it without collections:
+    not when it only prints the configuration, nor when the configuration is unusable."""
+    child = ("import gc, sys\nfrom odradek.broker import cli\n"
+             "status = cli.main(sys.argv[1:])\nprint(status, gc.isenabled())\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", child, "serve", "--override",
+                          f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", *argv],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split()[-1] == "True", out.stderr
