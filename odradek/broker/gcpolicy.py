@@ -11,7 +11,7 @@ Policy, for a process that ``odradek serve`` owns (an embedded broker, such
 as the pytest fixture, leaves its host process's collector alone):
 
 - While the command imports its modules, no collection at all (``cli.cmd_serve``
-  turns the collector off first thing): an import makes tens of thousands of
+  turns the collector off once its configuration is read): an import makes tens of thousands of
   objects that live for good, and the ~80 young collections a start ran to find
   that out, plus the full one that freed the import's ~1,000 dead objects (mostly
   the classes ``slots=True`` replaces), cost ~25 ms of its CPU (BENCHMARKS.md).
