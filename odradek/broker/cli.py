@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import signal
 import sys
@@ -74,10 +75,14 @@ def cmd_serve(args) -> int:
         for name, source in sorted(config.unknown.items()):
             print(f"{name:<{width}}  ({_unknown_setting_note(name)})  ({source})")
         return 0
-    _spare_logging_extras()
-    from . import logging_setup
-    logging_setup.configure(config["log.format"], config["log.level"], levels=config["log.levels"])
-    return _run(_serve(config))
+    gc.disable()  # no collections while the modules load: GcPolicy.imported turns them back on
+    try:
+        _spare_logging_extras()
+        from . import logging_setup
+        logging_setup.configure(config["log.format"], config["log.level"], levels=config["log.levels"])
+        return _run(_serve(config))
+    finally:
+        gc.enable()  # on already once the broker imported; this is for a start that failed before
 
 
 # structlog's package imports its integrations whether a program uses them or not: greenlet for
@@ -104,6 +109,8 @@ async def _serve(config: Config) -> int:
     from .datadir import DataDirError
     from .gcpolicy import GcPolicy
 
+    gc_policy = GcPolicy()  # this process is ours: keep full collections off the request path
+    gc_policy.imported()
     log = structlog.get_logger("odradek.cli")
     for name, source in sorted(config.unknown.items()):
         log.warning("config.unknown_setting", setting=name, source=source, note=_unknown_setting_note(name))
@@ -115,7 +122,6 @@ async def _serve(config: Config) -> int:
         return 1
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    gc_policy = GcPolicy()  # this process is ours: keep full collections off the request path
     gc_policy.install(loop)
     signals = 0
 
@@ -302,13 +308,46 @@ def _port(text: str) -> int:
     return int(text)
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, without argparse's ``import shutil``: argparse makes a formatter
+    on every ``add_argument`` and reads the terminal's width through shutil, which loads bz2 and
+    lzma, ~3 ms of every start.  The width is ``shutil.get_terminal_size``'s, read the same way."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         _terminal_columns() - 2 if width is None else width)
+
+
+def _terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``: $COLUMNS, else stdout's terminal, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` formatting with :class:`_Formatter` (its subcommands' parsers too)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # --debug is accepted before or after the subcommand; SUPPRESS keeps a subcommand's
     # absent flag from overwriting one given before it
-    debug = argparse.ArgumentParser(add_help=False)
+    debug = _Parser(add_help=False)
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show the Python traceback of an error (also: ODRADEK_DEBUG=1)")
-    parser = argparse.ArgumentParser(prog="odradek", description=DESCRIPTION, parents=[debug])
+    parser = _Parser(prog="odradek", description=DESCRIPTION, parents=[debug])
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the broker", parents=[debug])

@@ -11,7 +11,6 @@ Invalid values stop start-up with a message naming the setting.
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -879,6 +878,8 @@ def closest_setting(name: str) -> str | None:
 
     Like Kafka, an unknown name only warns (it may be meant for another tool reading the same
     file); the suggestion turns a silent typo into an obvious one."""
+    import difflib  # noqa: PLC0415 - only for a typo's message; not a start's import
+
     matches = difflib.get_close_matches(name, SETTINGS_BY_NAME, n=1, cutoff=0.75)
     return matches[0] if matches else None
 

@@ -28,7 +28,6 @@ hands the answers back to it.
 from __future__ import annotations
 
 import itertools
-import random
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import field
@@ -141,6 +140,8 @@ class _Shard:
     sessions: dict[int, FetchSession] = field(default_factory=dict)
 
     def new_id(self) -> int:
+        import random  # noqa: PLC0415 - on the first incremental fetch session, not at start
+
         lo, hi = max(1, self.number * ID_RANGE), (self.number + 1) * ID_RANGE
         while True:
             sid = random.randrange(lo, hi)

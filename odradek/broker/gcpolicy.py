@@ -10,8 +10,16 @@ under commit load: the p99 latency of every request was a GC pause.
 Policy, for a process that ``odradek serve`` owns (an embedded broker, such
 as the pytest fixture, leaves its host process's collector alone):
 
-- Once started: collect, then ``gc.freeze()``.  Modules, configuration and
-  every open log move to the permanent generation, which no collection walks.
+- While the command imports its modules, no collection at all (``cli.cmd_serve``
+  turns the collector off once its configuration is read): an import makes tens of thousands of
+  objects that live for good, and the ~80 young collections a start ran to find
+  that out, plus the full one that freed the import's ~1,000 dead objects (mostly
+  the classes ``slots=True`` replaces), cost ~25 ms of its CPU (BENCHMARKS.md).
+  Once imported (:meth:`GcPolicy.imported`) the heap is frozen as it is, that
+  garbage included (~0.4 MB of RSS, kept until a deep collection), and the
+  collector is on again before the broker loads its state.
+- Once started: collect what is not frozen yet, then ``gc.freeze()``.  Configuration
+  and every open log move to the permanent generation, which no collection walks.
 - After every automatic full collection, freeze what survived it.  The next
   full collection then walks only what became old since: topics created at
   run time, loaded groups, long-lived connections.
@@ -43,9 +51,14 @@ class GcPolicy:
         self.deep_collections = 0
         self._handle: asyncio.TimerHandle | None = None
 
+    def imported(self) -> None:
+        """The modules are loaded: freeze them as they are and turn the collector back on."""
+        gc.freeze()
+        gc.enable()
+
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
         """Freeze the start-up heap and keep full collections short from now on."""
-        self.deep_collect()
+        self.collect()
         gc.callbacks.append(self._after_collection)
         self._handle = loop.call_later(DEEP_CHECK_S, self._check, loop)
 
@@ -63,16 +76,20 @@ class GcPolicy:
             gc.freeze()
             self.freezes += 1
 
-    def deep_collect(self) -> None:
-        """Unfreeze, collect everything once, freeze the survivors."""
+    def collect(self, event: str = "gc.collection") -> None:
+        """Collect what is not frozen, freeze the survivors."""
         started = time.perf_counter()
-        gc.unfreeze()
         found = gc.collect()
         gc.freeze()
         self.frozen_after_deep = gc.get_freeze_count()
-        self.deep_collections += 1
-        log.info("gc.deep_collection", collected=found, frozen=self.frozen_after_deep,
+        log.info(event, collected=found, frozen=self.frozen_after_deep,
                  ms=round((time.perf_counter() - started) * 1000, 1))
+
+    def deep_collect(self) -> None:
+        """Unfreeze, collect everything once, freeze the survivors."""
+        gc.unfreeze()
+        self.deep_collections += 1
+        self.collect("gc.deep_collection")
 
     def _check(self, loop: asyncio.AbstractEventLoop) -> None:
         if gc.get_freeze_count() > DEEP_GROWTH * self.frozen_after_deep:

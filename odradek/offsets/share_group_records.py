@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import struct
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from ..protocol.lean_dataclass import dataclass
 from ..protocol.primitives import ProtocolError
 from ..protocol.schema import F, Message
 from .consumer_records import (

@@ -35,10 +35,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from enum import IntEnum
 
 from ..protocol.errors import ErrorCode
+from ..protocol.lean_dataclass import dataclass
 from .records import StateBatch
 from .state import PersistedState, StateWrite
 

@@ -31,9 +31,10 @@ from __future__ import annotations
 import base64
 import struct
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..protocol.javahash import java_partition
+from ..protocol.lean_dataclass import dataclass
 from ..protocol.primitives import ProtocolError
 from ..protocol.schema import F, Message
 

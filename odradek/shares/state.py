@@ -21,8 +21,9 @@ and :func:`replay` rebuilds the state from those records.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
+from ..protocol.lean_dataclass import dataclass
 from .records import ShareSnapshotKey, ShareSnapshotValue, ShareUpdateKey, ShareUpdateValue, StateBatch
 
 __all__ = ["StateWrite", "PersistedState", "combine", "replay", "apply_record", "update_value"]

@@ -22,6 +22,14 @@ DELETE_DIR_SUFFIX = "-delete"
 MAX_FILE_NAME = 255  # bytes in one path component (NAME_MAX on Linux, macOS and Windows)
 
 
+def remove_tree(path: str | os.PathLike, ignore_errors: bool = False) -> None:
+    """``shutil.rmtree``, with shutil (and the bz2/lzma modules it loads) imported on the first
+    removal rather than by every start."""
+    import shutil  # noqa: PLC0415 - a start removes nothing
+
+    shutil.rmtree(path, ignore_errors=ignore_errors)
+
+
 def segment_name(base_offset: int) -> str:
     """Kafka's 20-digit zero-padded base offset."""
     return f"{base_offset:020d}"

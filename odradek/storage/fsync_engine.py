@@ -20,7 +20,6 @@ One engine per event loop (``engine_for``), created on first use.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import errno
 import os
 import platform
@@ -29,9 +28,12 @@ import sys
 import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
+
+if TYPE_CHECKING:
+    import ctypes
 
 logger = structlog.get_logger("odradek.storage")
 
@@ -113,6 +115,11 @@ class AioEngine:
         if calls is None or sys.byteorder != "little" or not hasattr(os, "eventfd"):
             raise OSError(errno.ENOSYS, "kernel AIO fsync is not supported here")
         self._setup, self._destroy, self._getevents, self._submit = calls
+        # ctypes loads with the first engine (the first fsync), not with every start: a broker
+        # with log.fsync.mode=never (the default) never makes one
+        global ctypes  # noqa: PLW0603
+        import ctypes  # noqa: PLC0415
+
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._libc.syscall.restype = ctypes.c_long
         ctx = ctypes.c_ulong(0)

@@ -25,7 +25,6 @@ import asyncio
 import bisect
 import contextlib
 import os
-import shutil
 import struct
 import threading
 import time
@@ -57,6 +56,7 @@ from odradek.storage.files import (
     FileOps,
     delete_dir_name,
     parse_partition_dir,
+    remove_tree,
     txn_index_path,
 )
 from odradek.storage.flush import Durability
@@ -815,7 +815,7 @@ class Log:
             target = self.directory.with_name(delete_dir_name(self.topic, self.partition, uuid.uuid4().hex))
             if self.directory.exists():
                 os.replace(self.directory, target)
-                shutil.rmtree(target, ignore_errors=True)
+                remove_tree(target, ignore_errors=True)
             logger.info("log.deleted", dir=self.directory.name)
 
 

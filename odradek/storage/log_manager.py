@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -42,6 +41,7 @@ from odradek.storage.files import (
     fsync_dir,
     parse_partition_dir,
     partition_dir_name,
+    remove_tree,
 )
 from odradek.storage.log import Clock, Log, wall_clock_ms
 from odradek.storage.log_move import (
@@ -203,7 +203,7 @@ class LogManager:
                 if not path.is_dir():
                     continue
                 if entry.endswith(DELETE_DIR_SUFFIX):
-                    shutil.rmtree(path, ignore_errors=True)
+                    remove_tree(path, ignore_errors=True)
                     continue
                 if is_future_dir(entry):
                     futures.append(path)
@@ -221,7 +221,7 @@ class LogManager:
             tp = future_dir_partition(path.name)
             if tp is not None and tp in found and found[tp].parent != path.parent:
                 self._resume[tp] = path.parent
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path, ignore_errors=True)
         several = len(self.log_dirs) > 1
         for d in self.log_dirs:
             rp = read_checkpoint(d / RECOVERY_POINT_FILE)
@@ -457,7 +457,7 @@ class LogManager:
                 log.frozen = False
             log._maint.release()
         if moved is None and not m.keep_future:
-            await asyncio.to_thread(shutil.rmtree, m.future, True)
+            await asyncio.to_thread(remove_tree, m.future, True)
         self._forget_move(tp, m)
         if moved is not None:
             await self._after_switch(tp, log, moved, m)
@@ -706,7 +706,7 @@ def _lengths(log: Log) -> dict[str, int]:
 
 def _discard(log: Log) -> None:
     log.discard()
-    shutil.rmtree(log.directory, ignore_errors=True)
+    remove_tree(log.directory, ignore_errors=True)
 
 
 def _unlink_move_file(directory: Path) -> None:
@@ -718,5 +718,5 @@ def _remove_dir(path: Path, tp: TopicPartition) -> None:
     """A partition dir that lost to its other copy (start-up): marked, then removed."""
     trash = path.with_name(delete_dir_name(tp[0], tp[1], uuid.uuid4().hex))
     os.replace(path, trash)
-    shutil.rmtree(trash, ignore_errors=True)
+    remove_tree(trash, ignore_errors=True)
     logger.warning("log.duplicate_removed", dir=str(path))

@@ -24,7 +24,6 @@ which every future dir carries from its first moment:
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from pathlib import Path
 
@@ -122,6 +121,8 @@ class LogCopier:
 
     def sync_all(self, lengths: dict[str, int]) -> None:
         """Segments as ``sync_logs``, then every other file of the source whole, and fsync."""
+        import shutil  # noqa: PLC0415 - a move between data dirs is rare: not a start's import
+
         self.sync_logs(lengths)
         wanted = set(lengths)
         for name in os.listdir(self.source):

@@ -16,13 +16,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from odradek.testing.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = r"""
-import asyncio, json, os, signal, socket, struct, sys
+import asyncio, gc, json, os, signal, socket, struct, sys
 from odradek.broker import cli
+
+# each collection: whether it ran while the serve command loaded its modules (logging set up, the
+# broker's modules not all imported yet: gcpolicy is the last _serve imports)
+collections = []
+gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(
+    "structlog" in sys.modules and "odradek.broker.gcpolicy" not in sys.modules))
 
 async def drive(coro):
     serving = asyncio.ensure_future(coro)
@@ -37,9 +45,11 @@ async def drive(coro):
     await reader.readexactly(size)
     writer.close()
     loaded = sorted(name for name, module in sys.modules.items() if module is not None)
+    collector = {"enabled": gc.isenabled(), "frozen": gc.get_freeze_count(),
+                 "while_importing": sum(collections), "after": len(collections) - sum(collections)}
     os.kill(os.getpid(), signal.SIGTERM)
     await serving
-    print(json.dumps(loaded))
+    print(json.dumps({"modules": loaded, "gc": collector}))
     return 0
 
 cli._run = lambda coro: asyncio.run(drive(coro))  # the serve command itself, on a loop of ours
@@ -79,6 +89,13 @@ UNNEEDED = [
     "re2",  # google-re2: only on a consumer group's first regex subscription (KIP-848)
     "greenlet",  # structlog's integrations serve never uses (cli._LOGGING_EXTRAS)
     "twisted",
+    "shutil",  # (and bz2, lzma): argparse's help formatter and rare file operations (cli._Formatter)
+    "bz2",
+    "lzma",
+    "difflib",  # a typo's suggestion only
+    "random",  # the first incremental fetch session
+    "xxhash",  # consumer groups' (KIP-848) metadata hash
+    "ctypes",  # kernel AIO fsync: with the first fsync (log.fsync.mode=never by default)
 ] + ([] if sys.platform == "win32" else ["colorama"])
 
 # the schema registry's store and its modules: only with odradek.schema.registry.listener set
@@ -87,6 +104,11 @@ REGISTRY = ["odradek.broker.schema_registry", "odradek.registry.operations", "od
 
 
 def loaded_modules(tmp_path: Path, *settings: str) -> set[str]:
+    return set(serve_child(tmp_path, *settings)["modules"])
+
+
+def serve_child(tmp_path: Path, *settings: str) -> dict:
+    """What the child reports once its broker answered: ``modules`` and ``gc``."""
     port = free_port()
     args = ["serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "--override", f"log.dirs={tmp_path / 'data'}"]
@@ -96,13 +118,24 @@ def loaded_modules(tmp_path: Path, *settings: str) -> set[str]:
     out = subprocess.run([sys.executable, "-c", CHILD.replace("PORT", str(port)), *args], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_default_serve_does_not_import_unneeded_modules(tmp_path):
     loaded = loaded_modules(tmp_path)
     assert "odradek.broker.app" in loaded  # the child really ran the broker
     assert [m for m in UNNEEDED if m in loaded] == []
+
+
+def test_serve_loads_its_modules_without_collecting_and_serves_with_the_collector_on(tmp_path):
+    """The ~80 young collections an import ran found nothing to free (BENCHMARKS.md): the serve
+    command turns the collector off while it imports, and on again, the imports frozen, before
+    the broker loads its state and answers."""
+    report = serve_child(tmp_path)["gc"]
+    assert report["while_importing"] == 0
+    assert report["enabled"] is True
+    assert report["after"] >= 1  # GcPolicy.install's collection, before the first answer
+    assert report["frozen"] > 0
 
 
 def test_a_broker_without_the_schema_registry_does_not_load_it(tmp_path):
@@ -120,3 +153,16 @@ def test_metrics_port_loads_the_exporter(tmp_path):
     loaded = loaded_modules(tmp_path, "metrics.port=0")
     assert "prometheus_client" in loaded
 
+
+
+@pytest.mark.parametrize("argv", [["--print-config"], ["--override", "log.dirs="]])
+def test_a_serve_that_returns_before_serving_leaves_the_collector_on(tmp_path, argv):
+    """The serve command, run in someone else's process, never leaves it without collections:
+    not when it only prints the configuration, nor when the configuration is unusable."""
+    child = ("import gc, sys\nfrom odradek.broker import cli\n"
+             "status = cli.main(sys.argv[1:])\nprint(status, gc.isenabled())\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", child, "serve", "--override",
+                          f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", *argv],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split()[-1] == "True", out.stderr

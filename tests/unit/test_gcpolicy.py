@@ -65,3 +65,17 @@ def test_uninstall_restores_the_collector(policy):
     kept = [Node()]
     gc.collect()
     assert _walked(kept)
+
+
+def test_imported_freezes_the_heap_and_turns_the_collector_back_on():
+    """``odradek serve`` turns the collector off while it imports; ``imported`` ends that."""
+    p = GcPolicy()
+    loaded = [Node()]  # stands for what an import made
+    gc.disable()
+    try:
+        p.imported()
+        assert gc.isenabled()
+        assert not _walked(loaded)  # frozen as it was, uncollected
+    finally:
+        gc.enable()
+        p.uninstall()

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 from ...storage.files import atomic_write_text
 
 LAYOUT_FILE = "cluster-layout.json"

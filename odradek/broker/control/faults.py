@@ -16,7 +16,6 @@ API, a version the broker does not serve, an error the API cannot return
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import field
 from typing import Any
@@ -292,7 +291,7 @@ def api_key_of(api: str | int, served: Iterable[int]) -> int:
         found = [k for k, s in APIS.items() if s.name.lower() == wanted]
         if not found:
             names = [APIS[k].name for k in sorted(served)]
-            guess = difflib.get_close_matches(str(api), names, n=1)
+            guess = _close_matches(str(api), names)
             hint = f"; did you mean {guess[0]}?" if guess else f"; served: {', '.join(names)}"
             raise ValueError(f"unknown API {api!r}{hint}")
         key = found[0]
@@ -314,7 +313,7 @@ def error_code_of(error: str | int) -> ErrorCode:
     try:
         return ErrorCode[text.upper()]
     except KeyError:
-        guess = difflib.get_close_matches(text.upper(), ErrorCode.__members__, n=1)
+        guess = _close_matches(text.upper(), ErrorCode.__members__)
         hint = f"; did you mean {guess[0]}?" if guess else ""
         raise ValueError(f"unknown error {error!r}{hint}") from None
 
@@ -409,3 +408,10 @@ def _check_per_partition(keys: frozenset[int], span: tuple[int, int] | None,
         if missing:
             raise ValueError(f"{APIS[key].name} v{missing[0]}-{missing[-1]} answers no error per partition: "
                              f"per_partition cannot apply (narrow versions= or drop per_partition)")
+
+
+def _close_matches(word: str, possibilities) -> list[str]:
+    """The likeliest meant name of a mistyped one; difflib imported on a typo, not at start."""
+    import difflib  # noqa: PLC0415
+
+    return difflib.get_close_matches(word, possibilities, n=1)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -48,6 +47,7 @@ from ...storage.files import (
     delete_dir_name,
     fsync_dir,
     parse_partition_dir,
+    remove_tree,
 )
 from ...storage.log import Log
 from ...storage.log_manager import CheckpointSnapshot
@@ -260,7 +260,7 @@ def _close_and_remove(logs: list[Log]) -> None:
     for lg in logs:
         try:
             lg.discard()
-            shutil.rmtree(lg.directory, ignore_errors=True)
+            remove_tree(lg.directory, ignore_errors=True)
         except Exception as exc:  # a start removes what is left (``*-delete``)
             log.error("broker.reset_cleanup_failed", dir=str(lg.directory), error=str(exc))
 
@@ -293,7 +293,7 @@ def finish_interrupted_reset(data_dirs: list[Path]) -> bool:
         for entry in os.listdir(d):
             path = d / entry
             if path.is_dir() and (entry.endswith(DELETE_DIR_SUFFIX) or parse_partition_dir(entry)):
-                shutil.rmtree(path)
+                remove_tree(path)
         for name in _CHECKPOINTS:
             (d / name).unlink(missing_ok=True)
         fsync_dir(d)

@@ -19,8 +19,6 @@ import struct
 import uuid
 from collections.abc import Mapping
 
-import xxhash
-
 from ...offsets.consumer_records import CGMetadataKey, CGMetadataValue, TopicMetadata
 
 TOPIC_HASH_MAGIC_BYTE = b"\x00"
@@ -31,6 +29,8 @@ _ULONG = struct.Struct("<Q")
 
 def topic_hash(topic_id: uuid.UUID, name: str, partitions: int) -> int:
     """``Utils.computeTopicHash`` for a topic whose partitions have no racks (a Java long)."""
+    import xxhash  # noqa: PLC0415 - consumer groups (KIP-848) only, not at start
+
     utf16 = name.encode("utf-16-le")
     data = b"".join((TOPIC_HASH_MAGIC_BYTE, _ULONG.pack(topic_id.int >> 64), _ULONG.pack(topic_id.int & (2**64 - 1)),
                      utf16, _INT.pack(len(utf16) // 2), _INT.pack(partitions),
@@ -42,6 +42,8 @@ def group_hash(topic_hashes: Mapping[str, int]) -> int:
     """``Utils.computeGroupHash``: the topics' hashes in name order; 0 without topics."""
     if not topic_hashes:
         return 0
+    import xxhash  # noqa: PLC0415 - as in topic_hash
+
     return _signed(xxhash.xxh3_64_intdigest(b"".join(_LONG.pack(topic_hashes[n]) for n in sorted(topic_hashes))))
 
 

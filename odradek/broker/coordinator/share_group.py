@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import partial
 from typing import Any, ClassVar
 
@@ -30,6 +30,7 @@ from ...offsets.share_group_records import (
     SGTargetMetadataKey,
     TopicPartitionsInfo,
 )
+from ...protocol.lean_dataclass import dataclass
 from .modern_group import (
     Groups,
     ModernGroup,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import structlog
@@ -45,6 +45,7 @@ from ...offsets.share_group_records import (
     TopicPartitionsInfo,
 )
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 from ..clock import real_ms
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus

@@ -27,12 +27,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 from ...protocol.records import iter_batch_headers
 from ...shares.partition import (
     AckBatch,

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ...protocol.errors import ErrorCode
+from ...protocol.lean_dataclass import dataclass
 
 E = ErrorCode
 INITIAL_EPOCH = 0
