@@ -55,13 +55,14 @@ from .consumer_group import (
     TopicsView,
     subscription_metadata,
 )
-from .consumer_migration import maybe_downgrade, upgrade
+from .consumer_migration import maybe_downgrade, upgrade, upgraded
 from .metadata_hash import epoch_record
 from .reconcile import FencedMember, reconcile
 from .shard import Shard
 from .state import GroupState
 
 if TYPE_CHECKING:
+    from .group import ClassicGroup
     from .shards import GroupShards
 
 log = structlog.get_logger("odradek.coordinator")
@@ -205,15 +206,24 @@ def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: Heartb
         return failed_answer(exc.error, exc.message)
     if error is not E.NONE:
         return failed_answer(error)
+    converting = None
     try:
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             result, records = _leave(shard, topics, req)
         else:
-            result, records = _heartbeat(shard, coordinator, topics, req)
-    except Refused as exc:
+            records = []
+            group, converting = _find_group(shard, req, records)
+            result, records = _heartbeat(shard, coordinator, topics, req, group, records)
+    except Refused as exc:  # nothing was written nor changed: a conversion included
         return failed_answer(exc.error, exc.message)
-    promise = shard.run(CoordinatorResult(records, result, write_failed), replay_now=True)
-    _arm(shard, req, result)  # the records are applied already (replay_now)
+    promise, applied = shard.run_applied(CoordinatorResult(records, result, write_failed))
+    if applied:  # the records are applied already (replayed at once)
+        if converting is not None:
+            group = upgraded(shard, converting)
+            group.topics_version = topics.version()
+            for member in group.members.values():
+                arm_session(shard, group, member)
+        _arm(shard, req, result)
     return promise
 
 
@@ -276,11 +286,13 @@ def _arm(shard: Shard, req: HeartbeatRequest, result: HeartbeatResult) -> None:
             arm_rebalance(shard, group, member)
 
 
-def _find_group(shard: Shard, req: HeartbeatRequest, records: list) -> ConsumerGroup:
-    """``getOrMaybeCreateConsumerGroup``: epoch 0 creates it (replacing an empty classic group)."""
+def _find_group(shard: Shard, req: HeartbeatRequest, records: list) -> tuple[ConsumerGroup, ClassicGroup | None]:
+    """``getOrMaybeCreateConsumerGroup``: epoch 0 creates it (replacing an empty classic group), or
+    converts a classic group with members, as the migration policy allows: then the classic group
+    too, and ``records`` starts with the conversion's (the group returned is what they make)."""
     group = shard.consumer_groups.get(req.group_id)
     if group is not None:
-        return group
+        return group, None
     classic = shard.groups.get(req.group_id)
     if req.group_id in shard.share_groups:  # no conversion between share and consumer groups
         raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
@@ -292,22 +304,19 @@ def _find_group(shard: Shard, req: HeartbeatRequest, records: list) -> ConsumerG
                 # Kafka refuses the newcomer after converting and drops both: the group stays classic
                 raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity "
                               f"of {shard.config.consumer_max_size} members.")
-            members = upgrade(shard, classic, shard.topics)
-            group = shard.consumer_groups[req.group_id]
-            for member in members:
-                arm_session(shard, group, member)
-            return group
+            conversion, group = upgrade(shard, classic, shard.topics)
+            records.extend(conversion)
+            return group, classic
         if req.group_id in shard.group_records:  # an empty classic group: its record goes first
             records.append((GroupKey(req.group_id), None))
-    return ConsumerGroup(req.group_id)
+    return ConsumerGroup(req.group_id), None
 
 
-def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView,
-               req: HeartbeatRequest) -> tuple[HeartbeatResult, list]:
+def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView, req: HeartbeatRequest,
+               group: ConsumerGroup, records: list) -> tuple[HeartbeatResult, list]:
+    """The heartbeat of ``req`` to ``group`` (``_find_group``'s), its records after ``records``."""
     config = coordinator.config
-    records: list = []
-    group = _find_group(shard, req, records)
-    is_new_group = req.group_id not in shard.consumer_groups
+    is_new_group = not group.members and req.group_id not in shard.consumer_groups
     member_id = req.member_id or str(uuid.uuid4())
     if req.member_id not in group.members and len(group.members) >= config.consumer_max_size:
         raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of "
@@ -576,7 +585,10 @@ def _leave(shard: Shard, topics: TopicsView, req: HeartbeatRequest) -> tuple[Hea
         return HeartbeatResult(E.NONE, None, member.member_id, STATIC_LEAVE_EPOCH), [record]
     log.info("consumer_group.member_left", group=group.group_id, member=member.member_id)
     result = HeartbeatResult(E.NONE, None, member.member_id, LEAVE_EPOCH)
-    if maybe_downgrade(shard, group, [member], topics):  # the last consumer-protocol member left
+    downgraded = maybe_downgrade(shard, group, [member], topics)  # the last consumer-protocol member left
+    if downgraded is not None:
+        if downgraded is not E.NONE:  # the log refused it: nothing changed
+            raise Refused(write_failed(result, downgraded).error)
         return result, []
     return result, fence_records(group, [member], topics, shard.config.consumer_metadata_hash)
 
@@ -608,7 +620,7 @@ def fence_records(group: ConsumerGroup, gone: list[ConsumerMember], topics: Topi
 def fence(shard: Shard, group: ConsumerGroup, member: ConsumerMember, topics: TopicsView, reason: str) -> Promise:
     """Remove a member that timed out (or an admin removed), in one batch."""
     log.info("consumer_group.member_fenced", group=group.group_id, member=member.member_id, reason=reason)
-    if maybe_downgrade(shard, group, [member], topics):
+    if maybe_downgrade(shard, group, [member], topics) is not None:
         return Promise.resolved(None)
     return shard.run(CoordinatorResult(fence_records(group, [member], topics, shard.config.consumer_metadata_hash), None), replay_now=True)
 
@@ -713,6 +725,6 @@ def remove_members(shard: Shard, group: ConsumerGroup, leaving: list[tuple[str, 
             gone.append(member)
     if gone:
         log.info("consumer_group.members_removed", group=group.group_id, members=[m.member_id for m in gone])
-        if not maybe_downgrade(shard, group, gone, shard.topics):
+        if maybe_downgrade(shard, group, gone, shard.topics) is None:
             shard.run(CoordinatorResult(fence_records(group, gone, shard.topics, shard.config.consumer_metadata_hash), None), replay_now=True)
     return errors
