@@ -88,6 +88,7 @@ class ConsumerMember:
     rebalance_timer: Any = None
     join_timer: Any = None  # classic members: rejoin within the rebalance timeout after a 27
     sync_timer: Any = None  # classic members: SyncGroup within the rebalance timeout after a join
+    steady: Any = None  # its steady heartbeat, checked once (``consumer_heartbeat.Steady``)
 
     @property
     def classic(self) -> Any:
@@ -121,6 +122,9 @@ class ConsumerGroup:
     static_members: dict[str, str] = field(default_factory=dict)
     owners: dict[tuple[uuid.UUID, int], str] = field(default_factory=dict)
     topics_version: int | None = None  # live: the topics' version its metadata was last checked at
+    # live: moves with every record replayed for the group; a member's steady heartbeat checked at
+    # one stamp is not trusted at another (``consumer_heartbeat.steady_member``)
+    stamp: int = 0
 
     @property
     def state(self) -> str:
@@ -187,6 +191,7 @@ def replay_consumer(groups: dict[str, ConsumerGroup], key: Any, value: Any) -> s
         if value is None:
             return None
         group = groups[group_id] = ConsumerGroup(group_id)
+    group.stamp += 1
     kind = type(key)
     if kind is CGMetadataKey:
         if value is None:

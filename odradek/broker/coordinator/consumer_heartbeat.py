@@ -228,42 +228,73 @@ def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: Heartb
 
 
 def _steady(shard: Shard, topics: TopicsView, req: HeartbeatRequest) -> Promise | None:
-    """The common case, answered without the general path (see ``steady_interval``)."""
+    """The common case, answered without the general path (see ``steady_member``)."""
     if req.owned is not None or req.rebalance_timeout_ms != -1 or req.subscribed_topic_names is not None \
             or req.subscribed_topic_regex is not None or req.server_assignor is not None or req.rack_id is not None:
         return None
-    interval = steady_interval(shard, topics, req.group_id, req.member_id, req.member_epoch, req.instance_id,
-                               req.client_id, req.client_host)
-    return None if interval is None else Promise.resolved(
-        HeartbeatResult(E.NONE, None, req.member_id, req.member_epoch, interval, None))
+    steady = steady_member(shard, topics, req.group_id, req.member_id, req.member_epoch, req.instance_id,
+                           req.client_id, req.client_host)
+    return None if steady is None else Promise.resolved(
+        HeartbeatResult(E.NONE, None, req.member_id, req.member_epoch, steady.interval_ms, None))
 
 
-def steady_interval(shard: Shard, topics: TopicsView, group_id: str, member_id: str, epoch: int,
-                    instance_id: str | None, client_id: str, client_host: str) -> int | None:
+class Steady:
+    """A member's steady heartbeat, checked once (``steady_member``): what the next one must match
+    (``key``: the request's epoch and client, the group's stamp, the topics' and group configs'
+    versions), the session timeout to re-arm, the interval to answer, and ``answer``, free for the
+    caller's encoding of that answer (the handler keeps its wire bytes there).  A member keeps it
+    while nothing of it changes: any record of its group moves the group's stamp."""
+
+    __slots__ = ("key", "timeout_ms", "interval_ms", "answer")
+
+    def __init__(self, key: tuple, timeout_ms: int, interval_ms: int) -> None:
+        self.key, self.timeout_ms, self.interval_ms = key, timeout_ms, interval_ms
+        self.answer: Any = None
+
+
+def steady_member(shard: Shard, topics: TopicsView, group_id: str, member_id: str, epoch: int,
+                  instance_id: str | None, client_id: str, client_host: str) -> Steady | None:
     """A member Stable at the group's epoch heartbeating with nothing new (the caller checked that
     no other field is set: nothing owned to report, no subscription change) while topics did not
-    change: its session re-armed and the heartbeat interval to answer (the answer is the member's
-    id and epoch), or None for the general path.  The general path would write no record and
-    answer the same; this only skips its work, on every poll of every member."""
+    change: its session re-armed, and its ``Steady`` (the interval to answer; the answer is the
+    member's id and epoch), or None for the general path.  The general path would write no record
+    and answer the same; this only skips its work, on every poll of every member.  The checks run
+    once per member and stamp (``_check_steady``); after that a heartbeat matches one key."""
     group = shard.consumer_groups.get(group_id)
     if group is None:
         return None
     member = group.members.get(member_id)
-    if member is None or member.member_epoch != epoch or member.state != _STABLE \
-            or epoch != group.group_epoch or group.assignment_epoch != epoch \
-            or group.topics_version != topics.version():
+    if member is None:
+        return None
+    key = (epoch, group.stamp, topics.version(), shard.group_configs.version, client_id, client_host, instance_id)
+    steady = member.steady
+    if steady is None or steady.key != key:
+        steady = _check_steady(shard, group, member, key)
+        if steady is None:
+            return None
+    # arm_session's common case, inlined: only the deadline moves while the timer fires before it
+    deadline = shard.clock.now_ms() + steady.timeout_ms
+    member.session_deadline_ms = deadline
+    member.heard_real_ms = real_ms()
+    if member.session_timer is None or deadline < member.session_timer_ms:
+        arm_session(shard, group, member, steady.timeout_ms)
+    return steady
+
+
+def _check_steady(shard: Shard, group: ConsumerGroup, member: ConsumerMember, key: tuple) -> Steady | None:
+    """``steady_member``'s conditions for the request ``key`` describes; the member's new ``Steady``."""
+    epoch, _stamp, topics_version, _configs, client_id, client_host, instance_id = key
+    if member.member_epoch != epoch or member.state != _STABLE or epoch != group.group_epoch \
+            or group.assignment_epoch != epoch or group.topics_version != topics_version:
         return None
     meta = member.meta
     if instance_id != meta.instance_id or client_id != meta.client_id or client_host != meta.client_host:
         return None
-    config = shard.group_configs.effective(group_id)
-    # arm_session's common case, inlined: only the deadline moves while the timer fires before it
-    deadline = shard.clock.now_ms() + config.consumer_session_timeout_ms
-    member.session_deadline_ms = deadline
-    member.heard_real_ms = real_ms()
-    if member.session_timer is None or deadline < member.session_timer_ms:
-        arm_session(shard, group, member)
-    return config.consumer_heartbeat_interval_ms
+    config = shard.group_configs.effective(group.group_id)
+    classic = meta.classic_member_metadata  # as arm_session: a classic member keeps its JoinGroup's timeout
+    timeout = config.consumer_session_timeout_ms if classic is None else classic["session_timeout_ms"]
+    steady = member.steady = Steady(key, timeout, config.consumer_heartbeat_interval_ms)
+    return steady
 
 
 def failed_answer(error: ErrorCode, message: str | None = None) -> Promise:

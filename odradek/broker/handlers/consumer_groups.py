@@ -19,7 +19,7 @@ from ..coordinator.consumer_heartbeat import (
     HeartbeatRequest,
     HeartbeatResult,
     consumer_heartbeat,
-    steady_interval,
+    steady_member,
 )
 from ..dispatch import HandlerTable, RequestContext, answer_when
 from ..runtime.runtime import ShardStatus
@@ -64,19 +64,22 @@ def _steady_answer(coordinator: Coordinator, ctx: RequestContext, req) -> bytes 
     """A Stable member's heartbeat with nothing new: its answer's body, or None for the general path.
 
     ``GroupShards.check`` inlined for its one outcome that can be steady (a non-empty group id
-    on an active shard), and the answer encoded from a template (``steady_body``): every poll
-    of every member comes here."""
+    on an active shard), and the answer encoded from a template (``steady_body``) once, then kept
+    on the member's ``Steady`` while it stays steady: every poll of every member comes here."""
     group_id = req["group_id"]
     shards = coordinator.shards
     shard = shards[0] if len(shards) == 1 else coordinator.shard_for(group_id)
     if not group_id or shard.status is not _ACTIVE or not coordinator.consumer_protocol_enabled():
         return None
     member_id, epoch = req["member_id"], req["member_epoch"]
-    interval = steady_interval(shard, coordinator.topics, group_id, member_id, epoch, req["instance_id"],
-                               ctx.client_id or "", ctx.client_host)
-    if interval is None:
+    steady = steady_member(shard, coordinator.topics, group_id, member_id, epoch, req["instance_id"],
+                           ctx.client_id or "", ctx.client_host)
+    if steady is None:
         return None
-    return steady_body(member_id, epoch, interval)
+    answer = steady.answer  # encoded once while the member stays steady
+    if answer is None:
+        answer = steady.answer = steady_body(member_id, epoch, steady.interval_ms)
+    return answer
 
 
 _ACTIVE = ShardStatus.ACTIVE
