@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import replace
+from sys import intern
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -240,15 +241,21 @@ def _steady(shard: Shard, topics: TopicsView, req: HeartbeatRequest) -> Promise 
 
 class Steady:
     """A member's steady heartbeat, checked once (``steady_member``): what the next one must match
-    (``key``: the request's epoch and client, the group's stamp, the topics' and group configs'
-    versions), the session timeout to re-arm, the interval to answer, and ``answer``, free for the
-    caller's encoding of that answer (the handler keeps its wire bytes there).  A member keeps it
-    while nothing of it changes: any record of its group moves the group's stamp."""
+    (its epoch, client id and host and instance id; the group's stamp, the topics' and group
+    configs' versions), the session timeout to re-arm, the interval to answer, and ``answer``, free
+    for the caller's encoding of that answer (the handler keeps its wire bytes there).  A member
+    keeps it while nothing of it changes: any record of its group moves the group's stamp.  Plain
+    slots, compared one by one: a heartbeat allocates nothing and reads one object more than the
+    member (a tuple key would be a second object, and one more cache miss in a large group)."""
 
-    __slots__ = ("key", "timeout_ms", "interval_ms", "answer")
+    __slots__ = ("epoch", "stamp", "topics_version", "configs_version", "client_id", "client_host",
+                 "instance_id", "timeout_ms", "interval_ms", "answer")
 
-    def __init__(self, key: tuple, timeout_ms: int, interval_ms: int) -> None:
-        self.key, self.timeout_ms, self.interval_ms = key, timeout_ms, interval_ms
+    def __init__(self, epoch: int, stamp: int, topics_version: int, configs_version: object, client_id: str,
+                 client_host: str, instance_id: str | None, timeout_ms: int, interval_ms: int) -> None:
+        self.epoch, self.stamp, self.topics_version, self.configs_version = epoch, stamp, topics_version, configs_version
+        self.client_id, self.client_host, self.instance_id = client_id, client_host, instance_id
+        self.timeout_ms, self.interval_ms = timeout_ms, interval_ms
         self.answer: Any = None
 
 
@@ -259,41 +266,48 @@ def steady_member(shard: Shard, topics: TopicsView, group_id: str, member_id: st
     change: its session re-armed, and its ``Steady`` (the interval to answer; the answer is the
     member's id and epoch), or None for the general path.  The general path would write no record
     and answer the same; this only skips its work, on every poll of every member.  The checks run
-    once per member and stamp (``_check_steady``); after that a heartbeat matches one key."""
+    once per member and group stamp (``_check_steady``); after that a heartbeat matches a few slots."""
     group = shard.consumer_groups.get(group_id)
     if group is None:
         return None
     member = group.members.get(member_id)
     if member is None:
         return None
-    key = (epoch, group.stamp, topics.version(), shard.group_configs.version, client_id, client_host, instance_id)
     steady = member.steady
-    if steady is None or steady.key != key:
-        steady = _check_steady(shard, group, member, key)
-        if steady is None:
-            return None
-    # arm_session's common case, inlined: only the deadline moves while the timer fires before it
-    deadline = shard.clock.now_ms() + steady.timeout_ms
-    member.session_deadline_ms = deadline
+    if steady is None or steady.epoch != epoch or steady.stamp != group.stamp \
+            or steady.topics_version != topics.version() or steady.configs_version is not shard.group_configs.version \
+            or steady.client_id != client_id or steady.client_host != client_host or steady.instance_id != instance_id:
+        steady = _check_steady(shard, topics, group, member, epoch, instance_id, client_id, client_host)
+        if steady is not None:
+            arm_session(shard, group, member, steady.timeout_ms)  # re-armed earlier if the timeout was lowered
+        return steady
+    # arm_session's common case, inlined: only the deadline moves while the timer (armed for this
+    # timeout, or a longer one when it changed: then the Steady was rebuilt) fires before it
+    member.session_deadline_ms = shard.clock.now_ms() + steady.timeout_ms
     member.heard_real_ms = real_ms()
-    if member.session_timer is None or deadline < member.session_timer_ms:
+    if member.session_timer is None:
         arm_session(shard, group, member, steady.timeout_ms)
     return steady
 
 
-def _check_steady(shard: Shard, group: ConsumerGroup, member: ConsumerMember, key: tuple) -> Steady | None:
-    """``steady_member``'s conditions for the request ``key`` describes; the member's new ``Steady``."""
-    epoch, _stamp, topics_version, _configs, client_id, client_host, instance_id = key
+def _check_steady(shard: Shard, topics: TopicsView, group: ConsumerGroup, member: ConsumerMember, epoch: int,
+                  instance_id: str | None, client_id: str, client_host: str) -> Steady | None:
+    """``steady_member``'s conditions, in full; the member's new ``Steady`` when they hold."""
+    version = topics.version()
     if member.member_epoch != epoch or member.state != _STABLE or epoch != group.group_epoch \
-            or group.assignment_epoch != epoch or group.topics_version != topics_version:
+            or group.assignment_epoch != epoch or group.topics_version != version:
         return None
     meta = member.meta
     if instance_id != meta.instance_id or client_id != meta.client_id or client_host != meta.client_host:
         return None
-    config = shard.group_configs.effective(group.group_id)
+    configs = shard.group_configs
+    config = configs.effective(group.group_id)
     classic = meta.classic_member_metadata  # as arm_session: a classic member keeps its JoinGroup's timeout
     timeout = config.consumer_session_timeout_ms if classic is None else classic["session_timeout_ms"]
-    steady = member.steady = Steady(key, timeout, config.consumer_heartbeat_interval_ms)
+    # interned: every member's Steady holds the same few client strings, which stay in the CPU's cache
+    steady = member.steady = Steady(epoch, group.stamp, version, configs.version, intern(client_id), intern(client_host),
+                                    None if instance_id is None else intern(instance_id), timeout,
+                                    config.consumer_heartbeat_interval_ms)
     return steady
 
 

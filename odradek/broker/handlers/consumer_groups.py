@@ -45,41 +45,31 @@ def handle_consumer_group_heartbeat(app: ConsumerGroupServices, ctx: RequestCont
     if coordinator is None:
         return heartbeat_response(HeartbeatResult.failed(ErrorCode.COORDINATOR_NOT_AVAILABLE))
     owned = req["topic_partitions"]
+    group_id = req["group_id"]
     if owned is None and req["rebalance_timeout_ms"] == -1 and req["subscribed_topic_names"] is None \
             and req["subscribed_topic_regex"] is None and req["server_assignor"] is None and req["rack_id"] is None:
-        steady = _steady_answer(coordinator, ctx, req)  # the steady heartbeat: hot
-        if steady is not None:
-            return steady
+        # the steady heartbeat, hot: ``GroupShards.check`` inlined for its one outcome that can be
+        # steady (a non-empty group id on an active shard), the answer encoded from a template
+        # (``steady_body``) once and kept on the member's ``Steady`` while it stays steady
+        shards = coordinator.shards
+        shard = shards[0] if len(shards) == 1 else coordinator.shard_for(group_id)
+        if group_id and shard.status is _ACTIVE and coordinator.consumer_protocol_enabled():
+            member_id, epoch = req["member_id"], req["member_epoch"]
+            steady = steady_member(shard, coordinator.topics, group_id, member_id, epoch, req["instance_id"],
+                                   ctx.client_id or "", ctx.client_host)
+            if steady is not None:
+                answer = steady.answer
+                if answer is None:
+                    answer = steady.answer = steady_body(member_id, epoch, steady.interval_ms)
+                return answer
     request = HeartbeatRequest(
-        group_id=req["group_id"], member_id=req["member_id"], member_epoch=req["member_epoch"],
+        group_id=group_id, member_id=req["member_id"], member_epoch=req["member_epoch"],
         instance_id=req["instance_id"], rack_id=req["rack_id"], rebalance_timeout_ms=req["rebalance_timeout_ms"],
         subscribed_topic_names=None if req["subscribed_topic_names"] is None else list(req["subscribed_topic_names"]),
         subscribed_topic_regex=req["subscribed_topic_regex"], server_assignor=req["server_assignor"],
         owned=None if owned is None else _assignment(owned),
         version=ctx.api_version, client_id=ctx.client_id or "", client_host=ctx.client_host)
     return answer_when(consumer_heartbeat(coordinator, coordinator.topics, request), heartbeat_response)
-
-
-def _steady_answer(coordinator: Coordinator, ctx: RequestContext, req) -> bytes | None:
-    """A Stable member's heartbeat with nothing new: its answer's body, or None for the general path.
-
-    ``GroupShards.check`` inlined for its one outcome that can be steady (a non-empty group id
-    on an active shard), and the answer encoded from a template (``steady_body``) once, then kept
-    on the member's ``Steady`` while it stays steady: every poll of every member comes here."""
-    group_id = req["group_id"]
-    shards = coordinator.shards
-    shard = shards[0] if len(shards) == 1 else coordinator.shard_for(group_id)
-    if not group_id or shard.status is not _ACTIVE or not coordinator.consumer_protocol_enabled():
-        return None
-    member_id, epoch = req["member_id"], req["member_epoch"]
-    steady = steady_member(shard, coordinator.topics, group_id, member_id, epoch, req["instance_id"],
-                           ctx.client_id or "", ctx.client_host)
-    if steady is None:
-        return None
-    answer = steady.answer  # encoded once while the member stays steady
-    if answer is None:
-        answer = steady.answer = steady_body(member_id, epoch, steady.interval_ms)
-    return answer
 
 
 _ACTIVE = ShardStatus.ACTIVE
