@@ -69,7 +69,7 @@ class Refused(Exception):
         self.message = message
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ConsumerMember:
     """One member: the member record's fields, the current assignment's, and its live timers."""
 
