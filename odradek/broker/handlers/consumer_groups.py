@@ -13,6 +13,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from ...protocol.errors import ErrorCode
+from ...protocol.fastcodec import DefaultTail
 from ...protocol.primitives import encode_uvarint
 from ..coordinator.consumer_admin import describe_consumer_groups
 from ..coordinator.consumer_heartbeat import (
@@ -44,10 +45,13 @@ def handle_consumer_group_heartbeat(app: ConsumerGroupServices, ctx: RequestCont
     coordinator = app.coordinator
     if coordinator is None:
         return heartbeat_response(HeartbeatResult.failed(ErrorCode.COORDINATOR_NOT_AVAILABLE))
-    owned = req["topic_partitions"]
     group_id = req["group_id"]
-    if owned is None and req["rebalance_timeout_ms"] == -1 and req["subscribed_topic_names"] is None \
-            and req["subscribed_topic_regex"] is None and req["server_assignor"] is None and req["rack_id"] is None:
+    # the steady shape (nothing owned to report, no subscription change): a read whose default tail
+    # matched has it by construction (instance id to owned partitions all null or -1)
+    if type(req) is DefaultTail or (req["topic_partitions"] is None and req["rebalance_timeout_ms"] == -1
+                                    and req["subscribed_topic_names"] is None
+                                    and req["subscribed_topic_regex"] is None
+                                    and req["server_assignor"] is None and req["rack_id"] is None):
         # the steady heartbeat, hot: ``GroupShards.check`` inlined for its one outcome that can be
         # steady (a non-empty group id on an active shard), the answer encoded from a template
         # (``steady_body``) once and kept on the member's ``Steady`` while it stays steady
@@ -62,6 +66,7 @@ def handle_consumer_group_heartbeat(app: ConsumerGroupServices, ctx: RequestCont
                 if answer is None:
                     answer = steady.answer = steady_body(member_id, epoch, steady.interval_ms)
                 return answer
+    owned = req["topic_partitions"]
     request = HeartbeatRequest(
         group_id=group_id, member_id=req["member_id"], member_epoch=req["member_epoch"],
         instance_id=req["instance_id"], rack_id=req["rack_id"], rebalance_timeout_ms=req["rebalance_timeout_ms"],
