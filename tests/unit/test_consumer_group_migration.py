@@ -346,3 +346,25 @@ def test_a_staged_conversion_whose_append_fails_fails_the_shard_and_the_log_keep
     h.restart()
     assert G not in h.shard.consumer_groups and classic_snapshot(h)[-1] == before[-1]
     assert set(h.shard.groups[G].members) == {a, b} and h.shard.groups[G].generation == generation
+
+
+def test_the_upgrade_answers_parked_joins_once_applied_and_not_when_refused(tmp_path):
+    """A classic group rebalancing (a member's JoinGroup parked): a refused conversion leaves the
+    JoinGroup parked in the classic group; an applied one answers it REBALANCE_IN_PROGRESS."""
+    h = ConsumerHarness(tmp_path)
+    h.topic("t", 4)
+    (a, b), generation = classic_group(h)
+    parked = h.join(a, group=G, protocols=PROTOCOLS)  # a rejoins: PreparingRebalance, waiting for b
+    assert not parked.done and h.shard.groups[G].state.value == "PreparingRebalance"
+    append = h.log.append_records
+
+    def broken(*args, **kw):
+        raise OSError("disk full")
+    h.log.append_records = broken
+    assert h.subscribe("c1", ["t"], group=G).error is E.NOT_COORDINATOR
+    h.log.append_records = append
+    assert not parked.done and h.shard.groups[G].state.value == "PreparingRebalance"
+    assert h.subscribe("c1", ["t"], group=G).error is E.NONE
+    assert parked.done and parked.result().error is E.REBALANCE_IN_PROGRESS
+    assert G not in h.shard.groups and set(h.cg(G).members) == {a, b, "c1"}
+    replayed_equals_live(h)
