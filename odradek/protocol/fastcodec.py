@@ -52,6 +52,15 @@ from odradek.protocol.declaration import Declaration, F
 from odradek.protocol.primitives import MAX_ARRAY, ZERO_UUID, ProtocolError, encode_uvarint
 
 
+class DefaultTail(Parsed):
+    """A message read whose *default tail* matched (``_default_tail``): every field from the tail's
+    first on is at its declared default.  A ``Container`` like any other read; a handler may test
+    ``type(request) is DefaultTail`` instead of comparing those fields one by one (the steady
+    ConsumerGroupHeartbeat does, on every poll)."""
+
+    __slots__ = ()
+
+
 class UnsupportedDeclaration(ValueError):
     """A declaration uses a feature the generated fast path does not cover (use the schema layer)."""
 
@@ -425,7 +434,7 @@ def _from_template(g: _Gen, plans: list[_Plan], tail_from: int, values: dict[str
         template[name] = None if fresh else pl.f.default
         if fresh:
             lines.append(f"o[{name!r}] = {values[name]}")
-    lines[0] = f"o = {clsname}({g.bind(template, 'TM')})"
+    lines[0] = f"o = {g.bind(DefaultTail, 'DT')}({g.bind(template, 'TM')})"
     return [*lines, "return o, pos"]
 
 

@@ -9,6 +9,13 @@ import uuid
 import pytest
 
 from odradek.broker.wire_client import SyncClient
+from odradek.offsets.consumer_protocol import (
+    Assignment,
+    Subscription,
+    TopicPartitions,
+    encode_assignment,
+    encode_subscription,
+)
 from odradek.protocol.errors import ErrorCode
 from odradek.testing import ThreadedBroker
 from tests.integration.group_helpers import create_topic_kafka_python
@@ -94,3 +101,33 @@ def test_update_features_switches_a_steady_member_off_and_on():
         _group_version(c, 0, 2)
         b.reset()
         assert c.request(68, 1, join("g2", "m", topic)).member_epoch == 1
+
+
+def test_a_consumer_heartbeat_refused_after_the_upgrade_leaves_the_classic_group(kbroker):
+    """A classic static member holds instance id ``i1``; a consumer-protocol member joining with the
+    same instance id converts the group and is then refused UNRELEASED_INSTANCE_ID (Kafka's
+    ``consumerGroupHeartbeat``): the whole operation fails, so the group is still the classic group
+    it was -- its member served, described and listed as before."""
+    topic, gid = f"t-{uuid.uuid4().hex[:6]}", f"up-{uuid.uuid4().hex[:6]}"
+    create_topic_kafka_python(kbroker.bootstrap_servers, topic, 2)
+    subscription = encode_subscription(Subscription(version=1, topics=[topic]))
+    with SyncClient("127.0.0.1", kbroker.app.endpoint.port) as c:
+        joined = c.request(11, 5, {"group_id": gid, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
+                                   "member_id": "", "group_instance_id": "i1", "protocol_type": "consumer",
+                                   "protocols": [{"name": "range", "metadata": subscription}]})
+        assert joined.error_code == 0
+        member, generation = joined.member_id, joined.generation_id
+        everything = encode_assignment(Assignment(version=1, assigned_partitions=[TopicPartitions(topic, [0, 1])]))
+        synced = c.request(14, 3, {"group_id": gid, "generation_id": generation, "member_id": member,
+                                   "group_instance_id": "i1",
+                                   "assignments": [{"member_id": member, "assignment": everything}]})
+        assert synced.error_code == 0
+        r = c.request(68, 1, {**join(gid, "c1", topic), "instance_id": "i1"})
+        assert r.error_code == ErrorCode.UNRELEASED_INSTANCE_ID
+        [d] = c.request(15, 5, {"groups": [gid], "include_authorized_operations": False}).groups
+        assert (d.error_code, d.group_state, d.protocol_type, d.protocol_data) == (0, "Stable", "consumer", "range")
+        assert [(m.member_id, m.group_instance_id) for m in d.members] == [(member, "i1")]
+        listed = c.request(16, 5, {"states_filter": [], "types_filter": []}).groups
+        assert [(g.group_type, g.group_state) for g in listed if g.group_id == gid] == [("classic", "Stable")]
+        assert c.request(12, 3, {"group_id": gid, "generation_id": generation, "member_id": member,
+                                 "group_instance_id": "i1"}).error_code == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from odradek.broker.coordinator.consumer_group import ASSIGNING, EMPTY, RECONCILING, STABLE, MemberState
+from odradek.broker.coordinator.consumer_heartbeat import HeartbeatRequest, consumer_heartbeat
 from tests.unit.consumer_harness import GROUP, ConsumerHarness, E, owned_twice
 
 
@@ -220,3 +221,47 @@ def test_empty_classic_group_becomes_a_consumer_group(h):
     assert r.error == E.NONE and classic not in h.shard.groups and classic not in h.shard.group_records
     h.restart()
     assert classic in h.shard.consumer_groups and classic not in h.shard.groups
+
+
+# --- the steady path's kept checks (``consumer_heartbeat.Steady``) follow what they were made of ---
+
+
+def test_a_steady_member_follows_a_lowered_session_timeout(h):
+    """The member's Steady keeps its session timeout; a group config change rebuilds it, and the
+    session timer armed for the longer timeout is re-armed for the shorter one."""
+    h.subscribe("a", ["t"])
+    h.hb("a", 1)
+    assert h.hb("a", 1).error is E.NONE and h.cg().members["a"].steady is not None  # its Steady (45 s)
+    h.shard.group_configs.set_overrides(GROUP, {"consumer_session_timeout_ms": 10_000})
+    assert h.hb("a", 1).error is E.NONE
+    h.advance(9_000)
+    assert h.hb("a", 1).error is E.NONE  # heard: 10 s from now
+    h.advance(10_001)
+    assert GROUP not in h.shard.consumer_groups or "a" not in h.cg().members
+
+
+def test_a_steady_answer_is_not_reused_once_the_group_changed(h):
+    """A record of the group (a newcomer bumps the epoch) invalidates every member's Steady: the
+    steady member's next heartbeat is answered by the general path (revoke), not from the cache."""
+    tid = h.topic_table["t"][0]
+    h.subscribe("a", ["t"])
+    h.hb("a", 1)  # the group's first look at the topics' version
+    steady = h.hb("a", 1)
+    assert (steady.error, steady.member_epoch, steady.assignment) == (E.NONE, 1, None)
+    assert h.cg().members["a"].steady is not None
+    h.subscribe("b", ["t"])
+    r = h.hb("a", 1)
+    assert r.error is E.NONE and r.assignment is not None and len(r.assignment[tid]) == 2  # asked to revoke two
+    assert h.cg().members["a"].state == MemberState.UNREVOKED_PARTITIONS
+
+
+def test_a_steady_member_heard_from_another_client_goes_the_general_way(h):
+    """The client id is part of what a Steady matches: a heartbeat from another client id writes
+    the member's record, as Kafka does, rather than taking the kept answer."""
+    h.subscribe("a", ["t"])
+    assert h.hb("a", 1).error is E.NONE
+    before = h.log.log_end_offset
+    req = HeartbeatRequest(group_id=GROUP, member_id="a", member_epoch=1, client_id="other", client_host="/127.0.0.1")
+    r = consumer_heartbeat(h.coordinator, h.coordinator.topics, req).result()
+    assert (r.error, r.member_epoch) == (E.NONE, 1)
+    assert h.log.log_end_offset == before + 1 and h.cg().members["a"].meta.client_id == "other"

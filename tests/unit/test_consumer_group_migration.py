@@ -5,7 +5,10 @@ leaving converts it back; the records replay to the same state; the migration po
 
 from __future__ import annotations
 
+import pytest
+
 from odradek.broker.coordinator.consumer_group import MemberState
+from odradek.broker.runtime.runtime import ShardStatus, StagedWriteFailed
 from odradek.offsets.consumer_protocol import (
     Assignment,
     Subscription,
@@ -93,8 +96,9 @@ def test_records_of_the_upgrade_are_kafkas_order(tmp_path):
         return write(records, *args, **kw)
     h.shard.write = spy
     h.subscribe("c1", ["t"], group=G)
-    kinds = [type(k).__name__ + ("-" if v is None else "") for k, v in batches[0]]
-    assert kinds == ["GroupKey-", "CGMemberKey", "CGMemberKey", "CGPartitionMetadataKey", "CGMetadataKey",
+    # one batch: the conversion, then the newcomer's heartbeat (Kafka's one operation)
+    kinds = [type(k).__name__ + ("-" if v is None else "") for k, v in batches[0]][:10]
+    assert len(batches) == 1 and kinds == ["GroupKey-", "CGMemberKey", "CGMemberKey", "CGPartitionMetadataKey", "CGMetadataKey",
                      "CGTargetMemberKey", "CGTargetMemberKey", "CGTargetMetadataKey", "CGAssignmentKey",
                      "CGAssignmentKey"]
 
@@ -226,4 +230,141 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_w
     synced = h.sync(joined.member_id, classic.generation, group=G, instance="i1").result()
     assert synced.error is E.NONE
     assert decode_assignment(synced.assignment).assigned_partitions  # c1's target, now its own
+    replayed_equals_live(h)
+
+
+# --- a conversion is all or nothing (Kafka's runtime drops a failed operation's records and state) ---
+
+
+def static_classic_group(h: ConsumerHarness) -> tuple[str, int]:
+    """One static classic member (instance ``i1``) of G, Stable, owning t-0..3."""
+    parked = h.join("", group=G, instance="i1", protocols=PROTOCOLS)
+    h.advance(0)
+    joined = parked.result()
+    assert joined.error is E.NONE
+    everything = encode_assignment(Assignment(version=1, assigned_partitions=[TopicPartitions("t", [0, 1, 2, 3])]))
+    assert h.sync(joined.member_id, joined.generation, {joined.member_id: everything}, group=G,
+                  instance="i1").result().error is E.NONE
+    return joined.member_id, joined.generation
+
+
+def classic_snapshot(h: ConsumerHarness) -> tuple:
+    """What a classic group G is, live and persisted."""
+    group = h.shard.groups[G]
+    return (group.state, group.generation, group.protocol_name, set(group.members),
+            {m: bytes(group.members[m].assignment or b"") for m in group.members}, h.shard.group_records[G])
+
+
+def test_a_heartbeat_refused_after_the_conversion_leaves_the_group_classic(tmp_path):
+    """``convertToConsumerGroup`` then UNRELEASED_INSTANCE_ID: the operation fails whole -- no record
+    is written and the classic group stays as it was, in memory and after a restart."""
+    h = ConsumerHarness(tmp_path)
+    h.topic("t", 4)
+    member, generation = static_classic_group(h)
+    before, end = classic_snapshot(h), h.log.log_end_offset
+    r = h.subscribe("c1", ["t"], group=G, instance_id="i1")
+    assert r.error is E.UNRELEASED_INSTANCE_ID
+    assert G not in h.shard.consumer_groups and classic_snapshot(h) == before
+    assert h.log.log_end_offset == end  # nothing of the conversion reached the log
+    assert h.heartbeat(member, generation, group=G, instance="i1") is E.NONE  # still served as before
+    assert h.shard.groups[G].members[member].heartbeat_timer is not None  # its session still runs
+    h.restart()
+    assert G not in h.shard.consumer_groups and h.shard.group_records[G] == before[-1]
+    assert h.shard.groups[G].generation == generation and set(h.shard.groups[G].members) == {member}
+
+
+def test_a_failed_append_of_the_conversion_leaves_the_group_classic(tmp_path):
+    """The log refuses the conversion's batch: NOT_COORDINATOR (Kafka's answer to a storage error),
+    the classic group unchanged and still served; the log and a restart agree."""
+    h = ConsumerHarness(tmp_path)
+    h.topic("t", 4)
+    (a, b), generation = classic_group(h)
+    before, end = classic_snapshot(h), h.log.log_end_offset
+    append = h.log.append_records
+
+    def broken(*args, **kw):
+        raise OSError("disk full")
+    h.log.append_records = broken
+    r = h.subscribe("c1", ["t"], group=G)
+    h.log.append_records = append
+    assert r.error is E.NOT_COORDINATOR
+    assert G not in h.shard.consumer_groups and classic_snapshot(h) == before
+    assert h.log.log_end_offset == end
+    assert h.heartbeat(a, generation, group=G) is E.NONE and h.heartbeat(b, generation, group=G) is E.NONE
+    h.restart()
+    assert G not in h.shard.consumer_groups and h.shard.group_records[G] == before[-1]
+    # the disk is back: the next consumer heartbeat converts the group as usual
+    assert h.subscribe("c1", ["t"], group=G).error is E.NONE
+    assert set(h.cg(G).members) == {a, b, "c1"}
+    replayed_equals_live(h)
+
+
+def test_a_failed_append_of_the_downgrade_leaves_the_consumer_group(tmp_path):
+    """The last consumer-protocol member leaves but the log refuses the downgrade's batch: the
+    leave answers NOT_COORDINATOR and the consumer group stays, its classic members' sessions
+    running; a restart agrees."""
+    h = ConsumerHarness(tmp_path)
+    h.topic("t", 4)
+    (a, b), _generation = classic_group(h)
+    assert h.subscribe("c1", ["t"], group=G).error is E.NONE
+    before = h.shard.consumer_view()
+    append = h.log.append_records
+
+    def broken(*args, **kw):
+        raise OSError("disk full")
+    h.log.append_records = broken
+    res = h.hb("c1", -1, group=G)
+    h.log.append_records = append
+    assert res.error is E.NOT_COORDINATOR
+    assert G not in h.shard.groups and h.shard.consumer_view() == before
+    assert all(m.session_timer is not None for m in h.cg(G).members.values())
+    replayed_equals_live(h)
+
+
+def test_a_staged_conversion_whose_append_fails_fails_the_shard_and_the_log_keeps_the_classic_group(tmp_path):
+    """Inside a server turn the conversion is staged and applied at once; when the turn's append
+    then fails, the shard goes Failed (NOT_COORDINATOR, its connections closed unanswered by the
+    server) and is reloaded from its log: the classic group, as before the heartbeat."""
+    h = ConsumerHarness(tmp_path)
+    h.topic("t", 4)
+    (a, b), generation = classic_group(h)
+    before = classic_snapshot(h)
+    runtime = h.shard.writer.runtime
+    runtime.begin()
+    h.subscribe("c1", ["t"], group=G)
+    assert G in h.shard.consumer_groups  # staged: applied, its answer held until the append
+    append = h.log.append_records
+
+    def broken(*args, **kw):
+        raise OSError("disk full")
+    h.log.append_records = broken
+    with pytest.raises(StagedWriteFailed):
+        runtime.end()
+    h.log.append_records = append
+    assert h.shard.status is ShardStatus.FAILED
+    assert h.hb("c1", generation + 1, group=G).error is E.NOT_COORDINATOR
+    h.restart()
+    assert G not in h.shard.consumer_groups and classic_snapshot(h)[-1] == before[-1]
+    assert set(h.shard.groups[G].members) == {a, b} and h.shard.groups[G].generation == generation
+
+
+def test_the_upgrade_answers_parked_joins_once_applied_and_not_when_refused(tmp_path):
+    """A classic group rebalancing (a member's JoinGroup parked): a refused conversion leaves the
+    JoinGroup parked in the classic group; an applied one answers it REBALANCE_IN_PROGRESS."""
+    h = ConsumerHarness(tmp_path)
+    h.topic("t", 4)
+    (a, b), generation = classic_group(h)
+    parked = h.join(a, group=G, protocols=PROTOCOLS)  # a rejoins: PreparingRebalance, waiting for b
+    assert not parked.done and h.shard.groups[G].state.value == "PreparingRebalance"
+    append = h.log.append_records
+
+    def broken(*args, **kw):
+        raise OSError("disk full")
+    h.log.append_records = broken
+    assert h.subscribe("c1", ["t"], group=G).error is E.NOT_COORDINATOR
+    h.log.append_records = append
+    assert not parked.done and h.shard.groups[G].state.value == "PreparingRebalance"
+    assert h.subscribe("c1", ["t"], group=G).error is E.NONE
+    assert parked.done and parked.result().error is E.REBALANCE_IN_PROGRESS
+    assert G not in h.shard.groups and set(h.cg(G).members) == {a, b, "c1"}
     replayed_equals_live(h)

@@ -59,6 +59,25 @@ def test_some_messages_have_a_default_tail():
     assert (cgh.REQUEST, 1) in TAILED and (cgh.REQUEST, 0) in TAILED
 
 
+STEADY_SHAPE = ("instance_id", "rack_id", "rebalance_timeout_ms", "subscribed_topic_names", "subscribed_topic_regex",
+                "server_assignor", "topic_partitions")
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_matched_default_tail_is_the_steady_shape(version):
+    """The handler takes ``type(request) is DefaultTail`` for the steady shape: the tail covers
+    every field it would compare, and a read whose tail did not match is a plain Container."""
+    plans = [fastcodec._Plan(f, version, True) for f in cgh.REQUEST.fields]
+    start, _ = fastcodec._default_tail(plans, True)
+    tail = {pl.f.name for pl in plans[start:] if pl.present}
+    assert tail == {n for n in STEADY_SHAPE if any(p.f.name == n and p.present for p in plans)}
+    read, construct = cgh.REQUEST.codec(version)[0], cgh.REQUEST.struct(version)
+    steady = read(construct.build({"group_id": "g", "member_id": "m", "member_epoch": 3}), 0)[0]
+    assert type(steady) is fastcodec.DefaultTail and all(steady[n] in (None, -1) for n in tail)
+    static = read(construct.build({"group_id": "g", "member_id": "m", "member_epoch": 3, "instance_id": "i"}), 0)[0]
+    assert type(static) is not fastcodec.DefaultTail and static["instance_id"] == "i"
+
+
 @pytest.mark.parametrize("msg, version", TAILED, ids=lambda x: getattr(x, "name", str(x)))
 def test_a_default_tail_reads_as_construct_reads_it(msg, version):
     """The message at its defaults (the tail matched) and with an instance id (not matched)."""

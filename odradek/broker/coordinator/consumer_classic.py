@@ -90,7 +90,7 @@ def classic_join(shard: Shard, coordinator: GroupShards, group: ConsumerGroup, r
         owned=to_ids(subscription.owned_partitions, topics), client_id=req.client_id, client_host=req.client_host,
         classic=classic_metadata(req.session_timeout_ms, list(req.protocols)))
     try:
-        result, records = _heartbeat(shard, coordinator, topics, hb)
+        result, records = _heartbeat(shard, coordinator, topics, hb, group, [])
     except Refused as exc:
         return _join_failed(member_id, exc.error)
     answer = Promise()
@@ -99,9 +99,12 @@ def classic_join(shard: Shard, coordinator: GroupShards, group: ConsumerGroup, r
         if outcome.error is not E.NONE:
             answer.set(JoinResult.failed(member_id, outcome.error))
             return
-        if replaces_consumer and maybe_downgrade(shard, group, [], topics, rebalance=not same_subscription):
+        downgraded = maybe_downgrade(shard, group, [], topics, rebalance=not same_subscription) \
+            if replaces_consumer else None
+        if downgraded is not None:  # NONE: a classic group now; else the log refused the conversion
             answer.set(JoinResult(E.NONE, member_id, generation=shard.groups[group.group_id].generation,
-                                  protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=req.protocols[0][0]))
+                                  protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=req.protocols[0][0])
+                       if downgraded is E.NONE else JoinResult.failed(member_id, _write_failed(outcome, downgraded).error))
             return
         member = group.members.get(member_id)
         if member is not None:

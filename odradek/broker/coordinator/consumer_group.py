@@ -72,7 +72,7 @@ class Refused(Exception):
         self.message = message
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ConsumerMember(ModernMember):
     """One member: the member record's fields, the current assignment's, and its live timers."""
 
@@ -84,6 +84,7 @@ class ConsumerMember(ModernMember):
     rebalance_timer: Any = None
     join_timer: Any = None  # classic members: rejoin within the rebalance timeout after a 27
     sync_timer: Any = None  # classic members: SyncGroup within the rebalance timeout after a join
+    steady: Any = None  # its steady heartbeat, checked once (``consumer_heartbeat.Steady``)
 
     @property
     def classic(self) -> Any:
@@ -105,7 +106,7 @@ class ConsumerMember(ModernMember):
     def apply_assignment(self, value: CGAssignmentValue | None) -> None:
         """Also the partitions pending revocation; a tombstone leaves it STABLE, a state this
         broker does not know is UNKNOWN."""
-        super().apply_assignment(value)
+        ModernMember.apply_assignment(self, value)  # no zero-argument super() in a slotted dataclass
         if value is None:
             self.state, self.pending_revocation = MemberState.STABLE, {}
         else:

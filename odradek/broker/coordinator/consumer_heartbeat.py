@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import replace
+from sys import intern
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -55,13 +56,14 @@ from .consumer_group import (
     TopicsView,
     subscription_metadata,
 )
-from .consumer_migration import maybe_downgrade, upgrade
+from .consumer_migration import maybe_downgrade, upgrade, upgraded
 from .metadata_hash import epoch_record
 from .reconcile import FencedMember, reconcile
 from .shard import Shard
 from .state import GroupState
 
 if TYPE_CHECKING:
+    from .group import ClassicGroup
     from .shards import GroupShards
 
 log = structlog.get_logger("odradek.coordinator")
@@ -205,55 +207,108 @@ def consumer_heartbeat(coordinator: GroupShards, topics: TopicsView, req: Heartb
         return failed_answer(exc.error, exc.message)
     if error is not E.NONE:
         return failed_answer(error)
+    converting = None
     try:
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             result, records = _leave(shard, topics, req)
         else:
-            result, records = _heartbeat(shard, coordinator, topics, req)
-    except Refused as exc:
+            records = []
+            group, converting = _find_group(shard, req, records)
+            result, records = _heartbeat(shard, coordinator, topics, req, group, records)
+    except Refused as exc:  # nothing was written nor changed: a conversion included
         return failed_answer(exc.error, exc.message)
-    promise = shard.run(CoordinatorResult(records, result, write_failed), replay_now=True)
-    _arm(shard, req, result)  # the records are applied already (replay_now)
+    promise, applied = shard.run_applied(CoordinatorResult(records, result, write_failed))
+    if applied:  # the records are applied already (replayed at once)
+        if converting is not None:
+            group = upgraded(shard, converting)
+            group.topics_version = topics.version()
+            for member in group.members.values():
+                arm_session(shard, group, member)
+        _arm(shard, req, result)
     return promise
 
 
 def _steady(shard: Shard, topics: TopicsView, req: HeartbeatRequest) -> Promise | None:
-    """The common case, answered without the general path (see ``steady_interval``)."""
+    """The common case, answered without the general path (see ``steady_member``)."""
     if req.owned is not None or req.rebalance_timeout_ms != -1 or req.subscribed_topic_names is not None \
             or req.subscribed_topic_regex is not None or req.server_assignor is not None or req.rack_id is not None:
         return None
-    interval = steady_interval(shard, topics, req.group_id, req.member_id, req.member_epoch, req.instance_id,
-                               req.client_id, req.client_host)
-    return None if interval is None else Promise.resolved(
-        HeartbeatResult(E.NONE, None, req.member_id, req.member_epoch, interval, None))
+    steady = steady_member(shard, topics, req.group_id, req.member_id, req.member_epoch, req.instance_id,
+                           req.client_id, req.client_host)
+    return None if steady is None else Promise.resolved(
+        HeartbeatResult(E.NONE, None, req.member_id, req.member_epoch, steady.interval_ms, None))
 
 
-def steady_interval(shard: Shard, topics: TopicsView, group_id: str, member_id: str, epoch: int,
-                    instance_id: str | None, client_id: str, client_host: str) -> int | None:
+class Steady:
+    """A member's steady heartbeat, checked once (``steady_member``): what the next one must match
+    (its epoch, client id and host and instance id; the group's stamp, the topics' and group
+    configs' versions), the session timeout to re-arm, the interval to answer, and ``answer``, free
+    for the caller's encoding of that answer (the handler keeps its wire bytes there).  A member
+    keeps it while nothing of it changes: any record of its group moves the group's stamp.  Plain
+    slots, compared one by one: a heartbeat allocates nothing and reads one object more than the
+    member (a tuple key would be a second object, and one more cache miss in a large group)."""
+
+    __slots__ = ("epoch", "stamp", "topics_version", "configs_version", "client_id", "client_host",
+                 "instance_id", "timeout_ms", "interval_ms", "answer")
+
+    def __init__(self, epoch: int, stamp: int, topics_version: int, configs_version: object, client_id: str,
+                 client_host: str, instance_id: str | None, timeout_ms: int, interval_ms: int) -> None:
+        self.epoch, self.stamp, self.topics_version, self.configs_version = epoch, stamp, topics_version, configs_version
+        self.client_id, self.client_host, self.instance_id = client_id, client_host, instance_id
+        self.timeout_ms, self.interval_ms = timeout_ms, interval_ms
+        self.answer: Any = None
+
+
+def steady_member(shard: Shard, topics: TopicsView, group_id: str, member_id: str, epoch: int,
+                  instance_id: str | None, client_id: str, client_host: str) -> Steady | None:
     """A member Stable at the group's epoch heartbeating with nothing new (the caller checked that
     no other field is set: nothing owned to report, no subscription change) while topics did not
-    change: its session re-armed and the heartbeat interval to answer (the answer is the member's
-    id and epoch), or None for the general path.  The general path would write no record and
-    answer the same; this only skips its work, on every poll of every member."""
+    change: its session re-armed, and its ``Steady`` (the interval to answer; the answer is the
+    member's id and epoch), or None for the general path.  The general path would write no record
+    and answer the same; this only skips its work, on every poll of every member.  The checks run
+    once per member and group stamp (``_check_steady``); after that a heartbeat matches a few slots."""
     group = shard.consumer_groups.get(group_id)
     if group is None:
         return None
     member = group.members.get(member_id)
-    if member is None or member.member_epoch != epoch or member.state != _STABLE \
-            or epoch != group.group_epoch or group.assignment_epoch != epoch \
-            or group.topics_version != topics.version():
+    if member is None:
+        return None
+    steady = member.steady
+    if steady is None or steady.epoch != epoch or steady.stamp != group.stamp \
+            or steady.topics_version != topics.version() or steady.configs_version is not shard.group_configs.version \
+            or steady.client_id != client_id or steady.client_host != client_host or steady.instance_id != instance_id:
+        steady = _check_steady(shard, topics, group, member, epoch, instance_id, client_id, client_host)
+        if steady is not None:
+            arm_session(shard, group, member, steady.timeout_ms)  # re-armed earlier if the timeout was lowered
+        return steady
+    # arm_session's common case, inlined: only the deadline moves while the timer (armed for this
+    # timeout, or a longer one when it changed: then the Steady was rebuilt) fires before it
+    member.session_deadline_ms = shard.clock.now_ms() + steady.timeout_ms
+    member.heard_real_ms = real_ms()
+    if member.session_timer is None:
+        arm_session(shard, group, member, steady.timeout_ms)
+    return steady
+
+
+def _check_steady(shard: Shard, topics: TopicsView, group: ConsumerGroup, member: ConsumerMember, epoch: int,
+                  instance_id: str | None, client_id: str, client_host: str) -> Steady | None:
+    """``steady_member``'s conditions, in full; the member's new ``Steady`` when they hold."""
+    version = topics.version()
+    if member.member_epoch != epoch or member.state != _STABLE or epoch != group.group_epoch \
+            or group.assignment_epoch != epoch or group.topics_version != version:
         return None
     meta = member.meta
     if instance_id != meta.instance_id or client_id != meta.client_id or client_host != meta.client_host:
         return None
-    config = shard.group_configs.effective(group_id)
-    # arm_session's common case, inlined: only the deadline moves while the timer fires before it
-    deadline = shard.clock.now_ms() + config.consumer_session_timeout_ms
-    member.session_deadline_ms = deadline
-    member.heard_real_ms = real_ms()
-    if member.session_timer is None or deadline < member.session_timer_ms:
-        arm_session(shard, group, member)
-    return config.consumer_heartbeat_interval_ms
+    configs = shard.group_configs
+    config = configs.effective(group.group_id)
+    classic = meta.classic_member_metadata  # as arm_session: a classic member keeps its JoinGroup's timeout
+    timeout = config.consumer_session_timeout_ms if classic is None else classic["session_timeout_ms"]
+    # interned: every member's Steady holds the same few client strings, which stay in the CPU's cache
+    steady = member.steady = Steady(epoch, group.stamp, version, configs.version, intern(client_id), intern(client_host),
+                                    None if instance_id is None else intern(instance_id), timeout,
+                                    config.consumer_heartbeat_interval_ms)
+    return steady
 
 
 def failed_answer(error: ErrorCode, message: str | None = None) -> Promise:
@@ -276,11 +331,13 @@ def _arm(shard: Shard, req: HeartbeatRequest, result: HeartbeatResult) -> None:
             arm_rebalance(shard, group, member)
 
 
-def _find_group(shard: Shard, req: HeartbeatRequest, records: list) -> ConsumerGroup:
-    """``getOrMaybeCreateConsumerGroup``: epoch 0 creates it (replacing an empty classic group)."""
+def _find_group(shard: Shard, req: HeartbeatRequest, records: list) -> tuple[ConsumerGroup, ClassicGroup | None]:
+    """``getOrMaybeCreateConsumerGroup``: epoch 0 creates it (replacing an empty classic group), or
+    converts a classic group with members, as the migration policy allows: then the classic group
+    too, and ``records`` starts with the conversion's (the group returned is what they make)."""
     group = shard.consumer_groups.get(req.group_id)
     if group is not None:
-        return group
+        return group, None
     classic = shard.groups.get(req.group_id)
     if req.group_id in shard.share_groups:  # no conversion between share and consumer groups
         raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
@@ -292,22 +349,19 @@ def _find_group(shard: Shard, req: HeartbeatRequest, records: list) -> ConsumerG
                 # Kafka refuses the newcomer after converting and drops both: the group stays classic
                 raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity "
                               f"of {shard.config.consumer_max_size} members.")
-            members = upgrade(shard, classic, shard.topics)
-            group = shard.consumer_groups[req.group_id]
-            for member in members:
-                arm_session(shard, group, member)
-            return group
+            conversion, group = upgrade(shard, classic, shard.topics)
+            records.extend(conversion)
+            return group, classic
         if req.group_id in shard.group_records:  # an empty classic group: its record goes first
             records.append((GroupKey(req.group_id), None))
-    return ConsumerGroup(req.group_id)
+    return ConsumerGroup(req.group_id), None
 
 
-def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView,
-               req: HeartbeatRequest) -> tuple[HeartbeatResult, list]:
+def _heartbeat(shard: Shard, coordinator: GroupShards, topics: TopicsView, req: HeartbeatRequest,
+               group: ConsumerGroup, records: list) -> tuple[HeartbeatResult, list]:
+    """The heartbeat of ``req`` to ``group`` (``_find_group``'s), its records after ``records``."""
     config = coordinator.config
-    records: list = []
-    group = _find_group(shard, req, records)
-    is_new_group = req.group_id not in shard.consumer_groups
+    is_new_group = not group.members and req.group_id not in shard.consumer_groups
     member_id = req.member_id or str(uuid.uuid4())
     if req.member_id not in group.members and len(group.members) >= config.consumer_max_size:
         raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of "
@@ -576,7 +630,10 @@ def _leave(shard: Shard, topics: TopicsView, req: HeartbeatRequest) -> tuple[Hea
         return HeartbeatResult(E.NONE, None, member.member_id, STATIC_LEAVE_EPOCH), [record]
     log.info("consumer_group.member_left", group=group.group_id, member=member.member_id)
     result = HeartbeatResult(E.NONE, None, member.member_id, LEAVE_EPOCH)
-    if maybe_downgrade(shard, group, [member], topics):  # the last consumer-protocol member left
+    downgraded = maybe_downgrade(shard, group, [member], topics)  # the last consumer-protocol member left
+    if downgraded is not None:
+        if downgraded is not E.NONE:  # the log refused it: nothing changed
+            raise Refused(write_failed(result, downgraded).error)
         return result, []
     return result, fence_records(group, [member], topics, shard.config.consumer_metadata_hash)
 
@@ -608,7 +665,7 @@ def fence_records(group: ConsumerGroup, gone: list[ConsumerMember], topics: Topi
 def fence(shard: Shard, group: ConsumerGroup, member: ConsumerMember, topics: TopicsView, reason: str) -> Promise:
     """Remove a member that timed out (or an admin removed), in one batch."""
     log.info("consumer_group.member_fenced", group=group.group_id, member=member.member_id, reason=reason)
-    if maybe_downgrade(shard, group, [member], topics):
+    if maybe_downgrade(shard, group, [member], topics) is not None:
         return Promise.resolved(None)
     return shard.run(CoordinatorResult(fence_records(group, [member], topics, shard.config.consumer_metadata_hash), None), replay_now=True)
 
@@ -713,6 +770,6 @@ def remove_members(shard: Shard, group: ConsumerGroup, leaving: list[tuple[str, 
             gone.append(member)
     if gone:
         log.info("consumer_group.members_removed", group=group.group_id, members=[m.member_id for m in gone])
-        if not maybe_downgrade(shard, group, gone, shard.topics):
+        if maybe_downgrade(shard, group, gone, shard.topics) is None:
             shard.run(CoordinatorResult(fence_records(group, gone, shard.topics, shard.config.consumer_metadata_hash), None), replay_now=True)
     return errors

@@ -62,6 +62,7 @@ from .consumer_group import (
     MemberState,
     Refused,
     TopicsView,
+    replay_consumer,
     subscription_metadata,
 )
 from .group import ClassicGroup, Member
@@ -93,9 +94,12 @@ def classic_protocols(member: ConsumerMember) -> list[tuple[str, bytes]]:
 # --- upgrade ---------------------------------------------------------------------------------------
 
 
-def upgrade(shard: Shard, classic: ClassicGroup, topics: TopicsView) -> list[ConsumerMember]:
-    """``convertToConsumerGroup``: the classic group's conversion records, written and replayed;
-    the members of the new consumer group (the caller arms their sessions).  Raises ``Refused``."""
+def upgrade(shard: Shard, classic: ClassicGroup, topics: TopicsView) -> tuple[list, ConsumerGroup]:
+    """``convertToConsumerGroup``: the classic group's conversion records and the consumer group
+    they make, detached (built by replaying them apart from the shard).  Nothing changes yet: the
+    heartbeat goes on from that group and its records follow these in the same batch, so the
+    conversion is written with the heartbeat or not at all; once applied, ``upgraded`` retires
+    the classic group.  Raises ``Refused``."""
     gid = classic.group_id
     policy = shard.config.consumer_migration_policy
     if policy not in UPGRADE_POLICIES:
@@ -110,8 +114,7 @@ def upgrade(shard: Shard, classic: ClassicGroup, topics: TopicsView) -> list[Con
     generation = classic.generation
     members = {m.member_id: _upgraded_member(classic, m, generation, topics) for m in classic.members.values()}
     metadata = subscription_metadata(members, {}, topics)
-    records: list = [(GroupKey(gid), None)]
-    records += [(CGMemberKey(gid, mid), m.meta) for mid, m in members.items()]
+    records: list = [(CGMemberKey(gid, mid), m.meta) for mid, m in members.items()]
     if metadata:
         records.append((CGPartitionMetadataKey(gid), CGPartitionMetadataValue(metadata)))
     records.append(epoch_record(gid, generation, metadata, shard.config.consumer_metadata_hash))
@@ -120,12 +123,22 @@ def upgrade(shard: Shard, classic: ClassicGroup, topics: TopicsView) -> list[Con
     records += [(CGAssignmentKey(gid, mid), CGAssignmentValue(
         member_epoch=generation, previous_member_epoch=generation, state=MemberState.STABLE,
         assigned=m.assigned, pending_revocation={})) for mid, m in members.items()]
-    # parked JoinGroup/SyncGroup answers get REBALANCE_IN_PROGRESS: those members rejoin the new group
+    detached: dict[str, ConsumerGroup] = {}
+    for key, value in records:
+        replay_consumer(detached, key, value)
+    return [(GroupKey(gid), None), *records], detached[gid]
+
+
+def upgraded(shard: Shard, classic: ClassicGroup) -> ConsumerGroup:
+    """The conversion's records are applied (the classic group left the cache as they were
+    replayed): its parked JoinGroup/SyncGroup answers get REBALANCE_IN_PROGRESS (those members
+    rejoin the new group) and its timers stop.  The live consumer group; the caller arms its
+    members' sessions."""
     retire_group(shard, classic, ErrorCode.REBALANCE_IN_PROGRESS)
-    shard.run(CoordinatorResult(records, None), replay_now=True)
-    log.info("group.converted", group=gid, to="consumer", members=len(members), epoch=generation)
-    group = shard.consumer_groups[gid]
-    return list(group.members.values())
+    group = shard.consumer_groups[classic.group_id]
+    log.info("group.converted", group=classic.group_id, to="consumer", members=len(group.members),
+             generation=classic.generation)
+    return group
 
 
 def _upgraded_member(classic: ClassicGroup, member: Member, generation: int, topics: TopicsView) -> ConsumerMember:
@@ -194,33 +207,38 @@ def encoded_assignment(assignment: Assignment, version_of: bytes, group: Consume
 
 
 def maybe_downgrade(shard: Shard, group: ConsumerGroup, gone: list[ConsumerMember], topics: TopicsView, *,
-                    rebalance: bool = True) -> bool:
+                    rebalance: bool = True) -> ErrorCode | None:
     """``validateOnlineDowngradeWith{FencedMembers,ReplacedMember}`` then ``convertToClassicGroup``:
-    True when the departure of ``gone`` (or a classic static member having replaced the last
-    consumer-protocol one: ``gone`` empty) turned the group into a classic group, its records
-    written; a classic rebalance follows unless ``rebalance`` is False (a replacement with the
-    same subscription)."""
+    None when the departure of ``gone`` (or a classic static member having replaced the last
+    consumer-protocol one: ``gone`` empty) does not turn the group into a classic group; else
+    NONE once it did, its records written, with a classic rebalance unless ``rebalance`` is False
+    (a replacement with the same subscription), or the write's error when the log refused them
+    (the consumer group is then left as it was, its timers running: all or nothing)."""
     remaining = [m for m in group.members.values() if m not in gone]
     if not remaining or any(m.classic is None for m in remaining):
-        return False
+        return None
     gid = group.group_id
     if shard.config.consumer_migration_policy not in DOWNGRADE_POLICIES:
         log.info("group.downgrade_refused", group=gid, reason="online downgrade is disabled")
-        return False
+        return None
     if len(remaining) > shard.config.max_group_size:
         log.info("group.downgrade_refused", group=gid, reason="more members than group.max.size")
-        return False
+        return None
     protocol = _select_protocol(remaining)
     leader = remaining[0].member_id
     values = [_member_value(group, m, protocol, topics) for m in remaining]
     value = GroupValue(protocol_type=CONSUMER_PROTOCOL_TYPE, generation=group.group_epoch, protocol=protocol,
                        leader=leader, current_state_timestamp=shard.clock.now_ms(), members=values)
-    for m in group.members.values():
+    members = list(group.members.values())
+    written, applied = shard.run_applied(CoordinatorResult(group_tombstones(group) + [(GroupKey(gid), value)], None))
+    if not applied:
+        log.warning("group.downgrade_failed", group=gid, error=written.result().name)
+        return written.result()
+    for m in members:  # the replayed tombstones stopped the session and rebalance timers
         for timer in (m.session_timer, m.rebalance_timer, m.join_timer, m.sync_timer):
             if timer is not None:
                 timer.cancel()
         m.session_timer = m.rebalance_timer = m.join_timer = m.sync_timer = None
-    shard.run(CoordinatorResult(group_tombstones(group) + [(GroupKey(gid), value)], None), replay_now=True)
     shard.groups.pop(gid, None)  # a simple group the tombstones left behind gives way to the record's
     shard.reconcile(gid)
     classic = shard.groups[gid]
@@ -229,7 +247,7 @@ def maybe_downgrade(shard: Shard, group: ConsumerGroup, gone: list[ConsumerMembe
         reset_session(shard, classic, member)
     if rebalance:
         prepare_rebalance(shard, classic, f"Downgrade group {gid} from consumer to classic for member leaving.")
-    return True
+    return ErrorCode.NONE
 
 
 def _select_protocol(members: list[ConsumerMember]) -> str:

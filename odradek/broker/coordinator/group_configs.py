@@ -237,6 +237,9 @@ class GroupConfigs:
         self._overrides: dict[str, dict[str, Any]] = {}
         self._effective: dict[str, GroupConfig] = {}
         self._lock = asyncio.Lock()
+        # a new object on every change of overrides: what a value computed from them (a steady
+        # consumer heartbeat's interval and session timeout) was computed at
+        self.version = object()
 
     @classmethod
     def from_config(cls, config: Any, data_dir: Path | None = None) -> GroupConfigs:
@@ -265,6 +268,7 @@ class GroupConfigs:
         """Replace ``group_id``'s overrides (field names of ``GroupConfig``); empty removes them.
         In memory only: ``change`` is the checked and durable path admin requests take."""
         self._effective.pop(group_id, None)
+        self.version = object()
         if overrides:
             self._overrides[group_id] = dict(overrides)
         else:
@@ -274,6 +278,7 @@ class GroupConfigs:
         """Forget every override in memory (``forget_all`` also empties the stored file)."""
         self._overrides.clear()
         self._effective.clear()
+        self.version = object()
 
     def raw(self, group_id: str) -> dict[str, str]:
         """``group_id``'s overrides by Kafka name, as strings (what AlterConfigs starts from)."""

@@ -78,6 +78,9 @@ class ModernGroup:
     members: dict[str, Any] = field(default_factory=dict)
     targets: dict[str, Assignment] = field(default_factory=dict)
     topics_version: int | None = None  # live: the topics' version its metadata was last checked at
+    # live: moves with every record replayed for the group; a member's steady heartbeat checked at
+    # one stamp is not trusted at another (``consumer_heartbeat.steady_member``)
+    stamp: int = 0
 
     def member(self, member_id: str) -> Any:
         """The member, created (empty) when the group has none of that id."""
@@ -122,6 +125,7 @@ def replay_group_record(group_class: type[ModernGroup], rules: Mapping[type, Rul
         if value is None:
             return None
         group = groups[group_id] = group_class(group_id)
+    group.stamp += 1
     rules[type(key)](groups, group, key, value, now)
     return group_id
 

@@ -297,15 +297,33 @@ class Shard:
         records = result.records
         if not records:
             return Promise.resolved(result.response)
+        return result.answer_when(self._written(result, now, replay_now))
+
+    def run_applied(self, result: CoordinatorResult, now: int | None = None) -> tuple[Promise, bool]:
+        """``run(result, replay_now=True)``, and whether the records were applied (the log took
+        them, or the turn staged them).
+
+        For an operation that changes live state beyond its records -- a group's conversion
+        retires the old group, answers its parked joins, arms the members' timers -- and must do
+        so only when its records were applied: all of the operation or none of it, as Kafka's
+        runtime discards a failed operation's records and reverts its state.  (A staged write
+        whose append fails later fails the whole shard, which is then reloaded from its log.)
+        """
+        if not result.records:
+            return Promise.resolved(result.response), True
+        written = self._written(result, now, True)
+        return result.answer_when(written), not (written.done and written.result() is not None)
+
+    def _written(self, result: CoordinatorResult, now: int | None, replay_now: bool) -> Promise:
+        """The write of ``result``'s records: a promise of None (written) or its ErrorCode."""
+        records = result.records
         try:
             if replay_now:
-                written = self.write(records, now, replay_now=True)
-            else:
-                written = self.write(records, now) if result.txn is None else self.write(records, now, txn=result.txn)
+                return self.write(records, now, replay_now=True)
+            return self.write(records, now) if result.txn is None else self.write(records, now, txn=result.txn)
         except RecordEncodeError as exc:  # e.g. a string too long for its int16 length prefix
             log.warning("coordinator.write_unencodable", partition=self.partition, error=str(exc))
-            written = Promise.resolved(ErrorCode.INVALID_RECORD)
-        return result.answer_when(written)
+            return Promise.resolved(ErrorCode.INVALID_RECORD)
 
     def pending_offsets(self, group_id: str) -> set[TopicPartition]:
         """The group's partitions with a commit written but not yet durable, or pending in a transaction.

@@ -13,13 +13,14 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from ...protocol.errors import ErrorCode
+from ...protocol.fastcodec import DefaultTail
 from ...protocol.primitives import encode_uvarint
 from ..coordinator.consumer_admin import describe_consumer_groups
 from ..coordinator.consumer_heartbeat import (
     HeartbeatRequest,
     HeartbeatResult,
     consumer_heartbeat,
-    steady_interval,
+    steady_member,
 )
 from ..dispatch import HandlerTable, RequestContext, answer_when
 from ..runtime.runtime import ShardStatus
@@ -44,39 +45,36 @@ def handle_consumer_group_heartbeat(app: ConsumerGroupServices, ctx: RequestCont
     coordinator = app.coordinator
     if coordinator is None:
         return heartbeat_response(HeartbeatResult.failed(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    group_id = req["group_id"]
+    # the steady shape (nothing owned to report, no subscription change): a read whose default tail
+    # matched has it by construction (instance id to owned partitions all null or -1)
+    if type(req) is DefaultTail or (req["topic_partitions"] is None and req["rebalance_timeout_ms"] == -1
+                                    and req["subscribed_topic_names"] is None
+                                    and req["subscribed_topic_regex"] is None
+                                    and req["server_assignor"] is None and req["rack_id"] is None):
+        # the steady heartbeat, hot: ``GroupShards.check`` inlined for its one outcome that can be
+        # steady (a non-empty group id on an active shard), the answer encoded from a template
+        # (``steady_body``) once and kept on the member's ``Steady`` while it stays steady
+        shards = coordinator.shards
+        shard = shards[0] if len(shards) == 1 else coordinator.shard_for(group_id)
+        if group_id and shard.status is _ACTIVE and coordinator.consumer_protocol_enabled():
+            member_id, epoch = req["member_id"], req["member_epoch"]
+            steady = steady_member(shard, coordinator.topics, group_id, member_id, epoch, req["instance_id"],
+                                   ctx.client_id or "", ctx.client_host)
+            if steady is not None:
+                answer = steady.answer
+                if answer is None:
+                    answer = steady.answer = steady_body(member_id, epoch, steady.interval_ms)
+                return answer
     owned = req["topic_partitions"]
-    if owned is None and req["rebalance_timeout_ms"] == -1 and req["subscribed_topic_names"] is None \
-            and req["subscribed_topic_regex"] is None and req["server_assignor"] is None and req["rack_id"] is None:
-        steady = _steady_answer(coordinator, ctx, req)  # the steady heartbeat: hot
-        if steady is not None:
-            return steady
     request = HeartbeatRequest(
-        group_id=req["group_id"], member_id=req["member_id"], member_epoch=req["member_epoch"],
+        group_id=group_id, member_id=req["member_id"], member_epoch=req["member_epoch"],
         instance_id=req["instance_id"], rack_id=req["rack_id"], rebalance_timeout_ms=req["rebalance_timeout_ms"],
         subscribed_topic_names=None if req["subscribed_topic_names"] is None else list(req["subscribed_topic_names"]),
         subscribed_topic_regex=req["subscribed_topic_regex"], server_assignor=req["server_assignor"],
         owned=None if owned is None else _assignment(owned),
         version=ctx.api_version, client_id=ctx.client_id or "", client_host=ctx.client_host)
     return answer_when(consumer_heartbeat(coordinator, coordinator.topics, request), heartbeat_response)
-
-
-def _steady_answer(coordinator: Coordinator, ctx: RequestContext, req) -> bytes | None:
-    """A Stable member's heartbeat with nothing new: its answer's body, or None for the general path.
-
-    ``GroupShards.check`` inlined for its one outcome that can be steady (a non-empty group id
-    on an active shard), and the answer encoded from a template (``steady_body``): every poll
-    of every member comes here."""
-    group_id = req["group_id"]
-    shards = coordinator.shards
-    shard = shards[0] if len(shards) == 1 else coordinator.shard_for(group_id)
-    if not group_id or shard.status is not _ACTIVE or not coordinator.consumer_protocol_enabled():
-        return None
-    member_id, epoch = req["member_id"], req["member_epoch"]
-    interval = steady_interval(shard, coordinator.topics, group_id, member_id, epoch, req["instance_id"],
-                               ctx.client_id or "", ctx.client_host)
-    if interval is None:
-        return None
-    return steady_body(member_id, epoch, interval)
 
 
 _ACTIVE = ShardStatus.ACTIVE
