@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from odradek.testing import Broker
+from tests.conftest import BROKERS
 from tests.integration.group_helpers import FAST_GROUPS, await_for, disjoint_cover, group_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -17,7 +18,7 @@ PARTITIONS = 6
 
 @pytest.fixture
 async def fbroker():
-    async with Broker(overrides=FAST_GROUPS) as b:
+    async with Broker(overrides=FAST_GROUPS, brokers=BROKERS) as b:
         await b.app.wait_loaded()
         yield b
 

@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from odradek.testing import ThreadedBroker
+from tests.conftest import BROKERS
 from tests.integration.group_helpers import (
     FAST_GROUPS,
     create_topic_kafka_python,
@@ -30,7 +31,7 @@ CONSUMER = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 200,
 
 @pytest.fixture
 def kbroker():
-    with ThreadedBroker(overrides=FAST_GROUPS) as b:
+    with ThreadedBroker(overrides=FAST_GROUPS, brokers=BROKERS) as b:
         yield b
 
 

@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from odradek.testing import ThreadedBroker
+from tests.conftest import BROKERS
 from tests.integration.group_helpers import (
     FAST_GROUPS,
     create_topic_kafka_python,
@@ -25,7 +26,7 @@ PARTITIONS = 6
 
 @pytest.fixture
 def kbroker():
-    with ThreadedBroker(overrides=FAST_GROUPS) as b:
+    with ThreadedBroker(overrides=FAST_GROUPS, brokers=BROKERS) as b:
         yield b
 
 

@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from odradek.testing import Broker, ThreadedBroker
+from tests.conftest import BROKERS
 from tests.integration.group_helpers import (
     FAST_GROUPS,
     create_topic_kafka_python,
@@ -35,7 +36,7 @@ def unique(prefix: str) -> str:
 
 @pytest.fixture
 def obroker():
-    with ThreadedBroker(overrides=FAST_GROUPS) as b:
+    with ThreadedBroker(overrides=FAST_GROUPS, brokers=BROKERS) as b:
         yield b
 
 
