@@ -80,30 +80,46 @@ def _partials(df: DataFrame, kind: str) -> DataFrame:
     return df.where(F.col(PARTIAL) == kind)
 
 
-def _offsets_markers(df: DataFrame) -> DataFrame:
-    """COMMIT/ABORT markers of the offsets topic: (data dir, partition, producer) and where."""
-    return (df.where((F.col("record_type") == CONTROL) & (F.col("topic") == OFFSETS_TOPIC))
-            .select("source_dir", "partition", "producer_id", F.col("offset").alias("marker_offset"),
-                    F.col("control_type").alias("marker_type"), F.col("timestamp").alias("marker_timestamp")))
+_MARKER = "_m"
+_MARKER_TYPE = "struct<marker_type:int,marker_offset:bigint,marker_timestamp:bigint>"
+
+
+def with_next_marker(txn: DataFrame, df: DataFrame) -> DataFrame:
+    """``txn`` rows with ``_m``: the first COMMIT/ABORT marker of their producer after them, NULL if none yet.
+
+    Kafka's load parks a transactional commit under its producer id until
+    the producer's next marker in the same offsets partition
+    (``GroupMetadataManager``): ``_m`` is that marker (``marker_type``,
+    ``marker_offset``, ``marker_timestamp``).  The commits and the markers
+    of each (data dir, offsets partition, producer) are one window, newest
+    first; each commit takes the last marker seen before it -- one sort,
+    not a join of every commit with every marker of its producer (a
+    long-lived transactional producer has thousands of both).
+    """
+    keys = ["source_dir", "partition", "producer_id"]
+    marker = F.struct(F.col("control_type").alias("marker_type"), F.col("offset").alias("marker_offset"),
+                      F.col("timestamp").alias("marker_timestamp")).cast(_MARKER_TYPE)
+    markers = (df.where((F.col("record_type") == CONTROL) & (F.col("topic") == OFFSETS_TOPIC))
+               .select(*keys, "offset", marker.alias("_marker")))
+    newest_first = (Window.partitionBy(*keys).orderBy(F.desc("offset"))
+                    .rowsBetween(Window.unboundedPreceding, -1))
+    both = (txn.withColumn("_marker", F.lit(None).cast(_MARKER_TYPE))
+            .unionByName(markers, allowMissingColumns=True))
+    return (both.withColumn(_MARKER, F.last("_marker", ignorenulls=True).over(newest_first))
+            .where(F.col("_marker").isNull()).drop("_marker"))
 
 
 def offset_commits(df: DataFrame) -> DataFrame:
     """Offset-commit records that take effect (non-transactional, or transactional and committed).
 
-    Kafka's load parks a transactional commit under its producer id
-    until the producer's next marker: COMMIT applies it, ABORT drops it.
+    A transactional commit applies once its producer's next marker
+    (:func:`with_next_marker`) is a COMMIT; an ABORT drops it.
     """
     commits = df.where((F.col("record_type") == OFFSET_COMMIT) & F.col("decode_error").isNull())
     plain = commits.where(~F.col("is_transactional"))
     txn = commits.where(F.col("is_transactional"))
-    markers = _offsets_markers(df)
-    keys = ["source_dir", "partition", "producer_id"]
-    first_marker = (txn.join(markers, keys)
-                    .where(F.col("marker_offset") > F.col("offset"))
-                    .groupBy(*keys, "offset")
-                    .agg(F.min_by("marker_type", "marker_offset").alias("outcome")))
-    committed = (txn.join(first_marker, [*keys, "offset"])
-                 .where(F.col("outcome") == COMMIT_MARKER).drop("outcome"))
+    committed = (with_next_marker(txn, df).where(F.col(f"{_MARKER}.marker_type") == COMMIT_MARKER)
+                 .drop(_MARKER))
     return plain.unionByName(committed)
 
 
@@ -140,18 +156,12 @@ def transactional_offsets(df: DataFrame) -> DataFrame:
     transaction is open when the log ends, and OffsetFetch answers
     UNSTABLE_OFFSET_COMMIT for those partitions until its marker lands.
     """
-    keys = ["source_dir", "partition", "producer_id"]
     df = records_of(df)
     txn = df.where((F.col("record_type") == OFFSET_COMMIT) & F.col("decode_error").isNull()
                    & F.col("is_transactional"))
-    first = (txn.select(*keys, "offset").join(_offsets_markers(df), keys)
-             .where(F.col("marker_offset") > F.col("offset"))
-             .groupBy(*keys, "offset")
-             .agg(F.min_by(F.struct("marker_type", "marker_offset", "marker_timestamp"), "marker_offset")
-                  .alias("_m")))
     outcome = (F.when(F.col("_m").isNull(), F.lit("pending"))
                .when(F.col("_m.marker_type") == COMMIT_MARKER, F.lit("committed")).otherwise(F.lit("aborted")))
-    return (txn.join(first, [*keys, "offset"], "left")
+    return (with_next_marker(txn, df)
             .select("source_dir", "group_id", F.col("commit_topic").alias("topic"),
                     F.col("commit_partition").alias("partition"), "committed_offset", "leader_epoch", "metadata",
                     "commit_timestamp", "producer_id", F.col("partition").alias("offsets_partition"),
