@@ -275,6 +275,22 @@ def modern_groups(df: DataFrame) -> DataFrame:
         "member_assignment", "member_pending_revocation", F.col("_is_last").alias("is_last"))
 
 
+def modern_group_states(modern: DataFrame) -> DataFrame:
+    """Per group of a :func:`modern_groups` report: where its records leave it (the summary's table).
+
+    ``group_epoch``: the last epoch record's; ``member_count``: live members
+    after the group's last record; ``last_event`` that record's event;
+    ``records`` and ``last_timestamp`` over all of the group's records.
+    """
+    position = F.struct("offsets_partition", "record_offset")
+    epoch_position = F.when(F.col("group_epoch").isNotNull(), position)
+    return (modern.groupBy("source_dir", "group_type", "group_id")
+            .agg(F.max_by("group_epoch", epoch_position).alias("group_epoch"),
+                 F.max_by("member_count", position).alias("member_count"),
+                 F.count(F.lit(1)).alias("records"), F.max_by("event", position).alias("last_event"),
+                 F.max("record_timestamp").alias("last_timestamp")))
+
+
 # --- transactions (__transaction_state) ---------------------------------------------------------
 
 def transactions(df: DataFrame) -> DataFrame:
@@ -792,6 +808,16 @@ def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8
                  + table(soon, ["expires_at", "expired", "group_id", "topic", "partition", "committed_offset",
                                 "group_state", "reason"], time_columns=("expires_at",)),
                  "Offsets the broker's sweep would remove, soonest first, as of the report time.")
+    modern = produced.get("modern-groups")
+    if modern is not None:
+        rows = [{**r.asDict(), "group": label(r.asDict())} for r in modern_group_states(modern)
+                .orderBy(F.desc("last_timestamp"), "source_dir", "group_id").limit(50).collect()]
+        if rows:
+            page.add("Consumer and share groups (KIP-848, KIP-932)",
+                     table(rows, ["last_timestamp", "group_type", "group", "group_epoch", "member_count", "records",
+                                  "last_event"], time_columns=("last_timestamp",)),
+                     "Each group as its records leave it: the last group epoch, the live members, "
+                     "the last record's event; newest first.")
     txns = produced.get("transactions")
     if txns is not None:
         rows = [r.asDict() for r in txns.where("state_changed")

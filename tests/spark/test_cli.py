@@ -39,6 +39,12 @@ def test_all_reports_and_the_summary(spark, scenario, tmp_path, capsys):
     assert "<script" not in page and "<link" not in page
     assert set(re.findall(r"https?://[^\"' ]+", page)) == {"http://www.w3.org/2000/svg"}  # namespace only
     assert "orders-app" in page and "explicit-expiry" in page
+    # KIP-848 / KIP-932 groups as their records leave them: type, group, epoch, live members, records, last event
+    section = page.split("<h2>Consumer and share groups (KIP-848, KIP-932)</h2>", 1)[1].split("</table>", 1)[0]
+    groups = {tuple(re.findall(r"<td>(.*?)</td>", row)[1:]) for row in re.findall(r"<tr>(.*?)</tr>", section)
+              if "<td>" in row}
+    assert {(kind, group.rsplit("/", 1)[-1], *rest) for kind, group, *rest in groups} == {
+        ("consumer", "cg-app", "3", "1", "16", "group-epoch"), ("share", "share-app", "1", "1", "2", "group-epoch")}
 
     # a single report from those records, with its CSV: one file, nested columns flattened
     again = tmp_path / "again"
