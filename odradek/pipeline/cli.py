@@ -194,6 +194,8 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--split-mb", type=float, default=128,
                         help="MiB of segments per Spark task (0: one task per segment file)")
         sp.add_argument("--no-csv", action="store_true", help="Parquet only")
+        sp.add_argument("--quick-jvm", choices=("auto", "on", "off"), default="auto",
+                        help="local session only: the JVM with C1 alone and the serial GC (auto: inputs up to 1 GiB)")
         sp.add_argument("--concurrent-reports", type=int, default=0,
                         help="reports computed at once, each its own Spark jobs (0: the session's cores, at most 4)")
         sp.add_argument("--window", default="1 minute", help="commit-rate window (Spark interval)")
@@ -214,12 +216,41 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _session(master: str, binary: bool) -> tuple[SparkSession, bool]:
+# A short-lived JVM spends much of its CPU in C2, the optimising JIT, compiling code that has
+# finished running by the time it is compiled; C1 alone and the serial collector suit a run of a
+# minute or two on a few cores.  Longer runs keep the JVM's defaults.
+QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+QUICK_JVM_MAX_BYTES = 1 << 30
+
+
+def _input_bytes(args: argparse.Namespace) -> int:
+    """Bytes the run reads: the segments under the inputs, or the ``--from-records`` Parquet (local only)."""
+    from odradek.pipeline.decode import find_segments
+    from odradek.pipeline.reports import is_local
+
+    if args.from_records:
+        root = Path(args.from_records.removeprefix("file:"))
+        if not is_local(args.from_records) or not root.exists():
+            return QUICK_JVM_MAX_BYTES + 1
+        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    if args.binary_files or not all(is_local(p) for p in args.paths):
+        return QUICK_JVM_MAX_BYTES + 1
+    return sum(os.path.getsize(r.path) for r in find_segments([str(p) for p in args.paths]))
+
+
+def _jvm_options(args: argparse.Namespace) -> str | None:
+    """``--quick-jvm``: the local session's JVM options (None: the JVM's defaults)."""
+    quick = args.quick_jvm == "on" or (args.quick_jvm == "auto" and _input_bytes(args) <= QUICK_JVM_MAX_BYTES)
+    return QUICK_JVM_OPTIONS if quick else None
+
+
+def _session(master: str, binary: bool, jvm_options: str | None = None) -> tuple[SparkSession, bool]:
     """The session to use, and whether this run owns (and so stops) it.
 
     An active session (tests, notebooks) is reused as is.  Under
     ``spark-submit`` the master and resources are spark-submit's: the session
-    is built from its configuration.  Otherwise a local session is started.
+    is built from its configuration.  Otherwise a local session is started,
+    its JVM with ``jvm_options``.
     """
     from pyspark.sql import SparkSession
 
@@ -238,6 +269,8 @@ def _session(master: str, binary: bool) -> tuple[SparkSession, bool]:
         spark = builder.getOrCreate()
         register(spark)
         return spark, True
+    if jvm_options:
+        conf["spark.driver.extraJavaOptions"] = jvm_options
     return local_session(master, conf=conf), True
 
 
@@ -283,7 +316,7 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
     if reports.is_local(out):
         Path(out.removeprefix("file:")).mkdir(parents=True, exist_ok=True)
     html_stage = 1 if args.command == "all" else 0
-    spark, owned = _session(args.master, args.binary_files)
+    spark, owned = _session(args.master, args.binary_files, _jvm_options(args))
     stages = Stages(1 + len(names) + html_stage, spark_progress(spark), args.progress_seconds)
     first_job = _next_job_id(spark)
     try:
