@@ -13,7 +13,9 @@ commits and markers, and partial counts for the overview and commit rates
 ``<out>/aggregated.parquet``, which every report reads.  ``--every-record``
 decodes every record to ``<out>/records.parquet`` instead (the full-record
 path; the reports give the same rows), as ``--binary-files`` always does;
-``--from-records`` starts from either, written earlier.  On a cluster use
+``--from-records`` starts from either, written earlier.  The reports are
+then computed a few at a time (``--concurrent-reports``); the last line
+counts the run's Spark jobs, stages and tasks.  On a cluster use
 ``spark-submit`` (docs/PIPELINE.md); ``--master`` here only picks the local
 master.
 """
