@@ -745,6 +745,15 @@ def _zero_fill(points: list[tuple[float, float]], step: int, limit: int = 2000) 
     return [(t, have.get(t, 0.0)) for t in range(int(first), int(last) + 1, step)]
 
 
+def _of_groups(df: DataFrame, groups: set[tuple[str, str]]) -> DataFrame:
+    """Rows of ``df`` whose (data dir, group) is one of ``groups`` (a chart's few leaders), filtered by
+    Spark: a chart's series come to the driver, not every group's windows."""
+    keep = F.lit(False)
+    for source_dir, group_id in sorted(groups):
+        keep = keep | ((F.col("source_dir") == source_dir) & (F.col("group_id") == group_id))
+    return df.where(keep)
+
+
 def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8) -> Summary:
     """Fill ``page`` from the reports the CLI produced (only small aggregates reach the driver)."""
     label = _labeller(produced)
@@ -763,7 +772,7 @@ def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8
         keep = {(r["source_dir"], r["group_id"]) for r in leaders}
         series: dict[str, list[tuple[float, float]]] = {label(r): [] for r in leaders}
         step = 0
-        for r in per_group.select("source_dir", "group_id", F.unix_millis("window_start").alias("t"),
+        for r in _of_groups(per_group, keep).select("source_dir", "group_id", F.unix_millis("window_start").alias("t"),
                                   (F.unix_millis("window_end") - F.unix_millis("window_start")).alias("ms"),
                                   (F.col("commits") / (F.unix_seconds("window_end") - F.unix_seconds("window_start")))
                                   .alias("rate")).collect():
@@ -787,7 +796,7 @@ def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8
                    .orderBy(F.desc("count"), "group_id").limit(top).collect()]
         keep = {(r["source_dir"], r["group_id"]) for r in leaders}
         gens: dict[str, list[tuple[float, float]]] = {label(r): [] for r in leaders}
-        for r in live.select("source_dir", "group_id", "state_timestamp", "generation").collect():
+        for r in _of_groups(live, keep).select("source_dir", "group_id", "state_timestamp", "generation").collect():
             d = r.asDict()
             if (d["source_dir"], d["group_id"]) in keep:
                 gens[label(d)].append((d["state_timestamp"], d["generation"]))
