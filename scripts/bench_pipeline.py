@@ -28,8 +28,10 @@ With ``--report-all N`` it measures ``odradek-report all`` instead (issue
 ``scripts/gen_offsets_log.py`` (``N`` records, 2,000 groups), then, alternating
 per round, the CLI as a user runs it (its own process, JVM start included)
 with ``--every-record`` (every record into Spark, the path before the
-``reports`` aggregation) and without (the data source aggregates per split):
-wall time, the stage times from its progress lines, the driver's peak RSS,
+``reports`` aggregation) and without (the data source aggregates per split),
+and with ``--baseline DIR`` the same from another tree (``git archive main
+odradek | tar -x -C DIR``): wall time, the stage times from its progress
+lines, the driver's peak RSS, the Spark jobs/stages/tasks the run reports,
 and a check that every CSV is the same bytes.
 
 Prints records/s of each, their ratios (targets from issue 37: spark-agg
@@ -52,6 +54,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -271,26 +274,99 @@ def decode_breakdown(refs, limit: int = 400_000) -> dict[str, float]:
 
 
 _STAGE = re.compile(r"^\[\d+/\d+\] ([\w.-]+): .*\(([\d.]+)s\)$", re.M)
+_WORK = re.compile(r"Spark: (\d+) jobs, (\d+) stages, (\d+) tasks")
 
 
-def _report_run(data: Path, out: Path, master: str, extra: list[str]) -> tuple[float, dict[str, float], float]:
-    """One ``odradek-report all`` process: (wall s, seconds per stage, driver peak RSS MiB)."""
+def _tree_rss(root: int) -> dict[str, list[float]]:
+    """RSS (MiB) of ``root`` and its descendants now, by kind: ``driver`` (``root``, the CLI's Python),
+    ``jvm`` (Spark's JVM: driver and executor in local mode), ``python-workers`` (the executor's
+    Python workers, one entry each); from /proc, Linux only."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    page = os.sysconf("SC_PAGE_SIZE") / 2**20
+    out: dict[str, list[float]] = {"driver": [], "jvm": [], "python-workers": []}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                rss = int(f.read().split()[1]) * page
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+        except (OSError, IndexError, ValueError):
+            continue
+        kind = "driver" if pid == root else "jvm" if comm == "java" else "python-workers" if "python" in comm else ""
+        if kind:
+            out[kind].append(rss)
+    return out
+
+
+class _RssSampler(threading.Thread):
+    """Peak RSS of a process tree, sampled every ``every`` seconds: per kind, the largest process."""
+
+    def __init__(self, pid: int, every: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.every, self.stop = pid, every, threading.Event()
+        self.peak: dict[str, float] = {}
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every):
+            for kind, values in _tree_rss(self.pid).items():
+                if values:
+                    self.peak[kind] = max(self.peak.get(kind, 0.0), max(values))
+
+
+def _report_run(data: Path, out: Path, master: str, extra: list[str], root: Path = ROOT, memory: bool = False
+                ) -> tuple[float, dict[str, float], float, str]:
+    """One ``odradek-report all`` process from the tree at ``root``: (wall s, seconds per stage,
+    driver peak RSS MiB, Spark's jobs/stages/tasks or ""); with ``memory`` the JVM's and the
+    Python workers' peaks are added to the last."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "odradek.pipeline.cli", "all", str(data), "--out", str(out), "--master", master,
-           "--progress-seconds", "0", "--now", "2024-05-01T00:00", *extra]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+           "--progress-seconds", "0" if not memory else "60", "--now", "2024-05-01T00:00", *extra]
+    env = {**os.environ, "PYTHONPATH": str(root)}
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    err = proc.stderr.read() if proc.stderr else ""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=root)
+    sampler = _RssSampler(proc.pid) if memory else None
+    if sampler is not None:
+        sampler.start()
+    lines = []
+    for line in proc.stderr or []:
+        lines.append(line)
+        if memory:
+            print("   " + line.rstrip(), flush=True)
+    err = "".join(lines)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
+    if sampler is not None:
+        sampler.stop.set()
+        sampler.join()
     if status != 0:
         raise SystemExit(f"odradek-report failed:\n{err[-3000:]}")
-    return wall, {m.group(1): float(m.group(2)) for m in _STAGE.finditer(err)}, usage.ru_maxrss / 1024
+    found = _WORK.search(err)
+    work = found.group(0) if found else ""
+    if sampler is not None:
+        work += "; peak RSS " + ", ".join(f"{k} {v:,.0f} MiB" for k, v in sampler.peak.items())
+    return wall, {m.group(1): float(m.group(2)) for m in _STAGE.finditer(err)}, usage.ru_maxrss / 1024, work
 
 
-def report_all(records: int, rounds: int, keep: str | None, master: str) -> int:
-    """``--report-all``: the CLI over a generated log, every record vs aggregated per split, alternating."""
+def report_all(records: int, rounds: int, keep: str | None, master: str, baseline: str | None = None,
+               every_record: bool = True, memory: bool = False) -> int:
+    """``--report-all``: the CLI over a generated log, alternating arms in one run.
+
+    Arms: ``every-record`` (``--every-record``: every record into Spark),
+    ``aggregated`` (this tree), and with ``baseline`` ``before`` (the same
+    aggregated run from another checkout's tree, e.g. ``git archive`` of main's
+    ``odradek/`` unpacked there): the same log, the same machine, in turns.
+    """
     data = Path(keep or tempfile.mkdtemp(prefix="odradek-bench-all-"))
     marker = data / f".gen-{records}"
     if not marker.exists():
@@ -300,19 +376,26 @@ def report_all(records: int, rounds: int, keep: str | None, master: str) -> int:
                         str(records), "--groups", "2000", "--workers", "1"], check=True, stdout=subprocess.DEVNULL)
         marker.touch()
         print(f"generated {records:,} records in {time.perf_counter() - t:.1f}s", flush=True)
-    arms = {"every-record": ["--every-record"], "aggregated": []}
+    arms: dict[str, tuple[list[str], Path]] = {}
+    if baseline:
+        arms["before"] = ([], Path(baseline).resolve())
+    if every_record:
+        arms["every-record"] = (["--every-record"], ROOT)
+    arms["aggregated"] = ([], ROOT)
     walls: dict[str, list[float]] = {a: [] for a in arms}
     outs = {a: Path(tempfile.mkdtemp(prefix=f"odradek-bench-{a}-")) for a in arms}
     try:
         for rnd in range(rounds):
-            for arm, extra in arms.items():
+            for arm, (extra, root) in arms.items():
                 load = _load()
-                wall, stages, rss = _report_run(data, outs[arm], master, extra)
+                wall, stages, rss, work = _report_run(data, outs[arm], master, extra, root, memory)
                 walls[arm].append(wall)
                 print(f"round {rnd + 1} {arm:<12}: {wall:6.1f}s wall, driver RSS {rss:.0f} MiB ({load} before); "
-                      + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()), flush=True)
-            csvs = sorted(p.name for p in outs["every-record"].glob("*.csv"))
-            differ = [n for n in csvs if (outs["every-record"] / n).read_bytes() != (outs["aggregated"] / n).read_bytes()]
+                      + ", ".join(f"{k} {v:.1f}" for k, v in stages.items()) + (f"; {work}" if work else ""),
+                      flush=True)
+            csvs = sorted(p.name for p in outs["aggregated"].glob("*.csv"))
+            differ = sorted({f"{arm}:{n}" for arm in arms for n in csvs
+                             if (outs[arm] / n).read_bytes() != (outs["aggregated"] / n).read_bytes()})
             print(f"round {rnd + 1}: {len(csvs)} CSVs, {'all the same bytes' if not differ else 'DIFFER: ' + str(differ)}",
                   flush=True)
     finally:
@@ -321,9 +404,10 @@ def report_all(records: int, rounds: int, keep: str | None, master: str) -> int:
         if keep is None:
             shutil.rmtree(data, ignore_errors=True)
     best = {a: min(w) for a, w in walls.items()}
-    print(f"\nodradek-report all, {records:,} records, {master}: every-record {best['every-record']:.1f}s, "
-          f"aggregated {best['aggregated']:.1f}s (best of {rounds}; target <= 20 s), "
-          f"{best['every-record'] / best['aggregated']:.2f}x; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
+    print(f"\nodradek-report all, {records:,} records, {master}, best of {rounds} (target <= 20 s): "
+          + ", ".join(f"{a} {w:.1f}s" for a, w in best.items())
+          + "".join(f"; {a}/aggregated {best[a] / best['aggregated']:.2f}x" for a in best if a != "aggregated")
+          + f"; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
     return 0
 
 
@@ -336,9 +420,16 @@ def main() -> int:
     ap.add_argument("--report-all", type=int, metavar="N",
                     help="measure `odradek-report all` over a generated N-record log instead (A/B)")
     ap.add_argument("--master", default="local[2]", help="with --report-all")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="with --report-all: another tree (holding odradek/) run as the 'before' arm")
+    ap.add_argument("--no-every-record", action="store_true", help="with --report-all: skip the every-record arm")
+    ap.add_argument("--memory", action="store_true",
+                    help="with --report-all: sample the RSS of the CLI, Spark's JVM and the Python workers every "
+                         "second, and echo the CLI's progress lines")
     args = ap.parse_args()
     if args.report_all:
-        return report_all(args.report_all, args.rounds, args.keep, args.master)
+        return report_all(args.report_all, args.rounds, args.keep, args.master, args.baseline,
+                          not args.no_every_record, args.memory)
 
     from odradek.pipeline import local_session
     from odradek.pipeline.decode import find_segments

@@ -13,7 +13,9 @@ commits and markers, and partial counts for the overview and commit rates
 ``<out>/aggregated.parquet``, which every report reads.  ``--every-record``
 decodes every record to ``<out>/records.parquet`` instead (the full-record
 path; the reports give the same rows), as ``--binary-files`` always does;
-``--from-records`` starts from either, written earlier.  On a cluster use
+``--from-records`` starts from either, written earlier.  The reports are
+then computed a few at a time (``--concurrent-reports``); the last line
+counts the run's Spark jobs, stages and tasks.  On a cluster use
 ``spark-submit`` (docs/PIPELINE.md); ``--master`` here only picks the local
 master.
 """
@@ -27,6 +29,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -122,6 +125,31 @@ def spark_progress(spark: SparkSession) -> Callable[[], str | None]:
     return line
 
 
+def _next_job_id(spark: SparkSession) -> int:
+    """The id the session's next Spark job gets (ids only grow): where this run's jobs start."""
+    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1) + 1
+
+
+def spark_work(spark: SparkSession, first_job: int = 0) -> str:
+    """``Spark: N jobs, M stages, T tasks`` run since job ``first_job`` (skipped stages not counted).
+
+    From the status tracker, which keeps the last ``spark.ui.retainedJobs``
+    (1000) jobs: what a run costs Spark, whatever the wall clock says.
+    """
+    tracker = spark.sparkContext.statusTracker()
+    jobs = [j for j in tracker.getJobIdsForGroup(None) if j >= first_job]
+    stage_ids = {s for j in jobs if (info := tracker.getJobInfo(j)) is not None for s in info.stageIds}
+    ran = [info for s in stage_ids if (info := tracker.getStageInfo(s)) is not None and info.numCompletedTasks]
+    return (f"Spark: {len(jobs)} jobs, {len(ran)} stages, {sum(i.numCompletedTasks for i in ran)} tasks"
+            + (f" (the last {len(jobs)} retained)" if len(jobs) >= 1000 else ""))
+
+
+def _concurrency(args: argparse.Namespace, spark: SparkSession, reports: int) -> int:
+    """Reports computed at once: ``--concurrent-reports``, else the session's cores (at most 4)."""
+    wanted = args.concurrent_reports or min(4, spark.sparkContext.defaultParallelism)
+    return max(1, min(wanted, reports))
+
+
 def _parse_time(raw: str | None) -> int:
     """``--now``: epoch ms or an ISO-8601 time (UTC unless it says otherwise)."""
     if raw is None:
@@ -168,6 +196,10 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--split-mb", type=float, default=128,
                         help="MiB of segments per Spark task (0: one task per segment file)")
         sp.add_argument("--no-csv", action="store_true", help="Parquet only")
+        sp.add_argument("--quick-jvm", choices=("auto", "on", "off"), default="auto",
+                        help="local session only: the JVM with C1 alone and the serial GC (auto: inputs up to 1 GiB)")
+        sp.add_argument("--concurrent-reports", type=int, default=0,
+                        help="reports computed at once, each its own Spark jobs (0: the session's cores, at most 4)")
         sp.add_argument("--window", default="1 minute", help="commit-rate window (Spark interval)")
         sp.add_argument("--now", help="audit time: epoch ms or ISO-8601 (default: now)")
         sp.add_argument("--retention-minutes", type=int, default=10080, help="offsets.retention.minutes")
@@ -186,12 +218,41 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _session(master: str, binary: bool) -> tuple[SparkSession, bool]:
+# A short-lived JVM spends much of its CPU in C2, the optimising JIT, compiling code that has
+# finished running by the time it is compiled; C1 alone and the serial collector suit a run of a
+# minute or two on a few cores.  Longer runs keep the JVM's defaults.
+QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+QUICK_JVM_MAX_BYTES = 1 << 30
+
+
+def _input_bytes(args: argparse.Namespace) -> int:
+    """Bytes the run reads: the segments under the inputs, or the ``--from-records`` Parquet (local only)."""
+    from odradek.pipeline.decode import find_segments
+    from odradek.pipeline.reports import is_local
+
+    if args.from_records:
+        root = Path(args.from_records.removeprefix("file:"))
+        if not is_local(args.from_records) or not root.exists():
+            return QUICK_JVM_MAX_BYTES + 1
+        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    if args.binary_files or not all(is_local(p) for p in args.paths):
+        return QUICK_JVM_MAX_BYTES + 1
+    return sum(os.path.getsize(r.path) for r in find_segments([str(p) for p in args.paths]))
+
+
+def _jvm_options(args: argparse.Namespace) -> str | None:
+    """``--quick-jvm``: the local session's JVM options (None: the JVM's defaults)."""
+    quick = args.quick_jvm == "on" or (args.quick_jvm == "auto" and _input_bytes(args) <= QUICK_JVM_MAX_BYTES)
+    return QUICK_JVM_OPTIONS if quick else None
+
+
+def _session(master: str, binary: bool, jvm_options: str | None = None) -> tuple[SparkSession, bool]:
     """The session to use, and whether this run owns (and so stops) it.
 
     An active session (tests, notebooks) is reused as is.  Under
     ``spark-submit`` the master and resources are spark-submit's: the session
-    is built from its configuration.  Otherwise a local session is started.
+    is built from its configuration.  Otherwise a local session is started,
+    its JVM with ``jvm_options``.
     """
     from pyspark.sql import SparkSession
 
@@ -210,6 +271,8 @@ def _session(master: str, binary: bool) -> tuple[SparkSession, bool]:
         spark = builder.getOrCreate()
         register(spark)
         return spark, True
+    if jvm_options:
+        conf["spark.driver.extraJavaOptions"] = jvm_options
     return local_session(master, conf=conf), True
 
 
@@ -255,8 +318,9 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
     if reports.is_local(out):
         Path(out.removeprefix("file:")).mkdir(parents=True, exist_ok=True)
     html_stage = 1 if args.command == "all" else 0
-    spark, owned = _session(args.master, args.binary_files)
+    spark, owned = _session(args.master, args.binary_files, _jvm_options(args))
     stages = Stages(1 + len(names) + html_stage, spark_progress(spark), args.progress_seconds)
+    first_job = _next_job_id(spark)
     try:
         records = _records(spark, args, stages, names)
         now = _parse_time(args.now)
@@ -267,22 +331,36 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
             produced[name] = spark.read.parquet(paths[0])
             return f"{reports.parquet_rows(spark, paths[0]):,} rows -> " + ", ".join(paths)
 
+        pool = ThreadPoolExecutor(max_workers=_concurrency(args, spark, len(names)), thread_name_prefix="report")
+        running: dict[str, Future[str]] = {}
+
+        def offsets() -> DataFrame | None:
+            """The latest-offsets report this run writes (waited for), which expiry-audit and lag read."""
+            if "latest-offsets" in running:
+                running["latest-offsets"].result()
+            return produced.get("latest-offsets")
+
         builders: dict[str, Callable[[], DataFrame]] = {
             "overview": lambda: reports.overview(records),
             "latest-offsets": lambda: reports.latest_offsets(records),
             "group-timeline": lambda: reports.group_timeline(records),
             "expiry-audit": lambda: reports.expiry_audit(records, now_ms=now,
                                                          retention_ms=args.retention_minutes * 60_000,
-                                                         offsets=produced.get("latest-offsets")),
+                                                         offsets=offsets()),
             "commit-rates": lambda: reports.commit_rates(records, args.window),
-            "lag": lambda: reports.consumer_lag(records, produced.get("latest-offsets")),
+            "lag": lambda: reports.consumer_lag(records, offsets()),
             "txn-offsets": lambda: reports.transactional_offsets(records),
             "transactions": lambda: reports.transactions(records),
             "share-groups": lambda: reports.share_groups(records),
             "modern-groups": lambda: reports.modern_groups(records),
         }
-        for name in names:
-            stages.run(name, lambda name=name: write(name, builders[name]()))
+        try:
+            for name in names:
+                running[name] = pool.submit(lambda name=name: write(name, builders[name]()))
+            for name in names:
+                stages.run(name, running[name].result)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         if html_stage:
             def summary() -> str:
                 page = Summary("Odradek log report", now, [str(p) for p in args.paths] or [args.from_records])
@@ -291,6 +369,7 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
                 reports.write_text(spark, target, render(page))
                 return target
             stages.run("summary.html", summary)
+        stages.note(spark_work(spark, first_job))
         return 0
     finally:
         if owned:

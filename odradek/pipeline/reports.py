@@ -80,30 +80,46 @@ def _partials(df: DataFrame, kind: str) -> DataFrame:
     return df.where(F.col(PARTIAL) == kind)
 
 
-def _offsets_markers(df: DataFrame) -> DataFrame:
-    """COMMIT/ABORT markers of the offsets topic: (data dir, partition, producer) and where."""
-    return (df.where((F.col("record_type") == CONTROL) & (F.col("topic") == OFFSETS_TOPIC))
-            .select("source_dir", "partition", "producer_id", F.col("offset").alias("marker_offset"),
-                    F.col("control_type").alias("marker_type"), F.col("timestamp").alias("marker_timestamp")))
+_MARKER = "_m"
+_MARKER_TYPE = "struct<marker_type:int,marker_offset:bigint,marker_timestamp:bigint>"
+
+
+def with_next_marker(txn: DataFrame, df: DataFrame) -> DataFrame:
+    """``txn`` rows with ``_m``: the first COMMIT/ABORT marker of their producer after them, NULL if none yet.
+
+    Kafka's load parks a transactional commit under its producer id until
+    the producer's next marker in the same offsets partition
+    (``GroupMetadataManager``): ``_m`` is that marker (``marker_type``,
+    ``marker_offset``, ``marker_timestamp``).  The commits and the markers
+    of each (data dir, offsets partition, producer) are one window, newest
+    first; each commit takes the last marker seen before it -- one sort,
+    not a join of every commit with every marker of its producer (a
+    long-lived transactional producer has thousands of both).
+    """
+    keys = ["source_dir", "partition", "producer_id"]
+    marker = F.struct(F.col("control_type").alias("marker_type"), F.col("offset").alias("marker_offset"),
+                      F.col("timestamp").alias("marker_timestamp")).cast(_MARKER_TYPE)
+    markers = (df.where((F.col("record_type") == CONTROL) & (F.col("topic") == OFFSETS_TOPIC))
+               .select(*keys, "offset", marker.alias("_marker")))
+    newest_first = (Window.partitionBy(*keys).orderBy(F.desc("offset"))
+                    .rowsBetween(Window.unboundedPreceding, -1))
+    both = (txn.withColumn("_marker", F.lit(None).cast(_MARKER_TYPE))
+            .unionByName(markers, allowMissingColumns=True))
+    return (both.withColumn(_MARKER, F.last("_marker", ignorenulls=True).over(newest_first))
+            .where(F.col("_marker").isNull()).drop("_marker"))
 
 
 def offset_commits(df: DataFrame) -> DataFrame:
     """Offset-commit records that take effect (non-transactional, or transactional and committed).
 
-    Kafka's load parks a transactional commit under its producer id
-    until the producer's next marker: COMMIT applies it, ABORT drops it.
+    A transactional commit applies once its producer's next marker
+    (:func:`with_next_marker`) is a COMMIT; an ABORT drops it.
     """
     commits = df.where((F.col("record_type") == OFFSET_COMMIT) & F.col("decode_error").isNull())
     plain = commits.where(~F.col("is_transactional"))
     txn = commits.where(F.col("is_transactional"))
-    markers = _offsets_markers(df)
-    keys = ["source_dir", "partition", "producer_id"]
-    first_marker = (txn.join(markers, keys)
-                    .where(F.col("marker_offset") > F.col("offset"))
-                    .groupBy(*keys, "offset")
-                    .agg(F.min_by("marker_type", "marker_offset").alias("outcome")))
-    committed = (txn.join(first_marker, [*keys, "offset"])
-                 .where(F.col("outcome") == COMMIT_MARKER).drop("outcome"))
+    committed = (with_next_marker(txn, df).where(F.col(f"{_MARKER}.marker_type") == COMMIT_MARKER)
+                 .drop(_MARKER))
     return plain.unionByName(committed)
 
 
@@ -140,18 +156,12 @@ def transactional_offsets(df: DataFrame) -> DataFrame:
     transaction is open when the log ends, and OffsetFetch answers
     UNSTABLE_OFFSET_COMMIT for those partitions until its marker lands.
     """
-    keys = ["source_dir", "partition", "producer_id"]
     df = records_of(df)
     txn = df.where((F.col("record_type") == OFFSET_COMMIT) & F.col("decode_error").isNull()
                    & F.col("is_transactional"))
-    first = (txn.select(*keys, "offset").join(_offsets_markers(df), keys)
-             .where(F.col("marker_offset") > F.col("offset"))
-             .groupBy(*keys, "offset")
-             .agg(F.min_by(F.struct("marker_type", "marker_offset", "marker_timestamp"), "marker_offset")
-                  .alias("_m")))
     outcome = (F.when(F.col("_m").isNull(), F.lit("pending"))
                .when(F.col("_m.marker_type") == COMMIT_MARKER, F.lit("committed")).otherwise(F.lit("aborted")))
-    return (txn.join(first, [*keys, "offset"], "left")
+    return (with_next_marker(txn, df)
             .select("source_dir", "group_id", F.col("commit_topic").alias("topic"),
                     F.col("commit_partition").alias("partition"), "committed_offset", "leader_epoch", "metadata",
                     "commit_timestamp", "producer_id", F.col("partition").alias("offsets_partition"),
@@ -263,6 +273,22 @@ def modern_groups(df: DataFrame) -> DataFrame:
         .cast("int").alias("member_count"),
         "member_client_id", "member_client_host", "member_instance_id", "group_topics", "group_regex",
         "member_assignment", "member_pending_revocation", F.col("_is_last").alias("is_last"))
+
+
+def modern_group_states(modern: DataFrame) -> DataFrame:
+    """Per group of a :func:`modern_groups` report: where its records leave it (the summary's table).
+
+    ``group_epoch``: the last epoch record's; ``member_count``: live members
+    after the group's last record; ``last_event`` that record's event;
+    ``records`` and ``last_timestamp`` over all of the group's records.
+    """
+    position = F.struct("offsets_partition", "record_offset")
+    epoch_position = F.when(F.col("group_epoch").isNotNull(), position)
+    return (modern.groupBy("source_dir", "group_type", "group_id")
+            .agg(F.max_by("group_epoch", epoch_position).alias("group_epoch"),
+                 F.max_by("member_count", position).alias("member_count"),
+                 F.count(F.lit(1)).alias("records"), F.max_by("event", position).alias("last_event"),
+                 F.max("record_timestamp").alias("last_timestamp")))
 
 
 # --- transactions (__transaction_state) ---------------------------------------------------------
@@ -719,6 +745,15 @@ def _zero_fill(points: list[tuple[float, float]], step: int, limit: int = 2000) 
     return [(t, have.get(t, 0.0)) for t in range(int(first), int(last) + 1, step)]
 
 
+def _of_groups(df: DataFrame, groups: set[tuple[str, str]]) -> DataFrame:
+    """Rows of ``df`` whose (data dir, group) is one of ``groups`` (a chart's few leaders), filtered by
+    Spark: a chart's series come to the driver, not every group's windows."""
+    keep = F.lit(False)
+    for source_dir, group_id in sorted(groups):
+        keep = keep | ((F.col("source_dir") == source_dir) & (F.col("group_id") == group_id))
+    return df.where(keep)
+
+
 def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8) -> Summary:
     """Fill ``page`` from the reports the CLI produced (only small aggregates reach the driver)."""
     label = _labeller(produced)
@@ -737,7 +772,7 @@ def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8
         keep = {(r["source_dir"], r["group_id"]) for r in leaders}
         series: dict[str, list[tuple[float, float]]] = {label(r): [] for r in leaders}
         step = 0
-        for r in per_group.select("source_dir", "group_id", F.unix_millis("window_start").alias("t"),
+        for r in _of_groups(per_group, keep).select("source_dir", "group_id", F.unix_millis("window_start").alias("t"),
                                   (F.unix_millis("window_end") - F.unix_millis("window_start")).alias("ms"),
                                   (F.col("commits") / (F.unix_seconds("window_end") - F.unix_seconds("window_start")))
                                   .alias("rate")).collect():
@@ -761,7 +796,7 @@ def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8
                    .orderBy(F.desc("count"), "group_id").limit(top).collect()]
         keep = {(r["source_dir"], r["group_id"]) for r in leaders}
         gens: dict[str, list[tuple[float, float]]] = {label(r): [] for r in leaders}
-        for r in live.select("source_dir", "group_id", "state_timestamp", "generation").collect():
+        for r in _of_groups(live, keep).select("source_dir", "group_id", "state_timestamp", "generation").collect():
             d = r.asDict()
             if (d["source_dir"], d["group_id"]) in keep:
                 gens[label(d)].append((d["state_timestamp"], d["generation"]))
@@ -782,6 +817,16 @@ def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8
                  + table(soon, ["expires_at", "expired", "group_id", "topic", "partition", "committed_offset",
                                 "group_state", "reason"], time_columns=("expires_at",)),
                  "Offsets the broker's sweep would remove, soonest first, as of the report time.")
+    modern = produced.get("modern-groups")
+    if modern is not None:
+        rows = [{**r.asDict(), "group": label(r.asDict())} for r in modern_group_states(modern)
+                .orderBy(F.desc("last_timestamp"), "source_dir", "group_id").limit(50).collect()]
+        if rows:
+            page.add("Consumer and share groups (KIP-848, KIP-932)",
+                     table(rows, ["last_timestamp", "group_type", "group", "group_epoch", "member_count", "records",
+                                  "last_event"], time_columns=("last_timestamp",)),
+                     "Each group as its records leave it: the last group epoch, the live members, "
+                     "the last record's event; newest first.")
     txns = produced.get("transactions")
     if txns is not None:
         rows = [r.asDict() for r in txns.where("state_changed")

@@ -28,6 +28,7 @@ def test_all_reports_and_the_summary(spark, scenario, tmp_path, capsys):
         ("1", "decode"), ("2", "overview"), ("3", "latest-offsets"), ("4", "group-timeline"),
         ("5", "expiry-audit"), ("6", "commit-rates"), ("7", "lag"), ("8", "txn-offsets"), ("9", "transactions"),
         ("10", "share-groups"), ("11", "modern-groups"), ("12", "summary.html")]
+    assert re.search(r"^ +Spark: [1-9]\d* jobs, [1-9]\d* stages, [1-9]\d* tasks$", progress, re.M)
     for name in ("aggregated", "overview", "latest_offsets", "group_timeline", "expiry_audit", "commit_rates", "lag",
                  "txn_offsets", "transactions", "share_groups", "modern_groups"):
         assert (out / f"{name}.parquet").is_dir(), name
@@ -39,6 +40,12 @@ def test_all_reports_and_the_summary(spark, scenario, tmp_path, capsys):
     assert "<script" not in page and "<link" not in page
     assert set(re.findall(r"https?://[^\"' ]+", page)) == {"http://www.w3.org/2000/svg"}  # namespace only
     assert "orders-app" in page and "explicit-expiry" in page
+    # KIP-848 / KIP-932 groups as their records leave them: type, group, epoch, live members, records, last event
+    section = page.split("<h2>Consumer and share groups (KIP-848, KIP-932)</h2>", 1)[1].split("</table>", 1)[0]
+    groups = {tuple(re.findall(r"<td>(.*?)</td>", row)[1:]) for row in re.findall(r"<tr>(.*?)</tr>", section)
+              if "<td>" in row}
+    assert {(kind, group.rsplit("/", 1)[-1], *rest) for kind, group, *rest in groups} == {
+        ("consumer", "cg-app", "3", "1", "16", "group-epoch"), ("share", "share-app", "1", "1", "2", "group-epoch")}
 
     # a single report from those records, with its CSV: one file, nested columns flattened
     again = tmp_path / "again"
@@ -89,6 +96,20 @@ def test_reports_from_the_aggregating_data_source_are_the_every_record_bytes(spa
     alone = tmp_path / "alone"
     assert main(["lag", str(scenario.parent), "--out", str(alone), *common]) == 0
     assert (alone / "lag.csv").read_bytes() == (full / "lag.csv").read_bytes()
+
+
+def test_a_small_input_gets_a_quick_jvm(scenario, monkeypatch):
+    from odradek.pipeline import cli
+
+    def options(*argv: str) -> str | None:
+        return cli._jvm_options(cli._parser().parse_args(["all", *argv, "--out", "/tmp/unused"]))
+
+    assert options(str(scenario.parent)) == cli.QUICK_JVM_OPTIONS
+    assert options(str(scenario.parent), "--quick-jvm", "off") is None
+    assert options("hdfs://nn/data", "--binary-files") is None  # size unknown: the JVM's defaults
+    assert options("hdfs://nn/data", "--binary-files", "--quick-jvm", "on") == cli.QUICK_JVM_OPTIONS
+    monkeypatch.setattr(cli, "QUICK_JVM_MAX_BYTES", 10)
+    assert options(str(scenario.parent)) is None
 
 
 def test_long_stages_print_progress_lines(capsys):
