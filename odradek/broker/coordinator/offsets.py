@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import structlog
 
 from ...offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE
-from ...offsets.records import GroupKey, OffsetKey, offset_key, offset_value
+from ...offsets.records import GroupKey, OffsetKey, encode_commits, offset_key, offset_value
 from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("odradek.coordinator")
 
 PartitionCount = Callable[[str], "int | None"]
+_NO_TOPIC = object()
 
 _E = ErrorCode
 # storage errors as an OffsetCommit answers them (``GroupMetadataManager.storeOffsets``)
@@ -135,9 +136,16 @@ def commit_offsets(coordinator: GroupShards, request: CommitRequest, partitions:
     errors = [ErrorCode.NONE] * len(partitions)
     cache: dict[str, int | None] = {}
     accepted = []
-    for i, p in enumerate(partitions):
-        if partition_exists(partition_count, cache, p[0], p[1]):  # topic, partition
-            accepted.append(i)
+    ap = accepted.append
+    last: object = _NO_TOPIC
+    count = None
+    for i, p in enumerate(partitions):  # partition_exists, its topic's count asked once per run of the topic
+        topic = p[0]
+        if topic != last:
+            last = topic
+            count = cache[topic] if topic in cache else cache.setdefault(topic, partition_count(topic))
+        if count is not None and 0 <= p[1] < count:
+            ap(i)
         else:
             errors[i] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if not accepted:
@@ -202,16 +210,23 @@ def _store(shard: Shard, max_metadata: int, request: CommitRequest,
     now = shard.clock.now_ms()
     expire = now + request.retention_ms if request.retention_ms != -1 else -1
     group_id = request.group_id
-    records: list[Record] = []
-    for i in accepted:
-        topic, partition, offset, epoch, metadata, timestamp = partitions[i]
-        # 2 * len bounds the UTF-16 length: short metadata needs no closer look
-        if metadata is not None and 2 * len(metadata) > max_metadata and metadata_too_large(metadata, max_metadata):
-            errors[i] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            continue
-        records.append((offset_key(group_id, topic, partition),
-                        offset_value(offset, epoch, metadata or "", now if timestamp == -1 else timestamp,
-                                     expire)))
+    rows = partitions if len(accepted) == len(partitions) else [partitions[i] for i in accepted]
+    # 2 * len bounds the UTF-16 length: short metadata needs no closer look
+    half = max_metadata // 2
+    if any(m is not None and len(m) > half for m in [p[4] for p in rows]):
+        kept = []
+        for i in accepted:
+            metadata = partitions[i][4]
+            if metadata is not None and metadata_too_large(metadata, max_metadata):
+                errors[i] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                kept.append(partitions[i])
+        rows = kept
+    records = None if shard.config.emulates_value_versions else encode_commits(group_id, rows, now, expire)
+    if records is None:  # written in an older release's versions, or not encodable (the write says so)
+        records = [(offset_key(group_id, topic, partition),
+                    offset_value(offset, epoch, metadata or "", now if timestamp == -1 else timestamp, expire))
+                   for topic, partition, offset, epoch, metadata, timestamp in rows]
     return shard.run(CoordinatorResult(records, errors, _commit_failed), now)
 
 

@@ -32,6 +32,7 @@ import structlog
 
 from ...offsets.consumer_records import encode_cg_key, encode_cg_value, is_cg_key
 from ...offsets.records import (
+    CommitRecords,
     GroupKey,
     GroupValue,
     OffsetKey,
@@ -71,8 +72,11 @@ def encode_records(records: list[Record]) -> list[EncodedRecord]:
     """The offsets topic's records as (key, value) bytes; raises RecordEncodeError.
 
     A transactional write (offset commits of a TxnOffsetCommit, or a marker)
-    is never mixed with plain records: its first key tells.
+    is never mixed with plain records: its first key tells.  An OffsetCommit's
+    records come with their bytes (``CommitRecords``).
     """
+    if type(records) is CommitRecords:
+        return records.pairs
     first = type(records[0][0])
     if first is TxnOffsetKey or first is MarkerKey:
         return encode_txn_records(records)
