@@ -21,6 +21,7 @@ end up Empty with no offsets, so the three paths cannot disagree.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
@@ -44,6 +45,7 @@ log = structlog.get_logger("odradek.coordinator")
 
 PartitionCount = Callable[[str], "int | None"]
 _NO_TOPIC = object()
+_METADATA = itemgetter(4)  # a PartitionCommit's metadata
 
 _E = ErrorCode
 # storage errors as an OffsetCommit answers them (``GroupMetadataManager.storeOffsets``)
@@ -213,7 +215,7 @@ def _store(shard: Shard, max_metadata: int, request: CommitRequest,
     rows = partitions if len(accepted) == len(partitions) else [partitions[i] for i in accepted]
     # 2 * len bounds the UTF-16 length: short metadata needs no closer look
     half = max_metadata // 2
-    if any(m is not None and len(m) > half for m in [p[4] for p in rows]):
+    if max(map(len, filter(None, map(_METADATA, rows))), default=0) > half:
         kept = []
         for i in accepted:
             metadata = partitions[i][4]

@@ -209,6 +209,28 @@ class Shard:
         if self.status is not _LOADING and (value is None or group_id not in self.groups):
             self.reconcile(group_id)
 
+    def replay_records(self, records: list[Record]) -> None:
+        """A write's records, as ``replay`` of each in turn (the runtime's call per write).
+
+        An OffsetCommit's (``CommitRecords``: one group, every value set) are stored in one loop
+        when no transaction has offsets pending: the group's offsets found once, its live group
+        made (``reconcile``) once, after them rather than after the first -- nothing in between
+        reads it.
+        """
+        if type(records) is not CommitRecords or self._txn_groups or not records:
+            replay = self.replay
+            for key, value in records:
+                replay(key, value)
+            return
+        group_id = records[0][0].group
+        offsets = self.offsets.get(group_id)
+        if offsets is None:
+            offsets = self.offsets[group_id] = {}
+        for key, value in records:
+            offsets[(key.topic, key.partition)] = value
+        if self.status is not _LOADING and group_id not in self.groups:
+            self.reconcile(group_id)
+
     def _replay_marker(self, key: MarkerKey, coordinator_epoch: int) -> None:
         """A COMMIT/ABORT marker: the producer's pending offsets become committed (unless overtaken) or go."""
         txn = self.txn
