@@ -30,10 +30,12 @@ fsync); otherwise the answer is built synchronously, without a task.
 from __future__ import annotations
 
 from functools import partial
+from itertools import chain
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode
-from ...protocol.fastcodec import CodecCache, EncodedArray, compile_row_writer
+from ...protocol.fastcodec import CodecCache, EncodedArray, compile_fixed_rows, compile_row_writer
 from ...protocol.messages.offset_commit import RESPONSE as OFFSET_COMMIT_RESPONSE
 from ...protocol.messages.offset_fetch import RESPONSE as OFFSET_FETCH_RESPONSE
 from ..coordinator.offsets import (
@@ -113,28 +115,29 @@ def offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
     return Later(promise, lambda errors: commit_response(req, errors, version))
 
 
-# OffsetCommitResponse's partition struct, written row by row as OffsetFetch's (no dict per partition)
-_COMMITTED_ROWS = CodecCache(lambda v: compile_row_writer(OFFSET_COMMIT_RESPONSE, v, ("topics", "partitions")),
+# OffsetCommitResponse's partitions: (partition_index, error_code) rows, a topic's in one pack
+_COMMITTED_ROWS = CodecCache(lambda v: compile_fixed_rows(OFFSET_COMMIT_RESPONSE, v, ("topics", "partitions")),
                              OFFSET_COMMIT_RESPONSE.valid)
+_INDEX = itemgetter("partition_index")
 
 
 def commit_response(req, errors: list[ErrorCode], version: int) -> dict:
     """Per-partition errors in the request's own shape and order (v10: by topic id; a topic no id
-    resolved to was not committed: UNKNOWN_TOPIC_ID)."""
-    row = _COMMITTED_ROWS[version]
-    it = iter(errors)
+    resolved to was not committed: UNKNOWN_TOPIC_ID).  A topic's rows are packed at once from its
+    partitions' indexes zipped with their errors: no call per partition."""
+    rows = _COMMITTED_ROWS[version]
     topics = []
+    at = 0
     for t in req["topics"]:
         parts = t["partitions"]
-        chunks: list[bytes] = []
-        ap = chunks.append
+        n = len(parts)
         if t["name"] is not None:
-            for p in parts:
-                row(ap, p["partition_index"], next(it))
+            errs = errors[at:at + n]
+            at += n
         else:
-            for p in parts:
-                row(ap, p["partition_index"], ErrorCode.UNKNOWN_TOPIC_ID)
-        topics.append({"name": t["name"], "topic_id": t["topic_id"], "partitions": _partitions(len(parts), chunks)})
+            errs = [ErrorCode.UNKNOWN_TOPIC_ID] * n
+        data = rows(n)(*chain.from_iterable(zip(map(_INDEX, parts), errs, strict=True)))
+        topics.append({"name": t["name"], "topic_id": t["topic_id"], "partitions": EncodedArray(n, data)})
     return {"throttle_time_ms": 0, "topics": topics}
 
 
