@@ -364,53 +364,49 @@ _INT64X2 = struct.Struct(">qq")
 # (group, topic) -> partition -> (key, its bytes), at most _KEY_CACHE_MAX keys in all (then emptied)
 _TOPIC_KEYS: dict[tuple[str, str], dict[int, tuple[OffsetKey, bytes]]] = {}
 _TOPIC_KEYS_HELD = [0]
-_NO_TOPIC = object()
 
 
-def encode_commits(group: str, rows: list[tuple], now: int, expire: int) -> CommitRecords | None:
+def encode_commits(group: str, topics: list[tuple[str, list[tuple]]], now: int, expire: int) -> CommitRecords | None:
     """The records of an offset commit and their bytes in one pass; None if one cannot be encoded
     here (the general path then raises its ``RecordEncodeError``).
 
-    ``rows`` are ``(topic, partition, offset, leader_epoch, metadata, commit_timestamp)``
-    (``PartitionCommit``'s fields; timestamp -1: ``now``; metadata None: "").  The same records
-    ``offset_key``/``offset_value`` make and the same bytes ``encode_key``/``encode_value`` write
-    (v3, or v1 with an expire timestamp): a key and its bytes are kept per (group, topic) and
-    found by partition, and a value is packed from the row's fields, not read back from its object.
+    ``topics`` are ``[(topic, [(partition, offset, leader_epoch, metadata, commit_timestamp)])]``
+    (timestamp -1: ``now``; metadata None: "").  The same records ``offset_key``/``offset_value``
+    make and the same bytes ``encode_key``/``encode_value`` write (v3, or v1 with an expire
+    timestamp): a key and its bytes are kept per (group, topic) and found by partition, and a
+    value is packed from the row's fields, not read back from its object.
     """
     out = CommitRecords()
     pairs: list[tuple[bytes, bytes]] = []
     rap, pap = out.append, pairs.append
     new, value_type = _new, OffsetValue
-    last: object = _NO_TOPIC
-    keys: dict[int, tuple[OffsetKey, bytes]] = {}
     v1 = expire != -1
     try:
-        for topic, partition, offset, epoch, metadata, timestamp in rows:
-            if topic != last:
-                last = topic
-                keys = _topic_keys(group, topic)
-            entry = keys.get(partition)
-            if entry is None:
-                entry = _key_entry(keys, group, topic, partition)
-            if timestamp == -1:
-                timestamp = now
-            if metadata is None:
-                metadata = ""
-            if not metadata:
-                data = (_V1_EMPTY.pack(1, offset, 0, timestamp, expire) if v1
-                        else _V3_EMPTY.pack(3, offset, epoch, 0, timestamp))
-            else:
-                raw = metadata.encode()
-                data = (_V1_HEAD.pack(1, offset, len(raw)) + raw + _INT64X2.pack(timestamp, expire) if v1
-                        else _V3_HEAD.pack(3, offset, epoch, len(raw)) + raw + _INT64.pack(timestamp))
-            value = new(value_type)
-            value.offset = offset
-            value.leader_epoch = epoch
-            value.metadata = metadata
-            value.commit_timestamp = timestamp
-            value.expire_timestamp = expire
-            rap((entry[0], value))
-            pap((entry[1], data))
+        for topic, rows in topics:
+            keys = _topic_keys(group, topic)
+            for partition, offset, epoch, metadata, timestamp in rows:
+                entry = keys.get(partition)
+                if entry is None:
+                    entry = _key_entry(keys, group, topic, partition)
+                if timestamp == -1:
+                    timestamp = now
+                if metadata is None:
+                    metadata = ""
+                if not metadata:
+                    data = (_V1_EMPTY.pack(1, offset, 0, timestamp, expire) if v1
+                            else _V3_EMPTY.pack(3, offset, epoch, 0, timestamp))
+                else:
+                    raw = metadata.encode()
+                    data = (_V1_HEAD.pack(1, offset, len(raw)) + raw + _INT64X2.pack(timestamp, expire) if v1
+                            else _V3_HEAD.pack(3, offset, epoch, len(raw)) + raw + _INT64.pack(timestamp))
+                value = new(value_type)
+                value.offset = offset
+                value.leader_epoch = epoch
+                value.metadata = metadata
+                value.commit_timestamp = timestamp
+                value.expire_timestamp = expire
+                rap((entry[0], value))
+                pap((entry[1], data))
     except (struct.error, UnicodeEncodeError, RecordEncodeError):
         return None
     out.pairs = pairs

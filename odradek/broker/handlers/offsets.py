@@ -41,7 +41,7 @@ from ...protocol.messages.offset_fetch import RESPONSE as OFFSET_FETCH_RESPONSE
 from ..coordinator.offsets import (
     CommitRequest,
     PartitionCount,
-    commit_offsets,
+    commit_topic_offsets,
     delete_offsets,
     fetch_offset_rows,
     validate_consumer_fetch,
@@ -92,23 +92,25 @@ def partition_counter(app: OffsetServices) -> PartitionCount:
 
 # --- OffsetCommit ---------------------------------------------------------------------------------
 
+# a partition of the request as the coordinator's row (``coordinator.offsets.CommitRow``), read in C
+_COMMIT_ROW = itemgetter("partition_index", "committed_offset", "committed_leader_epoch", "committed_metadata",
+                         "commit_timestamp")
+
 # The hottest request: decoded structs are read by key (``c["x"]``, C speed) rather than
-# by attribute (construct's ``Container.__getattr__`` is Python code), and partitions
-# travel as plain ``PartitionCommit``-shaped tuples.
+# by attribute (construct's ``Container.__getattr__`` is Python code), and a topic's partitions
+# travel as plain tuples under it, read by one ``itemgetter`` (no Python code per partition).
 
 def offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
     if ctx.api_version >= 10:  # KIP-848: topics by id; an id no topic has is UNKNOWN_TOPIC_ID
         app.topics.name_items_by_id(req["topics"], app.cluster_id)
-    partitions = [(t["name"], p["partition_index"], p["committed_offset"],
-                   p["committed_leader_epoch"], p["committed_metadata"], p["commit_timestamp"])
-                  for t in req["topics"] if t["name"] is not None for p in t["partitions"]]
+    topics = [(t["name"], list(map(_COMMIT_ROW, t["partitions"]))) for t in req["topics"] if t["name"] is not None]
     coordinator = app.coordinator
     if coordinator is None:
-        promise = Promise.resolved([ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(partitions))
+        promise = Promise.resolved([ErrorCode.COORDINATOR_NOT_AVAILABLE] * sum(len(rows) for _t, rows in topics))
     else:
         request = CommitRequest(req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
                                 req["group_instance_id"], req["retention_time_ms"], ctx.api_version)
-        promise = commit_offsets(coordinator, request, partitions, partition_counter(app))
+        promise = commit_topic_offsets(coordinator, request, topics, partition_counter(app))
     version = ctx.api_version
     if promise.done:  # fsync never/interval: answered at once
         return commit_response(req, promise.result(), version)
