@@ -307,6 +307,9 @@ class Shard:
 
     def _count_commits(self, records: list[Record]) -> None:
         """A write the log accepted: count its offset commits for the metrics."""
+        if type(records) is CommitRecords:  # an OffsetCommit's: every record is one
+            self.stats["offset_commits"] += len(records)
+            return
         commits = 0
         for key, value in records:
             if value is not None and (type(key) is OffsetKey or type(key) is TxnOffsetKey):
