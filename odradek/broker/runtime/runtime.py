@@ -311,7 +311,10 @@ class ShardWriter:
         return True
 
     def _append(self, pairs: list[EncodedRecord], stamps: list[int]) -> None:
-        self.log.append_records(pairs, stamps[0], timestamps=stamps, schedule=not self.await_fsync)
+        if min(stamps) == max(stamps):  # one reading of the clock (usual in a turn): the same bytes, no deltas
+            self.log.append_records(pairs, stamps[0], schedule=not self.await_fsync)
+        else:
+            self.log.append_records(pairs, stamps[0], timestamps=stamps, schedule=not self.await_fsync)
 
     def _append_txn(self, pairs: list[EncodedRecord], now: int, txn: TxnBatch) -> None:
         """One transactional batch (base sequence 0, as Kafka's coordinator writes it) or control batch.
