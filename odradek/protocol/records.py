@@ -621,21 +621,24 @@ def _plain_records(pairs: list[tuple[bytes | None, bytes | None]], deltas: list[
     """The records of :func:`encode_pairs_batch`, without headers, at timestamp deltas ``deltas``
     (all 0 if None).
 
-    An offset commit writes one record per partition: lengths, offset and
-    timestamp deltas under 1024 (all of them in practice) take their varints
-    from a table and each record is one join (a third of
-    :func:`_encode_record`'s cost); anything else goes through it.
+    An offset commit writes one record per partition: lengths and timestamp
+    deltas under 1024 (all of them in practice) take their varints from a
+    table and each record is one join (a third of :func:`_encode_record`'s
+    cost); anything else goes through it.  Offset deltas from 1024 on (a turn
+    that staged more than 1024 records: 16 pipelined commits of 100
+    partitions) are encoded in place, the rest of the record as fast.
     """
     var = _VARINT_OF
     parts: list[bytes] = []
     ap = parts.append
     for i, (key, value) in enumerate(pairs):
         delta = 0 if deltas is None else deltas[i]
-        if (key is None or value is None or i >= _SMALL or len(key) >= _SMALL or len(value) >= _SMALL
+        if (key is None or value is None or len(key) >= _SMALL or len(value) >= _SMALL
                 or not 0 <= delta < _SMALL):
             ap(_encode_record(i, delta, key, value, ()))
             continue
-        body = b"".join((b"\x00", var[delta], var[i], var[len(key)], key, var[len(value)], value, b"\x00"))
+        body = b"".join((b"\x00", var[delta], var[i] if i < _SMALL else encode_varint(i), var[len(key)], key,
+                         var[len(value)], value, b"\x00"))
         size = len(body)
         ap(var[size] if size < _SMALL else encode_varint(size))
         ap(body)
