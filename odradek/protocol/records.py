@@ -614,6 +614,7 @@ def encode_pairs_batch(pairs: list[tuple[bytes | None, bytes | None]], *, base_o
 
 
 _SMALL = 1024
+_TWO_BYTES = struct.Struct(">BB").pack  # the zig-zag varint of 64 <= i < 8192: (2i & 0x7F | 0x80, 2i >> 7)
 _VARINT_OF = tuple(encode_varint(i) for i in range(_SMALL))  # zig-zag varints of 0..1023
 
 
@@ -626,7 +627,7 @@ def _plain_records(pairs: list[tuple[bytes | None, bytes | None]], deltas: list[
     table and each record is one join (a third of :func:`_encode_record`'s
     cost); anything else goes through it.  Offset deltas from 1024 on (a turn
     that staged more than 1024 records: 16 pipelined commits of 100
-    partitions) are encoded in place, the rest of the record as fast.
+    partitions) are packed in place, the rest of the record as fast.
     """
     var = _VARINT_OF
     parts: list[bytes] = []
@@ -637,8 +638,8 @@ def _plain_records(pairs: list[tuple[bytes | None, bytes | None]], deltas: list[
                 or not 0 <= delta < _SMALL):
             ap(_encode_record(i, delta, key, value, ()))
             continue
-        body = b"".join((b"\x00", var[delta], var[i] if i < _SMALL else encode_varint(i), var[len(key)], key,
-                         var[len(value)], value, b"\x00"))
+        offset = var[i] if i < _SMALL else _TWO_BYTES(((i << 1) & 0x7F) | 0x80, i >> 6) if i < 8192 else encode_varint(i)
+        body = b"".join((b"\x00", var[delta], offset, var[len(key)], key, var[len(value)], value, b"\x00"))
         size = len(body)
         ap(var[size] if size < _SMALL else encode_varint(size))
         ap(body)
