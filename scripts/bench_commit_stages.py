@@ -29,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from odradek.broker import logging_setup  # noqa: E402
 from odradek.broker.clock import ManualClock  # noqa: E402
+from odradek.broker.coordinator import offsets  # noqa: E402
 from odradek.broker.coordinator.config import CoordinatorConfig  # noqa: E402
-from odradek.broker.coordinator.offsets import CommitRequest, commit_offsets  # noqa: E402
+from odradek.broker.coordinator.offsets import CommitRequest  # noqa: E402
 from odradek.broker.coordinator.service import Coordinator  # noqa: E402
 from odradek.broker.dispatch import RequestContext  # noqa: E402
 from odradek.broker.handlers import offsets as handlers  # noqa: E402
@@ -74,8 +75,18 @@ async def main() -> None:
     read, write = REQUEST.codec(VERSION)[0], RESPONSE.codec(VERSION)[1]
     req = read(data, 0)[0]
     request = CommitRequest("bench", -1, "", None, -1, VERSION)
-    tuples = [(t["name"], p["partition_index"], p["committed_offset"], p["committed_leader_epoch"],
-               p["committed_metadata"], p["commit_timestamp"]) for t in req["topics"] for p in t["partitions"]]
+    if hasattr(handlers, "_COMMIT_ROW"):  # a topic's partitions as rows under it (commit_topic_offsets)
+        row = handlers._COMMIT_ROW
+
+        def make_tuples() -> list:
+            return [(t["name"], list(map(row, t["partitions"]))) for t in req["topics"] if t["name"] is not None]
+        commit = offsets.commit_topic_offsets
+    else:  # an older tree: flat PartitionCommit tuples
+        def make_tuples() -> list:
+            return [(t["name"], p["partition_index"], p["committed_offset"], p["committed_leader_epoch"],
+                     p["committed_metadata"], p["commit_timestamp"]) for t in req["topics"] for p in t["partitions"]]
+        commit = offsets.commit_offsets
+    tuples = make_tuples()
     errors = [0] * n
 
     def decode() -> None:
@@ -84,8 +95,7 @@ async def main() -> None:
 
     def handler_tuples() -> None:  # what ``handlers.offsets.offset_commit`` makes of the request
         for _ in range(requests):
-            [(t["name"], p["partition_index"], p["committed_offset"], p["committed_leader_epoch"],
-              p["committed_metadata"], p["commit_timestamp"]) for t in req["topics"] for p in t["partitions"]]
+            make_tuples()
 
     def commit_and_end() -> tuple[float, float]:
         """(CPU of the commits, CPU of their turns' ends): one request per turn, as timed apart."""
@@ -94,7 +104,7 @@ async def main() -> None:
         for _ in range(requests):
             runtime.begin()
             t0 = clock_()
-            commit_offsets(coordinator, request, tuples, lambda _topic: n)
+            commit(coordinator, request, tuples, lambda _topic: n)
             t1 = clock_()
             runtime.end()
             spent_end += clock_() - t1
@@ -129,7 +139,7 @@ def fetch_stages(coordinator: Coordinator, topics: int = 10, per_topic: int = 10
     names = [f"fetched-{i}" for i in range(topics)]
     for name in names:
         coordinator.runtime.begin()
-        commit_offsets(coordinator, CommitRequest("fetcher", -1, "", None, -1, VERSION),
+        offsets.commit_offsets(coordinator, CommitRequest("fetcher", -1, "", None, -1, VERSION),
                        [(name, p, p, 0, "", -1) for p in range(per_topic)], lambda _topic: per_topic)
         coordinator.runtime.end()
     version = 8

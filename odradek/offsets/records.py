@@ -52,7 +52,7 @@ __all__ = [
     "OFFSET_KEY_TYPE", "GROUP_KEY_TYPE",
     "OffsetKey", "OffsetValue", "GroupKey", "GroupValue", "MemberValue",
     "RecordDecodeError", "RecordEncodeError",
-    "encode_key", "encode_value", "decode_key", "decode_value",
+    "encode_key", "encode_value", "decode_key", "decode_value", "CommitRecords", "encode_commits",
     "offset_value_version", "group_value_version",
     "java_string_hash", "partition_for",
 ]
@@ -344,6 +344,94 @@ def encode_offset_records(records: list[tuple[OffsetKey, OffsetValue | None]]) -
     except (struct.error, ProtocolError, UnicodeEncodeError):
         return [(encode_key(k), encode_value(v)) for k, v in records]
     return out
+
+
+class CommitRecords(list):
+    """A commit's records, ``[(OffsetKey, OffsetValue)]``, with their encoded ``pairs`` beside them
+    (:func:`encode_commits`): the shard's encoder hands those over instead of encoding again."""
+
+    __slots__ = ("pairs",)
+
+
+# OffsetCommitValue v3 and v1 as the generated writers lay them out: the head up to the
+# metadata's length, then its bytes, then the tail (an empty metadata packs in one go)
+_V3_EMPTY = struct.Struct(">hqihq")  # version, offset, leader epoch, metadata length 0, commit timestamp
+_V3_HEAD = struct.Struct(">hqih")
+_V1_EMPTY = struct.Struct(">hqhqq")  # version, offset, metadata length 0, commit, expire timestamps
+_V1_HEAD = struct.Struct(">hqh")
+_INT64 = struct.Struct(">q")
+_INT64X2 = struct.Struct(">qq")
+# (group, topic) -> partition -> (key, its bytes), at most _KEY_CACHE_MAX keys in all (then emptied)
+_TOPIC_KEYS: dict[tuple[str, str], dict[int, tuple[OffsetKey, bytes]]] = {}
+_TOPIC_KEYS_HELD = [0]
+
+
+def encode_commits(group: str, topics: list[tuple[str, list[tuple]]], now: int, expire: int) -> CommitRecords | None:
+    """The records of an offset commit and their bytes in one pass; None if one cannot be encoded
+    here (the general path then raises its ``RecordEncodeError``).
+
+    ``topics`` are ``[(topic, [(partition, offset, leader_epoch, metadata, commit_timestamp)])]``
+    (timestamp -1: ``now``; metadata None: "").  The same records ``offset_key``/``offset_value``
+    make and the same bytes ``encode_key``/``encode_value`` write (v3, or v1 with an expire
+    timestamp): a key and its bytes are kept per (group, topic) and found by partition, and a
+    value is packed from the row's fields, not read back from its object.
+    """
+    out = CommitRecords()
+    pairs: list[tuple[bytes, bytes]] = []
+    rap, pap = out.append, pairs.append
+    new, value_type = _new, OffsetValue
+    v1 = expire != -1
+    try:
+        for topic, rows in topics:
+            keys = _topic_keys(group, topic)
+            for partition, offset, epoch, metadata, timestamp in rows:
+                entry = keys.get(partition)
+                if entry is None:
+                    entry = _key_entry(keys, group, topic, partition)
+                if timestamp == -1:
+                    timestamp = now
+                if metadata is None:
+                    metadata = ""
+                if not metadata:
+                    data = (_V1_EMPTY.pack(1, offset, 0, timestamp, expire) if v1
+                            else _V3_EMPTY.pack(3, offset, epoch, 0, timestamp))
+                else:
+                    raw = metadata.encode()
+                    data = (_V1_HEAD.pack(1, offset, len(raw)) + raw + _INT64X2.pack(timestamp, expire) if v1
+                            else _V3_HEAD.pack(3, offset, epoch, len(raw)) + raw + _INT64.pack(timestamp))
+                value = new(value_type)
+                value.offset = offset
+                value.leader_epoch = epoch
+                value.metadata = metadata
+                value.commit_timestamp = timestamp
+                value.expire_timestamp = expire
+                rap((entry[0], value))
+                pap((entry[1], data))
+    except (struct.error, UnicodeEncodeError, RecordEncodeError):
+        return None
+    out.pairs = pairs
+    return out
+
+
+def _topic_keys(group: str, topic: str) -> dict[int, tuple[OffsetKey, bytes]]:
+    """The (key, bytes) of ``group``'s partitions of ``topic`` met so far (bounded like the key caches)."""
+    keys = _TOPIC_KEYS.get((group, topic))
+    if keys is None:
+        keys = _TOPIC_KEYS[(group, topic)] = {}
+    return keys
+
+
+def _key_entry(keys: dict[int, tuple[OffsetKey, bytes]], group: str, topic: str,
+               partition: int) -> tuple[OffsetKey, bytes]:
+    """A partition's (key, bytes), kept in ``keys`` (``_topic_keys``' dict for its topic)."""
+    key = offset_key(group, topic, partition)
+    entry = (key, encode_key(key))
+    if _TOPIC_KEYS_HELD[0] >= _KEY_CACHE_MAX:
+        _TOPIC_KEYS.clear()  # ``keys`` may be one of them: the entries it gets now are simply dropped
+        _TOPIC_KEYS_HELD[0] = 0
+    _TOPIC_KEYS_HELD[0] += 1
+    keys[partition] = entry
+    return entry
 
 
 def decode_value(key: OffsetKey | GroupKey,

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek.protocol.fastcodec import EncodedArray, compile_row_writer
+from odradek.protocol.fastcodec import EncodedArray, compile_fixed_rows, compile_row_writer
+from odradek.protocol.messages.offset_commit import RESPONSE as COMMIT_RESPONSE
 from odradek.protocol.messages.offset_fetch import RESPONSE as FETCH_RESPONSE
 
 partitions = st.lists(st.fixed_dictionaries({
@@ -79,3 +80,25 @@ def test_lengths_around_the_one_byte_varint_are_written_as_construct_writes_them
     assert FETCH_RESPONSE.codec(8)[1](_response(8, [("t" * size or "t", parts, uuid.UUID(int=1))])) == generic
     assert FETCH_RESPONSE.codec(8)[1](_response(8, [("t" * size or "t", _encoded(8, parts), uuid.UUID(int=1))])) \
         == generic
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**31 - 1), st.sampled_from([0, 3, 22, 25, 100])), max_size=200),
+       st.integers(0, 10))
+def test_fixed_rows_packed_at_once_equal_the_declared_codec(rows, version):
+    """OffsetCommit's answer packs a topic's (partition, error) rows in one go (``compile_fixed_rows``):
+    the same bytes construct builds from dicts, flexible versions' empty tag sections included."""
+    packer = compile_fixed_rows(COMMIT_RESPONSE, version, ("topics", "partitions"))
+    assert packer.fields == ("partition_index", "error_code")
+    topic = {"name": "t", "topic_id": uuid.UUID(int=7)}
+    dicts = [{"partition_index": p, "error_code": e} for p, e in rows]
+    generic = COMMIT_RESPONSE.struct(version).build({"throttle_time_ms": 0, "topics": [{**topic, "partitions": dicts}]})
+    data = packer(len(rows))(*(v for row in rows for v in row))
+    packed = {"throttle_time_ms": 0, "topics": [{**topic, "partitions": EncodedArray(len(rows), data)}]}
+    assert COMMIT_RESPONSE.codec(version)[1](packed) == generic
+
+
+def test_fixed_rows_are_only_for_rows_of_fixed_width_fields():
+    assert compile_fixed_rows(FETCH_RESPONSE, 8, ("groups", "topics", "partitions")) is None  # metadata
+    with pytest.raises(ValueError):
+        compile_fixed_rows(FETCH_RESPONSE, 8, ("topics", "partitions"))

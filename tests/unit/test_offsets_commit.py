@@ -189,6 +189,19 @@ async def test_metadata_limit_counts_java_chars(tmp_path):
     await env.stop()
 
 
+async def test_a_group_error_outranks_metadata_too_large_but_not_an_unknown_partition(tmp_path):
+    """Kafka's order: unknown partitions first, then the group's checks, then each metadata's size
+    (the commit path screens rows only when one fails its per-topic checks)."""
+    env = await OffsetsEnv(tmp_path, offset_metadata_max_bytes=1).start()
+    env.consumer_group("g", {"m1": ["t"]}, state=GroupState.COMPLETING_REBALANCE)
+    assert env.commit_now("g", [("t", 0, 1, "xx"), ("nope", 0, 1), ("t", 1, 1)], generation=1, member="m1") == \
+        [E.REBALANCE_IN_PROGRESS, E.UNKNOWN_TOPIC_OR_PARTITION, E.REBALANCE_IN_PROGRESS]
+    assert env.commit_now("h", [("t", 0, 1, "xx"), ("nope", 0, 1), ("t", 1, 1)]) == \
+        [E.OFFSET_METADATA_TOO_LARGE, E.UNKNOWN_TOPIC_OR_PARTITION, E.NONE]
+    assert env.committed("h") == {("t", 1): 1}
+    await env.stop()
+
+
 async def test_all_metadata_too_large_writes_nothing(tmp_path):
     env = await OffsetsEnv(tmp_path, offset_metadata_max_bytes=1).start()
     end = env.shard().log.log_end_offset

@@ -366,6 +366,32 @@ def test_a_commit_batch_encodes_as_each_record_alone():
         r.encode_offset_records([(r.OffsetKey("g" * 40000, "t", 0), None)])
 
 
+@pytest.mark.parametrize("expire", [-1, 9000])
+def test_a_commit_encoded_in_one_pass_is_its_records_and_their_bytes(expire):
+    """``encode_commits`` (the OffsetCommit path) makes the records ``offset_key``/``offset_value``
+    make and the bytes ``encode_key``/``encode_value`` write: both value versions, metadata empty,
+    null, ASCII and beyond the BMP, the commit's own timestamp or the broker's, two topics."""
+    topics = [("t", [(0, 5, 3, "", -1), (1, 6, -1, None, 77)]), ("u", [(0, 7, 2, "m\U0001f600é", -1)]),
+              ("t", [(2, 2**63 - 1, 2**31 - 1, "x" * 300, -1)])]
+    rows = [(t, *row) for t, topic_rows in topics for row in topic_rows]
+    for _ in range(2):  # the second time from the kept keys
+        records = r.encode_commits("g", topics, 1000, expire)
+        expected = [(r.offset_key("g", t, p), r.offset_value(o, e, m or "", 1000 if ts == -1 else ts, expire))
+                    for t, p, o, e, m, ts in rows]
+        assert list(records) == expected
+        assert all(k is e[0] for (k, _v), e in zip(records, expected, strict=True))  # the shared key instances
+        assert records.pairs == [(r.encode_key(k), r.encode_value(v)) for k, v in expected]
+
+
+def test_a_commit_that_cannot_be_encoded_in_one_pass_goes_the_general_way():
+    """None, so that the write's general encoding raises its RecordEncodeError."""
+    assert r.encode_commits("g", [("t", [(0, 2**63, 0, "", -1)])], 1000, -1) is None
+    assert r.encode_commits("g", [("t", [(0, 1, 0, "m" * 40000, -1)])], 1000, -1) is None
+    assert r.encode_commits("g", [("t", [(0, 1, 0, "\ud800", -1)])], 1000, -1) is None
+    assert r.encode_commits("g" * 40000, [("t", [(0, 1, 0, "", -1)])], 1000, -1) is None
+    assert r.encode_commits("g", [("t", [(0, 1, 0, "", -1)])], 1000, 2**63) is None  # now + a huge retention
+
+
 def test_keys_are_immutable_and_hashable(monkeypatch):
     monkeypatch.setattr(r, "_KEY_CACHE_MAX", 4)  # decoded keys are shared: they must not change
     keys = [r.OffsetKey("g", f"t{i}", i) for i in range(10)] + [r.GroupKey("g")]

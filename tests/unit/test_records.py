@@ -713,8 +713,9 @@ def test_pairs_batch_with_a_timestamp_per_record_is_the_general_encoders_bytes(d
 
 
 def test_pairs_batch_of_more_records_than_its_varint_table():
-    """Offset deltas from 1024 on (a commit of 1,000+ partitions) leave the table's fast path."""
-    pairs = [(b"k%d" % i, b"v" * (i % 7)) for i in range(1100)]
+    """Offset deltas from 1024 on (a turn of 16 commits of 100 partitions) are packed in place,
+    two bytes up to 8191, the varint encoder's beyond."""
+    pairs = [(b"k%d" % i, b"v" * (i % 7)) for i in range(8300)]
     lean = encode_pairs_batch(pairs, base_offset=5, timestamp=123)
     assert lean == encode_batch(pairs, base_offset=5, base_timestamp=123, max_timestamp=123)
 

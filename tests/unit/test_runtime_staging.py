@@ -151,3 +151,22 @@ async def test_a_transactional_write_gets_a_batch_of_its_own_in_its_place(tmp_pa
         assert env.committed("g") == {("t", 0): 2, ("t", 1): 2, ("t", 2): 1, ("t", 3): 1}
     finally:
         await env.stop()
+
+
+async def test_staged_requests_keep_each_its_own_timestamp_in_their_batch(env):
+    """Requests staged at one clock reading write their batch without per-record deltas; at
+    several, each record keeps its request's time (the batch's base is the first's)."""
+    runtime = env.coordinator.runtime
+    start = env.clock.now_ms()
+    runtime.begin()
+    env.commit_now("g", [("t", 0, 1), ("t", 1, 1)])
+    env.commit_now("g", [("t", 0, 2)])
+    runtime.end()
+    runtime.begin()
+    env.commit_now("g", [("t", 0, 3)])
+    env.clock.advance(7)
+    env.commit_now("g", [("t", 1, 4)])
+    runtime.end()
+    got = [(h.base_timestamp, h.max_timestamp, [r.timestamp for r in records])
+           for h, records in iter_batches(env.shard().log.read(0, 1 << 22))]
+    assert got == [(start, start, [start] * 3), (start, start + 7, [start, start + 7])]

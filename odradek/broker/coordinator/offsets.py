@@ -21,12 +21,13 @@ end up Empty with no offsets, so the three paths cannot disagree.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
 from ...offsets.consumer_protocol import CONSUMER_PROTOCOL_TYPE
-from ...offsets.records import GroupKey, OffsetKey, offset_key, offset_value
+from ...offsets.records import GroupKey, OffsetKey, encode_commits, offset_key, offset_value
 from ...protocol.errors import ErrorCode
 from ..runtime.promise import Promise
 from ..runtime.runtime import CoordinatorResult, ShardStatus
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("odradek.coordinator")
 
 PartitionCount = Callable[[str], "int | None"]
+_NO_TOPIC = object()
 
 _E = ErrorCode
 # storage errors as an OffsetCommit answers them (``GroupMetadataManager.storeOffsets``)
@@ -126,31 +128,104 @@ def metadata_too_large(metadata: str | None, limit: int) -> bool:
 
 # --- OffsetCommit --------------------------------------------------------------------------------
 
+CommitRow = tuple  # (partition, offset, leader_epoch, metadata, commit_timestamp): a PartitionCommit under its topic
+_ROW_PARTITION, _ROW_METADATA = itemgetter(0), itemgetter(3)
+
+
 def commit_offsets(coordinator: GroupShards, request: CommitRequest, partitions: list[PartitionCommit],
                    partition_count: PartitionCount) -> Promise:
     """Validate, write one batch, answer once durable (``handleCommitOffsets``).
 
     The promise yields one ErrorCode per entry of ``partitions``, in order.
+    :func:`commit_topic_offsets` with the partitions under their topics.
     """
-    errors = [ErrorCode.NONE] * len(partitions)
-    cache: dict[str, int | None] = {}
-    accepted = []
-    for i, p in enumerate(partitions):
-        if partition_exists(partition_count, cache, p[0], p[1]):  # topic, partition
-            accepted.append(i)
-        else:
-            errors[i] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if not accepted:
-        return Promise.resolved(errors)  # Kafka answers without asking the coordinator
+    topics: list[tuple[str, list[CommitRow]]] = []
+    last: object = _NO_TOPIC
+    rows: list[CommitRow] = []
+    for p in partitions:
+        if p[0] != last:
+            last = p[0]
+            rows = []
+            topics.append((last, rows))
+        rows.append(p[1:])
+    return commit_topic_offsets(coordinator, request, topics, partition_count)
+
+
+def commit_topic_offsets(coordinator: GroupShards, request: CommitRequest,
+                         topics: list[tuple[str, list[CommitRow]]], partition_count: PartitionCount) -> Promise:
+    """:func:`commit_offsets` of ``[(topic, [(partition, offset, leader_epoch, metadata,
+    commit_timestamp)])]``, as the request lists them (the handler reads a topic's rows with one
+    ``itemgetter`` in C); the promise yields one ErrorCode per row, in order.
+
+    The usual commit (every partition exists, no metadata near the bound) is checked topic by
+    topic in C (``_plain``); anything else is screened row by row (``_screen``), with Kafka's
+    order of errors: an unknown partition, then the group's error, then metadata too large.
+    """
+    errors = [ErrorCode.NONE] * sum([len(rows) for _topic, rows in topics])
+    if not errors:
+        return Promise.resolved(errors)
+    max_metadata = coordinator.config.offset_metadata_max_bytes
+    cache: dict[str, int | None] = {}  # the accessor is asked once per topic per request
+    too_large: list[int] = []
+    if not _plain(topics, partition_count, cache, max_metadata):
+        topics = _screen(topics, partition_count, cache, max_metadata, errors, too_large)
+        if not topics and not too_large:
+            return Promise.resolved(errors)  # Kafka answers without asking the coordinator
     shard, error = coordinator.check(request.group_id, allow_empty=True)
     if error is ErrorCode.NONE:
         error = validate_commit(shard, request)
-    if error is not ErrorCode.NONE:
-        for i in accepted:
-            errors[i] = error
-        return Promise.resolved(errors)
-    return _store(shard, coordinator.config.offset_metadata_max_bytes, request, partitions,
-                  accepted, errors)
+    none = ErrorCode.NONE
+    if error is not none:
+        return Promise.resolved([error if e is none else e for e in errors])
+    for i in too_large:
+        errors[i] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+    return _store(shard, request, topics, errors)
+
+
+def _count(partition_count: PartitionCount, cache: dict[str, int | None], topic: str) -> int | None:
+    return cache[topic] if topic in cache else cache.setdefault(topic, partition_count(topic))
+
+
+def _plain(topics: list[tuple[str, list[CommitRow]]], partition_count: PartitionCount,
+           cache: dict[str, int | None], max_metadata: int) -> bool:
+    """Every partition exists and no metadata needs a closer look: the usual commit, in C per topic.
+
+    ``2 * len`` bounds metadata's UTF-16 length, so only metadata longer than half the bound
+    is measured (``metadata_too_large``)."""
+    half = max_metadata // 2
+    for topic, rows in topics:
+        if not rows:
+            continue
+        count = _count(partition_count, cache, topic)
+        if count is None or min(map(_ROW_PARTITION, rows)) < 0 or max(map(_ROW_PARTITION, rows)) >= count:
+            return False
+        if max(map(len, filter(None, map(_ROW_METADATA, rows))), default=0) > half:
+            return False
+    return True
+
+
+def _screen(topics: list[tuple[str, list[CommitRow]]], partition_count: PartitionCount,
+            cache: dict[str, int | None], max_metadata: int, errors: list[ErrorCode],
+            too_large: list[int]) -> list[tuple[str, list[CommitRow]]]:
+    """The rows that can be written, under their topics; an unknown partition's error goes into
+    ``errors`` and the index of metadata too large into ``too_large`` (the group is checked first)."""
+    kept = []
+    i = 0
+    for topic, rows in topics:
+        count = _count(partition_count, cache, topic) if rows else None
+        ok = []
+        for row in rows:
+            metadata = row[3]
+            if count is None or not 0 <= row[0] < count:
+                errors[i] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif metadata is not None and metadata_too_large(metadata, max_metadata):
+                too_large.append(i)
+            else:
+                ok.append(row)
+            i += 1
+        if ok:
+            kept.append((topic, ok))
+    return kept
 
 
 def validate_commit(shard: Shard, request: CommitRequest) -> ErrorCode:
@@ -192,8 +267,8 @@ def validate_commit(shard: Shard, request: CommitRequest) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def _store(shard: Shard, max_metadata: int, request: CommitRequest,
-           partitions: list[PartitionCommit], accepted: list[int], errors: list[ErrorCode]) -> Promise:
+def _store(shard: Shard, request: CommitRequest, topics: list[tuple[str, list[CommitRow]]],
+           errors: list[ErrorCode]) -> Promise:
     """Build the records (``GroupMetadataManager.storeOffsets``) and run them as one batch; the answer is ``errors``.
 
     A group the commit names that does not exist yet (a simple group) is
@@ -202,16 +277,11 @@ def _store(shard: Shard, max_metadata: int, request: CommitRequest,
     now = shard.clock.now_ms()
     expire = now + request.retention_ms if request.retention_ms != -1 else -1
     group_id = request.group_id
-    records: list[Record] = []
-    for i in accepted:
-        topic, partition, offset, epoch, metadata, timestamp = partitions[i]
-        # 2 * len bounds the UTF-16 length: short metadata needs no closer look
-        if metadata is not None and 2 * len(metadata) > max_metadata and metadata_too_large(metadata, max_metadata):
-            errors[i] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            continue
-        records.append((offset_key(group_id, topic, partition),
-                        offset_value(offset, epoch, metadata or "", now if timestamp == -1 else timestamp,
-                                     expire)))
+    records = None if shard.config.emulates_value_versions else encode_commits(group_id, topics, now, expire)
+    if records is None:  # written in an older release's versions, or not encodable (the write says so)
+        records = [(offset_key(group_id, topic, partition),
+                    offset_value(offset, epoch, metadata or "", now if timestamp == -1 else timestamp, expire))
+                   for topic, rows in topics for partition, offset, epoch, metadata, timestamp in rows]
     return shard.run(CoordinatorResult(records, errors, _commit_failed), now)
 
 

@@ -32,6 +32,7 @@ import structlog
 
 from ...offsets.consumer_records import encode_cg_key, encode_cg_value, is_cg_key
 from ...offsets.records import (
+    CommitRecords,
     GroupKey,
     GroupValue,
     OffsetKey,
@@ -71,8 +72,11 @@ def encode_records(records: list[Record]) -> list[EncodedRecord]:
     """The offsets topic's records as (key, value) bytes; raises RecordEncodeError.
 
     A transactional write (offset commits of a TxnOffsetCommit, or a marker)
-    is never mixed with plain records: its first key tells.
+    is never mixed with plain records: its first key tells.  An OffsetCommit's
+    records come with their bytes (``CommitRecords``).
     """
+    if type(records) is CommitRecords:
+        return records.pairs
     first = type(records[0][0])
     if first is TxnOffsetKey or first is MarkerKey:
         return encode_txn_records(records)
@@ -205,6 +209,28 @@ class Shard:
         if self.status is not _LOADING and (value is None or group_id not in self.groups):
             self.reconcile(group_id)
 
+    def replay_records(self, records: list[Record]) -> None:
+        """A write's records, as ``replay`` of each in turn (the runtime's call per write).
+
+        An OffsetCommit's (``CommitRecords``: one group, every value set) are stored in one loop
+        when no transaction has offsets pending: the group's offsets found once, its live group
+        made (``reconcile``) once, after them rather than after the first -- nothing in between
+        reads it.
+        """
+        if type(records) is not CommitRecords or self._txn_groups or not records:
+            replay = self.replay
+            for key, value in records:
+                replay(key, value)
+            return
+        group_id = records[0][0].group
+        offsets = self.offsets.get(group_id)
+        if offsets is None:
+            offsets = self.offsets[group_id] = {}
+        for key, value in records:
+            offsets[(key.topic, key.partition)] = value
+        if self.status is not _LOADING and group_id not in self.groups:
+            self.reconcile(group_id)
+
     def _replay_marker(self, key: MarkerKey, coordinator_epoch: int) -> None:
         """A COMMIT/ABORT marker: the producer's pending offsets become committed (unless overtaken) or go."""
         txn = self.txn
@@ -281,6 +307,9 @@ class Shard:
 
     def _count_commits(self, records: list[Record]) -> None:
         """A write the log accepted: count its offset commits for the metrics."""
+        if type(records) is CommitRecords:  # an OffsetCommit's: every record is one
+            self.stats["offset_commits"] += len(records)
+            return
         commits = 0
         for key, value in records:
             if value is not None and (type(key) is OffsetKey or type(key) is TxnOffsetKey):

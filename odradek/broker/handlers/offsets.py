@@ -30,16 +30,18 @@ fsync); otherwise the answer is built synchronously, without a task.
 from __future__ import annotations
 
 from functools import partial
+from itertools import chain
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ...protocol.errors import ErrorCode
-from ...protocol.fastcodec import CodecCache, EncodedArray, compile_row_writer
+from ...protocol.fastcodec import CodecCache, EncodedArray, compile_fixed_rows, compile_row_writer
 from ...protocol.messages.offset_commit import RESPONSE as OFFSET_COMMIT_RESPONSE
 from ...protocol.messages.offset_fetch import RESPONSE as OFFSET_FETCH_RESPONSE
 from ..coordinator.offsets import (
     CommitRequest,
     PartitionCount,
-    commit_offsets,
+    commit_topic_offsets,
     delete_offsets,
     fetch_offset_rows,
     validate_consumer_fetch,
@@ -90,51 +92,54 @@ def partition_counter(app: OffsetServices) -> PartitionCount:
 
 # --- OffsetCommit ---------------------------------------------------------------------------------
 
+# a partition of the request as the coordinator's row (``coordinator.offsets.CommitRow``), read in C
+_COMMIT_ROW = itemgetter("partition_index", "committed_offset", "committed_leader_epoch", "committed_metadata",
+                         "commit_timestamp")
+
 # The hottest request: decoded structs are read by key (``c["x"]``, C speed) rather than
-# by attribute (construct's ``Container.__getattr__`` is Python code), and partitions
-# travel as plain ``PartitionCommit``-shaped tuples.
+# by attribute (construct's ``Container.__getattr__`` is Python code), and a topic's partitions
+# travel as plain tuples under it, read by one ``itemgetter`` (no Python code per partition).
 
 def offset_commit(app: OffsetServices, ctx: RequestContext, req) -> Any:
     if ctx.api_version >= 10:  # KIP-848: topics by id; an id no topic has is UNKNOWN_TOPIC_ID
         app.topics.name_items_by_id(req["topics"], app.cluster_id)
-    partitions = [(t["name"], p["partition_index"], p["committed_offset"],
-                   p["committed_leader_epoch"], p["committed_metadata"], p["commit_timestamp"])
-                  for t in req["topics"] if t["name"] is not None for p in t["partitions"]]
+    topics = [(t["name"], list(map(_COMMIT_ROW, t["partitions"]))) for t in req["topics"] if t["name"] is not None]
     coordinator = app.coordinator
     if coordinator is None:
-        promise = Promise.resolved([ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(partitions))
+        promise = Promise.resolved([ErrorCode.COORDINATOR_NOT_AVAILABLE] * sum(len(rows) for _t, rows in topics))
     else:
         request = CommitRequest(req["group_id"], req["generation_id_or_member_epoch"], req["member_id"],
                                 req["group_instance_id"], req["retention_time_ms"], ctx.api_version)
-        promise = commit_offsets(coordinator, request, partitions, partition_counter(app))
+        promise = commit_topic_offsets(coordinator, request, topics, partition_counter(app))
     version = ctx.api_version
     if promise.done:  # fsync never/interval: answered at once
         return commit_response(req, promise.result(), version)
     return Later(promise, lambda errors: commit_response(req, errors, version))
 
 
-# OffsetCommitResponse's partition struct, written row by row as OffsetFetch's (no dict per partition)
-_COMMITTED_ROWS = CodecCache(lambda v: compile_row_writer(OFFSET_COMMIT_RESPONSE, v, ("topics", "partitions")),
+# OffsetCommitResponse's partitions: (partition_index, error_code) rows, a topic's in one pack
+_COMMITTED_ROWS = CodecCache(lambda v: compile_fixed_rows(OFFSET_COMMIT_RESPONSE, v, ("topics", "partitions")),
                              OFFSET_COMMIT_RESPONSE.valid)
+_INDEX = itemgetter("partition_index")
 
 
 def commit_response(req, errors: list[ErrorCode], version: int) -> dict:
     """Per-partition errors in the request's own shape and order (v10: by topic id; a topic no id
-    resolved to was not committed: UNKNOWN_TOPIC_ID)."""
-    row = _COMMITTED_ROWS[version]
-    it = iter(errors)
+    resolved to was not committed: UNKNOWN_TOPIC_ID).  A topic's rows are packed at once from its
+    partitions' indexes zipped with their errors: no call per partition."""
+    rows = _COMMITTED_ROWS[version]
     topics = []
+    at = 0
     for t in req["topics"]:
         parts = t["partitions"]
-        chunks: list[bytes] = []
-        ap = chunks.append
+        n = len(parts)
         if t["name"] is not None:
-            for p in parts:
-                row(ap, p["partition_index"], next(it))
+            errs = errors[at:at + n]
+            at += n
         else:
-            for p in parts:
-                row(ap, p["partition_index"], ErrorCode.UNKNOWN_TOPIC_ID)
-        topics.append({"name": t["name"], "topic_id": t["topic_id"], "partitions": _partitions(len(parts), chunks)})
+            errs = [ErrorCode.UNKNOWN_TOPIC_ID] * n
+        data = rows(n)(*chain.from_iterable(zip(map(_INDEX, parts), errs, strict=True)))
+        topics.append({"name": t["name"], "topic_id": t["topic_id"], "partitions": EncodedArray(n, data)})
     return {"throttle_time_ms": 0, "topics": topics}
 
 

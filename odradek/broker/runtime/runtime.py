@@ -87,6 +87,8 @@ class CoordinatorShard(Protocol):
     def replay(self, key: Any, value: Any) -> None:
         """Apply one record to the shard's state: at load time and once a write is durable."""
 
+    # optional: ``replay_records(records)``, a write's records at once, as ``replay`` of each in turn
+
 
 class AnswerHolder(Protocol):
     """A connection holding answers until the turn's records are in the log."""
@@ -168,6 +170,9 @@ class ShardWriter:
         self.await_fsync = await_fsync
         self.on_accept = on_accept
         self.on_txn_append = on_txn_append
+        replay_records = getattr(shard, "replay_records", None)
+        self.replay_records: Callable[[list[Record]], None] = (
+            replay_records if replay_records is not None else self._replay_each)
         # writes staged or appended, not yet fsynced (await_fsync), in write order
         self._in_flight: dict[_Write, None] = {}
         # staged requests of the open turn: (encoded records, timestamp, the write waiting for fsync,
@@ -246,15 +251,19 @@ class ShardWriter:
         if self.on_accept is not None:
             self.on_accept(records)
         if replay_now or (not self.await_fsync and not self._in_flight):
-            replay = self.shard.replay
-            for key, value in records:
-                replay(key, value)
+            self.replay_records(records)
             if not self.await_fsync:
                 return None
             records = []  # applied: the fsync round only releases the answer
         w = _Write(records)
         self._in_flight[w] = None
         return w
+
+    def _replay_each(self, records: list[Record]) -> None:
+        """A write's records applied one by one (a shard without ``replay_records``)."""
+        replay = self.shard.replay
+        for key, value in records:
+            replay(key, value)
 
     def flush_staged(self) -> bool:
         """Append the staged writes, each kept whole in one batch; False if that failed.
@@ -302,7 +311,10 @@ class ShardWriter:
         return True
 
     def _append(self, pairs: list[EncodedRecord], stamps: list[int]) -> None:
-        self.log.append_records(pairs, stamps[0], timestamps=stamps, schedule=not self.await_fsync)
+        if min(stamps) == max(stamps):  # one reading of the clock (usual in a turn): the same bytes, no deltas
+            self.log.append_records(pairs, stamps[0], schedule=not self.await_fsync)
+        else:
+            self.log.append_records(pairs, stamps[0], timestamps=stamps, schedule=not self.await_fsync)
 
     def _append_txn(self, pairs: list[EncodedRecord], now: int, txn: TxnBatch) -> None:
         """One transactional batch (base sequence 0, as Kafka's coordinator writes it) or control batch.
@@ -328,8 +340,7 @@ class ShardWriter:
         del self._in_flight[w]
         shard = self.shard
         if error is None:
-            for key, value in w.records:
-                shard.replay(key, value)
+            self.replay_records(w.records)
             w.promise.set(None)
             return
         if shard.status is not ShardStatus.FAILED:
