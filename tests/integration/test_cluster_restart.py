@@ -4,6 +4,12 @@ short (the layout is saved first, then the log truncated and the epoch history w
 from __future__ import annotations
 
 import json
+import random
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -100,33 +106,66 @@ def test_reset_returns_to_the_initial_layout(tmp_path):
         fill(cluster, "kept-name", [b"x"], batch_each=True)  # every broker listens again
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port_run(count: int) -> int:
+    """The first of ``count`` consecutive free ports, all checked bound at once, picked *below* the
+    kernel's ephemeral range: ``bind(0)`` and every client socket's local port come from that
+    range, so a busy suite cannot take the second or third port between the probe and the start
+    (it did in CI: broker 2's port was in use, the start failed before the control endpoint)."""
+    high = _ephemeral_low()
+    low = max(high - 8192, 1024)
+    for _ in range(200):
+        first = random.randrange(low, high - count)
+        socks = [socket.socket() for _ in range(count)]
+        try:
+            for i, s in enumerate(socks):
+                s.bind(("127.0.0.1", first + i))
+            return first
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no {count} consecutive free ports below the ephemeral range")
+
+
+def _start_serve(cli: list[str], tmp_path: Path, attempts: int = 5) -> tuple[subprocess.Popen, int, int]:
+    """``odradek serve --brokers 3`` on a run of free ports, with its control endpoint on another:
+    (process, first port, control port) once the broker says it started.  A start that fails (a
+    port taken after all) is retried on other ports; the last failure's log is in the message."""
+    lines: list[str] = []
+    for _ in range(attempts):
+        port = free_port_run(3)
+        control_port = free_port_run(1)
+        if control_port in range(port, port + 3):
+            continue
+        proc = subprocess.Popen(cli + ["serve", "--brokers", "3",
+                                       "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                                       "--override", f"log.dirs={tmp_path}",
+                                       "--override", f"odradek.control.listener=127.0.0.1:{control_port}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        lines = []
+        for line in proc.stderr:  # ends at the start, or at EOF when the start failed
+            lines.append(line)
+            if json.loads(line)["event"] == "broker.started":
+                threading.Thread(target=proc.stderr.read, daemon=True).start()  # the pipe never fills up
+                return proc, port, control_port
+        proc.wait(30)
+    raise AssertionError("odradek serve --brokers 3 did not start:\n" + "".join(lines))
+
+
 def test_serve_brokers_three_and_the_control_cli_take_a_broker_down(tmp_path):
     """``odradek serve --brokers 3`` on port P serves P, P+1 and P+2; ``odradek control node_down``
     closes one broker's port until ``node_up``."""
-    import socket  # noqa: PLC0415
-    import subprocess  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-
-    with socket.socket() as probe:  # a free port with two free ones after it, most likely
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     cli = [sys.executable, "-m", "odradek.broker.cli"]
-    proc = subprocess.Popen(cli + ["serve", "--brokers", "3", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                                   "--override", f"log.dirs={tmp_path}",
-                                   "--override", "odradek.control.listener=127.0.0.1:0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc, port, control_port = _start_serve(cli, tmp_path)
     try:
-        control_port = None
-        for line in proc.stderr:  # the control endpoint listens before the broker says it started
-            event = json.loads(line)
-            if event["event"] == "control.listening":
-                control_port = event["port"]
-            if event["event"] == "broker.started":
-                break
-        assert control_port is not None
-        threading.Thread(target=proc.stderr.read, daemon=True).start()  # the pipe never fills up
-
         def control(*argv: str) -> subprocess.CompletedProcess:
             return subprocess.run(cli + ["control", "--endpoint", f"127.0.0.1:{control_port}", *argv],
                                   capture_output=True, text=True, timeout=30)
