@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,10 +24,44 @@ from ..broker.health import check
 SERVE = (sys.executable, "-m", "odradek.broker.cli", "serve")
 
 
+PORT_BAND = 4096  # ports per band below the ephemeral range
+
+
+def ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (``bind(0)`` and every client socket's
+    local port come from there)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(count: int = 1, host: str = "127.0.0.1", band: int = 0) -> int:
+    """The first of ``count`` consecutive ports, all bound at once to check them free, for a
+    process started next to bind.  Why not ``bind(0)``: the port is released before the child
+    binds it, and in between any connection on the machine may be given it as its local port;
+    ports *below* the ephemeral range are never handed out that way.  ``band`` 0 is for
+    listeners, 1 for ports a container engine publishes (NAT rules, not sockets: a bind check
+    cannot see them, so the two uses never draw from the same numbers)."""
+    high = max(ephemeral_low() - band * PORT_BAND, 1024 + PORT_BAND)
+    for _ in range(200):
+        first = random.randrange(high - PORT_BAND, high - count + 1)
+        socks = [socket.socket() for _ in range(count)]
+        try:
+            for i, s in enumerate(socks):
+                s.bind((host, first + i))
+            return first
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no {count} consecutive free ports in {high - PORT_BAND}..{high - 1}")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A free port for a child process to listen on (see :func:`free_ports`)."""
+    return free_ports(1, host)
 
 
 def serve_args(settings: Sequence[str]) -> list[str]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import socket
 import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from odradek.testing.process import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "container.sh"
@@ -47,32 +47,18 @@ SESSION_LABEL = f"odradek-test-session={uuid.uuid4().hex[:12]}"  # what this tes
 PID_KEY = "odradek-test-pid"  # the pytest process that started it: a dead one's are leftovers
 
 
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
 def free_port() -> int:
-    """A free host port *below* the kernel's ephemeral range, for publishing a container's port.
+    """A free host port for publishing a container's port, below the kernel's ephemeral range and
+    in a band of its own (``free_ports(band=1)``).
 
     Why not port 0: the engine forwards a published port with NAT rules, not a bound socket, so
     once the picked port is released an in-process broker binding port 0 can get the very same
     number -- and while that container lives (or if it leaks) every connection to the broker is
     sent into the container instead.  Ports outside the ephemeral range are never handed out by
-    ``bind(0)``, so a container can never shadow another test's broker.
+    ``bind(0)``, and the listeners other tests pick with ``free_port`` come from another band, so
+    a container can never shadow another test's broker.
     """
-    low = max(_ephemeral_low() - 8192, 1024)
-    for _ in range(200):
-        port = random.randrange(low, _ephemeral_low())
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port below the ephemeral range")
+    return free_ports(1, band=1)
 
 
 def unique(prefix: str) -> str:

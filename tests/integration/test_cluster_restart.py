@@ -4,7 +4,6 @@ short (the layout is saved first, then the log truncated and the epoch history w
 from __future__ import annotations
 
 import json
-import random
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import pytest
 
 from odradek.broker.cluster.layout import LAYOUT_FILE
 from odradek.testing.handle import BrokerHandle
+from odradek.testing.process import free_ports
 from tests.integration.test_cluster_clients import fill, other_node, unique
 
 pytestmark = pytest.mark.integration
@@ -106,43 +106,14 @@ def test_reset_returns_to_the_initial_layout(tmp_path):
         fill(cluster, "kept-name", [b"x"], batch_each=True)  # every broker listens again
 
 
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def free_port_run(count: int) -> int:
-    """The first of ``count`` consecutive free ports, all checked bound at once, picked *below* the
-    kernel's ephemeral range: ``bind(0)`` and every client socket's local port come from that
-    range, so a busy suite cannot take the second or third port between the probe and the start
-    (it did in CI: broker 2's port was in use, the start failed before the control endpoint)."""
-    high = _ephemeral_low()
-    low = max(high - 8192, 1024)
-    for _ in range(200):
-        first = random.randrange(low, high - count)
-        socks = [socket.socket() for _ in range(count)]
-        try:
-            for i, s in enumerate(socks):
-                s.bind(("127.0.0.1", first + i))
-            return first
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no {count} consecutive free ports below the ephemeral range")
-
-
 def _start_serve(cli: list[str], tmp_path: Path, attempts: int = 5) -> tuple[subprocess.Popen, int, int]:
     """``odradek serve --brokers 3`` on a run of free ports, with its control endpoint on another:
     (process, first port, control port) once the broker says it started.  A start that fails (a
     port taken after all) is retried on other ports; the last failure's log is in the message."""
     lines: list[str] = []
     for _ in range(attempts):
-        port = free_port_run(3)
-        control_port = free_port_run(1)
+        port = free_ports(3)
+        control_port = free_ports(1)
         if control_port in range(port, port + 3):
             continue
         proc = subprocess.Popen(cli + ["serve", "--brokers", "3",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from odradek.broker.control import BrokerControl
 from odradek.broker.wire_client import SyncClient
 from odradek.protocol.errors import ErrorCode
 from odradek.testing import ThreadedBroker
+from odradek.testing.process import free_port
 from tests.integration.test_cli import _serve
 
 pytestmark = pytest.mark.integration
@@ -110,17 +110,11 @@ def test_cli_advances_sparing_a_connection_that_just_spoke_and_not_a_silent_one(
     assert code != 0 and "spare_active must be" in err
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_port_only_endpoint_binds_the_control_host_and_the_cli_takes_seconds(tmp_path):
     """As in the container image (odradek.control.host=0.0.0.0): "just a port" binds every
     interface, so a published port reaches it; ``odradek control`` reads the same settings and
     takes ``advance_clock seconds=5`` as the Python API does."""
-    port = _free_port()
+    port = free_port()
     env = {"KAFKA_ODRADEK_CONTROL_LISTENER": str(port), "KAFKA_ODRADEK_CONTROL_HOST": "0.0.0.0"}
     proc = _serve(tmp_path, env={**env, "KAFKA_LOG_FORMAT": "json"})
     try:
@@ -161,7 +155,7 @@ def _wait_for_event(proc, name: str, timeout: float = 20.0) -> dict:
 def test_captured_says_when_capture_is_off(tmp_path):
     """``odradek serve`` captures nothing unless asked: ``captured`` says so (and how to turn it
     on) instead of an empty list a test would take for "no such request"."""
-    port = _free_port()
+    port = free_port()
     env = {"KAFKA_ODRADEK_CONTROL_LISTENER": str(port)}
     proc = _serve(tmp_path, env={**env, "KAFKA_LOG_FORMAT": "json"})
     try:

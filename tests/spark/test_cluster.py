@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install -e '.[dev,spark]'")
 
+from odradek.testing.process import free_port  # noqa: E402
 from tests.spark.datagen import HOUR, T0  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -35,12 +35,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 90
 RUN_TIMEOUT_S = 420
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -91,14 +85,14 @@ def cluster(tmp_path_factory) -> Iterator[str]:
     """``spark://127.0.0.1:<port>`` of a master with two ALIVE one-core workers."""
     tmp = tmp_path_factory.mktemp("cluster")
     env = _env(tmp)
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
     procs = [_start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
                      "--webui-port", str(ui)], env, tmp / "master.out")]
     try:
         for i in range(2):
             procs.append(_start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                 "--port", str(_free_port()), "--webui-port", str(_free_port()),
+                                 "--port", str(free_port()), "--webui-port", str(free_port()),
                                  "--cores", "1", "--memory", "1g", "--work-dir", str(tmp / f"work-{i}"), url],
                                 env, tmp / f"worker-{i}.out"))
         deadline = time.monotonic() + START_TIMEOUT_S
