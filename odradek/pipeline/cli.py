@@ -33,6 +33,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from odradek.pipeline.classarchive import ClassArchive
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -198,6 +200,9 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--no-csv", action="store_true", help="Parquet only")
         sp.add_argument("--quick-jvm", choices=("auto", "on", "off"), default="auto",
                         help="local session only: the JVM with C1 alone and the serial GC (auto: inputs up to 1 GiB)")
+        sp.add_argument("--class-archive", choices=("on", "off"), default="on",
+                        help="local session only: keep the JVM's loaded classes in an archive in the user's cache "
+                             "dir (Java's AppCDS; written by the first run, mapped by later ones)")
         sp.add_argument("--concurrent-reports", type=int, default=0,
                         help="reports computed at once, each its own Spark jobs (0: the session's cores, at most 4)")
         sp.add_argument("--window", default="1 minute", help="commit-rate window (Spark interval)")
@@ -240,19 +245,28 @@ def _input_bytes(args: argparse.Namespace) -> int:
     return sum(os.path.getsize(r.path) for r in find_segments([str(p) for p in args.paths]))
 
 
+def _starts_local(args: argparse.Namespace) -> bool:
+    """Whether this run starts its own local session (no active one, not under spark-submit)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is None and "PYSPARK_GATEWAY_PORT" not in os.environ
+
+
 def _jvm_options(args: argparse.Namespace) -> str | None:
     """``--quick-jvm``: the local session's JVM options (None: the JVM's defaults)."""
     quick = args.quick_jvm == "on" or (args.quick_jvm == "auto" and _input_bytes(args) <= QUICK_JVM_MAX_BYTES)
     return QUICK_JVM_OPTIONS if quick else None
 
 
-def _session(master: str, binary: bool, jvm_options: str | None = None) -> tuple[SparkSession, bool]:
+def _session(master: str, binary: bool, jvm_options: str | None = None,
+             archive: ClassArchive | None = None) -> tuple[SparkSession, bool]:
     """The session to use, and whether this run owns (and so stops) it.
 
     An active session (tests, notebooks) is reused as is.  Under
     ``spark-submit`` the master and resources are spark-submit's: the session
     is built from its configuration.  Otherwise a local session is started,
-    its JVM with ``jvm_options``.
+    its JVM with ``jvm_options`` and the class archive's (``archive``, see
+    :mod:`odradek.pipeline.classarchive`).
     """
     from pyspark.sql import SparkSession
 
@@ -271,8 +285,9 @@ def _session(master: str, binary: bool, jvm_options: str | None = None) -> tuple
         spark = builder.getOrCreate()
         register(spark)
         return spark, True
-    if jvm_options:
-        conf["spark.driver.extraJavaOptions"] = jvm_options
+    options = " ".join(o for o in (jvm_options, archive.java_options() if archive else None) if o)
+    if options:
+        conf["spark.driver.extraJavaOptions"] = options
     return local_session(master, conf=conf), True
 
 
@@ -318,7 +333,8 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
     if reports.is_local(out):
         Path(out.removeprefix("file:")).mkdir(parents=True, exist_ok=True)
     html_stage = 1 if args.command == "all" else 0
-    spark, owned = _session(args.master, args.binary_files, _jvm_options(args))
+    archive = ClassArchive.for_local_session() if args.class_archive == "on" and _starts_local(args) else None
+    spark, owned = _session(args.master, args.binary_files, _jvm_options(args), archive)
     stages = Stages(1 + len(names) + html_stage, spark_progress(spark), args.progress_seconds)
     first_job = _next_job_id(spark)
     try:
@@ -374,6 +390,10 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
     finally:
         if owned:
             spark.stop()
+            if archive is not None:
+                from pyspark import SparkContext
+
+                archive.finish(SparkContext._gateway, stages.note)
 
 
 def _compact(args: argparse.Namespace) -> int:
