@@ -292,7 +292,7 @@ def _session(master: str, binary: bool, jvm_options: str | None = None,
 
 
 def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, names: Sequence[str]) -> DataFrame:
-    from odradek.pipeline.datasource import read_binary_files, read_logs
+    from odradek.pipeline.datasource import read_binary_files, read_planned
     from odradek.pipeline.partial import window_ms
     from odradek.pipeline.reports import is_aggregated, parquet_rows
 
@@ -318,7 +318,7 @@ def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, name
                 options["topics"] = args.topics
             if aggregated:
                 options.update(aggregate="reports", windowMs=str(window_ms(args.window)))
-            df = read_logs(spark, args.paths, **options)
+            df = read_planned(spark, args.paths, **options)
         df.write.mode("overwrite").parquet(target)
         return f"{parquet_rows(spark, target):,} {'rows' if aggregated else 'records'} -> {target}"
     stages.run("decode", decode)
