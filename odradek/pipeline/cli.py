@@ -271,24 +271,20 @@ def _session(master: str, binary: bool, jvm_options: str | None = None,
     from pyspark.sql import SparkSession
 
     from odradek.pipeline import local_session
-    from odradek.pipeline.datasource import register
 
     active = SparkSession.getActiveSession()
     if active is not None:
-        register(active)
         return active, False
     conf = {"spark.sql.execution.arrow.maxRecordsPerBatch": "1"} if binary else {}
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit
         builder = SparkSession.builder.appName("odradek-report")
         for k, v in conf.items():
             builder = builder.config(k, v)
-        spark = builder.getOrCreate()
-        register(spark)
-        return spark, True
+        return builder.getOrCreate(), True
     options = " ".join(o for o in (jvm_options, archive.java_options() if archive else None) if o)
     if options:
         conf["spark.driver.extraJavaOptions"] = options
-    return local_session(master, conf=conf), True
+    return local_session(master, conf=conf, data_source=False), True
 
 
 def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, names: Sequence[str]) -> DataFrame:
