@@ -6,7 +6,8 @@ Layering (docs/ARCHITECTURE.md): this package reads ``odradek.offsets``,
 ``odradek.protocol`` only, never ``odradek.broker``.
 
 - :mod:`.decode`      segment bytes -> Arrow batches (the one decoder)
-- :mod:`.datasource`  ``spark.read.format("odradek-log")`` and the binaryFile path
+- :mod:`.datasource`  ``spark.read.format("odradek-log")``, the same read planned in the driver, and the
+                      binaryFile path
 - :mod:`.splits`      segment runs sized for the cluster (the data source's input partitions)
 - :mod:`.partial`     split-local aggregation: Spark merges keys, not records
 - :mod:`.reports`     latest offsets, group timeline, KIP-211 expiry audit, commit rates, lag,
@@ -14,6 +15,7 @@ Layering (docs/ARCHITECTURE.md): this package reads ``odradek.offsets``,
 - :mod:`.html`        the HTML summary with inline SVG charts
 - :mod:`.compact`     offline compaction of a data dir, in Kafka's segment format
 - :mod:`.cli`         ``odradek-report``
+- :mod:`.classarchive` the local JVM's class-data archive (AppCDS), kept between runs
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@
     odradek-report compact /var/lib/odradek --verify           # broker stopped
 
 Every stage prints one progress line to stderr.  Decoding happens once, and
-aggregates where the data is: the data source keeps per split only what the
+aggregates where the data is: the data source's reader, over splits planned
+in this process (``datasource.read_planned``), keeps per split only what the
 reports read -- each key's winning commit, group records, transactional
 commits and markers, and partial counts for the overview and commit rates
 (``aggregate=reports``, :mod:`odradek.pipeline.partial`) -- written to
@@ -15,7 +16,9 @@ decodes every record to ``<out>/records.parquet`` instead (the full-record
 path; the reports give the same rows), as ``--binary-files`` always does;
 ``--from-records`` starts from either, written earlier.  The reports are
 then computed a few at a time (``--concurrent-reports``); the last line
-counts the run's Spark jobs, stages and tasks.  On a cluster use
+counts the run's Spark jobs, stages and tasks.  A local session's JVM maps
+a class-data archive kept in the user's cache dir (:mod:`.classarchive`).
+On a cluster use
 ``spark-submit`` (docs/PIPELINE.md); ``--master`` here only picks the local
 master.
 """
