@@ -340,10 +340,28 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
         records = _records(spark, args, stages, names)
         now = _parse_time(args.now)
         produced: dict[str, DataFrame] = {}
+        sections: dict[str, list[reports.Section]] = {}  # the summary's, each computed once its report is written
+        overview_done = threading.Event()
+        labels: list[Callable[[dict], str]] = []
+        label_lock = threading.Lock()
+
+        def label(row: dict) -> str:
+            """The summary's group labels (they need the overview's data dirs: waited for)."""
+            overview_done.wait()
+            with label_lock:
+                if not labels:
+                    labels.append(reports.summary_label(produced))
+            return labels[0](row)
 
         def write(name: str, df: DataFrame) -> str:
-            paths = reports.write_report(df, out, name.replace("-", "_"), csv=not args.no_csv)
-            produced[name] = spark.read.parquet(paths[0])
+            try:
+                paths = reports.write_report(df, out, name.replace("-", "_"), csv=not args.no_csv)
+                produced[name] = spark.read.parquet(paths[0])
+            finally:
+                if name == "overview":
+                    overview_done.set()
+            if html_stage:
+                sections[name] = reports.summary_sections(name, produced[name], label)
             return f"{reports.parquet_rows(spark, paths[0]):,} rows -> " + ", ".join(paths)
 
         pool = ThreadPoolExecutor(max_workers=_concurrency(args, spark, len(names)), thread_name_prefix="report")
@@ -369,6 +387,8 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
             "share-groups": lambda: reports.share_groups(records),
             "modern-groups": lambda: reports.modern_groups(records),
         }
+        if "overview" not in names:
+            overview_done.set()
         try:
             for name in names:
                 running[name] = pool.submit(lambda name=name: write(name, builders[name]()))
@@ -379,7 +399,7 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
         if html_stage:
             def summary() -> str:
                 page = Summary("Odradek log report", now, [str(p) for p in args.paths] or [args.from_records])
-                reports.build_summary(page, produced)
+                reports.build_summary(page, produced, sections=sections)
                 target = f"{out}/summary.html"
                 reports.write_text(spark, target, render(page))
                 return target
