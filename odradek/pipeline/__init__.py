@@ -6,7 +6,8 @@ Layering (docs/ARCHITECTURE.md): this package reads ``odradek.offsets``,
 ``odradek.protocol`` only, never ``odradek.broker``.
 
 - :mod:`.decode`      segment bytes -> Arrow batches (the one decoder)
-- :mod:`.datasource`  ``spark.read.format("odradek-log")`` and the binaryFile path
+- :mod:`.datasource`  ``spark.read.format("odradek-log")``, the same read planned in the driver, and the
+                      binaryFile path
 - :mod:`.splits`      segment runs sized for the cluster (the data source's input partitions)
 - :mod:`.partial`     split-local aggregation: Spark merges keys, not records
 - :mod:`.reports`     latest offsets, group timeline, KIP-211 expiry audit, commit rates, lag,
@@ -14,6 +15,7 @@ Layering (docs/ARCHITECTURE.md): this package reads ``odradek.offsets``,
 - :mod:`.html`        the HTML summary with inline SVG charts
 - :mod:`.compact`     offline compaction of a data dir, in Kafka's segment format
 - :mod:`.cli`         ``odradek-report``
+- :mod:`.classarchive` the local JVM's class-data archive (AppCDS), kept between runs
 """
 
 from __future__ import annotations
@@ -28,13 +30,16 @@ if TYPE_CHECKING:
 
 
 def local_session(master: str = "local[*]", *, app_name: str = "odradek-report", shuffle_partitions: int = 8,
-                  conf: Mapping[str, str] | None = None) -> SparkSession:
+                  conf: Mapping[str, str] | None = None, data_source: bool = True) -> SparkSession:
     """A SparkSession for one machine: what the CLI, the tests and the benchmark share.
 
     Executors run this interpreter (``PYSPARK_PYTHON``), so they import the
     same odradek; the driver binds to 127.0.0.1 (no network exposure, and no
     dependence on the host name resolving); no UI.  ``shuffle_partitions``:
     Spark's default of 200 costs seconds of task overhead on reports this size.
+    ``data_source``: register ``odradek-log`` (Spark's first registration
+    starts a Python process to look up installed data sources, about a
+    second; ``odradek-report`` reads with ``read_planned`` and skips it).
     """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -53,7 +58,8 @@ def local_session(master: str = "local[*]", *, app_name: str = "odradek-report",
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    from odradek.pipeline.datasource import register
+    if data_source:
+        from odradek.pipeline.datasource import register
 
-    register(spark)
+        register(spark)
     return spark

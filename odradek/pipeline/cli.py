@@ -6,7 +6,8 @@
     odradek-report compact /var/lib/odradek --verify           # broker stopped
 
 Every stage prints one progress line to stderr.  Decoding happens once, and
-aggregates where the data is: the data source keeps per split only what the
+aggregates where the data is: the data source's reader, over splits planned
+in this process (``datasource.read_planned``), keeps per split only what the
 reports read -- each key's winning commit, group records, transactional
 commits and markers, and partial counts for the overview and commit rates
 (``aggregate=reports``, :mod:`odradek.pipeline.partial`) -- written to
@@ -15,7 +16,9 @@ decodes every record to ``<out>/records.parquet`` instead (the full-record
 path; the reports give the same rows), as ``--binary-files`` always does;
 ``--from-records`` starts from either, written earlier.  The reports are
 then computed a few at a time (``--concurrent-reports``); the last line
-counts the run's Spark jobs, stages and tasks.  On a cluster use
+counts the run's Spark jobs, stages and tasks.  A local session's JVM maps
+a class-data archive kept in the user's cache dir (:mod:`.classarchive`).
+On a cluster use
 ``spark-submit`` (docs/PIPELINE.md); ``--master`` here only picks the local
 master.
 """
@@ -32,6 +35,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from odradek.pipeline.classarchive import ClassArchive
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -198,6 +203,9 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--no-csv", action="store_true", help="Parquet only")
         sp.add_argument("--quick-jvm", choices=("auto", "on", "off"), default="auto",
                         help="local session only: the JVM with C1 alone and the serial GC (auto: inputs up to 1 GiB)")
+        sp.add_argument("--class-archive", choices=("on", "off"), default="on",
+                        help="local session only: keep the JVM's loaded classes in an archive in the user's cache "
+                             "dir (Java's AppCDS; written by the first run, mapped by later ones)")
         sp.add_argument("--concurrent-reports", type=int, default=0,
                         help="reports computed at once, each its own Spark jobs (0: the session's cores, at most 4)")
         sp.add_argument("--window", default="1 minute", help="commit-rate window (Spark interval)")
@@ -240,44 +248,50 @@ def _input_bytes(args: argparse.Namespace) -> int:
     return sum(os.path.getsize(r.path) for r in find_segments([str(p) for p in args.paths]))
 
 
+def _starts_local(args: argparse.Namespace) -> bool:
+    """Whether this run starts its own local session (no active one, not under spark-submit)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession() is None and "PYSPARK_GATEWAY_PORT" not in os.environ
+
+
 def _jvm_options(args: argparse.Namespace) -> str | None:
     """``--quick-jvm``: the local session's JVM options (None: the JVM's defaults)."""
     quick = args.quick_jvm == "on" or (args.quick_jvm == "auto" and _input_bytes(args) <= QUICK_JVM_MAX_BYTES)
     return QUICK_JVM_OPTIONS if quick else None
 
 
-def _session(master: str, binary: bool, jvm_options: str | None = None) -> tuple[SparkSession, bool]:
+def _session(master: str, binary: bool, jvm_options: str | None = None,
+             archive: ClassArchive | None = None) -> tuple[SparkSession, bool]:
     """The session to use, and whether this run owns (and so stops) it.
 
     An active session (tests, notebooks) is reused as is.  Under
     ``spark-submit`` the master and resources are spark-submit's: the session
     is built from its configuration.  Otherwise a local session is started,
-    its JVM with ``jvm_options``.
+    its JVM with ``jvm_options`` and the class archive's (``archive``, see
+    :mod:`odradek.pipeline.classarchive`).
     """
     from pyspark.sql import SparkSession
 
     from odradek.pipeline import local_session
-    from odradek.pipeline.datasource import register
 
     active = SparkSession.getActiveSession()
     if active is not None:
-        register(active)
         return active, False
     conf = {"spark.sql.execution.arrow.maxRecordsPerBatch": "1"} if binary else {}
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit
         builder = SparkSession.builder.appName("odradek-report")
         for k, v in conf.items():
             builder = builder.config(k, v)
-        spark = builder.getOrCreate()
-        register(spark)
-        return spark, True
-    if jvm_options:
-        conf["spark.driver.extraJavaOptions"] = jvm_options
-    return local_session(master, conf=conf), True
+        return builder.getOrCreate(), True
+    options = " ".join(o for o in (jvm_options, archive.java_options() if archive else None) if o)
+    if options:
+        conf["spark.driver.extraJavaOptions"] = options
+    return local_session(master, conf=conf, data_source=False), True
 
 
 def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, names: Sequence[str]) -> DataFrame:
-    from odradek.pipeline.datasource import read_binary_files, read_logs
+    from odradek.pipeline.datasource import read_binary_files, read_planned
     from odradek.pipeline.partial import window_ms
     from odradek.pipeline.reports import is_aggregated, parquet_rows
 
@@ -303,7 +317,7 @@ def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, name
                 options["topics"] = args.topics
             if aggregated:
                 options.update(aggregate="reports", windowMs=str(window_ms(args.window)))
-            df = read_logs(spark, args.paths, **options)
+            df = read_planned(spark, args.paths, **options)
         df.write.mode("overwrite").parquet(target)
         return f"{parquet_rows(spark, target):,} {'rows' if aggregated else 'records'} -> {target}"
     stages.run("decode", decode)
@@ -318,17 +332,36 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
     if reports.is_local(out):
         Path(out.removeprefix("file:")).mkdir(parents=True, exist_ok=True)
     html_stage = 1 if args.command == "all" else 0
-    spark, owned = _session(args.master, args.binary_files, _jvm_options(args))
+    archive = ClassArchive.for_local_session() if args.class_archive == "on" and _starts_local(args) else None
+    spark, owned = _session(args.master, args.binary_files, _jvm_options(args), archive)
     stages = Stages(1 + len(names) + html_stage, spark_progress(spark), args.progress_seconds)
     first_job = _next_job_id(spark)
     try:
         records = _records(spark, args, stages, names)
         now = _parse_time(args.now)
         produced: dict[str, DataFrame] = {}
+        sections: dict[str, list[reports.Section]] = {}  # the summary's, each computed once its report is written
+        overview_done = threading.Event()
+        labels: list[Callable[[dict], str]] = []
+        label_lock = threading.Lock()
+
+        def label(row: dict) -> str:
+            """The summary's group labels (they need the overview's data dirs: waited for)."""
+            overview_done.wait()
+            with label_lock:
+                if not labels:
+                    labels.append(reports.summary_label(produced))
+            return labels[0](row)
 
         def write(name: str, df: DataFrame) -> str:
-            paths = reports.write_report(df, out, name.replace("-", "_"), csv=not args.no_csv)
-            produced[name] = spark.read.parquet(paths[0])
+            try:
+                paths = reports.write_report(df, out, name.replace("-", "_"), csv=not args.no_csv)
+                produced[name] = spark.read.parquet(paths[0])
+            finally:
+                if name == "overview":
+                    overview_done.set()
+            if html_stage:
+                sections[name] = reports.summary_sections(name, produced[name], label)
             return f"{reports.parquet_rows(spark, paths[0]):,} rows -> " + ", ".join(paths)
 
         pool = ThreadPoolExecutor(max_workers=_concurrency(args, spark, len(names)), thread_name_prefix="report")
@@ -354,6 +387,8 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
             "share-groups": lambda: reports.share_groups(records),
             "modern-groups": lambda: reports.modern_groups(records),
         }
+        if "overview" not in names:
+            overview_done.set()
         try:
             for name in names:
                 running[name] = pool.submit(lambda name=name: write(name, builders[name]()))
@@ -364,7 +399,7 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
         if html_stage:
             def summary() -> str:
                 page = Summary("Odradek log report", now, [str(p) for p in args.paths] or [args.from_records])
-                reports.build_summary(page, produced)
+                reports.build_summary(page, produced, sections=sections)
                 target = f"{out}/summary.html"
                 reports.write_text(spark, target, render(page))
                 return target
@@ -374,6 +409,10 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
     finally:
         if owned:
             spark.stop()
+            if archive is not None:
+                from pyspark import SparkContext
+
+                archive.finish(SparkContext._gateway, stages.note)
 
 
 def _compact(args: argparse.Namespace) -> int:

@@ -45,7 +45,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import CaseInsensitiveDict, DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -201,6 +201,37 @@ def read_logs(spark: SparkSession, paths: str | list[str], **options: str) -> Da
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load(paths if isinstance(paths, str) else ",".join(paths))
+
+
+def read_planned(spark: SparkSession, paths: str | list[str], **options: str) -> DataFrame:
+    """:func:`read_logs`' rows, its splits planned in this process: one task per split, the same reader.
+
+    Spark runs a Python data source's ``read`` as an Arrow map over its
+    pickled splits; it first asks Python processes of its own for the
+    schema and the splits (``pyspark.sql.worker.create_data_source``,
+    ``plan_data_source_read``: each a Python daemon to start and odradek to
+    import, seconds on a cold JVM).  Here the driver's Python plans the
+    splits with the same :class:`OdradekLogReader` and hands them to
+    ``mapInArrow`` over ``spark.range`` (one id per split, one split per
+    task), which the executors run as they would the data source's read:
+    the same rows, options and schema (``odradek-report`` reads this way).
+    """
+    options = {"path": paths if isinstance(paths, str) else ",".join(paths), **options}
+    if not any(k.lower() == "parallelism" for k in options):
+        options["parallelism"] = str(spark.sparkContext.defaultParallelism)
+    given = CaseInsensitiveDict(options)
+    reader = OdradekLogReader(given)
+    schema = schema_for(given)
+    splits = reader.partitions()
+    if not splits:
+        return spark.createDataFrame([], schema)
+
+    def read(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in ids:
+            for i in batch.column(0).to_pylist():
+                yield from reader.read(splits[i])
+
+    return spark.range(len(splits), numPartitions=len(splits)).mapInArrow(read, schema)
 
 
 # --- binaryFile + mapInArrow: the same decoder over Hadoop filesystems ------------------------

@@ -91,57 +91,80 @@ def _winners(table: pa.Table, keys: list[str], order: str, agg: str) -> pa.Array
     key is its highest (lowest) value; ties keep the later row, as the log
     would.
     """
+    values = table.column(order).to_numpy()
+    rows = pa.array(np.arange(len(values), dtype=np.int64))
+    if table.column(order).null_count == 0 and bool(np.all(values[1:] >= values[:-1])):
+        # already in order (a split of one partition's log): no sort, no copy of the keys
+        return table.select(keys).append_column(_ROW, rows).group_by(keys, use_threads=False).aggregate(
+            [(_ROW, agg)])[f"{_ROW}_{agg}"].combine_chunks()
     ordered = pc.sort_indices(table, sort_keys=[(order, "ascending")])
-    sorted_keys = table.select(keys).take(ordered).append_column(_ROW, pa.array(range(len(ordered)), pa.int64()))
+    sorted_keys = table.select(keys).take(ordered).append_column(_ROW, rows)
     picked = sorted_keys.group_by(keys, use_threads=False).aggregate([(_ROW, agg)])[f"{_ROW}_{agg}"]
     return ordered.take(picked.combine_chunks())
 
 
-def _compact_commits(table: pa.Table) -> pa.Table:
-    return table.take(_winners(table, _COMMIT_KEYS, "offset", "max"))
+def _commit_picks(narrow: pa.Table) -> pa.Array:
+    return _winners(narrow, _COMMIT_KEYS, "offset", "max")
 
 
-def _compact_log(table: pa.Table) -> pa.Table:
+def _log_picks(narrow: pa.Table) -> pa.Array:
     """The rows log_end_offsets reads: lowest offset, highest batch end, newest timestamp per partition."""
-    picks = pa.concat_arrays([_winners(table, _LOG_KEYS, "offset", "min"),
-                              _winners(table, _LOG_KEYS, "batch_last_offset", "max"),
-                              _winners(table, _LOG_KEYS, "timestamp", "max")])
-    return table.take(pc.unique(picks))
+    return pc.unique(pa.concat_arrays([_winners(narrow, _LOG_KEYS, "offset", "min"),
+                                       _winners(narrow, _LOG_KEYS, "batch_last_offset", "max"),
+                                       _winners(narrow, _LOG_KEYS, "timestamp", "max")]))
 
 
 class _Kept:
-    """Rows of one kind kept so far, compacted whenever enough new ones arrive."""
+    """Rows of one kind kept so far, compacted whenever enough new ones arrive.
 
-    def __init__(self, compact: Callable[[pa.Table], pa.Table], compact_rows: int) -> None:
-        self.compact = compact
+    A batch is kept as it came, with the indices of its rows of this kind;
+    a compaction picks the winners on the few columns that decide them
+    (``columns``) and copies only the winners' rows whole -- a decoded batch
+    has some forty columns, and filtering every batch whole cost more than
+    decoding it.
+    """
+
+    def __init__(self, columns: list[str], picks: Callable[[pa.Table], pa.Array], compact_rows: int) -> None:
+        self.columns = columns
+        self.picks = picks
         self.compact_rows = compact_rows
-        self.pieces: list[pa.RecordBatch] = []
+        self.pieces: list[tuple[pa.RecordBatch, pa.Array | None]] = []  # (batch, its rows of this kind; None: all)
         self.fresh = 0
-        self.kept: pa.Table | None = None
 
-    def add(self, batch: pa.RecordBatch) -> None:
-        if batch.num_rows:
-            self.pieces.append(batch)
-            self.fresh += batch.num_rows
+    def add(self, batch: pa.RecordBatch, mask: pa.BooleanArray) -> None:
+        selected = mask.true_count
+        if selected:
+            self.pieces.append((batch, None if selected == batch.num_rows else pc.indices_nonzero(mask)))
+            self.fresh += selected
             if self.fresh >= self.compact_rows:
                 self._fold()
 
     def _fold(self) -> None:
-        tables = ([self.kept] if self.kept is not None else []) + [pa.Table.from_batches(self.pieces)]
-        self.kept = self.compact(pa.concat_tables(tables))
-        self.pieces, self.fresh = [], 0
+        narrow = [batch.select(self.columns) if rows is None else batch.select(self.columns).take(rows)
+                  for batch, rows in self.pieces]
+        picked = np.sort(self.picks(pa.Table.from_batches(narrow)).to_numpy(zero_copy_only=False))
+        bounds = np.cumsum([0, *(len(n) for n in narrow)])
+        winners = []
+        for (batch, rows), lo, hi in zip(self.pieces, bounds[:-1], bounds[1:], strict=True):
+            first, last = np.searchsorted(picked, [lo, hi])
+            if last > first:
+                local = pa.array(picked[first:last] - lo, pa.int64())
+                winners.append(batch.take(local if rows is None else rows.take(local)))
+        kept = pa.Table.from_batches(winners, schema=self.pieces[0][0].schema).combine_chunks()
+        self.pieces = [(b, None) for b in kept.to_batches() if b.num_rows]
+        self.fresh = 0
 
     def result(self) -> Iterator[pa.RecordBatch]:
-        if self.pieces:
+        if self.fresh:
             self._fold()
-        if self.kept is not None:
-            yield from self.kept.combine_chunks().to_batches(max_chunksize=1 << 16)
+        for batch, _ in self.pieces:
+            yield from pa.Table.from_batches([batch]).to_batches(max_chunksize=1 << 16)
 
 
 def latest_offsets(batches: Iterator[pa.RecordBatch], compact_rows: int = 1 << 18) -> Iterator[pa.RecordBatch]:
     """The ``latest-offsets`` aggregation over one split's decoded batches (see the module doc)."""
-    commits = _Kept(_compact_commits, compact_rows)
-    logs = _Kept(_compact_log, compact_rows)
+    commits = _Kept([*_COMMIT_KEYS, "offset"], _commit_picks, compact_rows)
+    logs = _Kept([*_LOG_KEYS, "offset", "batch_last_offset", "timestamp"], _log_picks, compact_rows)
     for batch in batches:
         rtype = batch.column("record_type")
         is_commit = pc.and_(pc.and_(pc.equal(rtype, OFFSET_COMMIT), pc.is_null(batch.column("decode_error"))),
@@ -149,11 +172,13 @@ def latest_offsets(batches: Iterator[pa.RecordBatch], compact_rows: int = 1 << 1
         is_commit = pc.fill_null(is_commit, False)
         is_log = pc.fill_null(pc.and_(pc.is_in(rtype, pa.array([DATA, CONTROL])),
                                       pc.not_equal(batch.column("topic"), OFFSETS_TOPIC)), False)
-        commits.add(batch.filter(is_commit))
-        logs.add(batch.filter(is_log))
-        rest = batch.filter(pc.invert(pc.or_(is_commit, is_log)))
-        if rest.num_rows:
-            yield rest
+        commits.add(batch, is_commit)
+        logs.add(batch, is_log)
+        rest = pc.invert(pc.or_(is_commit, is_log))
+        if rest.true_count == batch.num_rows:
+            yield batch
+        elif rest.true_count:
+            yield batch.filter(rest)
     yield from commits.result()
     yield from logs.result()
 

@@ -754,93 +754,141 @@ def _of_groups(df: DataFrame, groups: set[tuple[str, str]]) -> DataFrame:
     return df.where(keep)
 
 
-def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8) -> Summary:
-    """Fill ``page`` from the reports the CLI produced (only small aggregates reach the driver)."""
-    label = _labeller(produced)
-    ov = produced.get("overview")
-    if ov is not None:
-        rows = [r.asDict() for r in ov.orderBy("source_dir", "topic", "record_type").collect()]
-        page.add("Input", table(rows, ["source_dir", "topic", "record_type", "records", "tombstones", "partitions",
-                                       "segments", "decode_errors", "first_timestamp", "last_timestamp"],
-                                time_columns=("first_timestamp", "last_timestamp")))
-    rates = produced.get("commit-rates")
-    if rates is not None:
-        per_group = (rates.groupBy("source_dir", "group_id", "window_start", "window_end")
-                     .agg(F.sum("commits").alias("commits")))
-        leaders = [r.asDict() for r in per_group.groupBy("source_dir", "group_id")
-                   .agg(F.sum("commits").alias("total")).orderBy(F.desc("total"), "group_id").limit(top).collect()]
-        keep = {(r["source_dir"], r["group_id"]) for r in leaders}
-        series: dict[str, list[tuple[float, float]]] = {label(r): [] for r in leaders}
-        step = 0
-        for r in _of_groups(per_group, keep).select("source_dir", "group_id", F.unix_millis("window_start").alias("t"),
-                                  (F.unix_millis("window_end") - F.unix_millis("window_start")).alias("ms"),
-                                  (F.col("commits") / (F.unix_seconds("window_end") - F.unix_seconds("window_start")))
-                                  .alias("rate")).collect():
-            d = r.asDict()
-            step = d["ms"]
-            if (d["source_dir"], d["group_id"]) in keep:
-                series[label(d)].append((d["t"], d["rate"]))
-        series = {name: _zero_fill(points, step) for name, points in series.items()}
-        page.add("Commit rate per group", line_chart(series, title="commit rate", y_label="offsets committed/s"),
-                 f"Top {top} groups by commits; one point per window.")
-    lag = produced.get("lag")
-    if lag is not None:
-        rows = [r.asDict() for r in lag.orderBy(F.desc("lag"), "group_id", "topic", "partition").limit(30).collect()]
-        items = [(f"{label(r)} {r['topic']}-{r['partition']}", float(r["lag"])) for r in rows]
-        page.add("Consumer lag", bar_chart(items, title="lag", value_label="records behind the log end"),
-                 "Largest 30 (log end offset − committed offset) where the data topic's log was in the input.")
-    tl = produced.get("group-timeline")
-    if tl is not None:
-        live = tl.where(F.col("state") != "Dead")
-        leaders = [r.asDict() for r in live.groupBy("source_dir", "group_id").count()
-                   .orderBy(F.desc("count"), "group_id").limit(top).collect()]
-        keep = {(r["source_dir"], r["group_id"]) for r in leaders}
-        gens: dict[str, list[tuple[float, float]]] = {label(r): [] for r in leaders}
-        for r in _of_groups(live, keep).select("source_dir", "group_id", "state_timestamp", "generation").collect():
-            d = r.asDict()
-            if (d["source_dir"], d["group_id"]) in keep:
-                gens[label(d)].append((d["state_timestamp"], d["generation"]))
-        page.add("Group generations", line_chart(gens, title="generations", y_label="generation", step=True),
-                 f"Top {top} groups by persisted generations.")
-        changes = [r.asDict() for r in tl.where("state_changed").orderBy(F.desc("state_timestamp"), "source_dir", "group_id",
-                                                                    "record_offset").limit(50).collect()]
-        page.add("State changes", table(changes, ["state_timestamp", "group_id", "state", "generation", "member_count",
-                                                  "joined", "left"], time_columns=("state_timestamp",)),
-                 "Inferred from group records: Stable with members, Empty without, Dead when deleted.")
-    audit = produced.get("expiry-audit")
-    if audit is not None:
-        counts = [r.asDict() for r in audit.groupBy("reason", "expired").count().orderBy("reason", "expired").collect()]
-        soon = [r.asDict() for r in audit.where(F.col("expires_at").isNotNull())
-                .orderBy("expires_at", "group_id", "topic", "partition").limit(50).collect()]
-        page.add("Offset expiry (KIP-211)",
-                 table(counts, ["reason", "expired", "count"])
-                 + table(soon, ["expires_at", "expired", "group_id", "topic", "partition", "committed_offset",
-                                "group_state", "reason"], time_columns=("expires_at",)),
-                 "Offsets the broker's sweep would remove, soonest first, as of the report time.")
-    modern = produced.get("modern-groups")
-    if modern is not None:
-        rows = [{**r.asDict(), "group": label(r.asDict())} for r in modern_group_states(modern)
-                .orderBy(F.desc("last_timestamp"), "source_dir", "group_id").limit(50).collect()]
-        if rows:
-            page.add("Consumer and share groups (KIP-848, KIP-932)",
-                     table(rows, ["last_timestamp", "group_type", "group", "group_epoch", "member_count", "records",
-                                  "last_event"], time_columns=("last_timestamp",)),
-                     "Each group as its records leave it: the last group epoch, the live members, "
-                     "the last record's event; newest first.")
-    txns = produced.get("transactions")
-    if txns is not None:
-        rows = [r.asDict() for r in txns.where("state_changed")
-                .orderBy(F.desc("record_timestamp"), "source_dir", "transactional_id", "record_offset")
-                .limit(50).collect()]
-        if rows:
-            page.add("Transactions", table(rows, ["record_timestamp", "transactional_id", "producer_id",
-                                                  "producer_epoch", "state", "partition_count", "timeout_ms"],
-                                           time_columns=("record_timestamp",)),
-                     "State changes of transactional ids (__transaction_state), newest first.")
-    latest = produced.get("latest-offsets")
-    if latest is not None:
-        rows = [r.asDict() for r in latest.orderBy("source_dir", "group_id", "topic", "partition").limit(100).collect()]
-        page.add("Committed offsets", table(rows, ["group_id", "topic", "partition", "committed_offset",
-                                                   "leader_epoch", "metadata", "commit_timestamp"],
-                                            time_columns=("commit_timestamp",)))
+Section = tuple[str, str, str]  # (title, body, note) of the summary page
+
+
+def _overview_sections(ov: DataFrame, label: Callable[[dict[str, Any]], str], top: int) -> list[Section]:
+    rows = [r.asDict() for r in ov.orderBy("source_dir", "topic", "record_type").collect()]
+    return [("Input", table(rows, ["source_dir", "topic", "record_type", "records", "tombstones", "partitions",
+                                   "segments", "decode_errors", "first_timestamp", "last_timestamp"],
+                            time_columns=("first_timestamp", "last_timestamp")), "")]
+
+
+def _rate_sections(rates: DataFrame, label: Callable[[dict[str, Any]], str], top: int) -> list[Section]:
+    per_group = (rates.groupBy("source_dir", "group_id", "window_start", "window_end")
+                 .agg(F.sum("commits").alias("commits")))
+    leaders = [r.asDict() for r in per_group.groupBy("source_dir", "group_id")
+               .agg(F.sum("commits").alias("total")).orderBy(F.desc("total"), "group_id").limit(top).collect()]
+    keep = {(r["source_dir"], r["group_id"]) for r in leaders}
+    series: dict[str, list[tuple[float, float]]] = {label(r): [] for r in leaders}
+    step = 0
+    for r in _of_groups(per_group, keep).select("source_dir", "group_id", F.unix_millis("window_start").alias("t"),
+                              (F.unix_millis("window_end") - F.unix_millis("window_start")).alias("ms"),
+                              (F.col("commits") / (F.unix_seconds("window_end") - F.unix_seconds("window_start")))
+                              .alias("rate")).collect():
+        d = r.asDict()
+        step = d["ms"]
+        if (d["source_dir"], d["group_id"]) in keep:
+            series[label(d)].append((d["t"], d["rate"]))
+    series = {name: _zero_fill(points, step) for name, points in series.items()}
+    return [("Commit rate per group", line_chart(series, title="commit rate", y_label="offsets committed/s"),
+             f"Top {top} groups by commits; one point per window.")]
+
+
+def _lag_sections(lag: DataFrame, label: Callable[[dict[str, Any]], str], top: int) -> list[Section]:
+    rows = [r.asDict() for r in lag.orderBy(F.desc("lag"), "group_id", "topic", "partition").limit(30).collect()]
+    items = [(f"{label(r)} {r['topic']}-{r['partition']}", float(r["lag"])) for r in rows]
+    return [("Consumer lag", bar_chart(items, title="lag", value_label="records behind the log end"),
+             "Largest 30 (log end offset − committed offset) where the data topic's log was in the input.")]
+
+
+def _timeline_sections(tl: DataFrame, label: Callable[[dict[str, Any]], str], top: int) -> list[Section]:
+    live = tl.where(F.col("state") != "Dead")
+    leaders = [r.asDict() for r in live.groupBy("source_dir", "group_id").count()
+               .orderBy(F.desc("count"), "group_id").limit(top).collect()]
+    keep = {(r["source_dir"], r["group_id"]) for r in leaders}
+    gens: dict[str, list[tuple[float, float]]] = {label(r): [] for r in leaders}
+    for r in _of_groups(live, keep).select("source_dir", "group_id", "state_timestamp", "generation").collect():
+        d = r.asDict()
+        if (d["source_dir"], d["group_id"]) in keep:
+            gens[label(d)].append((d["state_timestamp"], d["generation"]))
+    changes = [r.asDict() for r in tl.where("state_changed").orderBy(F.desc("state_timestamp"), "source_dir", "group_id",
+                                                                "record_offset").limit(50).collect()]
+    return [("Group generations", line_chart(gens, title="generations", y_label="generation", step=True),
+             f"Top {top} groups by persisted generations."),
+            ("State changes", table(changes, ["state_timestamp", "group_id", "state", "generation", "member_count",
+                                              "joined", "left"], time_columns=("state_timestamp",)),
+             "Inferred from group records: Stable with members, Empty without, Dead when deleted.")]
+
+
+def _audit_sections(audit: DataFrame, label: Callable[[dict[str, Any]], str], top: int) -> list[Section]:
+    counts = [r.asDict() for r in audit.groupBy("reason", "expired").count().orderBy("reason", "expired").collect()]
+    soon = [r.asDict() for r in audit.where(F.col("expires_at").isNotNull())
+            .orderBy("expires_at", "group_id", "topic", "partition").limit(50).collect()]
+    return [("Offset expiry (KIP-211)",
+             table(counts, ["reason", "expired", "count"])
+             + table(soon, ["expires_at", "expired", "group_id", "topic", "partition", "committed_offset",
+                            "group_state", "reason"], time_columns=("expires_at",)),
+             "Offsets the broker's sweep would remove, soonest first, as of the report time.")]
+
+
+def _modern_sections(modern: DataFrame, label: Callable[[dict[str, Any]], str], top: int) -> list[Section]:
+    rows = [{**r.asDict(), "group": label(r.asDict())} for r in modern_group_states(modern)
+            .orderBy(F.desc("last_timestamp"), "source_dir", "group_id").limit(50).collect()]
+    if not rows:
+        return []
+    return [("Consumer and share groups (KIP-848, KIP-932)",
+             table(rows, ["last_timestamp", "group_type", "group", "group_epoch", "member_count", "records",
+                          "last_event"], time_columns=("last_timestamp",)),
+             "Each group as its records leave it: the last group epoch, the live members, "
+             "the last record's event; newest first.")]
+
+
+def _transaction_sections(txns: DataFrame, label: Callable[[dict[str, Any]], str], top: int) -> list[Section]:
+    rows = [r.asDict() for r in txns.where("state_changed")
+            .orderBy(F.desc("record_timestamp"), "source_dir", "transactional_id", "record_offset")
+            .limit(50).collect()]
+    if not rows:
+        return []
+    return [("Transactions", table(rows, ["record_timestamp", "transactional_id", "producer_id",
+                                          "producer_epoch", "state", "partition_count", "timeout_ms"],
+                                   time_columns=("record_timestamp",)),
+             "State changes of transactional ids (__transaction_state), newest first.")]
+
+
+def _offset_sections(latest: DataFrame, label: Callable[[dict[str, Any]], str], top: int) -> list[Section]:
+    rows = [r.asDict() for r in latest.orderBy("source_dir", "group_id", "topic", "partition").limit(100).collect()]
+    return [("Committed offsets", table(rows, ["group_id", "topic", "partition", "committed_offset",
+                                               "leader_epoch", "metadata", "commit_timestamp"],
+                                        time_columns=("commit_timestamp",)), "")]
+
+
+# report (as the CLI names it) -> its sections of the summary, in the page's order
+SUMMARY_SECTIONS: dict[str, Callable[[DataFrame, Callable[[dict[str, Any]], str], int], list[Section]]] = {
+    "overview": _overview_sections, "commit-rates": _rate_sections, "lag": _lag_sections,
+    "group-timeline": _timeline_sections, "expiry-audit": _audit_sections, "modern-groups": _modern_sections,
+    "transactions": _transaction_sections, "latest-offsets": _offset_sections,
+}
+
+
+def summary_sections(name: str, report: DataFrame, label: Callable[[dict[str, Any]], str], *,
+                     top: int = 8) -> list[Section]:
+    """One report's sections of the summary page (none for a report the page does not show).
+
+    Only small aggregates reach the driver.  The CLI computes them as soon
+    as the report is written, beside the reports still running.
+    """
+    build = SUMMARY_SECTIONS.get(name)
+    return [] if build is None else build(report, label, top)
+
+
+def summary_label(produced: dict[str, DataFrame]) -> Callable[[dict[str, Any]], str]:
+    """The page's group labels: prefixed with the data dir's name only when there are several data dirs."""
+    return _labeller(produced)
+
+
+def build_summary(page: Summary, produced: dict[str, DataFrame], *, top: int = 8,
+                  sections: dict[str, list[Section]] | None = None) -> Summary:
+    """Fill ``page`` from the reports the CLI produced, in the page's order; ``sections``: already computed."""
+    label = None
+    for name in SUMMARY_SECTIONS:
+        if name not in produced:
+            continue
+        if sections is not None and name in sections:
+            parts = sections[name]
+        else:
+            label = label or _labeller(produced)
+            parts = summary_sections(name, produced[name], label, top=top)
+        for title, body, note in parts:
+            page.add(title, body, note)
     return page

@@ -151,3 +151,31 @@ def test_spark_progress_reads_the_active_stages(spark):
         stop.set()
         t.join()
     assert any(re.search(r"stage \d+: \d+/4 tasks, \d+ running", s) for s in seen), seen
+
+
+@pytest.mark.slow
+def test_the_first_local_run_writes_the_jvms_class_archive_and_the_next_maps_it(scenario, tmp_path):
+    """Two runs as a user runs them (their own JVM): the first writes the archive, the second uses it."""
+    import os
+    import subprocess
+    import sys
+
+    from odradek.pipeline.classarchive import ClassArchive
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    outs = []
+    for run in ("first", "second"):
+        out = tmp_path / run
+        done = subprocess.run([sys.executable, "-m", "odradek.pipeline.cli", "latest-offsets", str(scenario.parent),
+                               "--out", str(out), "--progress-seconds", "0"], env=env, capture_output=True,
+                              text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outs.append((out, done.stderr))
+    archives = list((tmp_path / "cache" / "odradek").glob("spark-*.jsa"))
+    if ClassArchive.for_local_session(tmp_path / "cache" / "odradek") is None:
+        pytest.skip("this Spark's classpath cannot be archived (a conf dir with files on it)")
+    assert len(archives) == 1 and archives[0].stat().st_size > 0
+    assert "class archive" in outs[0][1] and "class archive" not in outs[1][1]
+    assert not list((tmp_path / "cache" / "odradek").glob(".*.tmp"))
+    assert (outs[0][0] / "latest_offsets.csv").read_bytes() == (outs[1][0] / "latest_offsets.csv").read_bytes()

@@ -112,7 +112,8 @@ def _report(master: str, inputs: Path, out: Path, env: dict[str, str]) -> None:
     """``odradek-report all`` in a fresh process (a test session's own SparkSession would be reused)."""
     cmd = [sys.executable, "-m", "odradek.pipeline.cli", "all", str(inputs), "--out", str(out),
            "--master", master, "--now", str(T0 + 3 * HOUR), "--retention-minutes", "1440",
-           "--window", "10 minutes", "--split-mb", "0.004"]  # several splits, so both workers get tasks
+           "--window", "10 minutes", "--split-mb", "0.004",  # several splits, so both workers get tasks
+           "--class-archive", "off"]  # nothing written to the user's cache dir (test_cli.py covers the archive)
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-4000:]
 

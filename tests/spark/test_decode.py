@@ -157,3 +157,17 @@ def test_data_source_options_are_case_insensitive():
         {"path": "/a,/b", "verifyCrc": "false", "STRICT": "true", "maxRowsPerBatch": "7", "topics": "x,y"}))
     assert (reader.paths, reader.verify_crc, reader.strict, reader.max_rows, reader.topics) == (
         ["/a", "/b"], False, True, 7, {"x", "y"})
+
+
+@pytest.mark.parametrize("options", [{}, {"aggregate": "reports", "windowMs": "600000", "splitBytes": "4096"},
+                                     {"topics": "__consumer_offsets", "SPLITBYTES": "0"}])
+def test_a_read_planned_in_the_driver_gives_the_data_sources_rows(spark, scenario, options):
+    """``read_planned`` (what odradek-report reads with): the data source's reader over splits planned here."""
+    from odradek.pipeline.datasource import read_logs, read_planned
+
+    planned = read_planned(spark, [str(scenario.parent)], **options)
+    source = read_logs(spark, [str(scenario.parent)], **options)
+    assert planned.schema == source.schema
+    assert planned.count() == source.count() > 0
+    assert planned.exceptAll(source).count() == 0 and source.exceptAll(planned).count() == 0
+    assert planned.rdd.getNumPartitions() == source.rdd.getNumPartitions()
