@@ -293,7 +293,7 @@ def _session(master: str, binary: bool, jvm_options: str | None = None,
 def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, names: Sequence[str]) -> DataFrame:
     from odradek.pipeline.datasource import read_binary_files, read_planned
     from odradek.pipeline.partial import window_ms
-    from odradek.pipeline.reports import is_aggregated, parquet_rows, read_written
+    from odradek.pipeline.reports import is_aggregated, parquet_rows
 
     if args.from_records:
         df = spark.read.parquet(args.from_records)
@@ -319,11 +319,9 @@ def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, name
                 options.update(aggregate="reports", windowMs=str(window_ms(args.window)))
             df = read_planned(spark, args.paths, **options)
         df.write.mode("overwrite").parquet(target)
-        written.append(read_written(df, target))
         return f"{parquet_rows(spark, target):,} {'rows' if aggregated else 'records'} -> {target}"
-    written: list[DataFrame] = []
     stages.run("decode", decode)
-    return written[0]
+    return spark.read.parquet(target)
 
 
 def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
@@ -358,7 +356,7 @@ def _report(args: argparse.Namespace, names: Sequence[str]) -> int:
         def write(name: str, df: DataFrame) -> str:
             try:
                 paths = reports.write_report(df, out, name.replace("-", "_"), csv=not args.no_csv)
-                produced[name] = reports.read_written(df, paths[0])
+                produced[name] = spark.read.parquet(paths[0])
             finally:
                 if name == "overview":
                     overview_done.set()

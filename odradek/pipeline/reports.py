@@ -675,17 +675,6 @@ def write_text(spark: SparkSession, path: str, text: str) -> None:
         stream.close()
 
 
-def read_written(df: DataFrame, path: str) -> DataFrame:
-    """The Parquet ``df`` was just written to, read back with ``df``'s schema.
-
-    ``spark.read.parquet`` without a schema infers it from a footer in a
-    Spark job of its own (``ParquetUtils.inferSchema``): one job per read-back,
-    about a fifth of ``odradek-report all``'s jobs.  The schema Spark wrote
-    is ``df``'s (a file source makes every column nullable on read either way).
-    """
-    return df.sparkSession.read.schema(df.schema).parquet(path)
-
-
 def write_report(df: DataFrame, out_dir: str, name: str, *, csv: bool = True) -> list[str]:
     """``<out>/<name>.parquet/`` and ``<out>/<name>.csv``; returns what was written.
 
@@ -696,13 +685,14 @@ def write_report(df: DataFrame, out_dir: str, name: str, *, csv: bool = True) ->
     never sees half of it; on a Hadoop filesystem it is Spark's directory of
     part files.
     """
+    spark = df.sparkSession
     base = str(out_dir).rstrip("/")
     target = f"{base}/{name}.parquet"
     df.write.mode("overwrite").parquet(target)
     written = [target]
     if not csv:
         return written
-    safe = _csv_safe(read_written(df, target))
+    safe = _csv_safe(spark.read.parquet(target))
     # Rows sorted by every column, left to right: the CSV is the same bytes whatever the
     # splits, the executors or the order their tasks finished in.
     flat = safe.coalesce(1).sortWithinPartitions(*safe.columns).write.mode("overwrite").option("header", "true")
