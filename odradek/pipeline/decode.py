@@ -349,6 +349,7 @@ class _Chunk:
         self.value_readers: list[Callable[[int], Callable | None] | None] = []  # offset keys only
         self.group_codes: set[int] = set()
         self.modern_codes: set[int] = set()  # KIP-848/932 group records: cells per row, tombstones too
+        self.modern_memo = ModernMemo()
         self.coordinator_type = _COORDINATOR_TOPICS.get(ref.topic)
         if not self.offsets_topic:
             self._entry((self.coordinator_type or DATA, None, None, None, None), None)
@@ -369,6 +370,7 @@ class _Chunk:
             nxt.key_map, nxt.key_entries, nxt.value_keys = self.key_map, self.key_entries, self.value_keys
             nxt.value_readers, nxt.group_codes = self.value_readers, self.group_codes
             nxt.modern_codes = self.modern_codes
+        nxt.modern_memo = self.modern_memo
         return nxt
 
     def _set(self, column: str, row: int, value: object) -> None:
@@ -450,7 +452,7 @@ class _Chunk:
         if self.modern_codes and not self.modern_codes.isdisjoint(codes):
             for i, c in enumerate(codes):
                 if c in self.modern_codes:
-                    _modern_group_cells(self._set, start + i, records[i].key, records[i].value)
+                    _modern_group_cells(self._set, start + i, records[i].key, records[i].value, self.modern_memo)
 
     def _add_rows(self, records: list[Record], start: int) -> None:
         """The same as the hot path, one row at a time through ``decode_value``, errors on their rows."""
@@ -466,7 +468,7 @@ class _Chunk:
             if type(key) is GroupKey and r.value is not None:
                 self._group_value(row, key, r.value)
             elif code in self.modern_codes:
-                _modern_group_cells(self._set, row, kb, r.value)
+                _modern_group_cells(self._set, row, kb, r.value, self.modern_memo)
             elif type(key) is OffsetKey and r.value is not None:
                 try:
                     value = decode_value(key, r.value)
@@ -656,30 +658,73 @@ def _modern_key_entry(kb: bytes, key_type: int) -> tuple[str, int | None, str | 
     return rtype, key_type, key.group, None, None, None, None
 
 
+_uuid_texts: dict[object, str] = {}  # topic id -> Kafka's Uuid text: a log names few topics, each many times
+
+
+def _uuid_text(topic_id: object) -> str:
+    text = _uuid_texts.get(topic_id)
+    if text is None:
+        if len(_uuid_texts) > _KEY_MEMO_MAX:
+            _uuid_texts.clear()
+        text = _uuid_texts[topic_id] = share_records.kafka_uuid_text(topic_id)
+    return text
+
+
 def _topic_ids(assignment: dict | None) -> list[dict[str, object]] | None:
     if assignment is None:
         return None
-    return [{"topic": share_records.kafka_uuid_text(row["topic_id"]), "partitions": row["partitions"]}
+    return [{"topic": _uuid_text(row["topic_id"]), "partitions": row["partitions"]}
             for row in cg_records.assignment_rows(assignment)]
 
 
-def _modern_group_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes,
-                        vb: bytes | None) -> None:
-    """A KIP-848 consumer-group or KIP-932 share-group record's cells (or its ``decode_error``),
-    decoded by the group coordinator's own record modules (``offsets.consumer_records``,
-    ``offsets.share_group_records``); a tombstone keeps its record name and member."""
-    _rtype, decode, names = _MODERN_DECODERS[_INT16.unpack_from(kb, 0)[0]]
-    try:
+Cells = tuple[tuple[str, object], ...]  # (column, cell) pairs of one row
+
+
+class ModernMemo:
+    """The cells of KIP-848/932 group records decoded so far in a segment, by key bytes and by (key
+    type, value bytes), so that each distinct key and each distinct value is decoded once.
+
+    A group's members send the same keys over and over and many values repeat (target assignments,
+    epochs): the 1 M-record benchmark log's 42k such records have ~11k distinct keys and ~26k distinct
+    values.  Whether a value parses depends only on its bytes and the key type (which picks the value
+    struct), and a key's on its bytes alone, so a record whose key and value were both seen decodes
+    without error; one that fails is never memoised and is decoded again (its error names its key).
+    """
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self) -> None:
+        self.keys: dict[bytes, tuple[int, Cells]] = {}
+        self.values: dict[tuple[int, bytes], Cells] = {}
+
+    def cells(self, kb: bytes, vb: bytes | None) -> Cells:
+        """The row's cells; raises RecordDecodeError as the coordinator's record modules do."""
+        known = self.keys.get(kb)
+        if known is not None:
+            key_type, key_cells = known
+            if vb is None:
+                return key_cells
+            value_cells = self.values.get((key_type, vb))
+            if value_cells is not None:
+                return key_cells + value_cells
+        key_type = _INT16.unpack_from(kb, 0)[0]
+        _rtype, decode, names = _MODERN_DECODERS[key_type]
         key, value = decode(kb, vb)
-    except RecordDecodeError as exc:
-        set_cell("decode_error", row, str(exc))
-        return
-    set_cell("group_record", row, names[type(key)])
-    set_cell("member_id", row, getattr(key, "member", None))
-    if type(key) is cg_records.CGRegexKey:
-        set_cell("group_regex", row, key.regex)
-    if value is None:
-        return
+        key_cells = (("group_record", names[type(key)]), ("member_id", getattr(key, "member", None)))
+        if type(key) is cg_records.CGRegexKey:
+            key_cells += (("group_regex", key.regex),)
+        if len(self.keys) > _KEY_MEMO_MAX or len(self.values) > _KEY_MEMO_MAX:
+            self.keys.clear()
+            self.values.clear()
+        self.keys[kb] = (key_type, key_cells)
+        if value is None:
+            return key_cells
+        value_cells = self.values[(key_type, vb)] = _modern_value_cells(value)
+        return key_cells + value_cells
+
+
+def _modern_value_cells(value: object) -> Cells:
+    """The cells a KIP-848/932 group record's value gives its row (NULLs left out)."""
     topics: object = getattr(value, "subscribed_topic_names", None)
     if isinstance(value, cg_records.CGPartitionMetadataValue):
         topics = sorted(value.topics)
@@ -688,22 +733,36 @@ def _modern_group_cells(set_cell: Callable[[str, int, object], None], row: int, 
     elif isinstance(value, cg_records.CGRegexValue):
         topics = value.topics
     assignment = getattr(value, "assigned", getattr(value, "partitions", None))
-    for column, cell in (("group_epoch", getattr(value, "epoch", None)),
-                         ("assignment_epoch", getattr(value, "assignment_epoch", None)),
-                         ("member_epoch", getattr(value, "member_epoch", None)),
-                         ("previous_member_epoch", getattr(value, "previous_member_epoch", None)),
-                         ("member_state", getattr(value, "state", None)),
-                         ("member_client_id", getattr(value, "client_id", None)),
-                         ("member_client_host", getattr(value, "client_host", None)),
-                         ("member_instance_id", getattr(value, "instance_id", None)),
-                         ("member_rack_id", getattr(value, "rack_id", None)),
-                         ("group_topics", None if topics is None else sorted(topics)),
-                         ("member_assignment", _topic_ids(assignment)),
-                         ("member_pending_revocation", _topic_ids(getattr(value, "pending_revocation", None)))):
-        if cell is not None:
-            set_cell(column, row, cell)
+    cells = tuple((column, cell) for column, cell in (
+        ("group_epoch", getattr(value, "epoch", None)),
+        ("assignment_epoch", getattr(value, "assignment_epoch", None)),
+        ("member_epoch", getattr(value, "member_epoch", None)),
+        ("previous_member_epoch", getattr(value, "previous_member_epoch", None)),
+        ("member_state", getattr(value, "state", None)),
+        ("member_client_id", getattr(value, "client_id", None)),
+        ("member_client_host", getattr(value, "client_host", None)),
+        ("member_instance_id", getattr(value, "instance_id", None)),
+        ("member_rack_id", getattr(value, "rack_id", None)),
+        ("group_topics", None if topics is None else sorted(topics)),
+        ("member_assignment", _topic_ids(assignment)),
+        ("member_pending_revocation", _topic_ids(getattr(value, "pending_revocation", None)))) if cell is not None)
     if isinstance(value, cg_records.CGMemberValue):
-        set_cell("group_regex", row, value.subscribed_topic_regex or None)
+        cells += (("group_regex", value.subscribed_topic_regex or None),)
+    return cells
+
+
+def _modern_group_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes,
+                        vb: bytes | None, memo: ModernMemo) -> None:
+    """A KIP-848 consumer-group or KIP-932 share-group record's cells (or its ``decode_error``),
+    decoded by the group coordinator's own record modules (``offsets.consumer_records``,
+    ``offsets.share_group_records``); a tombstone keeps its record name and member."""
+    try:
+        cells = memo.cells(kb, vb)
+    except RecordDecodeError as exc:
+        set_cell("decode_error", row, str(exc))
+        return
+    for column, cell in cells:
+        set_cell(column, row, cell)
 
 
 def _group_cells(set_cell: Callable[[str, int, object], None], row: int, key: GroupKey, data: bytes) -> None:
@@ -834,6 +893,7 @@ class _Columnar:
         self.verify_crc = verify_crc
         self.offsets_topic = ref.topic == OFFSETS_TOPIC
         self.keys: dict[bytes | None, tuple] = {}  # key bytes -> _key_entry, for the whole segment
+        self.modern = ModernMemo()
 
     def add(self, buf: bytes, offsets: list[int], out: list[pa.RecordBatch]) -> None:
         """Append the batches at ``offsets`` of ``buf`` to ``out``, in log order.
@@ -1024,7 +1084,8 @@ class _Columnar:
         modern = np.array([t in _MODERN_TYPES for t in rtype], bool)[idx]
         for r in np.flatnonzero(modern).tolist():
             p, length = int(value_pos[r]), int(value_len[r])
-            _modern_group_cells(set_cell, r, uniques[idx[r]], None if length < 0 else data[p:p + length])
+            _modern_group_cells(set_cell, r, uniques[idx[r]], None if length < 0 else data[p:p + length],
+                                self.modern)
         mask = ~valid
         value_cols = [pa.array(values["offset"], pa.int64(), mask=mask),
                       pa.array(values["leader_epoch"], pa.int32(), mask=mask),
