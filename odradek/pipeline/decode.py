@@ -349,7 +349,6 @@ class _Chunk:
         self.value_readers: list[Callable[[int], Callable | None] | None] = []  # offset keys only
         self.group_codes: set[int] = set()
         self.modern_codes: set[int] = set()  # KIP-848/932 group records: cells per row, tombstones too
-        self.modern_memo = ModernMemo()
         self.coordinator_type = _COORDINATOR_TOPICS.get(ref.topic)
         if not self.offsets_topic:
             self._entry((self.coordinator_type or DATA, None, None, None, None), None)
@@ -370,7 +369,6 @@ class _Chunk:
             nxt.key_map, nxt.key_entries, nxt.value_keys = self.key_map, self.key_entries, self.value_keys
             nxt.value_readers, nxt.group_codes = self.value_readers, self.group_codes
             nxt.modern_codes = self.modern_codes
-        nxt.modern_memo = self.modern_memo
         return nxt
 
     def _set(self, column: str, row: int, value: object) -> None:
@@ -452,7 +450,7 @@ class _Chunk:
         if self.modern_codes and not self.modern_codes.isdisjoint(codes):
             for i, c in enumerate(codes):
                 if c in self.modern_codes:
-                    _modern_group_cells(self._set, start + i, records[i].key, records[i].value, self.modern_memo)
+                    _modern_group_cells(self._set, start + i, records[i].key, records[i].value)
 
     def _add_rows(self, records: list[Record], start: int) -> None:
         """The same as the hot path, one row at a time through ``decode_value``, errors on their rows."""
@@ -468,7 +466,7 @@ class _Chunk:
             if type(key) is GroupKey and r.value is not None:
                 self._group_value(row, key, r.value)
             elif code in self.modern_codes:
-                _modern_group_cells(self._set, row, kb, r.value, self.modern_memo)
+                _modern_group_cells(self._set, row, kb, r.value)
             elif type(key) is OffsetKey and r.value is not None:
                 try:
                     value = decode_value(key, r.value)
@@ -650,12 +648,12 @@ def _modern_key_entry(kb: bytes, key_type: int) -> tuple[str, int | None, str | 
     found = _MODERN_DECODERS.get(key_type)
     if found is None:
         return UNKNOWN, key_type, None, None, None, None, None
-    rtype, decode, _names = found
+    rtype = found[0]
     try:
-        key, _value = decode(kb, None)
+        group = _MODERN_MEMO.key(kb)[1]
     except RecordDecodeError as exc:
         return rtype, key_type, None, None, None, str(exc), None
-    return rtype, key_type, key.group, None, None, None, None
+    return rtype, key_type, group, None, None, None, None
 
 
 _uuid_texts: dict[object, str] = {}  # topic id -> Kafka's Uuid text: a log names few topics, each many times
@@ -664,7 +662,7 @@ _uuid_texts: dict[object, str] = {}  # topic id -> Kafka's Uuid text: a log name
 def _uuid_text(topic_id: object) -> str:
     text = _uuid_texts.get(topic_id)
     if text is None:
-        if len(_uuid_texts) > _KEY_MEMO_MAX:
+        if len(_uuid_texts) > _BLOB_MEMO_MAX:
             _uuid_texts.clear()
         text = _uuid_texts[topic_id] = share_records.kafka_uuid_text(topic_id)
     return text
@@ -681,8 +679,9 @@ Cells = tuple[tuple[str, object], ...]  # (column, cell) pairs of one row
 
 
 class ModernMemo:
-    """The cells of KIP-848/932 group records decoded so far in a segment, by key bytes and by (key
-    type, value bytes), so that each distinct key and each distinct value is decoded once.
+    """The cells of KIP-848/932 group records decoded so far (in this process: the values of one
+    group's epochs recur in every partition), by key bytes and by (key type, value bytes), so that each
+    distinct key and each distinct value is decoded once.
 
     A group's members send the same keys over and over and many values repeat (target assignments,
     epochs): the 1 M-record benchmark log's 42k such records have ~11k distinct keys and ~26k distinct
@@ -694,33 +693,50 @@ class ModernMemo:
     __slots__ = ("keys", "values")
 
     def __init__(self) -> None:
-        self.keys: dict[bytes, tuple[int, Cells]] = {}
+        self.keys: dict[bytes, tuple[int, str, Cells]] = {}  # key bytes -> (key type, group, key's cells)
         self.values: dict[tuple[int, bytes], Cells] = {}
+
+    def key(self, kb: bytes) -> tuple[int, str, Cells]:
+        """(key type, group, the key's cells) of a modern group record's key; raises RecordDecodeError."""
+        known = self.keys.get(kb)
+        if known is None:
+            key_type = _INT16.unpack_from(kb, 0)[0]
+            key, _value = _MODERN_DECODERS[key_type][1](kb, None)
+            known = self._remember(kb, key_type, key)
+        return known
 
     def cells(self, kb: bytes, vb: bytes | None) -> Cells:
         """The row's cells; raises RecordDecodeError as the coordinator's record modules do."""
         known = self.keys.get(kb)
         if known is not None:
-            key_type, key_cells = known
             if vb is None:
-                return key_cells
-            value_cells = self.values.get((key_type, vb))
+                return known[2]
+            value_cells = self.values.get((known[0], vb))
             if value_cells is not None:
-                return key_cells + value_cells
+                return known[2] + value_cells
         key_type = _INT16.unpack_from(kb, 0)[0]
-        _rtype, decode, names = _MODERN_DECODERS[key_type]
-        key, value = decode(kb, vb)
-        key_cells = (("group_record", names[type(key)]), ("member_id", getattr(key, "member", None)))
+        key, value = _MODERN_DECODERS[key_type][1](kb, vb)
+        if known is None:
+            known = self._remember(kb, key_type, key)
+        if value is None:
+            return known[2]
+        if len(self.values) > _BLOB_MEMO_MAX:
+            self.values.clear()
+        value_cells = self.values[(key_type, vb)] = _modern_value_cells(value)
+        return known[2] + value_cells
+
+    def _remember(self, kb: bytes, key_type: int, key: object) -> tuple[int, str, Cells]:
+        names = _MODERN_DECODERS[key_type][2]
+        key_cells: Cells = (("group_record", names[type(key)]), ("member_id", getattr(key, "member", None)))
         if type(key) is cg_records.CGRegexKey:
             key_cells += (("group_regex", key.regex),)
-        if len(self.keys) > _KEY_MEMO_MAX or len(self.values) > _KEY_MEMO_MAX:
+        if len(self.keys) > _BLOB_MEMO_MAX:
             self.keys.clear()
-            self.values.clear()
-        self.keys[kb] = (key_type, key_cells)
-        if value is None:
-            return key_cells
-        value_cells = self.values[(key_type, vb)] = _modern_value_cells(value)
-        return key_cells + value_cells
+        known = self.keys[kb] = (key_type, key.group, key_cells)
+        return known
+
+
+_MODERN_MEMO = ModernMemo()
 
 
 def _modern_value_cells(value: object) -> Cells:
@@ -752,12 +768,12 @@ def _modern_value_cells(value: object) -> Cells:
 
 
 def _modern_group_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes,
-                        vb: bytes | None, memo: ModernMemo) -> None:
+                        vb: bytes | None) -> None:
     """A KIP-848 consumer-group or KIP-932 share-group record's cells (or its ``decode_error``),
     decoded by the group coordinator's own record modules (``offsets.consumer_records``,
     ``offsets.share_group_records``); a tombstone keeps its record name and member."""
     try:
-        cells = memo.cells(kb, vb)
+        cells = _MODERN_MEMO.cells(kb, vb)
     except RecordDecodeError as exc:
         set_cell("decode_error", row, str(exc))
         return
@@ -788,12 +804,12 @@ _assigned: dict[bytes, list[dict[str, object]] | None] = {}
 
 
 def _memoised(memo: dict, parse: Callable, blob: bytes) -> object:
-    """``parse(blob)``, remembered in ``memo`` (emptied when it grows past _KEY_MEMO_MAX)."""
+    """``parse(blob)``, remembered in ``memo`` (emptied when it grows past _BLOB_MEMO_MAX)."""
     try:
         return memo[blob]
     except KeyError:
         pass
-    if len(memo) > _KEY_MEMO_MAX:
+    if len(memo) > _BLOB_MEMO_MAX:
         memo.clear()
     out = memo[blob] = parse(blob)
     return out
@@ -834,6 +850,7 @@ _VALUE_LAYOUTS = {v: fixed_layout(OFFSET_COMMIT_VALUE, v) for v in OFFSET_COMMIT
 _VALUE_COLUMNS = (("committed_offset", "offset"), ("leader_epoch", "leader_epoch"),
                   ("commit_timestamp", "commit_timestamp"), ("expire_timestamp", "expire_timestamp"))
 _KEY_MEMO_MAX = 1 << 17
+_BLOB_MEMO_MAX = 1 << 15  # the process-wide memos of group records' blobs: a few MiB at most
 
 
 def _binary_view(data: bytes, pos: np.ndarray, length: np.ndarray) -> pa.Array:
@@ -916,7 +933,6 @@ class _Columnar:
         self.verify_crc = verify_crc
         self.offsets_topic = ref.topic == OFFSETS_TOPIC
         self.keys: dict[bytes | None, tuple] = {}  # key bytes -> _key_entry, for the whole segment
-        self.modern = ModernMemo()
 
     def add(self, buf: bytes, offsets: list[int], out: list[pa.RecordBatch]) -> None:
         """Append the batches at ``offsets`` of ``buf`` to ``out``, in log order.
@@ -1107,8 +1123,7 @@ class _Columnar:
         modern = np.array([t in _MODERN_TYPES for t in rtype], bool)[idx]
         for r in np.flatnonzero(modern).tolist():
             p, length = int(value_pos[r]), int(value_len[r])
-            _modern_group_cells(set_cell, r, uniques[idx[r]], None if length < 0 else data[p:p + length],
-                                self.modern)
+            _modern_group_cells(set_cell, r, uniques[idx[r]], None if length < 0 else data[p:p + length])
         mask = ~valid
         value_cols = [pa.array(values["offset"], pa.int64(), mask=mask),
                       pa.array(values["leader_epoch"], pa.int32(), mask=mask),
