@@ -21,14 +21,16 @@ same rows:
   ``protocol.columnar.fixed_layout`` derives from storage's declaration;
   values of any other shape, and group-metadata values (one per
   generation: rare), are decoded one by one by storage, whose errors land
-  in ``decode_error`` of their rows.  Output batches have exactly
-  ``max_rows`` rows (the last one fewer).
+  in ``decode_error`` of their rows; so are KIP-848/932 group records, each
+  distinct key and value once (memoised).  Control records (transaction
+  markers) are read in the columns too, their keys by ``parse_control_key``.
+  Output batches have exactly ``max_rows`` rows (the last one fewer).
 - **rows** (:class:`_Chunk`, ``columnar=False``): ``protocol.records``
   decodes ``Record`` objects, keys and values are decoded per row (with a
   per-chunk key dictionary and two list comprehensions on the hot path).
   It is the reference the columnar path is tested against, and it decodes,
   in their place in the log, the batches the columnar path leaves alone:
-  control batches, records with headers, and any batch that fails a check
+  records with headers, and any batch that fails a check
   (so that a corrupt batch is named and ends the segment exactly as before).
 
 Conventions of the columns (``docs/PIPELINE.md`` lists them all): values are
@@ -853,6 +855,27 @@ _KEY_MEMO_MAX = 1 << 17
 _BLOB_MEMO_MAX = 1 << 15  # the process-wide memos of group records' blobs: a few MiB at most
 
 
+def _control_rows(control: np.ndarray, data: bytes, key_pos: np.ndarray, key_len: np.ndarray,
+                  key_cols: list[pa.Array], key_errors: pa.Array, set_cell: Callable[[str, int, object], None]
+                  ) -> tuple[list[pa.Array], pa.Array]:
+    """The key columns and key errors with the ``control`` rows made what the row path makes of a control
+    record: record type ``control``, no key fields, ``control_type`` from ``parse_control_key`` (or
+    its error in ``decode_error``).  A transactional log has a marker every few batches: decoding them here
+    spares interleaving hundreds of row-path pieces with the columns (#37)."""
+    for r in np.flatnonzero(control).tolist():
+        p, length = int(key_pos[r]), int(key_len[r])
+        try:
+            set_cell("control_type", r, parse_control_key(None if length < 0 else data[p:p + length]).type)
+        except CorruptRecordError as exc:
+            set_cell("decode_error", r, str(exc))
+    mask = pa.array(control)
+    rtype = pc.if_else(mask, pa.scalar(CONTROL, pa.string()), key_cols[0])
+    fields = [pc.if_else(mask, pa.scalar(None, c.type), c) if c.null_count < len(c) else c for c in key_cols[1:]]
+    if key_errors.null_count < len(key_errors):
+        key_errors = pc.if_else(mask, pa.scalar(None, pa.string()), key_errors)
+    return [rtype, *fields], key_errors
+
+
 def _binary_view(data: bytes, pos: np.ndarray, length: np.ndarray) -> pa.Array:
     """``data[pos:pos + length]`` per row as an Arrow binary_view array over ``data`` (no copy of the bytes).
 
@@ -924,8 +947,8 @@ class _Columnar:
     """A segment's batches, many at a time, as Arrow record batches (:data:`ARROW_SCHEMA`).
 
     Batches ``protocol.columnar`` does not decode (it says why: bad bytes,
-    records with headers, ...) and control batches go through the row path
-    (:class:`_Chunk`) in their place in the log.
+    records with headers, ...) go through the row path (:class:`_Chunk`) in
+    their place in the log.
     """
 
     def __init__(self, ref: SegmentRef, verify_crc: bool) -> None:
@@ -943,7 +966,7 @@ class _Columnar:
 
     def add_columns(self, cols: RecordColumns, buf: bytes, offsets: list[int], out: list[pa.RecordBatch]) -> None:
         """:meth:`add` once ``protocol.columnar`` has decoded the batches."""
-        fast = cols.ok & ((cols.attributes & CONTROL_MASK) == 0)
+        fast = cols.ok
         if fast.all():
             if len(cols):
                 out.append(self._batch(cols))
@@ -1017,14 +1040,22 @@ class _Columnar:
         def set_cell(column: str, row: int, value: object) -> None:
             cells.setdefault(column, {})[row] = value
 
+        control = (cols.attributes[b] & CONTROL_MASK) != 0
+        if not control.any():
+            control = None
         if self.offsets_topic:
-            key_cols, value_cols, key_errors = self._offsets_columns(cols.data, key_pos, key_len, value_pos,
-                                                                     value_len, set_cell)
+            # control records' keys and values are no offsets-topic ones: read as absent, then overridden
+            key_cols, value_cols, key_errors = self._offsets_columns(
+                cols.data, key_pos, key_len if control is None else np.where(control, -1, key_len), value_pos,
+                value_len if control is None else np.where(control, -1, value_len), set_cell)
         else:
             key_errors = pa.nulls(n, pa.string())
             key_cols = [const(DATA, pa.string()), *(pa.nulls(n, t) for t in (pa.int32(), pa.string(),
                                                                                 pa.string(), pa.int32()))]
             value_cols = [pa.nulls(n, t) for t in (pa.int64(), pa.int32(), pa.string(), pa.int64(), pa.int64())]
+        if control is not None:
+            key_cols, key_errors = _control_rows(control, cols.data, key_pos, key_len, key_cols, key_errors,
+                                                 set_cell)
         errors = cells.pop("decode_error", {})
 
         def sparse(name: str) -> pa.Array:
@@ -1044,7 +1075,7 @@ class _Columnar:
             pa.array(value_len < 0),
             pa.array((cols.attributes[b] & TRANSACTIONAL_MASK) != 0),
             pa.array(cols.producer_id[b]),
-            pa.nulls(n, pa.int32()),  # control_type: control batches take the row path
+            sparse("control_type"),
             *key_cols[1:],
             *value_cols,
             *(sparse(name) for name in GROUP_COLUMNS),

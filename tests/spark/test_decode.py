@@ -171,3 +171,40 @@ def test_a_read_planned_in_the_driver_gives_the_data_sources_rows(spark, scenari
     assert planned.count() == source.count() > 0
     assert planned.exceptAll(source).count() == 0 and source.exceptAll(planned).count() == 0
     assert planned.rdd.getNumPartitions() == source.rdd.getNumPartitions()
+
+
+def test_control_batches_give_the_row_paths_rows(tmp_path):
+    """Transaction markers, malformed ones included, are decoded in the columns: the same rows as the row
+    path's (record type control, control_type, no key fields, an unparsable key's error on its row)."""
+    from odradek.protocol.records import encode_batch, encode_control_key, encode_end_txn_batch
+    from odradek.storage.log import Log, LogConfig
+
+    marker = {"transactional": True, "control": True, "producer_id": 7, "producer_epoch": 0}
+    log = OffsetsLog(tmp_path, segment_bytes=1 << 20)
+    log.txn_commit("g", {("t", 0): 5}, T0, producer_id=7, commit=True)
+    log.raw(b"\x00\x01", b"\x00\x00", T0 + 1)  # an offsets-topic key cut short: its own error
+    log._append([(b"\x00", b"\x00\x00"), (None, None), (encode_control_key(0, version=3), b"\x00")], T0 + 2,
+                **marker)
+    log.commit("g", {("t", 1): 9}, T0 + 3)
+    log.txn_commit("g", {("t", 0): 6}, T0 + 4, producer_id=7, commit=False)
+    log.close()
+    data = Log.open(tmp_path / "orders-0", LogConfig(), clock=lambda: T0)
+    data.append(encode_batch([(b"k", b"v"), (b"k2", None)], base_timestamp=T0, transactional=True, producer_id=8,
+                             producer_epoch=0, base_sequence=0))
+    data.append(encode_end_txn_batch(True, producer_id=8, producer_epoch=0, coordinator_epoch=0, timestamp=T0 + 1))
+    data.append(encode_batch([(encode_control_key(1), None)], base_timestamp=T0 + 2, **marker))
+    data.close()
+    refs = find_segments([str(tmp_path)])
+    rows = _rows(refs)
+    assert rows == _rows(refs, columnar=False)
+    control = [(r["topic"], r["control_type"], r["key_type"], r["group_id"], r["metadata"], r["is_tombstone"],
+                r["decode_error"]) for r in rows if r["record_type"] == "control"]
+    short = "control record key shorter than 4 bytes"
+    assert control == [
+        ("__consumer_offsets", 1, None, None, None, False, None),
+        ("__consumer_offsets", None, None, None, None, False, short),
+        ("__consumer_offsets", None, None, None, None, True, short),
+        ("__consumer_offsets", 0, None, None, None, False, None),
+        ("__consumer_offsets", 0, None, None, None, False, None),
+        ("orders", 1, None, None, None, False, None),
+        ("orders", 1, None, None, None, True, None)]
