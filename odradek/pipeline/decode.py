@@ -351,6 +351,7 @@ class _Chunk:
         self.value_readers: list[Callable[[int], Callable | None] | None] = []  # offset keys only
         self.group_codes: set[int] = set()
         self.modern_codes: set[int] = set()  # KIP-848/932 group records: cells per row, tombstones too
+        self.memo = GroupMemo()
         self.coordinator_type = _COORDINATOR_TOPICS.get(ref.topic)
         if not self.offsets_topic:
             self._entry((self.coordinator_type or DATA, None, None, None, None), None)
@@ -371,6 +372,7 @@ class _Chunk:
             nxt.key_map, nxt.key_entries, nxt.value_keys = self.key_map, self.key_entries, self.value_keys
             nxt.value_readers, nxt.group_codes = self.value_readers, self.group_codes
             nxt.modern_codes = self.modern_codes
+        nxt.memo = self.memo
         return nxt
 
     def _set(self, column: str, row: int, value: object) -> None:
@@ -390,7 +392,7 @@ class _Chunk:
 
     def _key_code(self, kb: bytes | None, row: int) -> int:
         """Decode a key not seen in this chunk yet; errors go to ``decode_error`` of ``row``."""
-        rtype, key_type, group, topic, partition, error, key = _key_entry(kb)
+        rtype, key_type, group, topic, partition, error, key = _key_entry(kb, self.memo)
         code = self._entry((rtype, key_type, group, topic, partition), key)
         if error is not None:
             self._set("decode_error", row, error)  # not memoised: each row says so
@@ -452,7 +454,7 @@ class _Chunk:
         if self.modern_codes and not self.modern_codes.isdisjoint(codes):
             for i, c in enumerate(codes):
                 if c in self.modern_codes:
-                    _modern_group_cells(self._set, start + i, records[i].key, records[i].value)
+                    _modern_group_cells(self._set, start + i, records[i].key, records[i].value, self.memo)
 
     def _add_rows(self, records: list[Record], start: int) -> None:
         """The same as the hot path, one row at a time through ``decode_value``, errors on their rows."""
@@ -468,7 +470,7 @@ class _Chunk:
             if type(key) is GroupKey and r.value is not None:
                 self._group_value(row, key, r.value)
             elif code in self.modern_codes:
-                _modern_group_cells(self._set, row, kb, r.value)
+                _modern_group_cells(self._set, row, kb, r.value, self.memo)
             elif type(key) is OffsetKey and r.value is not None:
                 try:
                     value = decode_value(key, r.value)
@@ -478,7 +480,7 @@ class _Chunk:
             row += 1
 
     def _group_value(self, row: int, key: GroupKey, data: bytes) -> None:
-        _group_cells(self._set, row, key, data)
+        _group_cells(self._set, row, key, data, self.memo)
 
     def to_batch(self) -> pa.RecordBatch:
         n = len(self.records)
@@ -615,7 +617,7 @@ def _share_cells(set_cell: Callable[[str, int, object], None], row: int, kb: byt
         set_cell(column, row, cell)
 
 
-def _key_entry(kb: bytes | None) -> tuple[str, int | None, str | None, str | None, int | None, str | None,
+def _key_entry(kb: bytes | None, memo: GroupMemo) -> tuple[str, int | None, str | None, str | None, int | None, str | None,
                                           OffsetKey | GroupKey | None]:
     """What a key gives its rows: (record_type, key_type, group, commit topic, commit partition,
     decode error, the key to decode values with: None for none)."""
@@ -630,7 +632,7 @@ def _key_entry(kb: bytes | None) -> tuple[str, int | None, str | None, str | Non
         return rtype, key_type, None, None, None, str(exc), None
     key_type = _INT16.unpack_from(kb, 0)[0]
     if key is None:
-        return _modern_key_entry(kb, key_type)
+        return _modern_key_entry(kb, key_type, memo)
     if type(key) is OffsetKey:
         return OFFSET_COMMIT, key_type, key.group, key.topic, key.partition, None, key
     return GROUP_METADATA, key_type, key.group, None, None, None, key
@@ -644,7 +646,7 @@ _MODERN_DECODERS = {
 }
 
 
-def _modern_key_entry(kb: bytes, key_type: int) -> tuple[str, int | None, str | None, str | None, int | None,
+def _modern_key_entry(kb: bytes, key_type: int, memo: GroupMemo) -> tuple[str, int | None, str | None, str | None, int | None,
                                                         str | None, None]:
     """:func:`_key_entry` of a key the classic loader skips: a KIP-848/932 group record's group, or ``unknown``."""
     found = _MODERN_DECODERS.get(key_type)
@@ -652,7 +654,7 @@ def _modern_key_entry(kb: bytes, key_type: int) -> tuple[str, int | None, str | 
         return UNKNOWN, key_type, None, None, None, None, None
     rtype = found[0]
     try:
-        group = _MODERN_MEMO.key(kb)[1]
+        group = memo.key(kb)[1]
     except RecordDecodeError as exc:
         return rtype, key_type, None, None, None, str(exc), None
     return rtype, key_type, group, None, None, None, None
@@ -664,7 +666,7 @@ _uuid_texts: dict[object, str] = {}  # topic id -> Kafka's Uuid text: a log name
 def _uuid_text(topic_id: object) -> str:
     text = _uuid_texts.get(topic_id)
     if text is None:
-        if len(_uuid_texts) > _BLOB_MEMO_MAX:
+        if len(_uuid_texts) > _KEY_MEMO_MAX:
             _uuid_texts.clear()
         text = _uuid_texts[topic_id] = share_records.kafka_uuid_text(topic_id)
     return text
@@ -680,23 +682,31 @@ def _topic_ids(assignment: dict | None) -> list[dict[str, object]] | None:
 Cells = tuple[tuple[str, object], ...]  # (column, cell) pairs of one row
 
 
-class ModernMemo:
-    """The cells of KIP-848/932 group records decoded so far (in this process: the values of one
-    group's epochs recur in every partition), by key bytes and by (key type, value bytes), so that each
-    distinct key and each distinct value is decoded once.
+class GroupMemo:
+    """What a segment's group records decoded to so far, so that each distinct blob is decoded once.
 
-    A group's members send the same keys over and over and many values repeat (target assignments,
-    epochs): the 1 M-record benchmark log's 42k such records have ~11k distinct keys and ~26k distinct
-    values.  Whether a value parses depends only on its bytes and the key type (which picks the value
-    struct), and a key's on its bytes alone, so a record whose key and value were both seen decodes
-    without error; one that fails is never memoised and is decoded again (its error names its key).
+    KIP-848/932 group records' cells by key bytes and by (key type, value bytes): a group's members send
+    the same keys over and over and many values repeat (target assignments, epochs); the 1 M-record
+    benchmark log's 42k such records have ~11k distinct keys and ~26k distinct values.  Whether a value
+    parses depends only on its bytes and the key type (which picks the value struct), and a key's on its
+    bytes alone, so a record whose key and value were both seen decodes without error; one that fails is
+    never memoised and is decoded again (its error names its key).
+
+    Classic group metadata's members by subscription and assignment bytes: a member's subscription is
+    the same bytes generation after generation (the same log's 24.8k members have 1.2k distinct
+    subscriptions and 9.5k distinct assignments).
+
+    One per segment (not per process): it dies with the segment's decode, so the cyclic GC does not
+    walk its objects for the rest of the worker's life.
     """
 
-    __slots__ = ("keys", "values")
+    __slots__ = ("keys", "values", "subscribed", "assigned")
 
     def __init__(self) -> None:
         self.keys: dict[bytes, tuple[int, str, Cells]] = {}  # key bytes -> (key type, group, key's cells)
         self.values: dict[tuple[int, bytes], Cells] = {}
+        self.subscribed: dict[bytes, list[str] | None] = {}
+        self.assigned: dict[bytes, list[dict[str, object]] | None] = {}
 
     def key(self, kb: bytes) -> tuple[int, str, Cells]:
         """(key type, group, the key's cells) of a modern group record's key; raises RecordDecodeError."""
@@ -722,7 +732,7 @@ class ModernMemo:
             known = self._remember(kb, key_type, key)
         if value is None:
             return known[2]
-        if len(self.values) > _BLOB_MEMO_MAX:
+        if len(self.values) > _KEY_MEMO_MAX:
             self.values.clear()
         value_cells = self.values[(key_type, vb)] = _modern_value_cells(value)
         return known[2] + value_cells
@@ -732,13 +742,11 @@ class ModernMemo:
         key_cells: Cells = (("group_record", names[type(key)]), ("member_id", getattr(key, "member", None)))
         if type(key) is cg_records.CGRegexKey:
             key_cells += (("group_regex", key.regex),)
-        if len(self.keys) > _BLOB_MEMO_MAX:
+        if len(self.keys) > _KEY_MEMO_MAX:
             self.keys.clear()
         known = self.keys[kb] = (key_type, key.group, key_cells)
         return known
 
-
-_MODERN_MEMO = ModernMemo()
 
 
 def _modern_value_cells(value: object) -> Cells:
@@ -770,12 +778,12 @@ def _modern_value_cells(value: object) -> Cells:
 
 
 def _modern_group_cells(set_cell: Callable[[str, int, object], None], row: int, kb: bytes,
-                        vb: bytes | None) -> None:
+                        vb: bytes | None, memo: GroupMemo) -> None:
     """A KIP-848 consumer-group or KIP-932 share-group record's cells (or its ``decode_error``),
     decoded by the group coordinator's own record modules (``offsets.consumer_records``,
     ``offsets.share_group_records``); a tombstone keeps its record name and member."""
     try:
-        cells = _MODERN_MEMO.cells(kb, vb)
+        cells = memo.cells(kb, vb)
     except RecordDecodeError as exc:
         set_cell("decode_error", row, str(exc))
         return
@@ -783,7 +791,8 @@ def _modern_group_cells(set_cell: Callable[[str, int, object], None], row: int, 
         set_cell(column, row, cell)
 
 
-def _group_cells(set_cell: Callable[[str, int, object], None], row: int, key: GroupKey, data: bytes) -> None:
+def _group_cells(set_cell: Callable[[str, int, object], None], row: int, key: GroupKey, data: bytes,
+                 memo: GroupMemo) -> None:
     """The group-metadata columns of one row (or its ``decode_error``)."""
     try:
         value = decode_value(key, data)
@@ -796,22 +805,16 @@ def _group_cells(set_cell: Callable[[str, int, object], None], row: int, key: Gr
     set_cell("protocol", row, value.protocol)
     set_cell("leader", row, value.leader)
     set_cell("current_state_timestamp", row, value.current_state_timestamp)
-    set_cell("members", row, [_member_dict(m, value.protocol_type) for m in value.members])
-
-
-# A member's subscription is the same bytes generation after generation (the 1 M-record benchmark log's
-# 24.8k members have 1.2k distinct subscriptions and 9.5k distinct assignments): each is parsed once.
-_subscribed: dict[bytes, list[str] | None] = {}
-_assigned: dict[bytes, list[dict[str, object]] | None] = {}
+    set_cell("members", row, [_member_dict(m, value.protocol_type, memo) for m in value.members])
 
 
 def _memoised(memo: dict, parse: Callable, blob: bytes) -> object:
-    """``parse(blob)``, remembered in ``memo`` (emptied when it grows past _BLOB_MEMO_MAX)."""
+    """``parse(blob)``, remembered in ``memo`` (emptied when it grows past _KEY_MEMO_MAX)."""
     try:
         return memo[blob]
     except KeyError:
         pass
-    if len(memo) > _BLOB_MEMO_MAX:
+    if len(memo) > _KEY_MEMO_MAX:
         memo.clear()
     out = memo[blob] = parse(blob)
     return out
@@ -826,7 +829,7 @@ def _assigned_partitions(assignment: bytes) -> list[dict[str, object]] | None:
         return None
 
 
-def _member_dict(m, protocol_type: str) -> dict[str, object]:
+def _member_dict(m, protocol_type: str, memo: GroupMemo) -> dict[str, object]:
     """A member as a struct row; subscription/assignment parsed for the ``consumer`` protocol.
 
     Subscribed topics are read the way the coordinator reads them (v0 prefix,
@@ -836,8 +839,8 @@ def _member_dict(m, protocol_type: str) -> dict[str, object]:
     topics = None
     assigned = None
     if protocol_type == CONSUMER_PROTOCOL_TYPE:
-        topics = _memoised(_subscribed, decode_subscription_topics, bytes(m.subscription))
-        assigned = _memoised(_assigned, _assigned_partitions, bytes(m.assignment))
+        topics = _memoised(memo.subscribed, decode_subscription_topics, bytes(m.subscription))
+        assigned = _memoised(memo.assigned, _assigned_partitions, bytes(m.assignment))
     return {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
             "client_host": m.client_host, "rebalance_timeout": m.rebalance_timeout,
             "session_timeout": m.session_timeout, "subscribed_topics": topics,
@@ -852,7 +855,6 @@ _VALUE_LAYOUTS = {v: fixed_layout(OFFSET_COMMIT_VALUE, v) for v in OFFSET_COMMIT
 _VALUE_COLUMNS = (("committed_offset", "offset"), ("leader_epoch", "leader_epoch"),
                   ("commit_timestamp", "commit_timestamp"), ("expire_timestamp", "expire_timestamp"))
 _KEY_MEMO_MAX = 1 << 17
-_BLOB_MEMO_MAX = 1 << 15  # the process-wide memos of group records' blobs: a few MiB at most
 
 
 def _control_rows(control: np.ndarray, data: bytes, key_pos: np.ndarray, key_len: np.ndarray,
@@ -956,6 +958,7 @@ class _Columnar:
         self.verify_crc = verify_crc
         self.offsets_topic = ref.topic == OFFSETS_TOPIC
         self.keys: dict[bytes | None, tuple] = {}  # key bytes -> _key_entry, for the whole segment
+        self.memo = GroupMemo()
 
     def add(self, buf: bytes, offsets: list[int], out: list[pa.RecordBatch]) -> None:
         """Append the batches at ``offsets`` of ``buf`` to ``out``, in log order.
@@ -1104,7 +1107,7 @@ class _Columnar:
         for kb in uniques:
             entry = memo.get(kb)
             if entry is None:
-                entry = memo[kb] = _key_entry(kb)
+                entry = memo[kb] = _key_entry(kb, self.memo)
             entries.append(entry)
         rtype, ktype, group, ctopic, cpart, error, key = zip(*entries, strict=True)
 
@@ -1149,10 +1152,10 @@ class _Columnar:
                 if value.metadata:
                     metadata[r] = value.metadata
         for r, k, p, length in _row_lists(np.flatnonzero((kind == 2) & has_value), idx, value_pos, value_len):
-            _group_cells(set_cell, r, key[k], data[p:p + length])
+            _group_cells(set_cell, r, key[k], data[p:p + length], self.memo)
         modern = np.array([t in _MODERN_TYPES for t in rtype], bool)[idx]
         for r, k, p, length in _row_lists(np.flatnonzero(modern), idx, value_pos, value_len):
-            _modern_group_cells(set_cell, r, uniques[k], None if length < 0 else data[p:p + length])
+            _modern_group_cells(set_cell, r, uniques[k], None if length < 0 else data[p:p + length], self.memo)
         mask = ~valid
         value_cols = [pa.array(values["offset"], pa.int64(), mask=mask),
                       pa.array(values["leader_epoch"], pa.int32(), mask=mask),
