@@ -945,6 +945,36 @@ def _interleave(rows: pa.RecordBatch | None, slow: pa.RecordBatch | None, spans:
         schema=combined.schema))
 
 
+def _sparse_column(n: int, cells: dict[int, object] | None, t: pa.DataType) -> pa.Array:
+    """An ``n``-row column, NULL but for ``cells``, built around the cells' own Arrow array: their values
+    (and a list's or string's child data) stay where ``pa.array`` put them, only validity and offsets
+    are spread to ``n`` rows.
+
+    A take over the rows (:func:`_with_cells`) copies every row of every such column, most of them NULL:
+    ~0.2 s of the 1 M-record benchmark log's decode for its twenty-odd group columns, half that this way.
+    """
+    if not cells:
+        return pa.nulls(n, t)
+    if not (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_list(t)):
+        return _with_cells(pa.nulls(n, t), cells, t)
+    rows = np.fromiter(cells, np.int64, len(cells))
+    values = pa.array(list(cells.values()), t)
+    valid = np.zeros(n, bool)
+    valid[rows] = values.is_valid().to_numpy(zero_copy_only=False)
+    validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if pa.types.is_integer(t):
+        column = np.zeros(n, t.to_pandas_dtype())
+        column[rows] = values.fill_null(0).to_numpy()
+        return pa.Array.from_buffers(t, n, [validity, pa.py_buffer(column)])
+    value_offsets = np.frombuffer(values.buffers()[1], np.int32, len(values) + 1)
+    lengths = np.zeros(n + 1, np.int32)
+    lengths[rows + 1] = np.diff(value_offsets)
+    offsets = pa.py_buffer(np.cumsum(lengths, dtype=np.int32) + value_offsets[0])
+    if pa.types.is_string(t):
+        return pa.Array.from_buffers(t, n, [validity, offsets, values.buffers()[2] or pa.py_buffer(b"")])
+    return pa.Array.from_buffers(t, n, [validity, offsets], children=[values.values])
+
+
 class _Columnar:
     """A segment's batches, many at a time, as Arrow record batches (:data:`ARROW_SCHEMA`).
 
@@ -1062,8 +1092,7 @@ class _Columnar:
         errors = cells.pop("decode_error", {})
 
         def sparse(name: str) -> pa.Array:
-            t = ARROW_SCHEMA.field(name).type
-            return _with_cells(pa.nulls(n, t), cells.get(name, {}), t)
+            return _sparse_column(n, cells.get(name), ARROW_SCHEMA.field(name).type)
 
         columns = [
             const(ref.source_dir, pa.string()),
