@@ -641,8 +641,10 @@ def _key_entry(kb: bytes | None, memo: GroupMemo) -> tuple[str, int | None, str 
 _MODERN_TYPES = (CONSUMER_GROUP, SHARE_GROUP)
 # key type -> (record type, the coordinator's decoder of that family, Kafka's record names by key class)
 _MODERN_DECODERS = {
-    **{t: (CONSUMER_GROUP, cg_records.decode_cg_record, cg_records.CG_RECORD_NAMES) for t in cg_records.CG_KEY_TYPES},
-    **{t: (SHARE_GROUP, sg_records.decode_sg_record, sg_records.SG_RECORD_NAMES) for t in sg_records.SG_KEY_TYPES},
+    **{t: (CONSUMER_GROUP, cg_records.decode_cg_record, cg_records.CG_RECORD_NAMES, cg_records.decode_cg_value)
+       for t in cg_records.CG_KEY_TYPES},
+    **{t: (SHARE_GROUP, sg_records.decode_sg_record, sg_records.SG_RECORD_NAMES, sg_records.decode_sg_value)
+       for t in sg_records.SG_KEY_TYPES},
 }
 
 
@@ -689,8 +691,9 @@ class GroupMemo:
     the same keys over and over and many values repeat (target assignments, epochs); the 1 M-record
     benchmark log's 42k such records have ~11k distinct keys and ~26k distinct values.  Whether a value
     parses depends only on its bytes and the key type (which picks the value struct), and a key's on its
-    bytes alone, so a record whose key and value were both seen decodes without error; one that fails is
-    never memoised and is decoded again (its error names its key).
+    bytes alone, so a record whose key and value were both seen decodes without error, and one whose key
+    was seen decodes only its value (``decode_cg_value``/``decode_sg_value``); one that fails is never
+    memoised and is decoded again (its error names its key).
 
     Classic group metadata's members by subscription and assignment bytes: a member's subscription is
     the same bytes generation after generation (the same log's 24.8k members have 1.2k distinct
@@ -703,13 +706,15 @@ class GroupMemo:
     __slots__ = ("keys", "values", "subscribed", "assigned")
 
     def __init__(self) -> None:
-        self.keys: dict[bytes, tuple[int, str, Cells]] = {}  # key bytes -> (key type, group, key's cells)
+        # key bytes -> (key type, group, the key's cells, the key)
+        self.keys: dict[bytes, tuple[int, str, Cells, object]] = {}
         self.values: dict[tuple[int, bytes], Cells] = {}
         self.subscribed: dict[bytes, list[str] | None] = {}
         self.assigned: dict[bytes, list[dict[str, object]] | None] = {}
 
-    def key(self, kb: bytes) -> tuple[int, str, Cells]:
-        """(key type, group, the key's cells) of a modern group record's key; raises RecordDecodeError."""
+    def key(self, kb: bytes) -> tuple[int, str, Cells, object]:
+        """(key type, group, the key's cells, the key) of a modern group record's key; raises
+        RecordDecodeError."""
         known = self.keys.get(kb)
         if known is None:
             key_type = _INT16.unpack_from(kb, 0)[0]
@@ -720,31 +725,33 @@ class GroupMemo:
     def cells(self, kb: bytes, vb: bytes | None) -> Cells:
         """The row's cells; raises RecordDecodeError as the coordinator's record modules do."""
         known = self.keys.get(kb)
-        if known is not None:
-            if vb is None:
-                return known[2]
-            value_cells = self.values.get((known[0], vb))
-            if value_cells is not None:
-                return known[2] + value_cells
-        key_type = _INT16.unpack_from(kb, 0)[0]
-        key, value = _MODERN_DECODERS[key_type][1](kb, vb)
         if known is None:
+            key_type = _INT16.unpack_from(kb, 0)[0]
+            key, value = _MODERN_DECODERS[key_type][1](kb, vb)
             known = self._remember(kb, key_type, key)
-        if value is None:
+            if value is None:
+                return known[2]
+        elif vb is None:
             return known[2]
+        else:
+            key_type, _group, key_cells, key = known
+            value_cells = self.values.get((key_type, vb))
+            if value_cells is not None:
+                return key_cells + value_cells
+            value = _MODERN_DECODERS[key_type][3](key, vb)  # a key seen before: only the value is decoded
         if len(self.values) > _KEY_MEMO_MAX:
             self.values.clear()
         value_cells = self.values[(key_type, vb)] = _modern_value_cells(value)
         return known[2] + value_cells
 
-    def _remember(self, kb: bytes, key_type: int, key: object) -> tuple[int, str, Cells]:
+    def _remember(self, kb: bytes, key_type: int, key: object) -> tuple[int, str, Cells, object]:
         names = _MODERN_DECODERS[key_type][2]
         key_cells: Cells = (("group_record", names[type(key)]), ("member_id", getattr(key, "member", None)))
         if type(key) is cg_records.CGRegexKey:
             key_cells += (("group_regex", key.regex),)
         if len(self.keys) > _KEY_MEMO_MAX:
             self.keys.clear()
-        known = self.keys[kb] = (key_type, key.group, key_cells)
+        known = self.keys[kb] = (key_type, key.group, key_cells, key)
         return known
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import uuid
 
@@ -27,6 +28,7 @@ from odradek.offsets.consumer_records import (
     CGTargetMetadataValue,
     TopicMetadata,
     decode_cg_record,
+    decode_cg_value,
     encode_cg_key,
     encode_cg_value,
 )
@@ -87,6 +89,12 @@ def test_records_are_kafkas_bytes_both_ways(key, value, key_bytes, value_bytes):
     k, v = decode_cg_record(key_bytes, value_bytes)
     assert k == key and encode_cg_value(k, v) == value_bytes
     assert decode_cg_record(key_bytes, None) == (key, None)  # a tombstone
+    assert decode_cg_value(key, value_bytes) == v  # the value alone, for a key decoded already
+    for bad in (b"\x00\x01" + value_bytes[2:], value_bytes[:3]):  # unknown version, truncated: the same error
+        with pytest.raises(RecordDecodeError) as whole:
+            decode_cg_record(key_bytes, bad)
+        with pytest.raises(RecordDecodeError, match=re.escape(str(whole.value))):
+            decode_cg_value(key, bad)
 
 
 def test_other_key_types_are_skipped_and_broken_ones_stop_a_load():

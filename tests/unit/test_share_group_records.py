@@ -29,6 +29,7 @@ from odradek.offsets.share_group_records import (
     SGTargetMetadataValue,
     TopicPartitionsInfo,
     decode_sg_record,
+    decode_sg_value,
     encode_sg_key,
     encode_sg_value,
 )
@@ -78,6 +79,12 @@ def test_bytes_are_kafkas(key, key_bytes, value, value_bytes):
     decoded_key, decoded = decode_sg_record(key_bytes, value_bytes)
     assert decoded_key == key
     assert encode_sg_value(key, decoded) == value_bytes
+    assert decode_sg_value(key, value_bytes) == decoded  # the value alone, for a key decoded already
+    for bad in (b"\x00\x01" + value_bytes[2:], value_bytes[:3]):  # unknown version, truncated: the same error
+        with pytest.raises(RecordDecodeError) as whole:
+            decode_sg_record(key_bytes, bad)
+        with pytest.raises(RecordDecodeError, match=re.escape(str(whole.value))):
+            decode_sg_value(key, bad)
 
 
 def test_member_subscriptions_are_written_sorted():
