@@ -617,8 +617,8 @@ def _share_cells(set_cell: Callable[[str, int, object], None], row: int, kb: byt
         set_cell(column, row, cell)
 
 
-def _key_entry(kb: bytes | None, memo: GroupMemo) -> tuple[str, int | None, str | None, str | None, int | None, str | None,
-                                          OffsetKey | GroupKey | None]:
+def _key_entry(kb: bytes | None, memo: GroupMemo) -> tuple[str, int | None, str | None, str | None, int | None,
+                                                           str | None, OffsetKey | GroupKey | None]:
     """What a key gives its rows: (record_type, key_type, group, commit topic, commit partition,
     decode error, the key to decode values with: None for none)."""
     try:
@@ -639,7 +639,8 @@ def _key_entry(kb: bytes | None, memo: GroupMemo) -> tuple[str, int | None, str 
 
 
 _MODERN_TYPES = (CONSUMER_GROUP, SHARE_GROUP)
-# key type -> (record type, the coordinator's decoder of that family, Kafka's record names by key class)
+# key type -> (record type, the coordinator's decoder of that family, Kafka's record names by key class, its
+# decoder of a value for a decoded key)
 _MODERN_DECODERS = {
     **{t: (CONSUMER_GROUP, cg_records.decode_cg_record, cg_records.CG_RECORD_NAMES, cg_records.decode_cg_value)
        for t in cg_records.CG_KEY_TYPES},
@@ -648,8 +649,8 @@ _MODERN_DECODERS = {
 }
 
 
-def _modern_key_entry(kb: bytes, key_type: int, memo: GroupMemo) -> tuple[str, int | None, str | None, str | None, int | None,
-                                                        str | None, None]:
+def _modern_key_entry(kb: bytes, key_type: int, memo: GroupMemo) -> tuple[str, int | None, str | None, str | None,
+                                                                          int | None, str | None, None]:
     """:func:`_key_entry` of a key the classic loader skips: a KIP-848/932 group record's group, or ``unknown``."""
     found = _MODERN_DECODERS.get(key_type)
     if found is None:

@@ -325,8 +325,8 @@ def test_sparse_columns_built_around_their_cells_equal_a_take(column):
     from odradek.pipeline.decode import ARROW_SCHEMA, _sparse_column, _with_cells
 
     t = ARROW_SCHEMA.field(column).type
-    samples = {"member_id": ["", "m-1", "a longer member id"], "control_type": [0, 1], "current_state_timestamp": [0, 2**40],
-               "group_topics": [[], ["a", "b"]], "member_assignment": [[], [{"topic": "x", "partitions": [0, 3]}]],
+    samples = {"member_id": ["", "m-1", "a longer member id"], "control_type": [0, 1],
+               "current_state_timestamp": [0, 2**40], "group_topics": [[], ["a", "b"]], "member_assignment": [[], [{"topic": "x", "partitions": [0, 3]}]],
                "members": [[], [{"member_id": "m", "group_instance_id": None, "client_id": "c", "client_host": "/h",
                                  "rebalance_timeout": 1, "session_timeout": 2, "subscribed_topics": None,
                                  "assigned_partitions": [{"topic": "t", "partitions": [1]}]}]]}[column]
