@@ -28,7 +28,8 @@ __all__ = [
     "CG_KEY_TYPES", "CGMetadataKey", "CGPartitionMetadataKey", "CGMemberKey", "CGTargetMetadataKey",
     "CGTargetMemberKey", "CGAssignmentKey", "CGRegexKey", "CGMetadataValue", "CGPartitionMetadataValue",
     "TopicMetadata", "CGMemberValue", "CGTargetMetadataValue", "CGTargetMemberValue", "CGAssignmentValue",
-    "CGRegexValue", "Assignment", "assignment_rows", "rows_assignment", "CG_RECORD_NAMES", "encode_cg_key", "encode_cg_value", "decode_cg_record", "is_cg_key",
+    "CGRegexValue", "Assignment", "assignment_rows", "rows_assignment", "CG_RECORD_NAMES", "encode_cg_key", "encode_cg_value", "decode_cg_record",
+    "decode_cg_value", "decode_group_value", "is_cg_key",
 ]
 
 Assignment = dict[uuid.UUID, frozenset[int]]
@@ -271,12 +272,18 @@ def decode_group_record(by_type: Mapping[int, tuple[type, Message, Message]], ma
         raise RecordDecodeError(f"cannot decode key of type {key_type}: {exc}") from None
     if value_data is None:
         return key, None
+    return key, decode_group_value(value_msg, make_value, key, value_data)
+
+
+def decode_group_value(value_msg: Message, make_value: Any, key: Any, value_data: bytes) -> Any:
+    """The value of a modern group record whose ``key`` is decoded already (the value struct
+    ``value_msg`` is its type's); raises ``RecordDecodeError`` as :func:`decode_group_record` does."""
     value_data = bytes(value_data)
     try:
         (version,) = _INT16.unpack_from(value_data, 0)
         if version != 0:
             raise RecordDecodeError(f"unknown value version {version} for {key}")
-        return key, make_value(cls, value_msg.parse(value_data[2:], 0))
+        return make_value(type(key), value_msg.parse(value_data[2:], 0))
     except (struct.error, ProtocolError) as exc:
         raise RecordDecodeError(f"cannot decode value of {key}: {exc}") from None
 
@@ -392,3 +399,9 @@ def decode_cg_record(key_data: bytes, value_data: bytes | None) -> tuple[Any, An
     """(key, value) of a consumer-group record; None for a key type that is not one (share,
     streams groups: skipped here, as Kafka's loader skips what it does not know)."""
     return decode_group_record(_DECODING, _make_value, key_data, value_data)
+
+
+def decode_cg_value(key: Any, value_data: bytes) -> Any:
+    """The value of a consumer-group record whose key is decoded already (readers that meet a key many
+    times decode it once)."""
+    return decode_group_value(_VALUES[type(key)], _make_value, key, value_data)

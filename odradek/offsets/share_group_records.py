@@ -23,6 +23,7 @@ from .consumer_records import (
     Assignment,
     assignment_rows,
     decode_group_record,
+    decode_group_value,
     encode_group_key,
     rows_assignment,
 )
@@ -32,7 +33,7 @@ __all__ = [
     "SG_KEY_TYPES", "SG_RECORD_NAMES", "SGMemberKey", "SGMetadataKey", "SGTargetMetadataKey", "SGTargetMemberKey",
     "SGAssignmentKey", "SGStatePartitionKey", "SGMemberValue", "SGMetadataValue", "SGTargetMetadataValue",
     "SGTargetMemberValue", "SGAssignmentValue", "SGStatePartitionValue", "TopicPartitionsInfo",
-    "encode_sg_key", "encode_sg_value", "decode_sg_record", "is_sg_key",
+    "encode_sg_key", "encode_sg_value", "decode_sg_record", "decode_sg_value", "is_sg_key",
 ]
 
 _GROUP_KEY = Message("ShareGroupKey", [F("group_id", "string", "0")], valid="0")
@@ -261,3 +262,8 @@ def _make_value(kind: type, c: Any) -> Any:
 def decode_sg_record(key_data: bytes, value_data: bytes | None) -> tuple[Any, Any] | None:
     """(key, value) of a share-group record; None for a key type that is not one."""
     return decode_group_record(_BY_TYPE, _make_value, key_data, value_data)
+
+
+def decode_sg_value(key: Any, value_data: bytes) -> Any:
+    """The value of a share-group record whose key is decoded already."""
+    return decode_group_value(_KEYS[type(key)][2], _make_value, key, value_data)

@@ -171,3 +171,116 @@ def test_a_read_planned_in_the_driver_gives_the_data_sources_rows(spark, scenari
     assert planned.count() == source.count() > 0
     assert planned.exceptAll(source).count() == 0 and source.exceptAll(planned).count() == 0
     assert planned.rdd.getNumPartitions() == source.rdd.getNumPartitions()
+
+
+def test_control_batches_give_the_row_paths_rows(tmp_path):
+    """Transaction markers, malformed ones included, are decoded in the columns: the same rows as the row
+    path's (record type control, control_type, no key fields, an unparsable key's error on its row)."""
+    from odradek.protocol.records import encode_batch, encode_control_key, encode_end_txn_batch
+    from odradek.storage.log import Log, LogConfig
+
+    marker = {"transactional": True, "control": True, "producer_id": 7, "producer_epoch": 0}
+    log = OffsetsLog(tmp_path, segment_bytes=1 << 20)
+    log.txn_commit("g", {("t", 0): 5}, T0, producer_id=7, commit=True)
+    log.raw(b"\x00\x01", b"\x00\x00", T0 + 1)  # an offsets-topic key cut short: its own error
+    log._append([(b"\x00", b"\x00\x00"), (None, None), (encode_control_key(0, version=3), b"\x00")], T0 + 2,
+                **marker)
+    log.commit("g", {("t", 1): 9}, T0 + 3)
+    log.txn_commit("g", {("t", 0): 6}, T0 + 4, producer_id=7, commit=False)
+    log.close()
+    data = Log.open(tmp_path / "orders-0", LogConfig(), clock=lambda: T0)
+    data.append(encode_batch([(b"k", b"v"), (b"k2", None)], base_timestamp=T0, transactional=True, producer_id=8,
+                             producer_epoch=0, base_sequence=0))
+    data.append(encode_end_txn_batch(True, producer_id=8, producer_epoch=0, coordinator_epoch=0, timestamp=T0 + 1))
+    data.append(encode_batch([(encode_control_key(1), None)], base_timestamp=T0 + 2, **marker))
+    data.close()
+    refs = find_segments([str(tmp_path)])
+    rows = _rows(refs)
+    assert rows == _rows(refs, columnar=False)
+    control = [(r["topic"], r["control_type"], r["key_type"], r["group_id"], r["metadata"], r["is_tombstone"],
+                r["decode_error"]) for r in rows if r["record_type"] == "control"]
+    short = "control record key shorter than 4 bytes"
+    assert control == [
+        ("__consumer_offsets", 1, None, None, None, False, None),
+        ("__consumer_offsets", None, None, None, None, False, short),
+        ("__consumer_offsets", None, None, None, None, True, short),
+        ("__consumer_offsets", 0, None, None, None, False, None),
+        ("__consumer_offsets", 0, None, None, None, False, None),
+        ("orders", 1, None, None, None, False, None),
+        ("orders", 1, None, None, None, True, None)]
+
+
+def test_every_modern_group_record_type_gives_its_cells_each_time_it_recurs(tmp_path):
+    """KIP-848/932 group records of every key type, each written twice (the decoder remembers each distinct
+    key and value), a tombstone, and a value that fails after its key was seen: every row has its own
+    cells, and the failing one its error naming its key."""
+    import uuid
+
+    from odradek.offsets import consumer_records as cg
+    from odradek.offsets import share_group_records as sg
+    from odradek.pipeline.decode import MODERN_GROUP_COLUMNS
+    from odradek.shares.records import kafka_uuid_text
+
+    t1, t2 = uuid.UUID(int=0xA1), uuid.UUID(int=0xB2)
+    tp1 = [{"topic": kafka_uuid_text(t1), "partitions": [0, 2]}]
+    records = [  # (key, value, the cells expected besides NULLs)
+        (cg.CGMetadataKey("g"), cg.CGMetadataValue(7), {"group_epoch": 7}),
+        (cg.CGPartitionMetadataKey("g"), cg.CGPartitionMetadataValue(
+            {"b": cg.TopicMetadata(t2, "b", 1), "a": cg.TopicMetadata(t1, "a", 3)}), {"group_topics": ["a", "b"]}),
+        (cg.CGMemberKey("g", "m1"), cg.CGMemberValue(
+            instance_id="i1", rack_id="r1", client_id="c1", client_host="/h", subscribed_topic_names=("z", "a"),
+            subscribed_topic_regex="re.*"), {
+            "member_id": "m1", "member_instance_id": "i1", "member_rack_id": "r1", "member_client_id": "c1",
+            "member_client_host": "/h", "group_topics": ["a", "z"], "group_regex": "re.*"}),
+        (cg.CGTargetMetadataKey("g"), cg.CGTargetMetadataValue(4), {"assignment_epoch": 4}),
+        (cg.CGTargetMemberKey("g", "m1"), cg.CGTargetMemberValue({t1: frozenset({2, 0})}),
+         {"member_id": "m1", "member_assignment": tp1}),
+        (cg.CGAssignmentKey("g", "m1"), cg.CGAssignmentValue(
+            member_epoch=5, previous_member_epoch=4, state=1, assigned={t1: frozenset({0, 2})},
+            pending_revocation={t2: frozenset({1})}), {
+            "member_id": "m1", "member_epoch": 5, "previous_member_epoch": 4, "member_state": 1,
+            "member_assignment": tp1,
+            "member_pending_revocation": [{"topic": kafka_uuid_text(t2), "partitions": [1]}]}),
+        (cg.CGRegexKey("g", "re.*"), cg.CGRegexValue(("t2", "t1"), 1, T0), {
+            "group_regex": "re.*", "group_topics": ["t1", "t2"]}),
+        (sg.SGMemberKey("s", "m2"), sg.SGMemberValue(client_id="c2", client_host="/h2", subscribed_topic_names=("a",)),
+         {"member_id": "m2", "member_client_id": "c2", "member_client_host": "/h2", "group_topics": ["a"]}),
+        (sg.SGMetadataKey("s"), sg.SGMetadataValue(3, 0), {"group_epoch": 3}),
+        (sg.SGTargetMetadataKey("s"), sg.SGTargetMetadataValue(2), {"assignment_epoch": 2}),
+        (sg.SGTargetMemberKey("s", "m2"), sg.SGTargetMemberValue({t1: frozenset({0, 2})}),
+         {"member_id": "m2", "member_assignment": tp1}),
+        (sg.SGAssignmentKey("s", "m2"), sg.SGAssignmentValue(
+            member_epoch=3, previous_member_epoch=2, state=0, assigned={t1: frozenset({0, 2})}), {
+            "member_id": "m2", "member_epoch": 3, "previous_member_epoch": 2, "member_state": 0,
+            "member_assignment": tp1}),
+        (sg.SGStatePartitionKey("s"), sg.SGStatePartitionValue(initialized={
+            t1: sg.TopicPartitionsInfo("b", frozenset({0})), t2: sg.TopicPartitionsInfo("a", frozenset({1}))}),
+         {"group_topics": ["a", "b"]}),
+    ]
+    log = OffsetsLog(tmp_path, segment_bytes=1 << 20)
+    expected = []
+    for key, value, cells in records:
+        module, names = (cg, cg.CG_RECORD_NAMES) if type(key) in cg.CG_RECORD_NAMES else (sg, sg.SG_RECORD_NAMES)
+        encode_key, encode_value = (cg.encode_cg_key, cg.encode_cg_value) if module is cg else (
+            sg.encode_sg_key, sg.encode_sg_value)
+        kb = encode_key(key)
+        row = {column: None for column in MODERN_GROUP_COLUMNS}
+        row.update(cells, group_record=names[type(key)])
+        tombstone = {column: row[column] if column in ("group_record", "member_id") else None
+                     for column in MODERN_GROUP_COLUMNS}
+        if type(key) is cg.CGRegexKey:
+            tombstone["group_regex"] = "re.*"
+        for vb, want in ((encode_value(key, value), row), (encode_value(key, value), row), (b"\x00\x00\x7f", None),
+                         (None, tombstone), (encode_value(key, value), row)):
+            log.raw(kb, vb, T0)
+            expected.append(want)
+    log.close()
+    refs = find_segments([str(tmp_path)])
+    rows = _rows(refs)
+    assert rows == _rows(refs, columnar=False)
+    assert [{column: r[column] for column in MODERN_GROUP_COLUMNS} if r["decode_error"] is None else None
+            for r in rows] == expected
+    failed = [r for r in rows if r["decode_error"] is not None]
+    assert len(failed) == len(records) and all("cannot decode value of" in r["decode_error"] for r in failed)
+    assert all(r[column] is None for r in failed for column in MODERN_GROUP_COLUMNS)
+    assert all(r["group_id"] in ("g", "s") for r in rows)

@@ -316,3 +316,22 @@ def test_pipeline_rows_equal_the_row_path(batch_specs, topic, max_rows):
         assert [r for b in new for r in b.to_pylist()] == [r for b in old for r in b.to_pylist()]
         assert all(b.num_rows == max_rows for b in new[:-1])
         assert len(warnings) in (0, 2) and warnings[:1] == warnings[1:]
+
+
+@pytest.mark.parametrize("column", ["member_id", "control_type", "current_state_timestamp", "group_topics", "members",
+                                    "member_assignment"])
+def test_sparse_columns_built_around_their_cells_equal_a_take(column):
+    """The decoder's rare columns are spread from their cells' own array; a take is the reference."""
+    from odradek.pipeline.decode import ARROW_SCHEMA, _sparse_column, _with_cells
+
+    t = ARROW_SCHEMA.field(column).type
+    samples = {"member_id": ["", "m-1", "a longer member id"], "control_type": [0, 1],
+               "current_state_timestamp": [0, 2**40], "group_topics": [[], ["a", "b"]], "member_assignment": [[], [{"topic": "x", "partitions": [0, 3]}]],
+               "members": [[], [{"member_id": "m", "group_instance_id": None, "client_id": "c", "client_host": "/h",
+                                 "rebalance_timeout": 1, "session_timeout": 2, "subscribed_topics": None,
+                                 "assigned_partitions": [{"topic": "t", "partitions": [1]}]}]]}[column]
+    for cells in ({}, {3: None}, {0: samples[0], 9: None}, dict(enumerate(samples * 3)),
+                  {9: samples[-1], 1: samples[0], 5: None}):
+        got = _sparse_column(10, cells, t)
+        got.validate(full=True)
+        assert got.equals(_with_cells(pa.nulls(10, t), cells, t))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import uuid
 
@@ -27,6 +28,7 @@ from odradek.offsets.consumer_records import (
     CGTargetMetadataValue,
     TopicMetadata,
     decode_cg_record,
+    decode_cg_value,
     encode_cg_key,
     encode_cg_value,
 )
@@ -87,6 +89,18 @@ def test_records_are_kafkas_bytes_both_ways(key, value, key_bytes, value_bytes):
     k, v = decode_cg_record(key_bytes, value_bytes)
     assert k == key and encode_cg_value(k, v) == value_bytes
     assert decode_cg_record(key_bytes, None) == (key, None)  # a tombstone
+    value_alone_decodes_alike(decode_cg_record, decode_cg_value, key, key_bytes, value_bytes)
+
+
+def value_alone_decodes_alike(decode_record, decode_value, key, key_bytes: bytes, value_bytes: bytes) -> None:
+    """The value of a key decoded already (``decode_value``) is the whole record's, and so are its errors
+    (an unknown version, truncated bytes)."""
+    assert decode_value(key, value_bytes) == decode_record(key_bytes, value_bytes)[1]
+    for bad in (b"\x00\x01" + value_bytes[2:], value_bytes[:3]):
+        with pytest.raises(RecordDecodeError) as whole:
+            decode_record(key_bytes, bad)
+        with pytest.raises(RecordDecodeError, match=re.escape(str(whole.value))):
+            decode_value(key, bad)
 
 
 def test_other_key_types_are_skipped_and_broken_ones_stop_a_load():

@@ -29,10 +29,12 @@ from odradek.offsets.share_group_records import (
     SGTargetMetadataValue,
     TopicPartitionsInfo,
     decode_sg_record,
+    decode_sg_value,
     encode_sg_key,
     encode_sg_value,
 )
 from odradek.protocol.schema import Message
+from tests.unit.test_consumer_group_records import value_alone_decodes_alike
 
 T1 = uuid.UUID("0f0e0d0c-0b0a-0908-0706-050403020100")
 T2 = uuid.UUID("10000000-0000-0000-0000-000000000002")
@@ -78,6 +80,7 @@ def test_bytes_are_kafkas(key, key_bytes, value, value_bytes):
     decoded_key, decoded = decode_sg_record(key_bytes, value_bytes)
     assert decoded_key == key
     assert encode_sg_value(key, decoded) == value_bytes
+    value_alone_decodes_alike(decode_sg_record, decode_sg_value, key, key_bytes, value_bytes)
 
 
 def test_member_subscriptions_are_written_sorted():
