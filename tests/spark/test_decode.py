@@ -171,3 +171,18 @@ def test_a_read_planned_in_the_driver_gives_the_data_sources_rows(spark, scenari
     assert planned.count() == source.count() > 0
     assert planned.exceptAll(source).count() == 0 and source.exceptAll(planned).count() == 0
     assert planned.rdd.getNumPartitions() == source.rdd.getNumPartitions()
+
+
+def test_python_workers_import_pyspark_as_installed(spark):
+    """Workers start through odradek.pipeline.sparkdaemon: the installed pyspark (cached bytecode), not the zip's."""
+    import pyspark
+
+    def where(batches):
+        import pyarrow as pa
+        import pyspark as worker_pyspark
+
+        for batch in batches:
+            yield pa.RecordBatch.from_pydict({"file": [worker_pyspark.__file__] * batch.num_rows})
+
+    files = {r.file for r in spark.range(2, numPartitions=2).mapInArrow(where, "file string").collect()}
+    assert files == {pyspark.__file__}
