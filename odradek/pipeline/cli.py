@@ -255,10 +255,18 @@ def _starts_local(args: argparse.Namespace) -> bool:
     return SparkSession.getActiveSession() is None and "PYSPARK_GATEWAY_PORT" not in os.environ
 
 
-def _jvm_options(args: argparse.Namespace) -> str | None:
-    """``--quick-jvm``: the local session's JVM options (None: the JVM's defaults)."""
-    quick = args.quick_jvm == "on" or (args.quick_jvm == "auto" and _input_bytes(args) <= QUICK_JVM_MAX_BYTES)
+def jvm_options(choice: str, input_bytes: Callable[[], int]) -> str | None:
+    """``--quick-jvm`` (``auto``/``on``/``off``): the local session's JVM options (None: the JVM's defaults).
+
+    ``auto`` takes the quick JVM for inputs up to :data:`QUICK_JVM_MAX_BYTES`
+    (``input_bytes`` is only called then); the benchmark asks the same.
+    """
+    quick = choice == "on" or (choice == "auto" and input_bytes() <= QUICK_JVM_MAX_BYTES)
     return QUICK_JVM_OPTIONS if quick else None
+
+
+def _jvm_options(args: argparse.Namespace) -> str | None:
+    return jvm_options(args.quick_jvm, lambda: _input_bytes(args))
 
 
 def _session(master: str, binary: bool, jvm_options: str | None = None,
