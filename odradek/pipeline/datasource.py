@@ -24,7 +24,7 @@ Options (all optional)::
     strict              "false" (default): log and stop at a corrupt batch; "true": fail the task
     maxRowsPerBatch     rows per Arrow batch (default 65536)
     splitBytes          bytes of segments per input partition (default 128 MiB; 0: one per segment)
-    parallelism         cores to spread over: a split is at most 1/3 of a core's share
+    parallelism         cores to spread over: splits in whole waves of about equal bytes
                         (read_logs sets Spark's defaultParallelism; default 0: no cap)
     aggregate           "none" (default): every record; "latest-offsets": per split, only the
                         records latest offsets, the expiry audit and lag read; "reports": those,

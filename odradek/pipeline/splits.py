@@ -11,8 +11,12 @@ stay together, and small partitions share a split.  A segment bigger than
 ``split_bytes`` is a split of its own (a task's memory is bounded by the
 decoder's 4 MiB reads and one Arrow batch, not by the segment).  Given the
 cluster's parallelism (the data source's ``parallelism`` option, which
-``read_logs`` fills from ``defaultParallelism``), a split is also no larger
-than a third of each core's share, so every core gets work on small inputs.
+``read_logs`` fills from ``defaultParallelism``), the splits come in whole
+waves: their count is the smallest multiple of the parallelism that keeps
+them within ``split_bytes``, and the log is cut where each is closest to an
+equal share of the bytes.  Every core then gets work and finishes with the
+others; each task costs tens of milliseconds of its own on top of its
+segments, so a core's share is cut no finer than the split size asks.
 """
 
 from __future__ import annotations
