@@ -692,6 +692,10 @@ def write_report(df: DataFrame, out_dir: str, name: str, *, csv: bool = True) ->
     written = [target]
     if not csv:
         return written
+    if is_local(base) and parquet_rows(spark, target) == 0:  # its header is all of it: no Spark job for that
+        header = _local(base) / f"{name}.csv"
+        header.write_text(",".join(df.columns) + "\n")
+        return [*written, str(header)]
     safe = _csv_safe(spark.read.parquet(target))
     # Rows sorted by every column, left to right: the CSV is the same bytes whatever the
     # splits, the executors or the order their tasks finished in.
