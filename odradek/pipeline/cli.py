@@ -299,9 +299,9 @@ def _session(master: str, binary: bool, jvm_options: str | None = None,
 
 
 def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, names: Sequence[str]) -> DataFrame:
-    from odradek.pipeline.datasource import read_binary_files, read_planned
+    from odradek.pipeline.datasource import read_binary_files, read_planned, write_planned
     from odradek.pipeline.partial import window_ms
-    from odradek.pipeline.reports import is_aggregated, parquet_rows
+    from odradek.pipeline.reports import is_aggregated, is_local, local_path, parquet_rows
 
     if args.from_records:
         df = spark.read.parquet(args.from_records)
@@ -325,6 +325,9 @@ def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, name
                 options["topics"] = args.topics
             if aggregated:
                 options.update(aggregate="reports", windowMs=str(window_ms(args.window)))
+            if is_local(target) and spark.sparkContext.master.startswith("local"):
+                rows = write_planned(spark, args.paths, local_path(target), **options)  # the tasks write it
+                return f"{rows:,} {'rows' if aggregated else 'records'} -> {target}"
             df = read_planned(spark, args.paths, **options)
         df.write.mode("overwrite").parquet(target)
         return f"{parquet_rows(spark, target):,} {'rows' if aggregated else 'records'} -> {target}"

@@ -657,7 +657,8 @@ def is_local(path: str | os.PathLike[str]) -> bool:
     return "://" not in text or text.startswith("file:")
 
 
-def _local(path: str | os.PathLike[str]) -> Path:
+def local_path(path: str | os.PathLike[str]) -> Path:
+    """A local path (:func:`is_local`) as the driver's filesystem names it (``file:`` dropped)."""
     text = str(path)
     return Path(text[len("file://"):] if text.startswith("file://") else text.removeprefix("file:"))
 
@@ -667,14 +668,14 @@ def parquet_rows(spark: SparkSession, path: str) -> int:
     if is_local(path):
         import pyarrow.dataset as ds
 
-        return ds.dataset(str(_local(path)), format="parquet").count_rows()
+        return ds.dataset(str(local_path(path)), format="parquet").count_rows()
     return spark.read.parquet(path).count()
 
 
 def write_text(spark: SparkSession, path: str, text: str) -> None:
     """A small text file (the HTML summary) locally, or through Hadoop's FileSystem API."""
     if is_local(path):
-        _local(path).write_text(text, encoding="utf-8")
+        local_path(path).write_text(text, encoding="utf-8")
         return
     jvm = spark.sparkContext._jvm
     jpath = jvm.org.apache.hadoop.fs.Path(path)
@@ -703,7 +704,7 @@ def write_report(df: DataFrame, out_dir: str, name: str, *, csv: bool = True) ->
     if not csv:
         return written
     if is_local(base) and parquet_rows(spark, target) == 0:  # its header is all of it: no Spark job for that
-        header = _local(base) / f"{name}.csv"
+        header = local_path(base) / f"{name}.csv"
         header.write_text(",".join(df.columns) + "\n")
         return [*written, str(header)]
     safe = _csv_safe(spark.read.parquet(target))
@@ -713,7 +714,7 @@ def write_report(df: DataFrame, out_dir: str, name: str, *, csv: bool = True) ->
     if not is_local(base):
         flat.csv(f"{base}/{name}.csv")
         return [*written, f"{base}/{name}.csv"]
-    out = _local(base)
+    out = local_path(base)
     csv_target = out / f"{name}.csv"
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out))
     try:
