@@ -11,7 +11,8 @@ in this process (``datasource.read_planned``), keeps per split only what the
 reports read -- each key's winning commit, group records, transactional
 commits and markers, and partial counts for the overview and commit rates
 (``aggregate=reports``, :mod:`odradek.pipeline.partial`) -- written to
-``<out>/aggregated.parquet``, which every report reads.  ``--every-record``
+``<out>/aggregated.parquet`` (by the tasks themselves with pyarrow in a
+local session, ``datasource.write_planned``), which every report reads.  ``--every-record``
 decodes every record to ``<out>/records.parquet`` instead (the full-record
 path; the reports give the same rows), as ``--binary-files`` always does;
 ``--from-records`` starts from either, written earlier.  The reports are
