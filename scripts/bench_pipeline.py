@@ -20,8 +20,10 @@ broker writes it, in 16 MiB segments.  Then, alternating, best of
 - **spark-agg**: the same read with ``aggregate=latest-offsets``: each task
   keeps only each key's latest commit of its split
   (``odradek.pipeline.partial``), Spark merges keys; splits sized for the
-  session's cores (``parallelism``); on ``local[2]`` and then
-  ``local[1]`` (a second session) for the scaling ratio.
+  session's cores (``parallelism``: whole waves of equal splits); on
+  ``local[2]`` and then ``local[1]`` (a second session) for the scaling
+  ratio.  Both sessions start the JVM ``odradek-report`` would start for
+  this input (``--quick-jvm auto``: C1 alone and the serial GC up to 1 GiB).
 
 With ``--report-all N`` it measures ``odradek-report all`` instead (issue
 37's second target: 1 M records in <= 20 s): a production-shaped log from
@@ -446,6 +448,7 @@ def main() -> int:
                           not args.no_every_record, args.memory)
 
     from odradek.pipeline import local_session
+    from odradek.pipeline.cli import jvm_options
     from odradek.pipeline.decode import find_segments
 
     started = time.perf_counter()
@@ -463,8 +466,11 @@ def main() -> int:
     size = sum(os.path.getsize(r.path) for r in refs)
     print(f"log: {len(refs)} segments in {PARTITIONS} partitions, {size / 2**20:.0f} MiB", flush=True)
 
+    # the JVM odradek-report would start for this input (--quick-jvm auto)
+    conf = {"spark.driver.extraJavaOptions": jvm} if (jvm := jvm_options("auto", lambda: size)) else {}
+    print(f"JVM options: {jvm or 'the defaults'}", flush=True)
     t = time.perf_counter()
-    spark = local_session("local[2]", app_name="bench-pipeline", shuffle_partitions=4)
+    spark = local_session("local[2]", app_name="bench-pipeline", shuffle_partitions=4, conf=conf)
     warm_up(spark, refs)
     print(f"spark session + worker start: {time.perf_counter() - t:.1f}s (not counted)", flush=True)
     setup_s = time.perf_counter() - started
@@ -495,7 +501,7 @@ def main() -> int:
                   f"{n / agg_s:,.0f} rec/s ({_load()})", flush=True)
         breakdown = decode_breakdown(refs)
         spark.stop()
-        spark = local_session("local[1]", app_name="bench-pipeline-1", shuffle_partitions=4)
+        spark = local_session("local[1]", app_name="bench-pipeline-1", shuffle_partitions=4, conf=conf)
         warm_up(spark, refs)
         for rnd in range(len(aggs)):
             agg_s, keys, latest = spark_aggregated_pass(spark, str(data))

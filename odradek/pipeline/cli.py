@@ -11,7 +11,8 @@ in this process (``datasource.read_planned``), keeps per split only what the
 reports read -- each key's winning commit, group records, transactional
 commits and markers, and partial counts for the overview and commit rates
 (``aggregate=reports``, :mod:`odradek.pipeline.partial`) -- written to
-``<out>/aggregated.parquet``, which every report reads.  ``--every-record``
+``<out>/aggregated.parquet`` (by the tasks themselves with pyarrow in a
+local session, ``datasource.write_planned``), which every report reads.  ``--every-record``
 decodes every record to ``<out>/records.parquet`` instead (the full-record
 path; the reports give the same rows), as ``--binary-files`` always does;
 ``--from-records`` starts from either, written earlier.  The reports are
@@ -255,10 +256,18 @@ def _starts_local(args: argparse.Namespace) -> bool:
     return SparkSession.getActiveSession() is None and "PYSPARK_GATEWAY_PORT" not in os.environ
 
 
-def _jvm_options(args: argparse.Namespace) -> str | None:
-    """``--quick-jvm``: the local session's JVM options (None: the JVM's defaults)."""
-    quick = args.quick_jvm == "on" or (args.quick_jvm == "auto" and _input_bytes(args) <= QUICK_JVM_MAX_BYTES)
+def jvm_options(choice: str, input_bytes: Callable[[], int]) -> str | None:
+    """``--quick-jvm`` (``auto``/``on``/``off``): the local session's JVM options (None: the JVM's defaults).
+
+    ``auto`` takes the quick JVM for inputs up to :data:`QUICK_JVM_MAX_BYTES`
+    (``input_bytes`` is only called then); the benchmark asks the same.
+    """
+    quick = choice == "on" or (choice == "auto" and input_bytes() <= QUICK_JVM_MAX_BYTES)
     return QUICK_JVM_OPTIONS if quick else None
+
+
+def _jvm_options(args: argparse.Namespace) -> str | None:
+    return jvm_options(args.quick_jvm, lambda: _input_bytes(args))
 
 
 def _session(master: str, binary: bool, jvm_options: str | None = None,
@@ -291,9 +300,9 @@ def _session(master: str, binary: bool, jvm_options: str | None = None,
 
 
 def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, names: Sequence[str]) -> DataFrame:
-    from odradek.pipeline.datasource import read_binary_files, read_planned
+    from odradek.pipeline.datasource import read_binary_files, read_planned, write_planned
     from odradek.pipeline.partial import window_ms
-    from odradek.pipeline.reports import is_aggregated, parquet_rows
+    from odradek.pipeline.reports import is_aggregated, is_local, local_path, parquet_rows
 
     if args.from_records:
         df = spark.read.parquet(args.from_records)
@@ -317,6 +326,9 @@ def _records(spark: SparkSession, args: argparse.Namespace, stages: Stages, name
                 options["topics"] = args.topics
             if aggregated:
                 options.update(aggregate="reports", windowMs=str(window_ms(args.window)))
+            if is_local(target) and spark.sparkContext.master.startswith("local"):
+                rows = write_planned(spark, args.paths, local_path(target), **options)  # the tasks write it
+                return f"{rows:,} {'rows' if aggregated else 'records'} -> {target}"
             df = read_planned(spark, args.paths, **options)
         df.write.mode("overwrite").parquet(target)
         return f"{parquet_rows(spark, target):,} {'rows' if aggregated else 'records'} -> {target}"

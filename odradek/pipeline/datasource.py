@@ -24,7 +24,7 @@ Options (all optional)::
     strict              "false" (default): log and stop at a corrupt batch; "true": fail the task
     maxRowsPerBatch     rows per Arrow batch (default 65536)
     splitBytes          bytes of segments per input partition (default 128 MiB; 0: one per segment)
-    parallelism         cores to spread over: a split is at most 1/3 of a core's share
+    parallelism         cores to spread over: splits in whole waves of about equal bytes
                         (read_logs sets Spark's defaultParallelism; default 0: no cap)
     aggregate           "none" (default): every record; "latest-offsets": per split, only the
                         records latest offsets, the expiry audit and lag read; "reports": those,
@@ -41,12 +41,16 @@ in any session.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql.datasource import CaseInsensitiveDict, DataSource, DataSourceReader, InputPartition
-from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from odradek.pipeline import partial
@@ -216,13 +220,7 @@ def read_planned(spark: SparkSession, paths: str | list[str], **options: str) ->
     task), which the executors run as they would the data source's read:
     the same rows, options and schema (``odradek-report`` reads this way).
     """
-    options = {"path": paths if isinstance(paths, str) else ",".join(paths), **options}
-    if not any(k.lower() == "parallelism" for k in options):
-        options["parallelism"] = str(spark.sparkContext.defaultParallelism)
-    given = CaseInsensitiveDict(options)
-    reader = OdradekLogReader(given)
-    schema = schema_for(given)
-    splits = reader.partitions()
+    reader, schema, splits = _planned(spark, paths, options)
     if not splits:
         return spark.createDataFrame([], schema)
 
@@ -232,6 +230,60 @@ def read_planned(spark: SparkSession, paths: str | list[str], **options: str) ->
                 yield from reader.read(splits[i])
 
     return spark.range(len(splits), numPartitions=len(splits)).mapInArrow(read, schema)
+
+
+def _planned(spark: SparkSession, paths: str | list[str], options: Mapping[str, str]
+             ) -> tuple[OdradekLogReader, StructType, Sequence[InputPartition]]:
+    """The reader, the rows' schema and the splits of a read planned in this process."""
+    options = {"path": paths if isinstance(paths, str) else ",".join(paths), **options}
+    if not any(k.lower() == "parallelism" for k in options):
+        options["parallelism"] = str(spark.sparkContext.defaultParallelism)
+    given = CaseInsensitiveDict(options)
+    reader = OdradekLogReader(given)
+    return reader, schema_for(given), reader.partitions()
+
+
+def write_planned(spark: SparkSession, paths: str | list[str], directory: str | Path, **options: str) -> int:
+    """:func:`read_planned`'s rows as a Parquet directory the tasks write themselves; returns the rows.
+
+    Handing the rows to Spark's Parquet writer costs the JVM about as much CPU
+    as decoding them costs Python (Arrow into rows, then Parquet, in a young
+    JVM: 3.1 s against 3.4 s for the 1 M-record log of ``odradek-report
+    all``); pyarrow writes the same Arrow batches for a fraction of that.  So
+    each task writes its split as ``part-NNNNN.parquet`` (to a hidden name,
+    then renamed: a retried task replaces its file) and returns its row
+    count, and the driver adds ``_SUCCESS``.  ``directory`` must be one every
+    executor writes to as the driver sees it: a local session's
+    (``odradek-report`` uses Spark's writer for anything else).  Spark reads
+    the files back with the schema it would have written.
+    """
+    reader, schema, splits = _planned(spark, paths, options)
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    out = Path(directory)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    if not splits:
+        pq.write_table(arrow_schema.empty_table(), out / "part-00000.parquet")
+        (out / "_SUCCESS").touch()
+        return 0
+
+    def write(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in ids:
+            for i in batch.column(0).to_pylist():
+                hidden, rows = out / f".part-{i:05d}.parquet.tmp", 0
+                with pq.ParquetWriter(hidden, arrow_schema, compression="snappy") as writer:
+                    for part in reader.read(splits[i]):
+                        writer.write_batch(part)
+                        rows += part.num_rows
+                os.replace(hidden, out / f"part-{i:05d}.parquet")
+                yield pa.RecordBatch.from_pydict({"rows": [rows]}, schema=_WRITTEN)
+
+    counts = spark.range(len(splits), numPartitions=len(splits)).mapInArrow(write, "rows long").collect()
+    (out / "_SUCCESS").touch()
+    return sum(r["rows"] for r in counts)
+
+
+_WRITTEN = pa.schema([pa.field("rows", pa.int64())])
 
 
 # --- binaryFile + mapInArrow: the same decoder over Hadoop filesystems ------------------------

@@ -464,6 +464,11 @@ def group_facts(row: dict[str, Any]) -> tuple[str | None, str, int, list[str] | 
     return protocol_type, "Stable" if members else "Empty", row["current_state_timestamp"], topics
 
 
+_GROUP_FACT_COLUMNS = ["is_tombstone", "members", "protocol_type", "protocol", "current_state_timestamp"]
+_OFFSET_AUDIT_COLUMNS = ["source_dir", "group_id", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
+                         "commit_timestamp", "expire_timestamp"]
+
+
 def _audit_batches(retention_ms: int):
     """mapInArrow body: storage's KIP-211 rules, once per group, then for each of its offsets."""
 
@@ -471,11 +476,14 @@ def _audit_batches(retention_ms: int):
         cache: dict[tuple[str, str], tuple[offset_expiry.Rule | None, str, str | None]] = {}
         for batch in batches:
             out: dict[str, list[Any]] = {name: [] for name in AUDIT_SCHEMA.names}
-            for row in batch.to_pylist():
+            # every row carries its group's columns (members and their subscriptions): those are read
+            # once per group, the offset's own columns once per row
+            group = batch.select(_GROUP_FACT_COLUMNS)
+            for i, row in enumerate(batch.select(_OFFSET_AUDIT_COLUMNS).to_pylist()):
                 gkey = (row["source_dir"], row["group_id"])
                 hit = cache.get(gkey)
                 if hit is None:
-                    protocol_type, state, since, topics = group_facts(row)
+                    protocol_type, state, since, topics = group_facts(group.slice(i, 1).to_pylist()[0])
                     hit = cache[gkey] = (offset_expiry.rule_for(protocol_type, state, since, topics), state,
                                          protocol_type)
                 rule, state, protocol_type = hit
@@ -521,7 +529,9 @@ def expiry_audit(df: DataFrame, *, now_ms: int, retention_ms: int = 7 * 24 * 360
     already computed (the CLI passes the report it wrote).
     """
     offsets = latest_offsets(df) if offsets is None else offsets
-    groups = group_snapshot(df)
+    # of the members, group_facts reads their subscriptions only: the rest would travel with every offset
+    groups = group_snapshot(df).withColumn(
+        "members", F.transform("members", lambda m: F.struct(m["subscribed_topics"].alias("subscribed_topics"))))
     joined = (offsets.join(groups, ["source_dir", "group_id"], "left")
               .repartition("source_dir", "group_id").sortWithinPartitions("source_dir", "group_id"))
     audited = joined.mapInArrow(_audit_batches(retention_ms), AUDIT_SCHEMA)
@@ -647,7 +657,8 @@ def is_local(path: str | os.PathLike[str]) -> bool:
     return "://" not in text or text.startswith("file:")
 
 
-def _local(path: str | os.PathLike[str]) -> Path:
+def local_path(path: str | os.PathLike[str]) -> Path:
+    """A local path (:func:`is_local`) as the driver's filesystem names it (``file:`` dropped)."""
     text = str(path)
     return Path(text[len("file://"):] if text.startswith("file://") else text.removeprefix("file:"))
 
@@ -657,14 +668,14 @@ def parquet_rows(spark: SparkSession, path: str) -> int:
     if is_local(path):
         import pyarrow.dataset as ds
 
-        return ds.dataset(str(_local(path)), format="parquet").count_rows()
+        return ds.dataset(str(local_path(path)), format="parquet").count_rows()
     return spark.read.parquet(path).count()
 
 
 def write_text(spark: SparkSession, path: str, text: str) -> None:
     """A small text file (the HTML summary) locally, or through Hadoop's FileSystem API."""
     if is_local(path):
-        _local(path).write_text(text, encoding="utf-8")
+        local_path(path).write_text(text, encoding="utf-8")
         return
     jvm = spark.sparkContext._jvm
     jpath = jvm.org.apache.hadoop.fs.Path(path)
@@ -692,6 +703,10 @@ def write_report(df: DataFrame, out_dir: str, name: str, *, csv: bool = True) ->
     written = [target]
     if not csv:
         return written
+    if is_local(base) and parquet_rows(spark, target) == 0:  # its header is all of it: no Spark job for that
+        header = local_path(base) / f"{name}.csv"
+        header.write_text(",".join(df.columns) + "\n")
+        return [*written, str(header)]
     safe = _csv_safe(spark.read.parquet(target))
     # Rows sorted by every column, left to right: the CSV is the same bytes whatever the
     # splits, the executors or the order their tasks finished in.
@@ -699,7 +714,7 @@ def write_report(df: DataFrame, out_dir: str, name: str, *, csv: bool = True) ->
     if not is_local(base):
         flat.csv(f"{base}/{name}.csv")
         return [*written, f"{base}/{name}.csv"]
-    out = _local(base)
+    out = local_path(base)
     csv_target = out / f"{name}.csv"
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out))
     try:

@@ -284,3 +284,37 @@ def test_every_modern_group_record_type_gives_its_cells_each_time_it_recurs(tmp_
     assert len(failed) == len(records) and all("cannot decode value of" in r["decode_error"] for r in failed)
     assert all(r[column] is None for r in failed for column in MODERN_GROUP_COLUMNS)
     assert all(r["group_id"] in ("g", "s") for r in rows)
+
+
+@pytest.mark.parametrize("options", [{}, {"aggregate": "reports", "windowMs": "600000", "splitBytes": "4096"},
+                                     {"topics": "no-such-topic"}])
+def test_a_read_written_by_its_tasks_is_the_planned_reads_rows(spark, scenario, options, tmp_path):
+    """``write_planned`` (odradek-report's decode in a local session): the tasks' Parquet has read_planned's rows."""
+    from odradek.pipeline.datasource import read_planned, write_planned
+
+    target = tmp_path / "out.parquet"
+    target.mkdir()
+    (target / "stale.parquet").write_bytes(b"left by an earlier run")
+    planned = read_planned(spark, [str(scenario.parent)], **options)
+    rows = write_planned(spark, [str(scenario.parent)], target, **options)
+    written = spark.read.parquet(str(target))
+    assert written.schema == planned.schema
+    assert rows == written.count() == planned.count()
+    assert written.exceptAll(planned).count() == 0 and planned.exceptAll(written).count() == 0
+    assert (target / "_SUCCESS").exists() and not (target / "stale.parquet").exists()
+    assert not [p for p in target.iterdir() if p.name.startswith(".")]  # no task's temp file left
+
+
+def test_python_workers_import_pyspark_as_installed(spark):
+    """Workers start through odradek.pipeline.sparkdaemon: the installed pyspark (cached bytecode), not the zip's."""
+    import pyspark
+
+    def where(batches):
+        import pyarrow as pa
+        import pyspark as worker_pyspark
+
+        for batch in batches:
+            yield pa.RecordBatch.from_pydict({"file": [worker_pyspark.__file__] * batch.num_rows})
+
+    files = {r.file for r in spark.range(2, numPartitions=2).mapInArrow(where, "file string").collect()}
+    assert files == {pyspark.__file__}
