@@ -7,8 +7,10 @@ Generates a ``__consumer_offsets`` log shaped like a busy cluster's (groups
 spread over 8 offsets partitions by Kafka's hash, each OffsetCommit request
 one batch of 10 partition offsets, a rebalance every few thousand commits,
 some OffsetDelete tombstones), written through ``storage.log.Log`` as a
-broker writes it, in 16 MiB segments.  Then, alternating, best of
-``--rounds``:
+broker writes it, in 16 MiB segments.  Then, best of ``--rounds`` (the
+first two arms alternating; then the spark-agg rounds back to back in a
+fresh ``local[2]`` session and in a ``local[1]`` one, each warmed up alike,
+so that the scaling pair is measured the same way):
 
 - **single**: one process decodes every segment with
   ``odradek.pipeline.decode`` into Arrow batches and aggregates them with
@@ -494,6 +496,13 @@ def main() -> int:
             sparks.append(m / spark_s)
             print(f"round {rnd + 1} spark : {m:,} records in {spark_s:.2f}s = {m / spark_s:,.0f} rec/s "
                   f"({_load()})", flush=True)
+        # the scaling pair is measured alike: each in a session of its own, warmed up the same way,
+        # its rounds back to back (every record into the JVM leaves garbage and a grown heap that
+        # the next passes of that session would pay for, on local[2] only)
+        spark.stop()
+        spark = local_session("local[2]", app_name="bench-pipeline-2", shuffle_partitions=4, conf=conf)
+        warm_up(spark, refs)
+        for rnd in range(len(singles)):
             agg_s, keys, latest = spark_aggregated_pass(spark, str(data))
             assert latest == expected, "spark-agg disagrees with the single process"
             aggs.append(n / agg_s)
