@@ -34,6 +34,13 @@ broker writes.  What the groups do, per group, seeded (``--seed``):
   TxnOffsetCommit batches (a producer id per app) followed by a COMMIT
   marker, about 1 in 25 an ABORT, and the last one may be left pending.
 
+With ``--kafka-captures``, the records a real Kafka wrote that the tests keep
+(``tests/kafka_captures.py``: konsumer_offsets' offset commits and group
+metadata read from a cluster's ``__consumer_offsets``, and Burrow's group
+and offset values of versions 0-3) come first in their groups' partitions,
+byte for byte as Kafka wrote them, one batch each: the log mixes Kafka's own
+writing with ours.
+
 Partitions are split over ``--workers`` processes (default: every CPU).
 Prints what was written, and writes ``<out>/generated.json`` with the counts.
 """
@@ -70,6 +77,7 @@ from odradek.offsets.records import (  # noqa: E402
     MemberValue,
     OffsetKey,
     OffsetValue,
+    decode_key,
     encode_key,
     encode_value,
     partition_for,
@@ -83,7 +91,7 @@ T0 = 1_700_000_000_000
 TICK_MS = 5_000  # auto.commit.interval.ms
 COUNTS = ("records", "commits", "tombstones", "group_records", "group_tombstones", "txn_commits",
           "txn_committed", "txn_aborted", "txn_pending", "batches", "cg_records", "cg_tombstones", "sg_records",
-          "sg_tombstones")
+          "sg_tombstones", "kafka_captured")
 KIP848_SHARE = 1 / 4  # of the groups: consumer protocol (KIP-848)
 SHARE_GROUPS_PER_GROUP = 1 / 20  # share groups (KIP-932) beside the consumer groups
 
@@ -301,10 +309,37 @@ def _retire(w: PartitionWriter, g: GroupSim, ts: int) -> None:
     g.retire_at = None  # the name comes back as a new group on its next tick
 
 
-def write_partition(args: tuple[str, int, list[str], int, int, int, int]) -> dict[str, int]:
-    """Generate one offsets partition until it holds ``budget`` records."""
-    out, partition, names, budget, segment_bytes, seed, n_topics = args
+# konsumer_offsets' captures in the order their timestamps put them: group states, then commits
+KONSUMER_ORDER = (("group_metadata", "03"), ("group_metadata", "02"), ("group_metadata", "04"),
+                  ("group_metadata", "01"), ("group_metadata", "05"), ("offset_commit", "03"),
+                  ("offset_commit", "05"), ("offset_commit", "01"), ("offset_commit", "02"), ("offset_commit", "04"))
+
+
+def kafka_captured(partitions: int) -> dict[int, list[tuple[bytes, bytes]]]:
+    """Kafka-written (key, value) records by the offsets partition of their group, in log order.
+
+    Burrow's two values it keeps with quirks (a v3 body without its version,
+    a v4 without its tagged fields) are left out: Kafka never wrote those.
+    """
+    from tests.kafka_captures import BURROW, KONSUMER
+
+    records = [KONSUMER[k] for k in KONSUMER_ORDER]
+    records += [(BURROW["group_key_v2.hex"], BURROW[f"group_value_v{v}.hex"]) for v in (1, 2, 3)]
+    records.append((BURROW["offset_key_v1.hex"], BURROW["offset_value_v0.hex"]))
+    out: dict[int, list[tuple[bytes, bytes]]] = {}
+    for key, value in records:
+        out.setdefault(partition_for(decode_key(key).group, partitions), []).append((key, value))
+    return out
+
+
+def write_partition(args: tuple[str, int, list[str], int, int, int, int, list[tuple[bytes, bytes]]]
+                    ) -> dict[str, int]:
+    """Generate one offsets partition until it holds ``budget`` records (after ``captured``, if any)."""
+    out, partition, names, budget, segment_bytes, seed, n_topics, captured = args
     w = PartitionWriter(Path(out), partition, segment_bytes)
+    for i, (key, value) in enumerate(captured):  # before the generated records, one batch each
+        w.append([(key, value)], T0 - len(captured) + i)
+        w.counts["kafka_captured"] += 1
     horizon = max(10, budget // (len(names) * 12))  # ~12 partitions a group, one record each a tick
     groups = [_group(n, seed, n_topics, 1000 + partition * 100_000 + i, horizon) for i, n in enumerate(names)]
     tick = 0
@@ -348,6 +383,8 @@ def main() -> int:
     ap.add_argument("--segment-mb", type=float, default=100)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--seed", type=int, default=37)
+    ap.add_argument("--kafka-captures", action="store_true",
+                    help="put the Kafka-written records of tests/kafka_captures.py first in their partitions")
     args = ap.parse_args()
 
     out = Path(args.out)
@@ -359,8 +396,9 @@ def main() -> int:
     names += [f"share-{i:05d}" for i in range(round(args.groups * SHARE_GROUPS_PER_GROUP))]
     for name in names:
         by_partition[partition_for(name, args.partitions)].append(name)
+    captured = kafka_captured(args.partitions) if args.kafka_captures else {}
     jobs = [(str(out), p, names, max(1, args.records * sum(not n.startswith("share-") for n in names) // args.groups), int(args.segment_mb * 2**20),
-             args.seed, args.topics) for p, names in by_partition.items() if names]
+             args.seed, args.topics, captured.get(p, [])) for p, names in by_partition.items() if names or p in captured]
     started = time.perf_counter()
     totals = dict.fromkeys(COUNTS, 0)
     with multiprocessing.get_context("spawn").Pool(max(1, args.workers)) as pool:
