@@ -19,6 +19,9 @@ N = 60
 @pytest.fixture(scope="module")
 def cluster():
     with BrokerHandle(brokers=3) as handle:
+        # the tests look for one answer among every request of a run that polls, fetches and commits
+        # every 100 ms for up to a minute: more than the default ring of 1,000 on a slow machine
+        handle.set_capture(50_000)
         yield handle
 
 
