@@ -666,19 +666,11 @@ def _modern_key_entry(kb: bytes, key_type: int, memo: GroupMemo) -> tuple[str, i
 _uuid_texts: dict[object, str] = {}  # topic id -> Kafka's Uuid text: a log names few topics, each many times
 
 
-def _uuid_text(topic_id: object) -> str:
-    text = _uuid_texts.get(topic_id)
-    if text is None:
-        if len(_uuid_texts) > _KEY_MEMO_MAX:
-            _uuid_texts.clear()
-        text = _uuid_texts[topic_id] = share_records.kafka_uuid_text(topic_id)
-    return text
-
-
 def _topic_ids(assignment: dict | None) -> list[dict[str, object]] | None:
     if assignment is None:
         return None
-    return [{"topic": _uuid_text(row["topic_id"]), "partitions": row["partitions"]}
+    return [{"topic": _memoised(_uuid_texts, share_records.kafka_uuid_text, row["topic_id"]),
+             "partitions": row["partitions"]}
             for row in cg_records.assignment_rows(assignment)]
 
 
@@ -816,7 +808,7 @@ def _group_cells(set_cell: Callable[[str, int, object], None], row: int, key: Gr
     set_cell("members", row, [_member_dict(m, value.protocol_type, memo) for m in value.members])
 
 
-def _memoised(memo: dict, parse: Callable, blob: bytes) -> object:
+def _memoised(memo: dict, parse: Callable, blob: object) -> object:
     """``parse(blob)``, remembered in ``memo`` (emptied when it grows past _KEY_MEMO_MAX)."""
     try:
         return memo[blob]
